@@ -1,0 +1,151 @@
+//! The WIT glue behind [`crate::export_plugin!`]. Not a public API.
+
+/// Bindings generated from `wit/plugin.wit`.
+#[allow(missing_docs)]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "wasmloop:plugin/reconciler",
+        pub_export_macro: true,
+        default_bindings_module: "wasmloop_sdk::__private::bindings",
+        export_macro_name: "export",
+    });
+}
+
+pub use bindings::export;
+pub use bindings::exports::wasmloop::plugin::plugin::Guest;
+
+use bindings::exports::wasmloop::plugin::plugin as wit;
+use bindings::wasmloop::plugin::types as wit_types;
+
+use crate::action::{Action, EventType, PatchKind};
+use crate::kind::Gvk;
+use crate::manifest::{KindSelector, Manifest};
+use crate::request::{Config, Object, ObjectRef, Phase, Request};
+use crate::{Reconciler, timing};
+
+/// The manifest record.
+pub type WitManifest = wit_types::PluginManifest;
+/// The request record.
+pub type WitRequest = wit::Request;
+/// The response record.
+pub type WitResponse = wit::Response;
+/// The error record.
+pub type WitReconcileError = wit::ReconcileError;
+/// The object record.
+pub type WitObject = wit_types::Object;
+/// The object-ref record.
+pub type WitObjectRef = wit_types::ObjectRef;
+
+pub(crate) fn object_from_wit(o: WitObject) -> Object {
+    Object::from_parts(o.api_version, o.kind, o.name, o.namespace, o.uid, o.json)
+}
+
+fn gvk_to_wit(g: Gvk) -> wit_types::Gvk {
+    wit_types::Gvk { group: g.group, version: g.version, kind: g.kind }
+}
+
+fn selector_to_wit(s: KindSelector) -> wit_types::KindSelector {
+    wit_types::KindSelector { kind: gvk_to_wit(s.kind), namespace: s.namespace, label_selector: s.label_selector }
+}
+
+fn ref_to_wit(r: ObjectRef) -> WitObjectRef {
+    WitObjectRef { api_version: r.api_version, kind: r.kind, name: r.name, namespace: r.namespace, uid: r.uid }
+}
+
+/// The plugin's manifest in WIT form.
+pub fn manifest<P: Reconciler>() -> WitManifest {
+    let m: Manifest = P::manifest();
+    WitManifest {
+        name: m.name,
+        version: m.version,
+        primary: selector_to_wit(m.primary),
+        owns: m.owns.into_iter().map(gvk_to_wit).collect(),
+        watches: m.watches.into_iter().map(selector_to_wit).collect(),
+        reads: m.reads.into_iter().map(gvk_to_wit).collect(),
+        finalizer: m.finalizer,
+        prune: m.prune,
+        deliver_deleted: m.deliver_deleted,
+        deliver_previous: m.deliver_previous,
+        settings: wit_types::Settings {
+            max_concurrent_reconciles: m.settings.max_concurrent_reconciles,
+            deadline_ms: m.settings.deadline_ms,
+            memory_limit_bytes: m.settings.memory_limit_bytes,
+            response_limit_bytes: m.settings.response_limit_bytes,
+            resync_seconds: m.settings.resync_seconds,
+        },
+    }
+}
+
+fn request_from_wit(r: WitRequest) -> Request {
+    Request {
+        object: object_from_wit(r.object),
+        owned: r.owned.into_iter().map(object_from_wit).collect(),
+        phase: match r.phase {
+            wit::Phase::Apply => Phase::Apply,
+            wit::Phase::Cleanup => Phase::Cleanup,
+            wit::Phase::Deleted => Phase::Deleted,
+        },
+        previous: r.previous.map(object_from_wit),
+        attempt: r.attempt,
+        config: Config::new(r.config),
+    }
+}
+
+fn response_to_wit(actions: Vec<Action>) -> WitResponse {
+    let mut requeue: Option<u64> = None;
+    let actions = actions
+        .into_iter()
+        .filter_map(|a| match a {
+            Action::Apply(json) => Some(wit::Action::Apply(json)),
+            Action::Delete(r) => Some(wit::Action::Delete(ref_to_wit(r))),
+            Action::Patch { target, kind, patch } => Some(wit::Action::Patch(wit::Patch {
+                target: ref_to_wit(target),
+                kind: match kind {
+                    PatchKind::Merge => wit::PatchKind::Merge,
+                    PatchKind::Json => wit::PatchKind::Json,
+                },
+                patch,
+            })),
+            Action::Status(json) => Some(wit::Action::Status(json)),
+            Action::Event(e) => Some(wit::Action::Event(wit::Event {
+                event_type: match e.event_type {
+                    EventType::Normal => wit::EventType::Normal,
+                    EventType::Warning => wit::EventType::Warning,
+                },
+                reason: e.reason,
+                message: e.message,
+                action: e.action,
+            })),
+            Action::RequeueAfter(d) => {
+                let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+                requeue = Some(requeue.map_or(ms, |r| r.min(ms)));
+                None
+            }
+        })
+        .collect();
+    WitResponse { actions, requeue_after_ms: requeue }
+}
+
+/// Runs one reconcile.
+pub fn reconcile<P: Reconciler>(request: WitRequest) -> Result<WitResponse, WitReconcileError> {
+    let request = request_from_wit(request);
+    let (result, [decode, logic, encode]) = timing::phases(|| P::reconcile(&request));
+    let start = timing::now();
+    let out = result
+        .map(response_to_wit)
+        .map_err(|e| WitReconcileError { message: e.message, transient: e.transient, reason: e.reason });
+    if let Some(start) = start {
+        let encode = encode + start.elapsed().as_nanos() as u64;
+        crate::log::write(
+            crate::log::Level::Trace,
+            &format!("wasmloop.phases decode_ns={decode} logic_ns={logic} encode_ns={encode}"),
+        );
+    }
+    out
+}
+
+/// Runs `map`.
+pub fn map<P: Reconciler>(related: WitObject, config: String) -> Vec<WitObjectRef> {
+    P::map(&object_from_wit(related), &Config::new(config)).into_iter().map(ref_to_wit).collect()
+}

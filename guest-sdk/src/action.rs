@@ -1,0 +1,123 @@
+//! What a reconcile asks the host to do, and the builders that make it.
+//!
+//! ```
+//! use std::time::Duration;
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use wasmloop_sdk::prelude::*;
+//!
+//! let cm = ConfigMap { metadata: Default::default(), ..Default::default() };
+//! let actions = vec![
+//!     apply(&cm),
+//!     status(serde_json::json!({"ready": true})),
+//!     event(EventType::Normal, "Synced", "all good"),
+//!     requeue_after(Duration::from_secs(60)),
+//! ];
+//! assert_eq!(actions.len(), 4);
+//! ```
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::request::ObjectRef;
+use crate::timing;
+
+/// Event severity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// Normal operation.
+    Normal,
+    /// Something the user should look at.
+    Warning,
+}
+
+/// An Event to record on the primary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventAction {
+    /// Normal or Warning.
+    pub event_type: EventType,
+    /// Short CamelCase reason.
+    pub reason: String,
+    /// Human-readable message.
+    pub message: String,
+    /// What the controller did; the host uses `Reconcile` when none.
+    pub action: Option<String>,
+}
+
+/// How to patch an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchKind {
+    /// RFC 7386 JSON merge patch.
+    Merge,
+    /// RFC 6902 JSON patch.
+    Json,
+}
+
+/// One thing for the host to do. Build them with [`apply`], [`delete`], [`patch`],
+/// [`status`], [`event`] and [`requeue_after`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Server-side apply of the whole object (JSON text).
+    Apply(String),
+    /// Delete the object.
+    Delete(ObjectRef),
+    /// Patch an object.
+    Patch {
+        /// Which object.
+        target: ObjectRef,
+        /// Which patch format.
+        kind: PatchKind,
+        /// The patch as JSON text.
+        patch: String,
+    },
+    /// Set the primary's status to this JSON value.
+    Status(String),
+    /// Record an Event on the primary.
+    Event(EventAction),
+    /// Reconcile again after this long, even without changes.
+    RequeueAfter(Duration),
+}
+
+fn to_json(value: &impl Serialize, what: &str) -> String {
+    timing::encode(|| serde_json::to_string(value)).unwrap_or_else(|e| {
+        // Only maps with non-string keys fail here: a bug in the plugin's types.
+        panic!("wasmloop-sdk: cannot serialize the {what} action: {e}")
+    })
+}
+
+/// Server-side applies `object`: a k8s-openapi value, or any serializable object that
+/// carries `apiVersion`, `kind` and `metadata.name`. List only the fields you own.
+pub fn apply(object: &impl Serialize) -> Action {
+    Action::Apply(to_json(object, "apply"))
+}
+
+/// Deletes the referenced object (with its UID as a precondition when set).
+pub fn delete(target: ObjectRef) -> Action {
+    Action::Delete(target)
+}
+
+/// Patches the referenced object with a merge or JSON patch.
+pub fn patch(target: ObjectRef, kind: PatchKind, patch: &impl Serialize) -> Action {
+    Action::Patch { target, kind, patch: to_json(patch, "patch") }
+}
+
+/// Sets the primary's status subresource to `status` (the content of the `status` field).
+pub fn status(status: impl Serialize) -> Action {
+    Action::Status(to_json(&status, "status"))
+}
+
+/// Records an Event on the primary.
+pub fn event(event_type: EventType, reason: impl Into<String>, message: impl Into<String>) -> Action {
+    Action::Event(EventAction {
+        event_type,
+        reason: reason.into(),
+        message: message.into(),
+        action: None,
+    })
+}
+
+/// Asks the host to reconcile this primary again after `after`, even without changes.
+/// With several, the shortest wins.
+pub fn requeue_after(after: Duration) -> Action {
+    Action::RequeueAfter(after)
+}

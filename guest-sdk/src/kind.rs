@@ -1,0 +1,78 @@
+//! Kinds: which API group, version and kind a Rust type stands for.
+
+use std::fmt;
+
+/// A Kubernetes group, version and kind. `group` is empty for the core API.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Gvk {
+    /// API group, empty for core.
+    pub group: String,
+    /// Version within the group.
+    pub version: String,
+    /// Kind name.
+    pub kind: String,
+}
+
+impl Gvk {
+    /// Builds a kind from its `apiVersion` (`apps/v1`, or `v1` for core) and kind name.
+    pub fn from_api_version(api_version: &str, kind: &str) -> Self {
+        let (group, version) = match api_version.split_once('/') {
+            Some((group, version)) => (group, version),
+            None => ("", api_version),
+        };
+        Gvk { group: group.into(), version: version.into(), kind: kind.into() }
+    }
+
+    /// The `apiVersion` string: `group/version`, or `version` for core.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// True when an object's `apiVersion` and `kind` name this kind.
+    pub fn matches(&self, api_version: &str, kind: &str) -> bool {
+        kind == self.kind && Gvk::from_api_version(api_version, kind) == *self
+    }
+}
+
+impl fmt::Display for Gvk {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.api_version(), self.kind)
+    }
+}
+
+/// A Rust type that stands for one Kubernetes kind.
+///
+/// Every k8s-openapi type implements it already. For a CRD, implement it on your serde
+/// struct:
+///
+/// ```
+/// # use wasmloop_sdk::Kind;
+/// #[derive(serde::Deserialize)]
+/// struct Foo { /* ... */ }
+///
+/// impl Kind for Foo {
+///     const API_VERSION: &'static str = "samplecontroller.k8s.io/v1alpha1";
+///     const KIND: &'static str = "Foo";
+/// }
+/// assert_eq!(Foo::gvk().group, "samplecontroller.k8s.io");
+/// ```
+pub trait Kind {
+    /// `apiVersion`, for example `apps/v1`.
+    const API_VERSION: &'static str;
+    /// `kind`, for example `Deployment`.
+    const KIND: &'static str;
+
+    /// The kind as a [`Gvk`].
+    fn gvk() -> Gvk {
+        Gvk::from_api_version(Self::API_VERSION, Self::KIND)
+    }
+}
+
+impl<T: k8s_openapi::Resource> Kind for T {
+    const API_VERSION: &'static str = T::API_VERSION;
+    const KIND: &'static str = T::KIND;
+}

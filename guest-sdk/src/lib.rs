@@ -1,0 +1,140 @@
+//! Write a [wasmloop](https://github.com/wasmloop/wasmloop) reconcile plugin as one trait
+//! impl and one macro call.
+//!
+//! The host runs the controller machinery (informers, work queue, server-side apply, owner
+//! references, finalizers, events, backoff). A plugin only answers one question: given this
+//! primary object and what is observed around it, which actions bring the world to its spec?
+//!
+//! ```
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use serde_json::json;
+//! use wasmloop_sdk::prelude::*;
+//!
+//! struct Hello;
+//!
+//! impl Reconciler for Hello {
+//!     fn manifest() -> Manifest {
+//!         Manifest::new("hello", "0.1.0").primary::<ConfigMap>()
+//!     }
+//!
+//!     fn reconcile(request: &Request) -> Result<Vec<Action>, Error> {
+//!         let cm: ConfigMap = request.object()?;
+//!         let keys = cm.data.map(|d| d.len()).unwrap_or(0);
+//!         Ok(vec![event(EventType::Normal, "Counted", format!("{keys} keys"))])
+//!     }
+//! }
+//!
+//! wasmloop_sdk::export_plugin!(Hello);
+//!
+//! // The same logic runs natively in `cargo test`:
+//! let outcome = wasmloop_sdk::testing::TestCase::new(json!({
+//!     "apiVersion": "v1", "kind": "ConfigMap",
+//!     "metadata": {"name": "a", "namespace": "default", "uid": "1"},
+//!     "data": {"x": "1"}
+//! }))
+//! .run::<Hello>();
+//! assert_eq!(outcome.events()[0].message, "1 keys");
+//! ```
+//!
+//! # Cost model
+//! Objects arrive as JSON text and are parsed only when the plugin asks, straight into the
+//! type it asks for: [`Request::object`], [`Request::owned`], [`cache::get`]. Routing fields
+//! (kind, name, namespace, uid) travel beside the JSON, so filtering children by kind parses
+//! nothing.
+
+pub mod action;
+pub mod cache;
+pub mod error;
+mod host;
+pub mod kind;
+pub mod log;
+pub mod manifest;
+pub mod request;
+pub mod selector;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod testing;
+mod timing;
+
+#[cfg(target_arch = "wasm32")]
+#[doc(hidden)]
+pub mod __private;
+
+pub use action::{
+    Action, EventAction, EventType, PatchKind, apply, delete, event, patch, requeue_after, status,
+};
+pub use error::Error;
+pub use kind::{Gvk, Kind};
+pub use manifest::{KindSelector, Manifest, Settings};
+pub use request::{Config, Object, ObjectRef, Phase, Request};
+
+/// Re-exported so plugins use the same k8s-openapi version as the SDK.
+pub use k8s_openapi;
+/// Re-exported for `json!` in action builders.
+pub use serde_json;
+
+/// What a plugin implements. The host calls it through the WIT contract; tests call it
+/// natively through [`testing::TestCase`].
+pub trait Reconciler {
+    /// Describes the plugin: its kinds, finalizer and defaults. Called once per load.
+    fn manifest() -> Manifest;
+
+    /// Reconciles one primary object and returns the actions the host should take, in order.
+    ///
+    /// # Errors
+    /// Return [`Error::transient`] to be retried with backoff, [`Error::permanent`] to wait
+    /// for the next change of the object.
+    fn reconcile(request: &Request) -> Result<Vec<Action>, Error>;
+
+    /// Maps a changed object of a watched kind to the primaries to requeue. The default maps
+    /// nothing.
+    fn map(related: &Object, config: &Config) -> Vec<ObjectRef> {
+        let _ = (related, config);
+        Vec::new()
+    }
+}
+
+/// Everything a plugin usually needs, in one `use`.
+pub mod prelude {
+    pub use crate::action::{
+        Action, EventType, PatchKind, apply, delete, event, patch, requeue_after, status,
+    };
+    pub use crate::error::Error;
+    pub use crate::kind::{Gvk, Kind};
+    pub use crate::manifest::{KindSelector, Manifest, Settings};
+    pub use crate::request::{Config, Object, ObjectRef, Phase, Request};
+    pub use crate::{Reconciler, cache};
+}
+
+/// Exports a [`Reconciler`] as the plugin's component interface.
+///
+/// Call it once, at the crate root, with the type that implements [`Reconciler`]. On native
+/// targets it expands to nothing, so the crate still builds and tests natively.
+#[macro_export]
+macro_rules! export_plugin {
+    ($plugin:ty) => {
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            struct __WasmloopExport;
+            impl $crate::__private::Guest for __WasmloopExport {
+                fn manifest() -> $crate::__private::WitManifest {
+                    $crate::__private::manifest::<$plugin>()
+                }
+                fn reconcile(
+                    request: $crate::__private::WitRequest,
+                ) -> ::core::result::Result<
+                    $crate::__private::WitResponse,
+                    $crate::__private::WitReconcileError,
+                > {
+                    $crate::__private::reconcile::<$plugin>(request)
+                }
+                fn map(
+                    related: $crate::__private::WitObject,
+                    config: ::std::string::String,
+                ) -> ::std::vec::Vec<$crate::__private::WitObjectRef> {
+                    $crate::__private::map::<$plugin>(related, config)
+                }
+            }
+            $crate::__private::export!(__WasmloopExport with_types_in $crate::__private::bindings);
+        };
+    };
+}

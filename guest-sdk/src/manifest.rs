@@ -1,0 +1,192 @@
+//! What a plugin declares about itself.
+
+use crate::kind::{Gvk, Kind};
+
+/// Which objects of a kind a plugin wants to see.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KindSelector {
+    /// The kind.
+    pub kind: Gvk,
+    /// Only this namespace; none means all.
+    pub namespace: Option<String>,
+    /// A label selector in Kubernetes syntax; none selects all.
+    pub label_selector: Option<String>,
+}
+
+impl KindSelector {
+    /// Every object of kind `K`.
+    pub fn of<K: Kind>() -> Self {
+        KindSelector { kind: K::gvk(), namespace: None, label_selector: None }
+    }
+
+    /// Only objects matching `selector` (`app=web,tier!=cache`).
+    #[must_use]
+    pub fn labels(mut self, selector: impl Into<String>) -> Self {
+        self.label_selector = Some(selector.into());
+        self
+    }
+
+    /// Only objects in `namespace`.
+    #[must_use]
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(namespace.into());
+        self
+    }
+}
+
+/// Defaults a plugin proposes; the operator's configuration overrides them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Settings {
+    /// Reconciles that may run at once.
+    pub max_concurrent_reconciles: Option<u32>,
+    /// Wall-clock budget of one call, in milliseconds.
+    pub deadline_ms: Option<u32>,
+    /// Guest memory ceiling in bytes.
+    pub memory_limit_bytes: Option<u64>,
+    /// Largest response in bytes.
+    pub response_limit_bytes: Option<u64>,
+    /// Periodic requeue of every primary, in seconds.
+    pub resync_seconds: Option<u32>,
+}
+
+/// A plugin's declaration, built with chained setters.
+///
+/// ```
+/// use k8s_openapi::api::apps::v1::Deployment;
+/// use k8s_openapi::api::core::v1::Pod;
+/// use wasmloop_sdk::{KindSelector, Manifest};
+///
+/// let m = Manifest::new("web", "1.0.0")
+///     .primary_selector(KindSelector::of::<Deployment>().labels("tier=web"))
+///     .owns::<Pod>()
+///     .finalizer("web.example.com/cleanup")
+///     .prune(true);
+/// assert_eq!(m.owns[0].kind, "Pod");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Manifest {
+    /// Unique plugin name.
+    pub name: String,
+    /// The plugin's version.
+    pub version: String,
+    /// The primary kind.
+    pub primary: KindSelector,
+    /// Child kinds the plugin creates and owns.
+    pub owns: Vec<Gvk>,
+    /// Related kinds, mapped to primaries by [`crate::Reconciler::map`].
+    pub watches: Vec<KindSelector>,
+    /// Kinds only read from the cache or patched.
+    pub reads: Vec<Gvk>,
+    /// A finalizer to hold on every primary until cleanup succeeds.
+    pub finalizer: Option<String>,
+    /// Delete owned children a reconcile did not apply.
+    pub prune: bool,
+    /// Deliver phase `deleted` once after a primary is gone.
+    pub deliver_deleted: bool,
+    /// Hand each reconcile the primary as last reconciled ([`crate::Request::previous`]).
+    pub deliver_previous: bool,
+    /// Default settings.
+    pub settings: Settings,
+}
+
+impl Manifest {
+    /// A manifest with the given name and version. Set the primary with
+    /// [`Manifest::primary`]; until then it is a core `v1` ConfigMap placeholder the host
+    /// rejects.
+    pub fn new(name: impl Into<String>, version: impl Into<String>) -> Self {
+        Manifest {
+            name: name.into(),
+            version: version.into(),
+            primary: KindSelector {
+                kind: Gvk { group: String::new(), version: String::new(), kind: String::new() },
+                namespace: None,
+                label_selector: None,
+            },
+            owns: Vec::new(),
+            watches: Vec::new(),
+            reads: Vec::new(),
+            finalizer: None,
+            prune: false,
+            deliver_deleted: false,
+            deliver_previous: false,
+            settings: Settings::default(),
+        }
+    }
+
+    /// Sets the primary kind: every object of kind `K`.
+    #[must_use]
+    pub fn primary<K: Kind>(self) -> Self {
+        self.primary_selector(KindSelector::of::<K>())
+    }
+
+    /// Sets the primary kind with a namespace or label selector.
+    #[must_use]
+    pub fn primary_selector(mut self, selector: KindSelector) -> Self {
+        self.primary = selector;
+        self
+    }
+
+    /// Declares an owned child kind.
+    #[must_use]
+    pub fn owns<K: Kind>(mut self) -> Self {
+        self.owns.push(K::gvk());
+        self
+    }
+
+    /// Declares a watched related kind; changes reach [`crate::Reconciler::map`].
+    #[must_use]
+    pub fn watches(mut self, selector: KindSelector) -> Self {
+        self.watches.push(selector);
+        self
+    }
+
+    /// Declares a kind the plugin only reads from the cache or patches.
+    #[must_use]
+    pub fn reads<K: Kind>(mut self) -> Self {
+        self.reads.push(K::gvk());
+        self
+    }
+
+    /// Holds `finalizer` on every primary until phase `cleanup` succeeds.
+    #[must_use]
+    pub fn finalizer(mut self, finalizer: impl Into<String>) -> Self {
+        self.finalizer = Some(finalizer.into());
+        self
+    }
+
+    /// Deletes owned children that a reconcile did not apply.
+    #[must_use]
+    pub fn prune(mut self, prune: bool) -> Self {
+        self.prune = prune;
+        self
+    }
+
+    /// Delivers phase `deleted` once after a primary is gone.
+    #[must_use]
+    pub fn deliver_deleted(mut self, deliver: bool) -> Self {
+        self.deliver_deleted = deliver;
+        self
+    }
+
+    /// Hands each reconcile the primary as it was at the last successful reconcile.
+    #[must_use]
+    pub fn deliver_previous(mut self, deliver: bool) -> Self {
+        self.deliver_previous = deliver;
+        self
+    }
+
+    /// Sets default settings.
+    #[must_use]
+    pub fn settings(mut self, settings: Settings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    /// Every kind the plugin may read or act on.
+    pub fn declared_kinds(&self) -> impl Iterator<Item = &Gvk> {
+        std::iter::once(&self.primary.kind)
+            .chain(&self.owns)
+            .chain(self.watches.iter().map(|w| &w.kind))
+            .chain(&self.reads)
+    }
+}

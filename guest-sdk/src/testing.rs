@@ -1,0 +1,293 @@
+//! Run a plugin's logic natively in `cargo test`, with no wasm and no cluster.
+//!
+//! [`TestCase`] plays the host: it builds the request, serves cache look-ups from the objects
+//! you give it (only for kinds the manifest declares, as the host does), collects log lines,
+//! and returns an [`Outcome`] with helpers to read the actions.
+//!
+//! ```
+//! # use wasmloop_sdk::prelude::*;
+//! # use k8s_openapi::api::core::v1::ConfigMap;
+//! # struct P;
+//! # impl Reconciler for P {
+//! #     fn manifest() -> Manifest { Manifest::new("p", "0").primary::<ConfigMap>() }
+//! #     fn reconcile(_: &Request) -> Result<Vec<Action>, Error> { Ok(vec![status(serde_json::json!({"ok": true}))]) }
+//! # }
+//! use wasmloop_sdk::testing::TestCase;
+//! let outcome = TestCase::new(serde_json::json!({
+//!     "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "ns"}
+//! }))
+//! .run::<P>();
+//! assert_eq!(outcome.status().unwrap()["ok"], true);
+//! ```
+
+use std::cell::RefCell;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::action::{Action, EventAction, PatchKind};
+use crate::error::Error;
+use crate::kind::{Gvk, Kind};
+use crate::log::Level;
+use crate::request::{Config, Object, ObjectRef, Phase, Request};
+use crate::selector::Selector;
+use crate::{Manifest, Reconciler};
+
+struct NativeHost {
+    manifest: Manifest,
+    cache: Vec<Object>,
+    logs: Vec<(Level, String)>,
+}
+
+thread_local! {
+    static HOST: RefCell<Option<NativeHost>> = const { RefCell::new(None) };
+}
+
+fn undeclared(manifest: &Manifest, kind: &Gvk) -> Option<String> {
+    (!manifest.declared_kinds().any(|k| k == kind)).then(|| {
+        format!(
+            "plugin {:?} read kind {kind}, which its manifest does not declare; add it to owns, watches or reads",
+            manifest.name
+        )
+    })
+}
+
+pub(crate) fn host_log(level: Level, message: &str) {
+    HOST.with(|h| match h.borrow_mut().as_mut() {
+        Some(host) => host.logs.push((level, message.to_owned())),
+        None => eprintln!("[{level:?}] {message}"),
+    });
+}
+
+pub(crate) fn host_get(kind: &Gvk, namespace: Option<&str>, name: &str) -> Result<Option<Object>, String> {
+    Ok(host_list(kind, namespace, None)?.into_iter().find(|o| o.name == name))
+}
+
+pub(crate) fn host_list(kind: &Gvk, namespace: Option<&str>, selector: Option<&str>) -> Result<Vec<Object>, String> {
+    let selector: Selector = selector.unwrap_or_default().parse().map_err(|e| format!("{e}"))?;
+    HOST.with(|h| {
+        let host = h.borrow();
+        let Some(host) = host.as_ref() else { return Ok(Vec::new()) };
+        if let Some(message) = undeclared(&host.manifest, kind) {
+            return Err(message);
+        }
+        Ok(host
+            .cache
+            .iter()
+            .filter(|o| kind.matches(&o.api_version, &o.kind))
+            .filter(|o| namespace.is_none() || o.namespace.as_deref() == namespace)
+            .filter(|o| selector.0.is_empty() || selector.matches_object(&serde_json::from_str(o.json()).unwrap_or(Value::Null)))
+            .cloned()
+            .collect())
+    })
+}
+
+fn object(value: &impl Serialize) -> Object {
+    let value = serde_json::to_value(value).expect("test objects serialize");
+    Object::from_value(&value).unwrap_or_else(|e| panic!("test object: {}", e.message))
+}
+
+/// One native reconcile, set up like the host would.
+#[derive(Debug, Clone)]
+pub struct TestCase {
+    object: Object,
+    owned: Vec<Object>,
+    cache: Vec<Object>,
+    config: String,
+    phase: Phase,
+    previous: Option<Object>,
+    attempt: u32,
+}
+
+impl TestCase {
+    /// A reconcile of `primary` (a typed object or a `json!` value) in phase `apply`.
+    pub fn new(primary: impl Serialize) -> Self {
+        TestCase {
+            object: object(&primary),
+            owned: Vec::new(),
+            cache: Vec::new(),
+            config: "{}".into(),
+            phase: Phase::Apply,
+            previous: None,
+            attempt: 0,
+        }
+    }
+
+    /// Adds an observed owned child (also visible in the cache).
+    #[must_use]
+    pub fn owned(mut self, child: impl Serialize) -> Self {
+        self.owned.push(object(&child));
+        self
+    }
+
+    /// Adds an object that only the cache look-ups see.
+    #[must_use]
+    pub fn cached(mut self, other: impl Serialize) -> Self {
+        self.cache.push(object(&other));
+        self
+    }
+
+    /// Sets the plugin's configuration.
+    #[must_use]
+    pub fn config(mut self, config: impl Serialize) -> Self {
+        self.config = serde_json::to_string(&config).expect("config serializes");
+        self
+    }
+
+    /// Sets the phase.
+    #[must_use]
+    pub fn phase(mut self, phase: Phase) -> Self {
+        self.phase = phase;
+        self
+    }
+
+    /// Sets the primary as it was at the last successful reconcile.
+    #[must_use]
+    pub fn previous(mut self, previous: impl Serialize) -> Self {
+        self.previous = Some(object(&previous));
+        self
+    }
+
+    /// Sets the attempt number.
+    #[must_use]
+    pub fn attempt(mut self, attempt: u32) -> Self {
+        self.attempt = attempt;
+        self
+    }
+
+    /// The request this case hands to the plugin.
+    pub fn request(&self) -> Request {
+        Request {
+            object: self.object.clone(),
+            owned: self.owned.clone(),
+            phase: self.phase,
+            previous: self.previous.clone(),
+            attempt: self.attempt,
+            config: Config::new(self.config.clone()),
+        }
+    }
+
+    /// Runs `P::reconcile` natively and collects what it did.
+    pub fn run<P: Reconciler>(&self) -> Outcome {
+        let request = self.request();
+        let cache = std::iter::once(&self.object).chain(&self.owned).chain(&self.cache).cloned().collect();
+        let (result, logs) = with_host(P::manifest(), cache, || P::reconcile(&request));
+        Outcome { result, logs }
+    }
+
+    /// Runs `P::map` natively on `related`, with this case's cache and config.
+    pub fn map<P: Reconciler>(&self, related: impl Serialize) -> Vec<ObjectRef> {
+        let related = object(&related);
+        let cache = std::iter::once(&self.object).chain(&self.owned).chain(&self.cache).cloned().collect();
+        with_host(P::manifest(), cache, || P::map(&related, &Config::new(self.config.clone()))).0
+    }
+}
+
+fn with_host<T>(manifest: Manifest, cache: Vec<Object>, f: impl FnOnce() -> T) -> (T, Vec<(Level, String)>) {
+    HOST.with(|h| *h.borrow_mut() = Some(NativeHost { manifest, cache, logs: Vec::new() }));
+    let out = f();
+    let logs = HOST.with(|h| h.borrow_mut().take().map(|host| host.logs).unwrap_or_default());
+    (out, logs)
+}
+
+/// What a native reconcile returned and logged.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The plugin's result.
+    pub result: Result<Vec<Action>, Error>,
+    /// Lines logged through the host.
+    pub logs: Vec<(Level, String)>,
+}
+
+impl Outcome {
+    /// The actions; panics with the plugin's error if it failed.
+    pub fn actions(&self) -> &[Action] {
+        match &self.result {
+            Ok(actions) => actions,
+            Err(e) => panic!("reconcile failed: {e}"),
+        }
+    }
+
+    /// The error; panics if the reconcile succeeded.
+    pub fn error(&self) -> &Error {
+        match &self.result {
+            Ok(actions) => panic!("reconcile succeeded with {actions:?}"),
+            Err(e) => e,
+        }
+    }
+
+    /// Applied objects of kind `K`, parsed.
+    pub fn applied<K: Kind + DeserializeOwned>(&self) -> Vec<K> {
+        self.actions()
+            .iter()
+            .filter_map(|a| match a {
+                Action::Apply(json) => Some(json),
+                _ => None,
+            })
+            .map(|json| serde_json::from_str::<Value>(json).expect("applied JSON parses"))
+            .filter(|v| v["kind"] == K::KIND && v["apiVersion"] == K::API_VERSION)
+            .map(|v| serde_json::from_value(v).expect("applied object fits its kind"))
+            .collect()
+    }
+
+    /// The last status set, parsed.
+    pub fn status(&self) -> Option<Value> {
+        self.actions().iter().rev().find_map(|a| match a {
+            Action::Status(json) => Some(serde_json::from_str(json).expect("status JSON parses")),
+            _ => None,
+        })
+    }
+
+    /// The events recorded.
+    pub fn events(&self) -> Vec<&EventAction> {
+        self.actions()
+            .iter()
+            .filter_map(|a| match a {
+                Action::Event(e) => Some(e),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The patches, with their parsed documents.
+    pub fn patches(&self) -> Vec<(&ObjectRef, PatchKind, Value)> {
+        self.actions()
+            .iter()
+            .filter_map(|a| match a {
+                Action::Patch { target, kind, patch } => {
+                    Some((target, *kind, serde_json::from_str(patch).expect("patch JSON parses")))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The deletes.
+    pub fn deletes(&self) -> Vec<&ObjectRef> {
+        self.actions()
+            .iter()
+            .filter_map(|a| match a {
+                Action::Delete(target) => Some(target),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The shortest requeue-after asked for.
+    pub fn requeue_after(&self) -> Option<Duration> {
+        self.actions()
+            .iter()
+            .filter_map(|a| match a {
+                Action::RequeueAfter(d) => Some(*d),
+                _ => None,
+            })
+            .min()
+    }
+
+    /// True when a log line at `level` contains `text`.
+    pub fn logged(&self, level: Level, text: &str) -> bool {
+        self.logs.iter().any(|(l, m)| *l == level && m.contains(text))
+    }
+}

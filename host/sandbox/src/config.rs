@@ -1,0 +1,110 @@
+//! Sandbox configuration: the one place the wasmtime `Config` is decided.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Per-call limits. A plugin's manifest may propose values; the operator's settings win.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall-clock budget of one guest call, host calls included.
+    pub deadline: Duration,
+    /// Linear-memory ceiling of one instance, in bytes.
+    pub memory_bytes: usize,
+    /// Largest response, summed over every string in it, in bytes.
+    pub response_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { deadline: Duration::from_secs(1), memory_bytes: 64 << 20, response_bytes: 4 << 20 }
+    }
+}
+
+impl Limits {
+    /// Sets the deadline.
+    #[must_use]
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// Sets the memory ceiling.
+    #[must_use]
+    pub fn memory_bytes(mut self, bytes: usize) -> Self {
+        self.memory_bytes = bytes;
+        self
+    }
+
+    /// Sets the response cap.
+    #[must_use]
+    pub fn response_bytes(mut self, bytes: usize) -> Self {
+        self.response_bytes = bytes;
+        self
+    }
+}
+
+/// How the [`crate::Sandbox`] is built.
+#[derive(Debug, Clone)]
+pub struct SandboxConfig {
+    /// Where compiled components are cached by content hash; none disables the disk cache.
+    pub cache_dir: Option<PathBuf>,
+    /// How often the epoch ticks; deadlines are rounded up to whole ticks.
+    pub epoch_tick: Duration,
+    /// Guest instances that may be alive at once, across all plugins.
+    pub max_instances: u32,
+    /// The largest memory ceiling any plugin may get; sizes the pooling allocator's slots.
+    pub max_memory_bytes: usize,
+    /// Limits for plugins that neither propose nor are given their own.
+    pub default_limits: Limits,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        SandboxConfig {
+            cache_dir: dirs::cache_dir().map(|d| d.join("wasmloop").join("components")),
+            epoch_tick: Duration::from_millis(5),
+            max_instances: 256,
+            max_memory_bytes: 256 << 20,
+            default_limits: Limits::default(),
+        }
+    }
+}
+
+impl SandboxConfig {
+    /// Sets or disables the compile cache directory.
+    #[must_use]
+    pub fn cache_dir(mut self, dir: Option<PathBuf>) -> Self {
+        self.cache_dir = dir;
+        self
+    }
+
+    /// Sets the default limits.
+    #[must_use]
+    pub fn default_limits(mut self, limits: Limits) -> Self {
+        self.default_limits = limits;
+        self
+    }
+
+    /// Sets how many instances may be alive at once.
+    #[must_use]
+    pub fn max_instances(mut self, n: u32) -> Self {
+        self.max_instances = n;
+        self
+    }
+
+    pub(crate) fn wasmtime_config(&self) -> wasmtime::Config {
+        let mut pool = wasmtime::PoolingAllocationConfig::default();
+        pool.total_component_instances(self.max_instances)
+            // A Rust component holds a few core instances and up to two memories and tables.
+            .total_core_instances(self.max_instances * 8)
+            .total_memories(self.max_instances * 2)
+            .total_tables(self.max_instances * 4)
+            .max_memory_size(self.max_memory_bytes);
+        let mut config = wasmtime::Config::new();
+        config
+            .wasm_component_model(true)
+            .epoch_interruption(true)
+            .allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
+        config
+    }
+}

@@ -1,0 +1,98 @@
+//! Which components the host accepts: components (not core modules) built for a compatible
+//! version of `wasmloop:plugin`.
+
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+/// The WIT package the host serves.
+pub const CONTRACT_PACKAGE: &str = "wasmloop:plugin";
+/// The contract version the host serves; components built for `0.1.x` are accepted.
+pub const CONTRACT_VERSION: &str = "0.1.0";
+
+/// What the 8-byte preamble says a file is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Binary {
+    Component,
+    CoreModule,
+    NotWasm,
+}
+
+pub(crate) fn classify(bytes: &[u8]) -> Binary {
+    // `\0asm`, then a 2-byte version and a 2-byte layer: layer 0 is a core module, layer 1 a
+    // component (component-model binary format, "preamble").
+    match bytes {
+        [0x00, 0x61, 0x73, 0x6d, _, _, 0x00, 0x00, ..] => Binary::CoreModule,
+        [0x00, 0x61, 0x73, 0x6d, _, _, 0x01, 0x00, ..] => Binary::Component,
+        _ => Binary::NotWasm,
+    }
+}
+
+/// `(major, minor)` compatibility class of a semver string: `0.x` versions are compatible only
+/// within one minor, as cargo and the component model treat them.
+fn compat_class(version: &str) -> Option<(u64, u64)> {
+    let mut parts = version.split(['.', '-', '+']).map(|p| p.parse::<u64>());
+    let major = parts.next()?.ok()?;
+    let minor = parts.next()?.ok()?;
+    Some(if major == 0 { (0, minor) } else { (major, 0) })
+}
+
+/// The contract versions a component was built for, from its export and import names.
+fn contract_versions(engine: &Engine, component: &Component) -> Vec<String> {
+    let ty = component.component_type();
+    let prefix = format!("{CONTRACT_PACKAGE}/");
+    let names = ty.exports(engine).map(|(n, _)| n.to_owned()).chain(ty.imports(engine).map(|(n, _)| n.to_owned()));
+    let mut versions: Vec<String> = names
+        .filter(|n| n.starts_with(&prefix))
+        .filter_map(|n| n.split_once('@').map(|(_, v)| v.to_owned()))
+        .collect();
+    versions.sort();
+    versions.dedup();
+    versions
+}
+
+/// Why a component does not fit the contract.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Mismatch {
+    /// It exports nothing of `wasmloop:plugin`; the names it does export are listed.
+    NotAPlugin { exports: Vec<String> },
+    /// It was built for another version.
+    Version { found: String },
+}
+
+pub(crate) fn check(engine: &Engine, component: &Component) -> Result<(), Mismatch> {
+    let versions = contract_versions(engine, component);
+    let supported = compat_class(CONTRACT_VERSION);
+    if let Some(found) = versions.iter().find(|v| compat_class(v) != supported) {
+        return Err(Mismatch::Version { found: found.clone() });
+    }
+    let exports_plugin = component
+        .component_type()
+        .exports(engine)
+        .any(|(n, _)| n.starts_with(&format!("{CONTRACT_PACKAGE}/plugin@")));
+    if !exports_plugin {
+        let exports = component.component_type().exports(engine).map(|(n, _)| n.to_owned()).collect();
+        return Err(Mismatch::NotAPlugin { exports });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preamble_tells_core_modules_from_components() {
+        assert_eq!(classify(b"\0asm\x01\0\0\0"), Binary::CoreModule);
+        assert_eq!(classify(b"\0asm\x0d\0\x01\0rest"), Binary::Component);
+        assert_eq!(classify(b"apiVersion: v1"), Binary::NotWasm);
+        assert_eq!(classify(b""), Binary::NotWasm);
+    }
+
+    #[test]
+    fn zero_major_versions_are_compatible_within_a_minor_only() {
+        assert_eq!(compat_class("0.1.0"), compat_class("0.1.7"));
+        assert_ne!(compat_class("0.1.0"), compat_class("0.2.0"));
+        assert_eq!(compat_class("1.2.0"), compat_class("1.9.1"));
+        assert_ne!(compat_class("1.0.0"), compat_class("2.0.0"));
+    }
+}

@@ -1,0 +1,169 @@
+//! Errors of loading and calling plugins. Each message names the plugin (or file) and the
+//! object, says what happened, and what to do next.
+
+use std::time::Duration;
+
+/// Why a component could not be loaded. The previous version of a plugin, if any, keeps
+/// running.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The bytes are not WebAssembly at all.
+    #[error("{origin} is not a WebAssembly file; build the plugin with `cargo build --release --target wasm32-wasip2` and pass the .wasm under target/wasm32-wasip2/release")]
+    NotWasm {
+        /// Where the bytes came from.
+        origin: String,
+    },
+    /// A core module, not a component.
+    #[error("{origin} is a core WebAssembly module, not a component; wasmloop loads WASI 0.2 components: build with `--target wasm32-wasip2` (not wasm32-unknown-unknown or wasm32-wasip1), or wrap the module with `wasm-tools component new`")]
+    CoreModule {
+        /// Where the bytes came from.
+        origin: String,
+    },
+    /// wasmtime could not compile it.
+    #[error("{origin} does not compile: {source:#}; rebuild the component with the wasmloop SDK")]
+    Compile {
+        /// Where the bytes came from.
+        origin: String,
+        /// The compiler's error.
+        #[source]
+        source: wasmtime::Error,
+    },
+    /// Built for a contract version this host does not serve.
+    #[error("{origin} was built for contract {package}@{found}, but this host serves {package}@{supported} (compatible: 0.1.x); rebuild the plugin against wasmloop-sdk {supported}, or run a wasmloop host that serves {found}", package = crate::CONTRACT_PACKAGE, supported = crate::CONTRACT_VERSION)]
+    IncompatibleContract {
+        /// Where the bytes came from.
+        origin: String,
+        /// The version it was built for.
+        found: String,
+    },
+    /// A component, but not a wasmloop plugin.
+    #[error("{origin} is a component but exports no {package}/plugin interface (it exports: {exports}); implement wasmloop_sdk::Reconciler and call wasmloop_sdk::export_plugin!", package = crate::CONTRACT_PACKAGE, exports = if exports.is_empty() { "nothing".to_owned() } else { exports.join(", ") })]
+    NotAPlugin {
+        /// Where the bytes came from.
+        origin: String,
+        /// What it exports instead.
+        exports: Vec<String>,
+    },
+    /// It imports something the sandbox does not provide.
+    #[error("{origin} imports something the sandbox does not provide: {source:#}; plugins get only the wasmloop host imports and WASI basics (no filesystem, network or environment): remove the dependency that needs it")]
+    Link {
+        /// Where the bytes came from.
+        origin: String,
+        /// The linker's error.
+        #[source]
+        source: wasmtime::Error,
+    },
+    /// Calling `manifest()` failed.
+    #[error("calling manifest() of {origin} failed: {failure}")]
+    ManifestCall {
+        /// Where the bytes came from.
+        origin: String,
+        /// What went wrong.
+        failure: CallFailure,
+    },
+    /// `manifest()` returned something invalid.
+    #[error("{origin} returned an invalid manifest: {reason}; fix the plugin's Reconciler::manifest")]
+    InvalidManifest {
+        /// Where the bytes came from.
+        origin: String,
+        /// The first invalid field.
+        reason: String,
+    },
+}
+
+/// A failed call into a plugin, with the plugin and the object it was about.
+#[derive(Debug, thiserror::Error)]
+#[error("plugin {plugin} failed on {object}: {failure}")]
+pub struct CallError {
+    /// The plugin's name.
+    pub plugin: String,
+    /// The object (`Kind namespace/name`).
+    pub object: String,
+    /// What went wrong.
+    pub failure: CallFailure,
+}
+
+/// What went wrong in a call.
+#[derive(Debug, thiserror::Error)]
+pub enum CallFailure {
+    /// The plugin returned an error.
+    #[error("{} error{}: {message}", if *transient { "transient" } else { "permanent" }, reason.as_ref().map(|r| format!(" ({r})")).unwrap_or_default())]
+    Plugin {
+        /// The plugin's message.
+        message: String,
+        /// Whether a retry may help.
+        transient: bool,
+        /// The Event reason it asked for.
+        reason: Option<String>,
+    },
+    /// The guest trapped (a panic, an abort, a bug).
+    #[error("the guest trapped: {trap}{}; fix the plugin, the object is retried with backoff meanwhile", if guest_output.is_empty() { String::new() } else { format!("; guest output: {}", guest_output.trim()) })]
+    Trap {
+        /// The trap, with its wasm backtrace.
+        trap: String,
+        /// What the guest wrote to stderr (a Rust panic message lands here).
+        guest_output: String,
+    },
+    /// The guest ran past its deadline.
+    #[error("the guest ran past its {} ms deadline and was stopped; make the reconcile cheaper, or raise deadline-ms in the plugin's settings", deadline.as_millis())]
+    Deadline {
+        /// The deadline.
+        deadline: Duration,
+    },
+    /// The guest asked for more memory than allowed.
+    #[error("the guest hit its memory limit of {limit} bytes (it asked for {requested}); allocate less, or raise memory-limit-bytes in the plugin's settings")]
+    MemoryLimit {
+        /// The ceiling.
+        limit: usize,
+        /// What it asked for.
+        requested: usize,
+    },
+    /// The response was larger than the cap.
+    #[error("the response is {size} bytes, over the {limit}-byte cap; return fewer or smaller actions, or raise response-limit-bytes in the plugin's settings")]
+    ResponseTooLarge {
+        /// Its size.
+        size: usize,
+        /// The cap.
+        limit: usize,
+    },
+    /// An action the host cannot carry out.
+    #[error("it returned an invalid action: {0}; fix the plugin")]
+    InvalidAction(String),
+    /// An action or look-up on a kind the manifest does not declare.
+    #[error("it tried to {verb} a {kind}, a kind its manifest does not declare; add the kind to owns, watches or reads")]
+    UndeclaredKind {
+        /// apply, delete, patch, get or list.
+        verb: String,
+        /// The kind.
+        kind: String,
+    },
+    /// The instance could not be created.
+    #[error("cannot instantiate the guest: {0:#}; if the instance pool is exhausted, lower concurrency or raise the sandbox's max instances")]
+    Instantiate(wasmtime::Error),
+}
+
+impl CallFailure {
+    /// True when the key should back off and retry; false when only a change of the object
+    /// can help.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            CallFailure::Plugin { transient, .. } => *transient,
+            _ => true,
+        }
+    }
+
+    /// The reason of the Warning Event the host records for this failure.
+    pub fn event_reason(&self) -> &str {
+        match self {
+            CallFailure::Plugin { reason: Some(r), .. } => r,
+            CallFailure::Plugin { reason: None, .. } => "ReconcileError",
+            CallFailure::Trap { .. } => "PluginTrapped",
+            CallFailure::Deadline { .. } => "PluginDeadlineExceeded",
+            CallFailure::MemoryLimit { .. } => "PluginMemoryLimit",
+            CallFailure::ResponseTooLarge { .. } => "PluginResponseTooLarge",
+            CallFailure::InvalidAction(_) => "PluginInvalidAction",
+            CallFailure::UndeclaredKind { .. } => "PluginUndeclaredKind",
+            CallFailure::Instantiate(_) => "PluginInstantiateFailed",
+        }
+    }
+}

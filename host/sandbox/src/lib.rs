@@ -1,0 +1,47 @@
+//! The wasmloop plugin sandbox.
+//!
+//! One [`Sandbox`] owns the wasmtime `Engine` (pooling allocator, epoch interruption and the
+//! ticker that makes deadlines fire), the on-disk compile cache and the `Linker`. Loading a
+//! component ([`Sandbox::load`]) checks that it is a component built for a compatible
+//! contract, compiles it once per content hash, pre-links it and reads its manifest. Every
+//! call ([`Plugin::reconcile`], [`Plugin::map`]) gets a fresh `Store` and instance: nothing
+//! leaks between reconciles, and a trap poisons nothing.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use wasmloop_sandbox::{Sandbox, SandboxConfig, EmptyHost};
+//!
+//! let sandbox = Sandbox::new(SandboxConfig::default())?;
+//! let bytes = std::fs::read("foo_deployment.wasm")?;
+//! let plugin = sandbox.load(&bytes, "foo_deployment.wasm")?;
+//! println!("{} watches {}", plugin.manifest().name, plugin.manifest().primary.kind);
+//! # let request: wasmloop_sandbox::Request = todo!();
+//! let response = plugin.reconcile(&request, Arc::new(EmptyHost))?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod action;
+mod bindings;
+mod compile_cache;
+mod config;
+mod contract;
+mod error;
+mod host_services;
+mod manifest;
+mod object;
+mod plugin;
+mod sandbox;
+mod state;
+
+pub use action::{Action, EventType, ObjectRef, PatchKind, Response};
+pub use bindings::{Gvk, Object, Phase, Request};
+pub use compile_cache::CompileCache;
+pub use config::{Limits, SandboxConfig};
+pub use contract::{CONTRACT_PACKAGE, CONTRACT_VERSION};
+pub use error::{CallError, CallFailure, LoadError};
+pub use host_services::{EmptyHost, HostServices, LogLevel};
+pub use manifest::{KindSelector, Manifest, Settings};
+pub use object::object_from_value;
+pub use plugin::{Plugin, StageTimings};
+pub use sandbox::Sandbox;
+pub use wasmloop_sdk::selector::{Selector, SelectorError};

@@ -1,0 +1,169 @@
+//! The host's view of a plugin's manifest: validated once at load.
+
+use serde::Serialize;
+
+use crate::Selector;
+use crate::bindings::{Gvk, wit};
+
+/// Which objects of a kind a plugin wants.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KindSelector {
+    /// The kind.
+    #[serde(serialize_with = "gvk_text")]
+    pub kind: Gvk,
+    /// Only this namespace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// A label selector.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<String>,
+}
+
+/// Settings a plugin proposes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Settings {
+    /// Concurrent reconciles.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_concurrent_reconciles: Option<u32>,
+    /// Call deadline in milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline_ms: Option<u32>,
+    /// Memory ceiling in bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_limit_bytes: Option<u64>,
+    /// Response cap in bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response_limit_bytes: Option<u64>,
+    /// Periodic requeue in seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resync_seconds: Option<u32>,
+}
+
+/// A validated manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Manifest {
+    /// Plugin name (field manager `wasmloop/<name>`).
+    pub name: String,
+    /// Plugin version.
+    pub version: String,
+    /// The primary kind.
+    pub primary: KindSelector,
+    /// Owned child kinds.
+    #[serde(serialize_with = "gvk_list")]
+    pub owns: Vec<Gvk>,
+    /// Watched related kinds.
+    pub watches: Vec<KindSelector>,
+    /// Kinds only read or patched.
+    #[serde(serialize_with = "gvk_list")]
+    pub reads: Vec<Gvk>,
+    /// The finalizer held on primaries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finalizer: Option<String>,
+    /// Prune owned children not applied.
+    pub prune: bool,
+    /// Deliver phase `deleted`.
+    pub deliver_deleted: bool,
+    /// Deliver `previous`.
+    pub deliver_previous: bool,
+    /// Proposed settings.
+    pub settings: Settings,
+}
+
+fn gvk_text<S: serde::Serializer>(g: &Gvk, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(g)
+}
+
+fn gvk_list<S: serde::Serializer>(gs: &[Gvk], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(gs.iter().map(ToString::to_string))
+}
+
+fn selector(s: wit::KindSelector) -> KindSelector {
+    KindSelector { kind: s.kind, namespace: s.namespace, label_selector: s.label_selector }
+}
+
+fn check_kind(kind: &Gvk, role: &str) -> Result<(), String> {
+    if kind.version.is_empty() || kind.kind.is_empty() {
+        return Err(format!("{role} kind {kind:?} needs a version and a kind"));
+    }
+    Ok(())
+}
+
+fn check_selector(s: &KindSelector, role: &str) -> Result<(), String> {
+    check_kind(&s.kind, role)?;
+    if let Some(sel) = &s.label_selector {
+        sel.parse::<Selector>().map_err(|e| format!("{role} {}: {e}", s.kind))?;
+    }
+    Ok(())
+}
+
+/// A finalizer must be a qualified name (`domain/name`), as the API server demands.
+fn check_finalizer(f: &str) -> Result<(), String> {
+    let ok = f.split_once('/').is_some_and(|(domain, name)| {
+        domain.contains('.') && !name.is_empty() && f.len() <= 316
+            && f.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '/' | '_'))
+    });
+    if ok { Ok(()) } else { Err(format!("finalizer {f:?} must look like `example.com/name`")) }
+}
+
+impl Manifest {
+    /// Validates a manifest as the guest returned it.
+    ///
+    /// # Errors
+    /// A sentence naming the first invalid field.
+    pub(crate) fn from_wit(m: wit::PluginManifest) -> Result<Manifest, String> {
+        let manifest = Manifest {
+            name: m.name,
+            version: m.version,
+            primary: selector(m.primary),
+            owns: m.owns,
+            watches: m.watches.into_iter().map(selector).collect(),
+            reads: m.reads,
+            finalizer: m.finalizer,
+            prune: m.prune,
+            deliver_deleted: m.deliver_deleted,
+            deliver_previous: m.deliver_previous,
+            settings: Settings {
+                max_concurrent_reconciles: m.settings.max_concurrent_reconciles,
+                deadline_ms: m.settings.deadline_ms,
+                memory_limit_bytes: m.settings.memory_limit_bytes,
+                response_limit_bytes: m.settings.response_limit_bytes,
+                resync_seconds: m.settings.resync_seconds,
+            },
+        };
+        let name_ok = !manifest.name.is_empty()
+            && manifest.name.len() <= 63
+            && manifest.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        if !name_ok {
+            return Err(format!("name {:?} must be 1-63 characters of a-z, 0-9 and '-'", manifest.name));
+        }
+        check_selector(&manifest.primary, "primary")?;
+        manifest.owns.iter().try_for_each(|k| check_kind(k, "owned"))?;
+        manifest.watches.iter().try_for_each(|w| check_selector(w, "watched"))?;
+        manifest.reads.iter().try_for_each(|k| check_kind(k, "read"))?;
+        if let Some(f) = &manifest.finalizer {
+            check_finalizer(f)?;
+        }
+        Ok(manifest)
+    }
+
+    /// Every kind the plugin may read or act on.
+    pub fn declared_kinds(&self) -> impl Iterator<Item = &Gvk> {
+        std::iter::once(&self.primary.kind)
+            .chain(&self.owns)
+            .chain(self.watches.iter().map(|w| &w.kind))
+            .chain(&self.reads)
+    }
+
+    /// True when the plugin declared `kind`.
+    pub fn declares(&self, kind: &Gvk) -> bool {
+        self.declared_kinds().any(|k| k == kind)
+    }
+
+    /// The field manager of the plugin's writes.
+    pub fn field_manager(&self) -> String {
+        format!("wasmloop/{}", self.name)
+    }
+}

@@ -1,0 +1,65 @@
+//! The commands behind the CLI.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use wasmloop_sandbox::{Plugin, Sandbox, SandboxConfig};
+
+use crate::cli::{Command, OutputFormat, SandboxArgs};
+
+mod inspect;
+mod reconcile;
+
+/// Exit code of a reconcile whose plugin failed (bad input and load errors exit 1).
+pub const EXIT_PLUGIN_ERROR: u8 = 3;
+
+/// Runs a command.
+///
+/// # Errors
+/// Input, load and output errors, each naming the file and what to do.
+pub fn run(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Inspect(args) => inspect::run(&args),
+        Command::Reconcile(args) => reconcile::run(&args),
+    }
+}
+
+fn sandbox(args: &SandboxArgs) -> anyhow::Result<Sandbox> {
+    let mut config = SandboxConfig::default().max_instances(16);
+    if args.no_compile_cache {
+        config = config.cache_dir(None);
+    } else if let Some(dir) = &args.cache_dir {
+        config = config.cache_dir(Some(dir.clone()));
+    }
+    Sandbox::new(config).map_err(|e| anyhow::anyhow!("cannot start the wasm sandbox: {e:#}"))
+}
+
+/// Loads a plugin file, applying the command line's limits over the plugin's own.
+fn load(sandbox: &Sandbox, path: &Path, args: &SandboxArgs) -> anyhow::Result<Plugin> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read plugin {}; check the path", path.display()))?;
+    let plugin = sandbox.load(&bytes, &path.display().to_string())?;
+    let mut limits = plugin.limits();
+    if let Some(ms) = args.deadline_ms {
+        limits = limits.deadline(Duration::from_millis(ms));
+    }
+    if let Some(bytes) = args.memory_limit {
+        limits = limits.memory_bytes(bytes);
+    }
+    if let Some(bytes) = args.response_limit {
+        limits = limits.response_bytes(bytes);
+    }
+    Ok(plugin.with_limits(limits))
+}
+
+fn print(value: &impl serde::Serialize, format: OutputFormat) -> anyhow::Result<()> {
+    // Through serde_json::Value so enums print as plain maps, not YAML tags.
+    let value = serde_json::to_value(value)?;
+    let text = match format {
+        OutputFormat::Yaml => serde_yaml::to_string(&value)?,
+        OutputFormat::Json => serde_json::to_string_pretty(&value)? + "\n",
+    };
+    print!("{text}");
+    Ok(())
+}

@@ -1,0 +1,67 @@
+//! `wasmloop reconcile`: one reconcile with no cluster; the actions go to stdout.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use serde_json::Value;
+use wasmloop_sandbox::{Phase, Request, object_from_value};
+
+use crate::cli::{PhaseArg, ReconcileArgs};
+use crate::input::{read_config, read_object, read_objects};
+use crate::offline_cache::OfflineCache;
+
+fn envelope(value: &Value, file: &std::path::Path) -> anyhow::Result<wasmloop_sandbox::Object> {
+    object_from_value(value).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))
+}
+
+pub(super) fn run(args: &ReconcileArgs) -> anyhow::Result<ExitCode> {
+    let primary = read_object(&args.object)?;
+    let owned: Vec<(Value, &std::path::Path)> = args
+        .owned
+        .iter()
+        .map(|f| read_objects(f).map(|objs| objs.into_iter().map(|o| (o, f.as_path())).collect::<Vec<_>>()))
+        .collect::<anyhow::Result<Vec<_>>>()?
+        .into_iter()
+        .flatten()
+        .collect();
+    let mut cache = OfflineCache::default();
+    for file in &args.cache {
+        for object in read_objects(file)? {
+            cache.insert(object).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+        }
+    }
+    let previous = args.previous.as_deref().map(|f| read_object(f).and_then(|v| envelope(&v, f))).transpose()?;
+    let config = args.config.as_deref().map(read_config).transpose()?.unwrap_or_else(|| "{}".into());
+
+    let request = Request {
+        object: envelope(&primary, &args.object)?,
+        owned: owned.iter().map(|(o, f)| envelope(o, f)).collect::<anyhow::Result<_>>()?,
+        phase: match args.phase {
+            PhaseArg::Apply => Phase::Apply,
+            PhaseArg::Cleanup => Phase::Cleanup,
+            PhaseArg::Deleted => Phase::Deleted,
+        },
+        previous,
+        attempt: args.attempt,
+        config,
+    };
+    // As in the host, the primary and its children are in the cache too.
+    for value in std::iter::once(primary).chain(owned.into_iter().map(|(o, _)| o)) {
+        cache.insert(value).map_err(anyhow::Error::msg)?;
+    }
+
+    let sandbox = super::sandbox(&args.sandbox)?;
+    let plugin = super::load(&sandbox, &args.plugin, &args.sandbox).context("cannot load the plugin")?;
+    match plugin.reconcile(&request, Arc::new(cache)) {
+        Ok(response) => {
+            super::print(&response, args.output)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(error) => {
+            eprintln!("error: {error}");
+            eprintln!("event: Warning {}", error.failure.event_reason());
+            Ok(ExitCode::from(super::EXIT_PLUGIN_ERROR))
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! Reading objects and configuration from YAML or JSON files. Every error names the file
+//! and says what the file must hold.
+
+use std::path::Path;
+
+use anyhow::{Context, bail};
+use serde::Deserialize;
+use serde_json::Value;
+
+fn read_text(path: &Path) -> anyhow::Result<String> {
+    std::fs::read_to_string(path).with_context(|| format!("cannot read {}; check the path and its permissions", path.display()))
+}
+
+fn documents(path: &Path, text: &str) -> anyhow::Result<Vec<Value>> {
+    let mut out = Vec::new();
+    for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        let value = Value::deserialize(document).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot parse {} (document {}) as YAML or JSON: {e}; fix the syntax at that position",
+                path.display(),
+                index + 1
+            )
+        })?;
+        if !value.is_null() {
+            out.push(value);
+        }
+    }
+    Ok(out)
+}
+
+fn check_object(path: &Path, value: &Value) -> anyhow::Result<()> {
+    let has = |p: &str| value.pointer(p).and_then(Value::as_str).is_some_and(|s| !s.is_empty());
+    for (pointer, field) in [("/apiVersion", "apiVersion"), ("/kind", "kind"), ("/metadata/name", "metadata.name")] {
+        if !has(pointer) {
+            bail!("{} holds an object without {field}; every Kubernetes object needs apiVersion, kind and metadata.name", path.display());
+        }
+    }
+    Ok(())
+}
+
+/// Reads every object in a file: several `---` documents, and the items of `kind: List`.
+///
+/// # Errors
+/// When the file cannot be read, does not parse, or holds something that is not an object.
+pub fn read_objects(path: &Path) -> anyhow::Result<Vec<Value>> {
+    let text = read_text(path)?;
+    let mut objects = Vec::new();
+    for document in documents(path, &text)? {
+        let is_list = document.get("kind").and_then(Value::as_str).is_some_and(|k| k.ends_with("List"));
+        match document.get("items").and_then(Value::as_array) {
+            Some(items) if is_list => objects.extend(items.iter().cloned()),
+            _ => objects.push(document),
+        }
+    }
+    for object in &objects {
+        check_object(path, object)?;
+    }
+    Ok(objects)
+}
+
+/// Reads the one object a file must hold.
+///
+/// # Errors
+/// When the file holds no object or several, or [`read_objects`] fails.
+pub fn read_object(path: &Path) -> anyhow::Result<Value> {
+    let mut objects = read_objects(path)?;
+    match objects.len() {
+        1 => Ok(objects.remove(0)),
+        0 => bail!("{} holds no object; put the primary object in it", path.display()),
+        n => bail!("{} holds {n} objects, but --object takes exactly one; pass the others with --owned or --cache", path.display()),
+    }
+}
+
+/// Reads a plugin configuration file (YAML or JSON) and returns it as JSON text.
+///
+/// # Errors
+/// When the file cannot be read or parsed, or holds several documents.
+pub fn read_config(path: &Path) -> anyhow::Result<String> {
+    let text = read_text(path)?;
+    let mut docs = documents(path, &text)?;
+    match docs.len() {
+        0 => Ok("{}".into()),
+        1 => Ok(docs.remove(0).to_string()),
+        n => bail!("{} holds {n} YAML documents; a plugin config is one mapping", path.display()),
+    }
+}

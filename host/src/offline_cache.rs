@@ -1,0 +1,40 @@
+//! The cache a plugin sees in offline `wasmloop reconcile`: the objects given on the command
+//! line, looked up the way the host's informer cache answers.
+
+use serde_json::Value;
+use wasmloop_sandbox::{Gvk, HostServices, Object, Selector, object_from_value};
+
+/// Objects from files, searchable by kind, namespace, name and labels.
+#[derive(Debug, Default)]
+pub struct OfflineCache {
+    objects: Vec<(Object, Value)>,
+}
+
+impl OfflineCache {
+    /// Adds an object.
+    ///
+    /// # Errors
+    /// When the object lacks apiVersion, kind or metadata.name.
+    pub fn insert(&mut self, value: Value) -> Result<(), String> {
+        let object = object_from_value(&value)?;
+        self.objects.retain(|(o, _)| !(o.gvk() == object.gvk() && o.namespace == object.namespace && o.name == object.name));
+        self.objects.push((object, value));
+        Ok(())
+    }
+
+    fn of_kind<'a>(&'a self, kind: &'a Gvk, namespace: Option<&'a str>) -> impl Iterator<Item = &'a (Object, Value)> {
+        self.objects
+            .iter()
+            .filter(move |(o, _)| o.gvk() == *kind && (namespace.is_none() || o.namespace.as_deref() == namespace))
+    }
+}
+
+impl HostServices for OfflineCache {
+    fn get(&self, kind: &Gvk, namespace: Option<&str>, name: &str) -> Option<Object> {
+        self.of_kind(kind, namespace).find(|(o, _)| o.name == name).map(|(o, _)| o.clone())
+    }
+
+    fn list(&self, kind: &Gvk, namespace: Option<&str>, selector: &Selector) -> Vec<Object> {
+        self.of_kind(kind, namespace).filter(|(_, v)| selector.matches_object(v)).map(|(o, _)| o.clone()).collect()
+    }
+}

@@ -1,0 +1,239 @@
+//! `configmap-mirror`: copies a ConfigMap labelled `wasmloop.dev/mirror=true` into every
+//! namespace named in its annotation `wasmloop.dev/mirror-to` (comma-separated).
+//!
+//! Owner references cannot cross namespaces, so the copies are tied to their source by a
+//! label (`wasmloop.dev/mirror-of-uid`) and an annotation (`wasmloop.dev/mirror-of`), and a
+//! finalizer on the source deletes them when the source goes. A namespace taken off the list
+//! loses its copy; a copy edited or deleted by hand is restored, because the plugin watches
+//! copies and maps them back to their source. Namespaces that do not exist yet are reported
+//! and filled in when they appear.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use wasmloop_sdk::prelude::*;
+
+/// Label that selects sources.
+pub const MIRROR_LABEL: &str = "wasmloop.dev/mirror";
+/// Annotation on the source listing target namespaces.
+pub const MIRROR_TO: &str = "wasmloop.dev/mirror-to";
+/// Label on each copy: the source's UID.
+pub const MIRROR_OF_UID: &str = "wasmloop.dev/mirror-of-uid";
+/// Annotation on each copy: `namespace/name` of the source.
+pub const MIRROR_OF: &str = "wasmloop.dev/mirror-of";
+/// The finalizer held on sources until their copies are gone.
+pub const FINALIZER: &str = "wasmloop.dev/mirror-cleanup";
+
+/// The plugin.
+pub struct ConfigMapMirror;
+
+fn targets(source: &ConfigMap) -> BTreeSet<String> {
+    let own = source.metadata.namespace.as_deref().unwrap_or_default();
+    source
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(MIRROR_TO))
+        .map(|list| list.split(',').map(str::trim).filter(|ns| !ns.is_empty() && *ns != own).map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+fn copies(source: &Object) -> Result<Vec<Object>, Error> {
+    cache::list_objects(&ConfigMap::gvk(), None, Some(&format!("{MIRROR_OF_UID}={}", source.uid)))
+}
+
+fn copy_of(source: &ConfigMap, source_ref: &Object, namespace: &str) -> ConfigMap {
+    let mut labels: BTreeMap<String, String> = source.metadata.labels.clone().unwrap_or_default();
+    // A copy carrying the source label would itself be mirrored.
+    labels.remove(MIRROR_LABEL);
+    labels.insert(MIRROR_OF_UID.into(), source_ref.uid.clone());
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(source_ref.name.clone()),
+            namespace: Some(namespace.into()),
+            labels: Some(labels),
+            annotations: Some(BTreeMap::from([(MIRROR_OF.into(), source_ref.display_name())])),
+            ..ObjectMeta::default()
+        },
+        data: source.data.clone(),
+        binary_data: source.binary_data.clone(),
+        immutable: source.immutable,
+    }
+}
+
+impl Reconciler for ConfigMapMirror {
+    fn manifest() -> Manifest {
+        Manifest::new("configmap-mirror", env!("CARGO_PKG_VERSION"))
+            .primary_selector(KindSelector::of::<ConfigMap>().labels(format!("{MIRROR_LABEL}=true")))
+            .watches(KindSelector::of::<ConfigMap>().labels(MIRROR_OF_UID))
+            .watches(KindSelector::of::<Namespace>())
+            .finalizer(FINALIZER)
+    }
+
+    fn reconcile(request: &Request) -> Result<Vec<Action>, Error> {
+        let existing = copies(&request.object)?;
+        if request.phase != Phase::Apply {
+            // Cleanup: every copy goes; the host then releases the finalizer.
+            return Ok(existing.iter().map(|c| delete(c.to_ref())).collect());
+        }
+        let source: ConfigMap = request.object()?;
+        let wanted = targets(&source);
+        let mut actions = Vec::new();
+        let mut missing = Vec::new();
+        for namespace in &wanted {
+            if cache::get_object(&Namespace::gvk(), None, namespace)?.is_none() {
+                missing.push(namespace.as_str());
+                continue;
+            }
+            actions.push(apply(&copy_of(&source, &request.object, namespace)));
+        }
+        let stale: Vec<&Object> =
+            existing.iter().filter(|c| !c.namespace.as_ref().is_some_and(|ns| wanted.contains(ns))).collect();
+        for copy in &stale {
+            actions.push(delete(copy.to_ref()));
+        }
+        let created = wanted.len() - missing.len()
+            - existing.iter().filter(|c| c.namespace.as_ref().is_some_and(|ns| wanted.contains(ns))).count();
+        if created > 0 || !stale.is_empty() {
+            actions.push(event(
+                EventType::Normal,
+                "Mirrored",
+                format!("mirrored to {} namespace(s), {} copy(ies) added, {} removed", wanted.len() - missing.len(), created, stale.len()),
+            ));
+        }
+        if !missing.is_empty() {
+            actions.push(event(
+                EventType::Warning,
+                "NamespaceNotFound",
+                format!(
+                    "{MIRROR_TO} names namespace(s) {} that do not exist; the copies follow when they are created",
+                    missing.join(", ")
+                ),
+            ));
+        }
+        Ok(actions)
+    }
+
+    fn map(related: &Object, _config: &Config) -> Vec<ObjectRef> {
+        if related.is::<Namespace>() {
+            // A namespace appeared or changed: sources that list it may now place a copy.
+            let sources = cache::list::<ConfigMap>(None, Some(&format!("{MIRROR_LABEL}=true"))).unwrap_or_default();
+            return sources
+                .into_iter()
+                .filter(|s| targets(s).contains(&related.name))
+                .filter_map(|s| Some(ObjectRef::new::<ConfigMap>(s.metadata.name?).namespace(s.metadata.namespace?)))
+                .collect();
+        }
+        let Ok(copy) = related.parse::<ConfigMap>() else { return Vec::new() };
+        let source = copy.metadata.annotations.as_ref().and_then(|a| a.get(MIRROR_OF)).and_then(|s| s.split_once('/'));
+        match source {
+            Some((namespace, name)) => vec![ObjectRef::new::<ConfigMap>(name).namespace(namespace)],
+            None => Vec::new(),
+        }
+    }
+}
+
+wasmloop_sdk::export_plugin!(ConfigMapMirror);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+    use wasmloop_sdk::testing::TestCase;
+
+    fn source(to: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "settings", "namespace": "platform", "uid": "src-uid",
+                            "labels": {MIRROR_LABEL: "true", "team": "core"},
+                            "annotations": {MIRROR_TO: to}},
+               "data": {"level": "debug"}})
+    }
+
+    fn namespace(name: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "uid": name}})
+    }
+
+    fn copy(ns: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "settings", "namespace": ns, "uid": format!("copy-{ns}"),
+                            "labels": {MIRROR_OF_UID: "src-uid", "team": "core"},
+                            "annotations": {MIRROR_OF: "platform/settings"}},
+               "data": {"level": "debug"}})
+    }
+
+    #[test]
+    fn copies_are_applied_into_every_listed_namespace() {
+        let outcome = TestCase::new(source("a, b"))
+            .cached(namespace("a"))
+            .cached(namespace("b"))
+            .run::<ConfigMapMirror>();
+        let applied = outcome.applied::<ConfigMap>();
+        let namespaces: Vec<_> = applied.iter().map(|c| c.metadata.namespace.clone().unwrap()).collect();
+        assert_eq!(namespaces, ["a", "b"]);
+        let labels = applied[0].metadata.labels.as_ref().unwrap();
+        assert_eq!(labels[MIRROR_OF_UID], "src-uid");
+        assert!(!labels.contains_key(MIRROR_LABEL), "a copy must not be a source");
+        assert_eq!(applied[0].data.as_ref().unwrap()["level"], "debug");
+        assert_eq!(outcome.events()[0].reason, "Mirrored");
+    }
+
+    #[test]
+    fn namespace_taken_off_the_list_loses_its_copy() {
+        let outcome = TestCase::new(source("a"))
+            .cached(namespace("a"))
+            .cached(copy("a"))
+            .cached(copy("b"))
+            .run::<ConfigMapMirror>();
+        let deletes = outcome.deletes();
+        assert_eq!(deletes.len(), 1);
+        assert_eq!(deletes[0].namespace.as_deref(), Some("b"));
+        assert_eq!(deletes[0].uid.as_deref(), Some("copy-b"));
+    }
+
+    #[test]
+    fn cleanup_deletes_every_copy() {
+        let outcome = TestCase::new(source("a,b"))
+            .cached(copy("a"))
+            .cached(copy("b"))
+            .phase(Phase::Cleanup)
+            .run::<ConfigMapMirror>();
+        assert_eq!(outcome.deletes().len(), 2);
+        assert!(outcome.applied::<ConfigMap>().is_empty());
+    }
+
+    #[test]
+    fn missing_namespace_is_reported_and_skipped() {
+        let outcome = TestCase::new(source("a,ghost")).cached(namespace("a")).run::<ConfigMapMirror>();
+        assert_eq!(outcome.applied::<ConfigMap>().len(), 1);
+        let warning = outcome.events().into_iter().find(|e| e.event_type == EventType::Warning).unwrap();
+        assert_eq!(warning.reason, "NamespaceNotFound");
+        assert!(warning.message.contains("ghost"));
+    }
+
+    #[test]
+    fn own_namespace_is_never_a_target() {
+        let outcome = TestCase::new(source("platform")).cached(namespace("platform")).run::<ConfigMapMirror>();
+        assert!(outcome.actions().is_empty());
+    }
+
+    #[test]
+    fn steady_state_reapplies_without_an_event() {
+        let outcome = TestCase::new(source("a")).cached(namespace("a")).cached(copy("a")).run::<ConfigMapMirror>();
+        assert_eq!(outcome.applied::<ConfigMap>().len(), 1);
+        assert!(outcome.events().is_empty());
+    }
+
+    #[test]
+    fn a_copy_maps_back_to_its_source() {
+        let refs = TestCase::new(source("a")).map::<ConfigMapMirror>(copy("a"));
+        assert_eq!(refs, vec![ObjectRef::new::<ConfigMap>("settings").namespace("platform")]);
+    }
+
+    #[test]
+    fn a_new_namespace_maps_to_the_sources_that_list_it() {
+        let refs = TestCase::new(source("a,b")).map::<ConfigMapMirror>(namespace("b"));
+        assert_eq!(refs, vec![ObjectRef::new::<ConfigMap>("settings").namespace("platform")]);
+        assert!(TestCase::new(source("a")).map::<ConfigMapMirror>(namespace("z")).is_empty());
+    }
+}

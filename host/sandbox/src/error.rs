@@ -97,12 +97,14 @@ pub enum CallFailure {
         reason: Option<String>,
     },
     /// The guest trapped (a panic, an abort, a bug).
-    #[error("the guest trapped: {trap}{}; fix the plugin, the object is retried with backoff meanwhile", if guest_output.is_empty() { String::new() } else { format!("; guest output: {}", guest_output.trim()) })]
+    #[error("{}; fix the plugin, the object is retried with backoff meanwhile", describe_trap(trap, panic.as_ref()))]
     Trap {
-        /// The trap, with its wasm backtrace.
+        /// The trap itself, for example "wasm `unreachable` instruction executed".
         trap: String,
-        /// What the guest wrote to stderr (a Rust panic message lands here).
-        guest_output: String,
+        /// The panic message and location, when the guest printed one (Rust panics do).
+        panic: Option<String>,
+        /// The wasm backtrace, for logs at debug level.
+        backtrace: String,
     },
     /// The guest ran past its deadline.
     #[error("the guest ran past its {} ms deadline and was stopped; make the reconcile cheaper, or raise deadline-ms in the plugin's settings", deadline.as_millis())]
@@ -165,5 +167,37 @@ impl CallFailure {
             CallFailure::UndeclaredKind { .. } => "PluginUndeclaredKind",
             CallFailure::Instantiate(_) => "PluginInstantiateFailed",
         }
+    }
+}
+
+fn describe_trap(trap: &str, panic: Option<&String>) -> String {
+    match panic {
+        Some(panic) => format!("the guest panicked: {panic}"),
+        None => format!("the guest trapped: {trap}"),
+    }
+}
+
+/// Finds a Rust panic message in what the guest wrote to stderr:
+/// `thread '<unnamed>' panicked at src/lib.rs:3:5:\nmessage\nnote: ...`.
+pub(crate) fn panic_message(guest_output: &str) -> Option<String> {
+    let mut lines = guest_output.lines();
+    let location = lines.by_ref().find_map(|l| l.split_once(" panicked at ").map(|(_, at)| at.trim_end_matches(':').to_owned()))?;
+    let message: Vec<&str> = lines.take_while(|l| !l.starts_with("note: ")).collect();
+    Some(format!("{} (at {location})", message.join(" ").trim()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rust_panic_output_yields_message_and_location() {
+        let out = "thread '<unnamed>' (1) panicked at src/lib.rs:24:24:\nboom\nnote: run with `RUST_BACKTRACE=1`\n";
+        assert_eq!(panic_message(out).as_deref(), Some("boom (at src/lib.rs:24:24)"));
+    }
+
+    #[test]
+    fn output_without_a_panic_yields_none() {
+        assert_eq!(panic_message("memory allocation of 5 bytes failed\n"), None);
     }
 }

@@ -58,8 +58,11 @@ impl CallSetup {
             return CallFailure::Deadline { deadline: self.limits.deadline };
         }
         let output = String::from_utf8_lossy(&state.stderr.contents()).into_owned();
-        let guest_output = output.lines().filter(|l| !l.starts_with("note: run with")).collect::<Vec<_>>().join(" | ");
-        CallFailure::Trap { trap: format!("{error:#}"), guest_output }
+        let trap = match error.downcast_ref::<wasmtime::Trap>() {
+            Some(trap) => trap.to_string(),
+            None => error.to_string(),
+        };
+        CallFailure::Trap { trap, panic: crate::error::panic_message(&output), backtrace: format!("{error:?}") }
     }
 
     /// Instantiates in a fresh Store and runs `f`; traps, deadlines and memory limits become
@@ -86,7 +89,7 @@ impl CallSetup {
             Ok(b) => b,
             Err(e) => {
                 let failure = match self.classify(&store, e) {
-                    CallFailure::Trap { trap, .. } => CallFailure::Instantiate(wasmtime::Error::msg(trap)),
+                    CallFailure::Trap { backtrace, .. } => CallFailure::Instantiate(wasmtime::Error::msg(backtrace)),
                     other => other,
                 };
                 return (Err(failure), timings);

@@ -53,6 +53,15 @@ pub(super) fn run(args: &ReconcileArgs) -> anyhow::Result<ExitCode> {
 
     let sandbox = super::sandbox(&args.sandbox)?;
     let plugin = super::load(&sandbox, &args.plugin, &args.sandbox).context("cannot load the plugin")?;
+    let primary_kind = &plugin.manifest().primary.kind;
+    if request.object.gvk() != *primary_kind {
+        anyhow::bail!(
+            "plugin {} reconciles {primary_kind}, but {} holds a {}; pass a {primary_kind} object with --object",
+            plugin.manifest().name,
+            args.object.display(),
+            request.object.gvk(),
+        );
+    }
     match plugin.reconcile(&request, Arc::new(cache)) {
         Ok(response) => {
             super::print(&response, args.output)?;

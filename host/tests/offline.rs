@@ -1,0 +1,294 @@
+//! Golden tests: each plugin through the real `wasmloop` binary on YAML fixtures, and one
+//! test per error a user can hit offline.
+//!
+//! The components come from `scripts/build-plugins` (run by `scripts/test`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
+}
+
+fn component(name: &str) -> PathBuf {
+    let path = target_dir().join("wasm32-wasip2/release").join(format!("{name}.wasm"));
+    assert!(path.exists(), "{} is missing: run scripts/build-plugins (scripts/test does) before cargo test", path.display());
+    path
+}
+
+fn fixture(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(path)
+}
+
+/// One compile cache per test binary run, so the first test compiles and the rest reuse.
+fn cache_dir() -> PathBuf {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().expect("temp dir")).path().to_owned()
+}
+
+fn wasmloop(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wasmloop"))
+        .args(args)
+        .env("WASMLOOP_CACHE_DIR", cache_dir())
+        .env_remove("RUST_LOG")
+        .env_remove("WASMLOOP_LOG")
+        .output()
+        .expect("wasmloop runs")
+}
+
+fn reconcile(plugin: &str, object: &str, extra: &[&str]) -> Output {
+    let plugin = component(plugin);
+    let object = fixture(object);
+    let mut args = vec!["reconcile", "--plugin", plugin.to_str().unwrap(), "--object", object.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    wasmloop(&args)
+}
+
+fn stdout_yaml(out: &Output) -> Value {
+    assert!(out.status.success(), "wasmloop failed: {}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    serde_yaml::from_slice(&out.stdout).expect("stdout is YAML")
+}
+
+fn expected(path: &str) -> Value {
+    serde_yaml::from_str(&std::fs::read_to_string(fixture(path)).unwrap()).unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn fails_with(out: &Output, code: i32, needles: &[&str]) {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(code), "stderr: {err}");
+    for needle in needles {
+        assert!(err.contains(needle), "stderr lacks {needle:?}:\n{err}");
+    }
+}
+
+fn path_arg(p: &str) -> String {
+    fixture(p).to_str().unwrap().to_owned()
+}
+
+fn config_file(mode: &str) -> tempfile::NamedTempFile {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), format!("mode: {mode}\n")).unwrap();
+    file
+}
+
+fn hostile(mode: &str, extra: &[&str]) -> Output {
+    let config = config_file(mode);
+    let mut args = vec!["--config", config.path().to_str().unwrap()];
+    args.extend_from_slice(extra);
+    reconcile("hostile_plugin", "hostile/configmap.yaml", &args)
+}
+
+// ---- foo-deployment --------------------------------------------------------------------
+
+#[test]
+fn foo_without_deployment_applies_it_reports_zero_available_and_synced() {
+    let out = reconcile("foo_deployment", "foo-deployment/foo.yaml", &[]);
+    assert_eq!(stdout_yaml(&out), expected("foo-deployment/expected-create.yaml"));
+}
+
+#[test]
+fn foo_with_its_deployment_mirrors_available_replicas() {
+    let owned = path_arg("foo-deployment/owned-deployment.yaml");
+    let out = reconcile("foo_deployment", "foo-deployment/foo.yaml", &["--owned", &owned]);
+    assert_eq!(stdout_yaml(&out), expected("foo-deployment/expected-owned.yaml"));
+}
+
+#[test]
+fn foo_with_a_foreign_deployment_fails_with_err_resource_exists_and_writes_nothing() {
+    let foreign = path_arg("foo-deployment/foreign-deployment.yaml");
+    let out = reconcile("foo_deployment", "foo-deployment/foo.yaml", &["--cache", &foreign]);
+    fails_with(&out, 3, &[
+        "plugin foo-deployment failed on Foo default/example-foo",
+        "transient error (ErrResourceExists): Resource \"example-foo\" already exists and is not managed by Foo",
+        "event: Warning ErrResourceExists",
+    ]);
+    assert!(out.stdout.is_empty(), "no actions may be printed");
+}
+
+#[test]
+fn foo_without_deployment_name_only_warns() {
+    let out = reconcile("foo_deployment", "foo-deployment/foo-no-name.yaml", &["-o", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let response: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let actions = response["actions"].as_array().unwrap();
+    assert_eq!(actions.len(), 1);
+    assert_eq!(actions[0]["event"]["type"], "Warning");
+    assert!(actions[0]["event"]["message"].as_str().unwrap().contains("spec.deploymentName must be specified"));
+    assert!(response.get("requeueAfter").is_none());
+}
+
+// ---- pod-logger ------------------------------------------------------------------------
+
+#[test]
+fn pod_logger_logs_first_sight_and_writes_nothing() {
+    let out = reconcile("pod_logger", "pod-logger/pod-pending.yaml", &[]);
+    assert_eq!(stdout_yaml(&out), expected("pod-logger/expected.yaml"));
+    assert!(stderr(&out).contains("pod shop/web-0 seen (phase Pending)"), "{}", stderr(&out));
+}
+
+#[test]
+fn pod_logger_logs_a_phase_change_against_previous() {
+    let previous = path_arg("pod-logger/pod-pending.yaml");
+    let out = reconcile("pod_logger", "pod-logger/pod-running.yaml", &["--previous", &previous]);
+    assert_eq!(stdout_yaml(&out), expected("pod-logger/expected.yaml"));
+    assert!(stderr(&out).contains("pod shop/web-0 phase changed Pending -> Running"), "{}", stderr(&out));
+}
+
+#[test]
+fn pod_logger_logs_deletion() {
+    let out = reconcile("pod_logger", "pod-logger/pod-running.yaml", &["--phase", "deleted"]);
+    assert!(out.status.success());
+    assert!(stderr(&out).contains("pod shop/web-0 deleted (last phase Running)"), "{}", stderr(&out));
+}
+
+// ---- node-image-watch ------------------------------------------------------------------
+
+#[test]
+fn node_image_watch_patches_the_total_and_reports_old_new_and_delta() {
+    let out = reconcile("node_image_watch", "node-image-watch/node.yaml", &[]);
+    assert_eq!(stdout_yaml(&out), expected("node-image-watch/expected.yaml"));
+}
+
+// ---- configmap-mirror ------------------------------------------------------------------
+
+#[test]
+fn configmap_mirror_copies_into_listed_namespaces_and_removes_unlisted_copies() {
+    let cluster = path_arg("configmap-mirror/cluster.yaml");
+    let out = reconcile("configmap_mirror", "configmap-mirror/source.yaml", &["--cache", &cluster]);
+    assert_eq!(stdout_yaml(&out), expected("configmap-mirror/expected-apply.yaml"));
+}
+
+#[test]
+fn configmap_mirror_cleanup_deletes_every_copy() {
+    let cluster = path_arg("configmap-mirror/cluster.yaml");
+    let out = reconcile("configmap_mirror", "configmap-mirror/source.yaml", &["--cache", &cluster, "--phase", "cleanup"]);
+    assert_eq!(stdout_yaml(&out), expected("configmap-mirror/expected-cleanup.yaml"));
+}
+
+// ---- inspect and the compile cache -----------------------------------------------------
+
+#[test]
+fn inspect_prints_the_manifest() {
+    let plugin = component("configmap_mirror");
+    let manifest = stdout_yaml(&wasmloop(&["inspect", plugin.to_str().unwrap()]));
+    assert_eq!(manifest["name"], "configmap-mirror");
+    assert_eq!(manifest["primary"]["kind"], "v1/ConfigMap");
+    assert_eq!(manifest["primary"]["labelSelector"], "wasmloop.dev/mirror=true");
+    assert_eq!(manifest["finalizer"], "wasmloop.dev/mirror-cleanup");
+}
+
+#[test]
+fn second_load_of_a_component_is_served_from_the_compile_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = component("pod_logger");
+    let run = || {
+        Command::new(env!("CARGO_BIN_EXE_wasmloop"))
+            .args(["inspect", plugin.to_str().unwrap()])
+            .env("WASMLOOP_CACHE_DIR", dir.path())
+            .env("WASMLOOP_LOG", "wasmloop_sandbox=debug")
+            .output()
+            .unwrap()
+    };
+    assert!(stderr(&run()).contains("cached=Compiled"));
+    let entries = std::fs::read_dir(dir.path()).unwrap().count();
+    assert_eq!(entries, 1, "one compiled artifact is stored");
+    assert!(stderr(&run()).contains("cached=Hit"));
+}
+
+// ---- errors a user can hit -------------------------------------------------------------
+
+#[test]
+fn core_module_is_refused_with_how_to_build_a_component() {
+    let dir = tempfile::tempdir().unwrap();
+    let core = dir.path().join("core.wasm");
+    std::fs::write(&core, b"\0asm\x01\0\0\0").unwrap();
+    let out = wasmloop(&["inspect", core.to_str().unwrap()]);
+    fails_with(&out, 1, &["core.wasm is a core WebAssembly module, not a component", "--target wasm32-wasip2"]);
+}
+
+#[test]
+fn component_of_another_contract_version_is_refused_naming_both_versions() {
+    let plugin = component("future_contract_plugin");
+    let out = wasmloop(&["inspect", plugin.to_str().unwrap()]);
+    fails_with(&out, 1, &[
+        "future_contract_plugin.wasm was built for contract wasmloop:plugin@0.2.0",
+        "this host serves wasmloop:plugin@0.1.0",
+        "rebuild the plugin",
+    ]);
+}
+
+#[test]
+fn malformed_yaml_is_refused_naming_the_file_and_position() {
+    let out = reconcile("hostile_plugin", "hostile/malformed.yaml", &[]);
+    fails_with(&out, 1, &["malformed.yaml (document 1) as YAML or JSON", "line", "fix the syntax"]);
+}
+
+#[test]
+fn object_of_the_wrong_kind_is_refused_naming_the_expected_kind() {
+    let out = reconcile("foo_deployment", "hostile/configmap.yaml", &[]);
+    fails_with(&out, 1, &["plugin foo-deployment reconciles samplecontroller.k8s.io/v1alpha1/Foo", "holds a v1/ConfigMap"]);
+}
+
+#[test]
+fn guest_panic_is_reported_with_its_message() {
+    let out = hostile("panic", &[]);
+    fails_with(&out, 3, &[
+        "plugin hostile failed on ConfigMap default/victim",
+        "the guest panicked: hostile plugin panicked on purpose (at host/tests/guests/hostile/src/lib.rs",
+        "event: Warning PluginTrapped",
+    ]);
+}
+
+#[test]
+fn guest_stuck_in_a_loop_is_stopped_at_its_deadline() {
+    let started = std::time::Instant::now();
+    let out = hostile("loop", &["--deadline-ms", "200"]);
+    fails_with(&out, 3, &["plugin hostile failed on ConfigMap default/victim", "ran past its 200 ms deadline", "raise deadline-ms"]);
+    // Not a timing assertion on performance: only that the loop did not run unbounded.
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+}
+
+#[test]
+fn guest_allocating_without_bound_hits_the_memory_limit() {
+    let out = hostile("alloc", &["--memory-limit", "16777216"]);
+    fails_with(&out, 3, &["hit its memory limit of 16777216 bytes", "raise memory-limit-bytes"]);
+}
+
+#[test]
+fn oversized_response_is_refused_naming_size_and_cap() {
+    let out = hostile("oversize", &[]);
+    fails_with(&out, 3, &["over the 4194304-byte cap", "raise response-limit-bytes"]);
+}
+
+#[test]
+fn response_cap_is_configurable() {
+    let out = hostile("oversize", &["--response-limit", "16777216"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn reading_an_undeclared_kind_is_refused_naming_plugin_and_kind() {
+    let out = hostile("read-undeclared", &[]);
+    fails_with(&out, 3, &["plugin hostile failed", "tried to get a v1/Secret", "add the kind to owns, watches or reads"]);
+}
+
+#[test]
+fn applying_an_undeclared_kind_is_refused_naming_plugin_and_kind() {
+    let out = hostile("apply-undeclared", &[]);
+    fails_with(&out, 3, &["plugin hostile failed", "tried to apply a v1/Secret"]);
+}
+
+#[test]
+fn file_that_is_not_wasm_is_refused() {
+    let yaml = fixture("hostile/configmap.yaml");
+    let out = wasmloop(&["inspect", yaml.to_str().unwrap()]);
+    fails_with(&out, 1, &["configmap.yaml is not a WebAssembly file"]);
+}

@@ -132,9 +132,11 @@ pub fn reconcile<P: Reconciler>(request: WitRequest) -> Result<WitResponse, WitR
     let request = request_from_wit(request);
     let (result, [decode, logic, encode]) = timing::phases(|| P::reconcile(&request));
     let start = timing::now();
-    let out = result
-        .map(response_to_wit)
-        .map_err(|e| WitReconcileError { message: e.message, transient: e.transient, reason: e.reason });
+    let out = result.map(response_to_wit).map_err(|e| WitReconcileError {
+        message: e.message,
+        transient: e.transient,
+        reason: e.reason,
+    });
     if let Some(start) = start {
         let encode = encode + start.elapsed().as_nanos() as u64;
         crate::log::write(

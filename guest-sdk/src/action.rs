@@ -108,12 +108,7 @@ pub fn status(status: impl Serialize) -> Action {
 
 /// Records an Event on the primary.
 pub fn event(event_type: EventType, reason: impl Into<String>, message: impl Into<String>) -> Action {
-    Action::Event(EventAction {
-        event_type,
-        reason: reason.into(),
-        message: message.into(),
-        action: None,
-    })
+    Action::Event(EventAction { event_type, reason: reason.into(), message: message.into(), action: None })
 }
 
 /// Asks the host to reconcile this primary again after `after`, even without changes.

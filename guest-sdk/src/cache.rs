@@ -43,6 +43,9 @@ pub fn get<K: Kind + DeserializeOwned>(namespace: Option<&str>, name: &str) -> R
 /// # Errors
 /// A permanent error when `K` is not declared, the selector is malformed or an object does
 /// not fit `K`.
-pub fn list<K: Kind + DeserializeOwned>(namespace: Option<&str>, label_selector: Option<&str>) -> Result<Vec<K>, Error> {
+pub fn list<K: Kind + DeserializeOwned>(
+    namespace: Option<&str>,
+    label_selector: Option<&str>,
+) -> Result<Vec<K>, Error> {
     list_objects(&K::gvk(), namespace, label_selector)?.iter().map(Object::parse).collect()
 }

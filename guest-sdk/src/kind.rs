@@ -25,11 +25,7 @@ impl Gvk {
 
     /// The `apiVersion` string: `group/version`, or `version` for core.
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.clone()
-        } else {
-            format!("{}/{}", self.group, self.version)
-        }
+        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
     }
 
     /// True when an object's `apiVersion` and `kind` name this kind.

@@ -59,9 +59,7 @@ mod timing;
 #[doc(hidden)]
 pub mod __private;
 
-pub use action::{
-    Action, EventAction, EventType, PatchKind, apply, delete, event, patch, requeue_after, status,
-};
+pub use action::{Action, EventAction, EventType, PatchKind, apply, delete, event, patch, requeue_after, status};
 pub use error::Error;
 pub use kind::{Gvk, Kind};
 pub use manifest::{KindSelector, Manifest, Settings};
@@ -95,9 +93,7 @@ pub trait Reconciler {
 
 /// Everything a plugin usually needs, in one `use`.
 pub mod prelude {
-    pub use crate::action::{
-        Action, EventType, PatchKind, apply, delete, event, patch, requeue_after, status,
-    };
+    pub use crate::action::{Action, EventType, PatchKind, apply, delete, event, patch, requeue_after, status};
     pub use crate::error::Error;
     pub use crate::kind::{Gvk, Kind};
     pub use crate::manifest::{KindSelector, Manifest, Settings};
@@ -121,10 +117,8 @@ macro_rules! export_plugin {
                 }
                 fn reconcile(
                     request: $crate::__private::WitRequest,
-                ) -> ::core::result::Result<
-                    $crate::__private::WitResponse,
-                    $crate::__private::WitReconcileError,
-                > {
+                ) -> ::core::result::Result<$crate::__private::WitResponse, $crate::__private::WitReconcileError>
+                {
                     $crate::__private::reconcile::<$plugin>(request)
                 }
                 fn map(

@@ -43,7 +43,9 @@ impl Object {
         let text = |pointer: &str| value.pointer(pointer).and_then(|v| v.as_str());
         let required = |pointer: &str| {
             text(pointer).map(str::to_owned).ok_or_else(|| {
-                Error::permanent(format!("object has no {pointer}: give every object apiVersion, kind and metadata.name"))
+                Error::permanent(format!(
+                    "object has no {pointer}: give every object apiVersion, kind and metadata.name"
+                ))
             })
         };
         Ok(Object {
@@ -187,8 +189,7 @@ impl Config {
     /// A permanent error that quotes the parse failure; fix the plugin's config.
     pub fn parse<T: DeserializeOwned>(&self) -> Result<T, Error> {
         let text = if self.json.trim().is_empty() { "{}" } else { &self.json };
-        serde_json::from_str(text)
-            .map_err(|e| Error::permanent(format!("invalid plugin config: {e}; fix config.yaml")))
+        serde_json::from_str(text).map_err(|e| Error::permanent(format!("invalid plugin config: {e}; fix config.yaml")))
     }
 }
 

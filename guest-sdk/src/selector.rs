@@ -96,15 +96,18 @@ fn parse_set(rest: &str) -> Option<Vec<String>> {
 }
 
 fn valid_key(key: &str) -> bool {
-    !key.is_empty()
-        && key.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+    !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
 }
 
 fn parse_requirement(part: &str) -> Result<Requirement, String> {
     let part = part.trim();
     if let Some(key) = part.strip_prefix('!') {
         let key = key.trim();
-        return if valid_key(key) { Ok(Requirement::DoesNotExist(key.into())) } else { Err(format!("bad key in {part:?}")) };
+        return if valid_key(key) {
+            Ok(Requirement::DoesNotExist(key.into()))
+        } else {
+            Err(format!("bad key in {part:?}"))
+        };
     }
     for (op, build) in [
         ("!=", Requirement::NotEquals as fn(String, String) -> Requirement),

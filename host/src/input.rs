@@ -8,7 +8,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 fn read_text(path: &Path) -> anyhow::Result<String> {
-    std::fs::read_to_string(path).with_context(|| format!("cannot read {}; check the path and its permissions", path.display()))
+    std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read {}; check the path and its permissions", path.display()))
 }
 
 fn documents(path: &Path, text: &str) -> anyhow::Result<Vec<Value>> {
@@ -32,7 +33,10 @@ fn check_object(path: &Path, value: &Value) -> anyhow::Result<()> {
     let has = |p: &str| value.pointer(p).and_then(Value::as_str).is_some_and(|s| !s.is_empty());
     for (pointer, field) in [("/apiVersion", "apiVersion"), ("/kind", "kind"), ("/metadata/name", "metadata.name")] {
         if !has(pointer) {
-            bail!("{} holds an object without {field}; every Kubernetes object needs apiVersion, kind and metadata.name", path.display());
+            bail!(
+                "{} holds an object without {field}; every Kubernetes object needs apiVersion, kind and metadata.name",
+                path.display()
+            );
         }
     }
     Ok(())
@@ -67,7 +71,10 @@ pub fn read_object(path: &Path) -> anyhow::Result<Value> {
     match objects.len() {
         1 => Ok(objects.remove(0)),
         0 => bail!("{} holds no object; put the primary object in it", path.display()),
-        n => bail!("{} holds {n} objects, but --object takes exactly one; pass the others with --owned or --cache", path.display()),
+        n => bail!(
+            "{} holds {n} objects, but --object takes exactly one; pass the others with --owned or --cache",
+            path.display()
+        ),
     }
 }
 

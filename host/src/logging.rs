@@ -13,7 +13,9 @@ pub fn init(format: LogFormat) {
         .or_else(|| std::env::var("RUST_LOG").ok())
         .map(EnvFilter::new)
         .unwrap_or_else(|| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr)
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal());
     match format {
         LogFormat::Text => builder.init(),

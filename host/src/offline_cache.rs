@@ -17,7 +17,8 @@ impl OfflineCache {
     /// When the object lacks apiVersion, kind or metadata.name.
     pub fn insert(&mut self, value: Value) -> Result<(), String> {
         let object = object_from_value(&value)?;
-        self.objects.retain(|(o, _)| !(o.gvk() == object.gvk() && o.namespace == object.namespace && o.name == object.name));
+        self.objects
+            .retain(|(o, _)| !(o.gvk() == object.gvk() && o.namespace == object.namespace && o.name == object.name));
         self.objects.push((object, value));
         Ok(())
     }

@@ -16,7 +16,11 @@ fn target_dir() -> PathBuf {
 
 fn component(name: &str) -> PathBuf {
     let path = target_dir().join("wasm32-wasip2/release").join(format!("{name}.wasm"));
-    assert!(path.exists(), "{} is missing: run scripts/build-plugins (scripts/test does) before cargo test", path.display());
+    assert!(
+        path.exists(),
+        "{} is missing: run scripts/build-plugins (scripts/test does) before cargo test",
+        path.display()
+    );
     path
 }
 
@@ -105,11 +109,15 @@ fn foo_with_its_deployment_mirrors_available_replicas() {
 fn foo_with_a_foreign_deployment_fails_with_err_resource_exists_and_writes_nothing() {
     let foreign = path_arg("foo-deployment/foreign-deployment.yaml");
     let out = reconcile("foo_deployment", "foo-deployment/foo.yaml", &["--cache", &foreign]);
-    fails_with(&out, 3, &[
-        "plugin foo-deployment failed on Foo default/example-foo",
-        "transient error (ErrResourceExists): Resource \"example-foo\" already exists and is not managed by Foo",
-        "event: Warning ErrResourceExists",
-    ]);
+    fails_with(
+        &out,
+        3,
+        &[
+            "plugin foo-deployment failed on Foo default/example-foo",
+            "transient error (ErrResourceExists): Resource \"example-foo\" already exists and is not managed by Foo",
+            "event: Warning ErrResourceExists",
+        ],
+    );
     assert!(out.stdout.is_empty(), "no actions may be printed");
 }
 
@@ -169,7 +177,8 @@ fn configmap_mirror_copies_into_listed_namespaces_and_removes_unlisted_copies() 
 #[test]
 fn configmap_mirror_cleanup_deletes_every_copy() {
     let cluster = path_arg("configmap-mirror/cluster.yaml");
-    let out = reconcile("configmap_mirror", "configmap-mirror/source.yaml", &["--cache", &cluster, "--phase", "cleanup"]);
+    let out =
+        reconcile("configmap_mirror", "configmap-mirror/source.yaml", &["--cache", &cluster, "--phase", "cleanup"]);
     assert_eq!(stdout_yaml(&out), expected("configmap-mirror/expected-cleanup.yaml"));
 }
 
@@ -218,11 +227,15 @@ fn core_module_is_refused_with_how_to_build_a_component() {
 fn component_of_another_contract_version_is_refused_naming_both_versions() {
     let plugin = component("future_contract_plugin");
     let out = wasmloop(&["inspect", plugin.to_str().unwrap()]);
-    fails_with(&out, 1, &[
-        "future_contract_plugin.wasm was built for contract wasmloop:plugin@0.2.0",
-        "this host serves wasmloop:plugin@0.1.0",
-        "rebuild the plugin",
-    ]);
+    fails_with(
+        &out,
+        1,
+        &[
+            "future_contract_plugin.wasm was built for contract wasmloop:plugin@0.2.0",
+            "this host serves wasmloop:plugin@0.1.0",
+            "rebuild the plugin",
+        ],
+    );
 }
 
 #[test]
@@ -234,24 +247,36 @@ fn malformed_yaml_is_refused_naming_the_file_and_position() {
 #[test]
 fn object_of_the_wrong_kind_is_refused_naming_the_expected_kind() {
     let out = reconcile("foo_deployment", "hostile/configmap.yaml", &[]);
-    fails_with(&out, 1, &["plugin foo-deployment reconciles samplecontroller.k8s.io/v1alpha1/Foo", "holds a v1/ConfigMap"]);
+    fails_with(
+        &out,
+        1,
+        &["plugin foo-deployment reconciles samplecontroller.k8s.io/v1alpha1/Foo", "holds a v1/ConfigMap"],
+    );
 }
 
 #[test]
 fn guest_panic_is_reported_with_its_message() {
     let out = hostile("panic", &[]);
-    fails_with(&out, 3, &[
-        "plugin hostile failed on ConfigMap default/victim",
-        "the guest panicked: hostile plugin panicked on purpose (at host/tests/guests/hostile/src/lib.rs",
-        "event: Warning PluginTrapped",
-    ]);
+    fails_with(
+        &out,
+        3,
+        &[
+            "plugin hostile failed on ConfigMap default/victim",
+            "the guest panicked: hostile plugin panicked on purpose (at host/tests/guests/hostile/src/lib.rs",
+            "event: Warning PluginTrapped",
+        ],
+    );
 }
 
 #[test]
 fn guest_stuck_in_a_loop_is_stopped_at_its_deadline() {
     let started = std::time::Instant::now();
     let out = hostile("loop", &["--deadline-ms", "200"]);
-    fails_with(&out, 3, &["plugin hostile failed on ConfigMap default/victim", "ran past its 200 ms deadline", "raise deadline-ms"]);
+    fails_with(
+        &out,
+        3,
+        &["plugin hostile failed on ConfigMap default/victim", "ran past its 200 ms deadline", "raise deadline-ms"],
+    );
     // Not a timing assertion on performance: only that the loop did not run unbounded.
     assert!(started.elapsed() < std::time::Duration::from_secs(30));
 }
@@ -277,7 +302,11 @@ fn response_cap_is_configurable() {
 #[test]
 fn reading_an_undeclared_kind_is_refused_naming_plugin_and_kind() {
     let out = hostile("read-undeclared", &[]);
-    fails_with(&out, 3, &["plugin hostile failed", "tried to get a v1/Secret", "add the kind to owns, watches or reads"]);
+    fails_with(
+        &out,
+        3,
+        &["plugin hostile failed", "tried to get a v1/Secret", "add the kind to owns, watches or reads"],
+    );
 }
 
 #[test]
@@ -291,4 +320,15 @@ fn file_that_is_not_wasm_is_refused() {
     let yaml = fixture("hostile/configmap.yaml");
     let out = wasmloop(&["inspect", yaml.to_str().unwrap()]);
     fails_with(&out, 1, &["configmap.yaml is not a WebAssembly file"]);
+}
+
+#[test]
+fn guest_gets_no_environment_filesystem_or_network() {
+    let out = hostile("escape", &["-o", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let response: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = &response["actions"][0]["status"];
+    assert_eq!(report["envVars"], 0, "{report}");
+    assert!(report["rootDir"]["error"].is_string(), "the guest listed /: {report}");
+    assert!(report["connect"]["error"].is_string(), "the guest opened a socket: {report}");
 }

@@ -110,7 +110,11 @@ fn duration_text<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::
 /// Total bytes of every string in a response: what the guest made the host copy.
 pub(crate) fn response_size(r: &wit::Response) -> usize {
     let ref_size = |o: &wit::ObjectRef| {
-        o.api_version.len() + o.kind.len() + o.name.len() + o.namespace.as_ref().map_or(0, String::len) + o.uid.as_ref().map_or(0, String::len)
+        o.api_version.len()
+            + o.kind.len()
+            + o.name.len()
+            + o.namespace.as_ref().map_or(0, String::len)
+            + o.uid.as_ref().map_or(0, String::len)
     };
     r.actions
         .iter()
@@ -144,7 +148,9 @@ fn decode_action(manifest: &Manifest, action: wit::Action) -> Result<Action, Cal
         wit::Action::Apply(json) => {
             let object = parse(&json, "an apply action's object")?;
             let field = |p: &str| object.pointer(p).and_then(Value::as_str).filter(|s| !s.is_empty());
-            let (Some(api_version), Some(kind), Some(_)) = (field("/apiVersion"), field("/kind"), field("/metadata/name")) else {
+            let (Some(api_version), Some(kind), Some(_)) =
+                (field("/apiVersion"), field("/kind"), field("/metadata/name"))
+            else {
                 return Err(CallFailure::InvalidAction(
                     "an apply action's object needs apiVersion, kind and metadata.name".into(),
                 ));
@@ -164,8 +170,12 @@ fn decode_action(manifest: &Manifest, action: wit::Action) -> Result<Action, Cal
             let kind = match p.kind {
                 wit::PatchKind::Merge if patch.is_object() => PatchKind::Merge,
                 wit::PatchKind::Json if patch.is_array() => PatchKind::Json,
-                wit::PatchKind::Merge => return Err(CallFailure::InvalidAction("a merge patch must be a JSON object".into())),
-                wit::PatchKind::Json => return Err(CallFailure::InvalidAction("a JSON patch must be an array of operations".into())),
+                wit::PatchKind::Merge => {
+                    return Err(CallFailure::InvalidAction("a merge patch must be a JSON object".into()));
+                }
+                wit::PatchKind::Json => {
+                    return Err(CallFailure::InvalidAction("a JSON patch must be an array of operations".into()));
+                }
             };
             Action::Patch { target, kind, patch }
         }

@@ -12,13 +12,9 @@ pub use exports::wasmloop::plugin::plugin::{Phase, Request};
 pub use wasmloop::plugin::types::{Gvk, Object};
 
 pub(crate) mod wit {
-    pub use super::exports::wasmloop::plugin::plugin::{
-        Action, EventType, PatchKind, ReconcileError, Response,
-    };
+    pub use super::exports::wasmloop::plugin::plugin::{Action, EventType, PatchKind, ReconcileError, Response};
     pub use super::wasmloop::plugin::host::Host;
-    pub use super::wasmloop::plugin::types::{
-        Host as TypesHost, KindSelector, LogLevel, ObjectRef, PluginManifest,
-    };
+    pub use super::wasmloop::plugin::types::{Host as TypesHost, KindSelector, LogLevel, ObjectRef, PluginManifest};
 }
 
 impl Gvk {

@@ -58,12 +58,19 @@ impl CompileCache {
     ///
     /// # Errors
     /// The compile error when the bytes are not a valid component.
-    pub(crate) fn load(&self, engine: &Engine, bytes: &[u8], digest: &str) -> wasmtime::Result<(Component, CacheOutcome)> {
+    pub(crate) fn load(
+        &self,
+        engine: &Engine,
+        bytes: &[u8],
+        digest: &str,
+    ) -> wasmtime::Result<(Component, CacheOutcome)> {
         let path = self.path_for(engine, digest);
         if let Some(path) = path.as_deref().filter(|p| p.exists()) {
             match deserialize(engine, path) {
                 Ok(component) => return Ok((component, CacheOutcome::Hit)),
-                Err(e) => tracing::warn!(path = %path.display(), error = %e, "discarding unreadable compiled component; recompiling"),
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "discarding unreadable compiled component; recompiling")
+                }
             }
         }
         let component = Component::new(engine, bytes)?;
@@ -89,7 +96,8 @@ fn store(component: &Component, path: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let bytes = component.serialize().map_err(std::io::Error::other)?;
     // Write then rename, so a concurrent reader never maps a half-written file.
-    let tmp = dir.join(format!(".{}.{}.tmp", path.file_name().unwrap_or_default().to_string_lossy(), std::process::id()));
+    let tmp =
+        dir.join(format!(".{}.{}.tmp", path.file_name().unwrap_or_default().to_string_lossy(), std::process::id()));
     std::fs::write(&tmp, bytes)?;
     std::fs::rename(tmp, path)
 }

@@ -41,10 +41,8 @@ fn contract_versions(engine: &Engine, component: &Component) -> Vec<String> {
     let ty = component.component_type();
     let prefix = format!("{CONTRACT_PACKAGE}/");
     let names = ty.exports(engine).map(|(n, _)| n.to_owned()).chain(ty.imports(engine).map(|(n, _)| n.to_owned()));
-    let mut versions: Vec<String> = names
-        .filter(|n| n.starts_with(&prefix))
-        .filter_map(|n| n.split_once('@').map(|(_, v)| v.to_owned()))
-        .collect();
+    let mut versions: Vec<String> =
+        names.filter(|n| n.starts_with(&prefix)).filter_map(|n| n.split_once('@').map(|(_, v)| v.to_owned())).collect();
     versions.sort();
     versions.dedup();
     versions
@@ -65,10 +63,8 @@ pub(crate) fn check(engine: &Engine, component: &Component) -> Result<(), Mismat
     if let Some(found) = versions.iter().find(|v| compat_class(v) != supported) {
         return Err(Mismatch::Version { found: found.clone() });
     }
-    let exports_plugin = component
-        .component_type()
-        .exports(engine)
-        .any(|(n, _)| n.starts_with(&format!("{CONTRACT_PACKAGE}/plugin@")));
+    let exports_plugin =
+        component.component_type().exports(engine).any(|(n, _)| n.starts_with(&format!("{CONTRACT_PACKAGE}/plugin@")));
     if !exports_plugin {
         let exports = component.component_type().exports(engine).map(|(n, _)| n.to_owned()).collect();
         return Err(Mismatch::NotAPlugin { exports });

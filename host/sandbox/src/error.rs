@@ -8,13 +8,17 @@ use std::time::Duration;
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     /// The bytes are not WebAssembly at all.
-    #[error("{origin} is not a WebAssembly file; build the plugin with `cargo build --release --target wasm32-wasip2` and pass the .wasm under target/wasm32-wasip2/release")]
+    #[error(
+        "{origin} is not a WebAssembly file; build the plugin with `cargo build --release --target wasm32-wasip2` and pass the .wasm under target/wasm32-wasip2/release"
+    )]
     NotWasm {
         /// Where the bytes came from.
         origin: String,
     },
     /// A core module, not a component.
-    #[error("{origin} is a core WebAssembly module, not a component; wasmloop loads WASI 0.2 components: build with `--target wasm32-wasip2` (not wasm32-unknown-unknown or wasm32-wasip1), or wrap the module with `wasm-tools component new`")]
+    #[error(
+        "{origin} is a core WebAssembly module, not a component; wasmloop loads WASI 0.2 components: build with `--target wasm32-wasip2` (not wasm32-unknown-unknown or wasm32-wasip1), or wrap the module with `wasm-tools component new`"
+    )]
     CoreModule {
         /// Where the bytes came from.
         origin: String,
@@ -45,7 +49,9 @@ pub enum LoadError {
         exports: Vec<String>,
     },
     /// It imports something the sandbox does not provide.
-    #[error("{origin} imports something the sandbox does not provide: {source:#}; plugins get only the wasmloop host imports and WASI basics (no filesystem, network or environment): remove the dependency that needs it")]
+    #[error(
+        "{origin} imports something the sandbox does not provide: {source:#}; plugins get only the wasmloop host imports and WASI basics (no filesystem, network or environment): remove the dependency that needs it"
+    )]
     Link {
         /// Where the bytes came from.
         origin: String,
@@ -113,7 +119,9 @@ pub enum CallFailure {
         deadline: Duration,
     },
     /// The guest asked for more memory than allowed.
-    #[error("the guest hit its memory limit of {limit} bytes (it asked for {requested}); allocate less, or raise memory-limit-bytes in the plugin's settings")]
+    #[error(
+        "the guest hit its memory limit of {limit} bytes (it asked for {requested}); allocate less, or raise memory-limit-bytes in the plugin's settings"
+    )]
     MemoryLimit {
         /// The ceiling.
         limit: usize,
@@ -121,7 +129,9 @@ pub enum CallFailure {
         requested: usize,
     },
     /// The response was larger than the cap.
-    #[error("the response is {size} bytes, over the {limit}-byte cap; return fewer or smaller actions, or raise response-limit-bytes in the plugin's settings")]
+    #[error(
+        "the response is {size} bytes, over the {limit}-byte cap; return fewer or smaller actions, or raise response-limit-bytes in the plugin's settings"
+    )]
     ResponseTooLarge {
         /// Its size.
         size: usize,
@@ -132,7 +142,9 @@ pub enum CallFailure {
     #[error("it returned an invalid action: {0}; fix the plugin")]
     InvalidAction(String),
     /// An action or look-up on a kind the manifest does not declare.
-    #[error("it tried to {verb} a {kind}, a kind its manifest does not declare; add the kind to owns, watches or reads")]
+    #[error(
+        "it tried to {verb} a {kind}, a kind its manifest does not declare; add the kind to owns, watches or reads"
+    )]
     UndeclaredKind {
         /// apply, delete, patch, get or list.
         verb: String,
@@ -140,7 +152,9 @@ pub enum CallFailure {
         kind: String,
     },
     /// The instance could not be created.
-    #[error("cannot instantiate the guest: {0:#}; if the instance pool is exhausted, lower concurrency or raise the sandbox's max instances")]
+    #[error(
+        "cannot instantiate the guest: {0:#}; if the instance pool is exhausted, lower concurrency or raise the sandbox's max instances"
+    )]
     Instantiate(wasmtime::Error),
 }
 
@@ -181,7 +195,9 @@ fn describe_trap(trap: &str, panic: Option<&String>) -> String {
 /// `thread '<unnamed>' panicked at src/lib.rs:3:5:\nmessage\nnote: ...`.
 pub(crate) fn panic_message(guest_output: &str) -> Option<String> {
     let mut lines = guest_output.lines();
-    let location = lines.by_ref().find_map(|l| l.split_once(" panicked at ").map(|(_, at)| at.trim_end_matches(':').to_owned()))?;
+    let location = lines
+        .by_ref()
+        .find_map(|l| l.split_once(" panicked at ").map(|(_, at)| at.trim_end_matches(':').to_owned()))?;
     let message: Vec<&str> = lines.take_while(|l| !l.starts_with("note: ")).collect();
     Some(format!("{} (at {location})", message.join(" ").trim()))
 }

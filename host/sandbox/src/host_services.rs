@@ -1,7 +1,7 @@
 //! What the host lends a plugin during a call: cache look-ups and a log.
 
-use crate::bindings::{Gvk, Object};
 use crate::Selector;
+use crate::bindings::{Gvk, Object};
 
 /// Severity of a plugin's log line.
 pub use crate::bindings::wit::LogLevel;

@@ -102,7 +102,9 @@ fn check_selector(s: &KindSelector, role: &str) -> Result<(), String> {
 /// A finalizer must be a qualified name (`domain/name`), as the API server demands.
 fn check_finalizer(f: &str) -> Result<(), String> {
     let ok = f.split_once('/').is_some_and(|(domain, name)| {
-        domain.contains('.') && !name.is_empty() && f.len() <= 316
+        domain.contains('.')
+            && !name.is_empty()
+            && f.len() <= 316
             && f.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '/' | '_'))
     });
     if ok { Ok(()) } else { Err(format!("finalizer {f:?} must look like `example.com/name`")) }

@@ -191,7 +191,11 @@ impl Plugin {
     }
 
     /// [`Plugin::reconcile`], also reporting where the time went.
-    pub fn reconcile_timed(&self, request: &Request, services: Arc<dyn HostServices>) -> (Result<Response, CallError>, StageTimings) {
+    pub fn reconcile_timed(
+        &self,
+        request: &Request,
+        services: Arc<dyn HostServices>,
+    ) -> (Result<Response, CallError>, StageTimings) {
         let setup = &self.inner.setup;
         let (out, mut timings) = setup.call_timed(Some(self.inner.manifest.clone()), services, |b, store| {
             b.wasmloop_plugin_plugin().call_reconcile(store, request)
@@ -203,7 +207,8 @@ impl Plugin {
     }
 
     fn decode(&self, result: Result<wit::Response, wit::ReconcileError>) -> Result<Response, CallFailure> {
-        let response = result.map_err(|e| CallFailure::Plugin { message: e.message, transient: e.transient, reason: e.reason })?;
+        let response =
+            result.map_err(|e| CallFailure::Plugin { message: e.message, transient: e.transient, reason: e.reason })?;
         let size = action::response_size(&response);
         let limit = self.inner.setup.limits.response_bytes;
         if size > limit {
@@ -216,14 +221,25 @@ impl Plugin {
     ///
     /// # Errors
     /// A [`CallError`] naming the plugin and the related object.
-    pub fn map(&self, related: &Object, config: &str, services: Arc<dyn HostServices>) -> Result<Vec<crate::ObjectRef>, CallError> {
+    pub fn map(
+        &self,
+        related: &Object,
+        config: &str,
+        services: Arc<dyn HostServices>,
+    ) -> Result<Vec<crate::ObjectRef>, CallError> {
         let out = self.inner.setup.call(Some(self.inner.manifest.clone()), services, |b, store| {
             b.wasmloop_plugin_plugin().call_map(store, related, config)
         });
         let refs = out.map_err(|f| self.error(related, f))?;
         Ok(refs
             .into_iter()
-            .map(|r| crate::ObjectRef { api_version: r.api_version, kind: r.kind, name: r.name, namespace: r.namespace, uid: r.uid })
+            .map(|r| crate::ObjectRef {
+                api_version: r.api_version,
+                kind: r.kind,
+                name: r.name,
+                namespace: r.namespace,
+                uid: r.uid,
+            })
             .collect())
     }
 }

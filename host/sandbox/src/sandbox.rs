@@ -98,14 +98,16 @@ impl Sandbox {
             .linker
             .instantiate_pre(&component)
             .map_err(|source| LoadError::Link { origin: origin_owned(), source })?;
-        let pre = ReconcilerPre::new(instance_pre).map_err(|source| LoadError::Link { origin: origin_owned(), source })?;
+        let pre =
+            ReconcilerPre::new(instance_pre).map_err(|source| LoadError::Link { origin: origin_owned(), source })?;
 
         let limits = self.inner.config.default_limits;
         let setup = CallSetup { sandbox: self.inner.clone(), pre: pre.clone(), limits, name: Arc::from(origin) };
         let raw = setup
             .call(None, Arc::new(EmptyHost), |bindings, store| bindings.wasmloop_plugin_plugin().call_manifest(store))
             .map_err(|failure| LoadError::ManifestCall { origin: origin_owned(), failure })?;
-        let manifest = Manifest::from_wit(raw).map_err(|reason| LoadError::InvalidManifest { origin: origin_owned(), reason })?;
+        let manifest =
+            Manifest::from_wit(raw).map_err(|reason| LoadError::InvalidManifest { origin: origin_owned(), reason })?;
         let limits = Limits::resolve(limits, &manifest.settings, self.inner.config.max_memory_bytes);
         tracing::debug!(plugin = %manifest.name, %origin, ?cached, elapsed = ?started.elapsed(), "loaded plugin");
         Ok(Plugin::new(PluginInner {

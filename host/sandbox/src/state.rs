@@ -102,11 +102,18 @@ impl wit::Host for State {
         Ok(self.services.get(&kind, namespace.as_deref(), &name))
     }
 
-    fn list_objects(&mut self, kind: Gvk, namespace: Option<String>, label_selector: Option<String>) -> Result<Vec<Object>, String> {
+    fn list_objects(
+        &mut self,
+        kind: Gvk,
+        namespace: Option<String>,
+        label_selector: Option<String>,
+    ) -> Result<Vec<Object>, String> {
         self.check_declared(&kind, "list")?;
-        let selector: Selector = label_selector.as_deref().unwrap_or_default().parse().map_err(|e| {
-            format!("plugin {}: {e}", self.plugin)
-        })?;
+        let selector: Selector = label_selector
+            .as_deref()
+            .unwrap_or_default()
+            .parse()
+            .map_err(|e| format!("plugin {}: {e}", self.plugin))?;
         Ok(self.services.list(&kind, namespace.as_deref(), &selector))
     }
 }

@@ -38,7 +38,8 @@ fn sandbox(args: &SandboxArgs) -> anyhow::Result<Sandbox> {
 
 /// Loads a plugin file, applying the command line's limits over the plugin's own.
 fn load(sandbox: &Sandbox, path: &Path, args: &SandboxArgs) -> anyhow::Result<Plugin> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read plugin {}; check the path", path.display()))?;
+    let bytes =
+        std::fs::read(path).with_context(|| format!("cannot read plugin {}; check the path", path.display()))?;
     let plugin = sandbox.load(&bytes, &path.display().to_string())?;
     let mut limits = plugin.limits();
     if let Some(ms) = args.deadline_ms {

@@ -35,7 +35,9 @@ fn targets(source: &ConfigMap) -> BTreeSet<String> {
         .annotations
         .as_ref()
         .and_then(|a| a.get(MIRROR_TO))
-        .map(|list| list.split(',').map(str::trim).filter(|ns| !ns.is_empty() && *ns != own).map(str::to_owned).collect())
+        .map(|list| {
+            list.split(',').map(str::trim).filter(|ns| !ns.is_empty() && *ns != own).map(str::to_owned).collect()
+        })
         .unwrap_or_default()
 }
 
@@ -93,13 +95,19 @@ impl Reconciler for ConfigMapMirror {
         for copy in &stale {
             actions.push(delete(copy.to_ref()));
         }
-        let created = wanted.len() - missing.len()
+        let created = wanted.len()
+            - missing.len()
             - existing.iter().filter(|c| c.namespace.as_ref().is_some_and(|ns| wanted.contains(ns))).count();
         if created > 0 || !stale.is_empty() {
             actions.push(event(
                 EventType::Normal,
                 "Mirrored",
-                format!("mirrored to {} namespace(s), {} copy(ies) added, {} removed", wanted.len() - missing.len(), created, stale.len()),
+                format!(
+                    "mirrored to {} namespace(s), {} copy(ies) added, {} removed",
+                    wanted.len() - missing.len(),
+                    created,
+                    stale.len()
+                ),
             ));
         }
         if !missing.is_empty() {
@@ -164,10 +172,8 @@ mod tests {
 
     #[test]
     fn copies_are_applied_into_every_listed_namespace() {
-        let outcome = TestCase::new(source("a, b"))
-            .cached(namespace("a"))
-            .cached(namespace("b"))
-            .run::<ConfigMapMirror>();
+        let outcome =
+            TestCase::new(source("a, b")).cached(namespace("a")).cached(namespace("b")).run::<ConfigMapMirror>();
         let applied = outcome.applied::<ConfigMap>();
         let namespaces: Vec<_> = applied.iter().map(|c| c.metadata.namespace.clone().unwrap()).collect();
         assert_eq!(namespaces, ["a", "b"]);

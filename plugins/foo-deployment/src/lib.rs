@@ -16,11 +16,13 @@ use serde::Deserialize;
 use serde_json::json;
 use wasmloop_sdk::prelude::*;
 
-/// The Foo custom resource, reduced to the fields this plugin reads.
+/// The Foo custom resource, reduced to the fields this plugin reads. Everything else in the
+/// object (managed fields, annotations) is skipped by the parser, not materialised.
 #[derive(Debug, Deserialize)]
 pub struct Foo {
-    /// Standard metadata (name, namespace, uid).
-    pub metadata: ObjectMeta,
+    /// The metadata the plugin needs.
+    #[serde(default)]
+    pub metadata: FooMeta,
     /// What the user asked for.
     #[serde(default)]
     pub spec: FooSpec,
@@ -32,6 +34,17 @@ pub struct Foo {
 impl Kind for Foo {
     const API_VERSION: &'static str = "samplecontroller.k8s.io/v1alpha1";
     const KIND: &'static str = "Foo";
+}
+
+/// `Foo.metadata`, reduced to what the plugin reads.
+#[derive(Debug, Default, Deserialize)]
+pub struct FooMeta {
+    /// The Foo's name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The Foo's namespace.
+    #[serde(default)]
+    pub namespace: Option<String>,
 }
 
 /// `Foo.spec`.
@@ -120,10 +133,7 @@ fn controlled_by(deployment: &ObservedDeployment, uid: &str) -> bool {
 
 impl Reconciler for FooController {
     fn manifest() -> Manifest {
-        Manifest::new("foo-deployment", env!("CARGO_PKG_VERSION"))
-            .primary::<Foo>()
-            .owns::<Deployment>()
-            .prune(true)
+        Manifest::new("foo-deployment", env!("CARGO_PKG_VERSION")).primary::<Foo>().owns::<Deployment>().prune(true)
     }
 
     fn reconcile(request: &Request) -> Result<Vec<Action>, Error> {
@@ -220,9 +230,7 @@ mod tests {
 
     #[test]
     fn available_replicas_of_the_owned_deployment_are_mirrored_into_status() {
-        let outcome = TestCase::new(foo("example-foo", 2))
-            .owned(deployment(Some("foo-uid"), 2))
-            .run::<FooController>();
+        let outcome = TestCase::new(foo("example-foo", 2)).owned(deployment(Some("foo-uid"), 2)).run::<FooController>();
         assert_eq!(outcome.status().unwrap(), json!({"availableReplicas": 2}));
     }
 
@@ -245,9 +253,8 @@ mod tests {
 
     #[test]
     fn deployment_controlled_by_another_foo_is_left_alone() {
-        let outcome = TestCase::new(foo("example-foo", 1))
-            .cached(deployment(Some("other-uid"), 0))
-            .run::<FooController>();
+        let outcome =
+            TestCase::new(foo("example-foo", 1)).cached(deployment(Some("other-uid"), 0)).run::<FooController>();
         assert_eq!(outcome.error().reason.as_deref(), Some("ErrResourceExists"));
     }
 

@@ -52,19 +52,17 @@ impl Reconciler for NodeImageWatch {
             return Ok(Vec::new());
         }
         let node: NodeImages = request.object()?;
-        let total: i64 = node
-            .status
-            .and_then(|s| s.images)
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|i| i.size_bytes)
-            .sum();
+        let total: i64 =
+            node.status.and_then(|s| s.images).unwrap_or_default().iter().filter_map(|i| i.size_bytes).sum();
         let recorded = node.metadata.annotations.as_ref().and_then(|a| a.get(ANNOTATION));
         let old: i64 = match recorded {
             Some(text) => match text.parse() {
                 Ok(n) => n,
                 Err(_) => {
-                    wasmloop_sdk::warn!("node {}: annotation {ANNOTATION}={text:?} is not a number; replacing it", request.object.name);
+                    wasmloop_sdk::warn!(
+                        "node {}: annotation {ANNOTATION}={text:?} is not a number; replacing it",
+                        request.object.name
+                    );
                     0
                 }
             },

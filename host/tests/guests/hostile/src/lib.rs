@@ -43,6 +43,17 @@ impl Reconciler for Hostile {
                 let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}});
                 Ok(vec![apply(&secret)])
             }
+            "escape" => {
+                // Reports what the sandbox let through; the host must grant none of it.
+                let env = std::env::vars().count();
+                let fs = std::fs::read_dir("/").map(|d| d.count()).map_err(|e| e.to_string());
+                let net = std::net::TcpStream::connect("127.0.0.1:1").map(|_| ()).map_err(|e| e.to_string());
+                Ok(vec![status(json!({
+                    "envVars": env,
+                    "rootDir": fs.map_or_else(|e| json!({"error": e}), |n| json!({"entries": n})),
+                    "connect": net.map_or_else(|e| json!({"error": e}), |_| json!("connected")),
+                }))])
+            }
             other => Err(Error::permanent(format!("unknown mode {other:?}"))),
         }
     }

@@ -1,0 +1,101 @@
+//! Where etcd, kube-apiserver and kube-controller-manager come from.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The three binaries.
+#[derive(Debug, Clone)]
+pub struct Binaries {
+    /// etcd.
+    pub etcd: PathBuf,
+    /// kube-apiserver.
+    pub kube_apiserver: PathBuf,
+    /// kube-controller-manager; garbage collection and namespace deletion need it.
+    pub kube_controller_manager: Option<PathBuf>,
+}
+
+/// The binaries could not be found or provided.
+#[derive(Debug, thiserror::Error)]
+pub enum BinariesError {
+    /// A variable points at a file that is not there.
+    #[error("{var}={path} does not exist; point it at the {what} binary")]
+    Missing {
+        /// The variable.
+        var: &'static str,
+        /// Its value.
+        path: String,
+        /// Which binary.
+        what: &'static str,
+    },
+    /// The provisioning script failed.
+    #[error(
+        "no control-plane binaries: scripts/kube-binaries failed ({0}); set KUBEBUILDER_ASSETS to a directory with etcd, kube-apiserver and kube-controller-manager (for example from setup-envtest), or run scripts/kube-binaries as root on Debian/Ubuntu to build them"
+    )]
+    Provision(String),
+}
+
+fn from_var(var: &'static str, what: &'static str) -> Result<Option<PathBuf>, BinariesError> {
+    match std::env::var_os(var) {
+        None => Ok(None),
+        Some(v) if v.is_empty() => Ok(None),
+        Some(v) => {
+            let path = PathBuf::from(&v);
+            if path.exists() {
+                Ok(Some(path))
+            } else {
+                Err(BinariesError::Missing { var, path: path.display().to_string(), what })
+            }
+        }
+    }
+}
+
+fn in_dir(dir: &Path) -> Option<Binaries> {
+    let etcd = dir.join("etcd");
+    let apiserver = dir.join("kube-apiserver");
+    let kcm = dir.join("kube-controller-manager");
+    (etcd.exists() && apiserver.exists()).then(|| Binaries {
+        etcd,
+        kube_apiserver: apiserver,
+        kube_controller_manager: kcm.exists().then_some(kcm),
+    })
+}
+
+/// The provisioning script in this repository.
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/kube-binaries")
+}
+
+impl Binaries {
+    /// Finds the binaries: `TEST_ASSET_*`, then `KUBEBUILDER_ASSETS`, then the cache that
+    /// `scripts/kube-binaries` fills (running it when the cache is empty).
+    ///
+    /// # Errors
+    /// When a variable names a missing file, or nothing is found and the script fails.
+    pub fn find() -> Result<Binaries, BinariesError> {
+        if let (Some(etcd), Some(kube_apiserver)) =
+            (from_var("TEST_ASSET_ETCD", "etcd")?, from_var("TEST_ASSET_KUBE_APISERVER", "kube-apiserver")?)
+        {
+            let kube_controller_manager = from_var("TEST_ASSET_KUBE_CONTROLLER_MANAGER", "kube-controller-manager")?;
+            return Ok(Binaries { etcd, kube_apiserver, kube_controller_manager });
+        }
+        if let Some(dir) = from_var("KUBEBUILDER_ASSETS", "assets directory")? {
+            return in_dir(&dir).ok_or_else(|| BinariesError::Missing {
+                var: "KUBEBUILDER_ASSETS",
+                path: dir.display().to_string(),
+                what: "directory holding etcd and kube-apiserver; that",
+            });
+        }
+        let out = Command::new("bash")
+            .arg(script())
+            .output()
+            .map_err(|e| BinariesError::Provision(format!("cannot run {}: {e}", script().display())))?;
+        if !out.status.success() {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let tail: Vec<&str> = stderr.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect();
+            return Err(BinariesError::Provision(tail.join(" | ")));
+        }
+        let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        in_dir(&dir)
+            .ok_or_else(|| BinariesError::Provision(format!("it printed {} which lacks the binaries", dir.display())))
+    }
+}

@@ -1,0 +1,428 @@
+//! Starting, stopping and talking to the control plane.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{ObjectMeta, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+
+use crate::binaries::{Binaries, BinariesError};
+use crate::watchdog::Watched;
+
+/// How long a component may take to become ready.
+const READY_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Why the control plane could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlPlaneError {
+    /// No binaries.
+    #[error(transparent)]
+    Binaries(#[from] BinariesError),
+    /// A file or process operation failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A component did not become ready.
+    #[error("{component} did not become ready within {secs} s: {detail}; its log is {log}", secs = READY_TIMEOUT.as_secs())]
+    NotReady {
+        /// Which component.
+        component: &'static str,
+        /// The last error seen.
+        detail: String,
+        /// Its log file.
+        log: String,
+    },
+    /// The kube client could not be built.
+    #[error("cannot build a client for the control plane: {0}")]
+    Client(String),
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ControlPlaneError {
+    let what = what.into();
+    move |source| ControlPlaneError::Io { what, source }
+}
+
+fn free_port() -> Result<u16, ControlPlaneError> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(io("cannot find a free port on 127.0.0.1"))?;
+    Ok(listener.local_addr().map_err(io("cannot read a bound port"))?.port())
+}
+
+fn token() -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+    format!("wasmloop-{:x}{:x}", nanos, std::process::id())
+}
+
+/// A running control plane: etcd, kube-apiserver and (when its binary is present)
+/// kube-controller-manager, all on 127.0.0.1.
+pub struct ControlPlane {
+    dir: PathBuf,
+    kubeconfig: PathBuf,
+    server: String,
+    token: String,
+    binaries: Binaries,
+    apiserver_args: Vec<String>,
+    apiserver: Mutex<Option<Watched>>,
+    others: Mutex<Vec<Watched>>,
+}
+
+impl std::fmt::Debug for ControlPlane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControlPlane").field("server", &self.server).field("dir", &self.dir).finish_non_exhaustive()
+    }
+}
+
+/// Keeps the last few runs' directories for inspection and removes older ones.
+fn prune_old_runs(root: &Path, keep: usize) {
+    let Ok(entries) = std::fs::read_dir(root) else { return };
+    let mut runs: Vec<(std::time::SystemTime, PathBuf)> =
+        entries.filter_map(Result::ok).filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path()))).collect();
+    runs.sort();
+    let excess = runs.len().saturating_sub(keep);
+    for (_, path) in runs.into_iter().take(excess) {
+        let _ = std::fs::remove_dir_all(path);
+    }
+}
+
+fn run_dir() -> Result<PathBuf, ControlPlaneError> {
+    let root = std::env::temp_dir().join("wasmloop-testenv");
+    std::fs::create_dir_all(&root).map_err(io(format!("cannot create {}", root.display())))?;
+    prune_old_runs(&root, 4);
+    let dir = root.join(format!("run-{}-{}", std::process::id(), token()));
+    std::fs::create_dir_all(dir.join("certs")).map_err(io(format!("cannot create {}", dir.display())))?;
+    Ok(dir)
+}
+
+/// etcd's data on tmpfs when there is one: the tests write thousands of objects.
+fn etcd_data_dir(dir: &Path) -> PathBuf {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        shm.join(format!("wasmloop-etcd-{name}"))
+    } else {
+        dir.join("etcd")
+    }
+}
+
+impl ControlPlane {
+    /// Finds the binaries and starts the control plane, blocking until kube-apiserver's
+    /// `/readyz` answers. Safe to call from async code: the waiting happens on its own
+    /// thread.
+    ///
+    /// # Errors
+    /// Missing binaries, a component that exits or does not become ready (with its log
+    /// path), or a file that cannot be written.
+    pub fn start_blocking() -> Result<ControlPlane, ControlPlaneError> {
+        std::thread::spawn(|| {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(io("cannot build a runtime to wait for readiness"))?;
+            runtime.block_on(ControlPlane::start())
+        })
+        .join()
+        .unwrap_or_else(|_| Err(ControlPlaneError::Client("the start-up thread panicked".into())))
+    }
+
+    /// Async form of [`ControlPlane::start_blocking`].
+    ///
+    /// # Errors
+    /// As [`ControlPlane::start_blocking`].
+    pub async fn start() -> Result<ControlPlane, ControlPlaneError> {
+        let binaries = Binaries::find()?;
+        let dir = run_dir()?;
+        let plane = ControlPlane::launch(binaries, dir).await;
+        if let Err(e) = &plane {
+            eprintln!("wasmloop-testenv: the control plane failed to start: {e}");
+        }
+        plane
+    }
+
+    async fn launch(binaries: Binaries, dir: PathBuf) -> Result<ControlPlane, ControlPlaneError> {
+        let (etcd_port, etcd_peer, api_port) = (free_port()?, free_port()?, free_port()?);
+        let token = token();
+        std::fs::write(dir.join("tokens.csv"), format!("{token},admin,admin-uid,\"system:masters\"\n"))
+            .map_err(io("cannot write the token file"))?;
+        let sa_key = dir.join("sa.key");
+        let status = std::process::Command::new("openssl")
+            .args(["genrsa", "-out"])
+            .arg(&sa_key)
+            .arg("2048")
+            .stderr(std::process::Stdio::null())
+            .status()
+            .map_err(io("cannot run openssl to make the service-account signing key (install openssl)"))?;
+        if !status.success() {
+            return Err(ControlPlaneError::Io {
+                what: "openssl genrsa failed".into(),
+                source: std::io::Error::other(status.to_string()),
+            });
+        }
+
+        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+        let peer_url = format!("http://127.0.0.1:{etcd_peer}");
+        let etcd_args: Vec<String> = vec![
+            "--name=default".into(),
+            format!("--data-dir={}", etcd_data_dir(&dir).display()),
+            format!("--listen-client-urls={etcd_url}"),
+            format!("--advertise-client-urls={etcd_url}"),
+            format!("--listen-peer-urls={peer_url}"),
+            format!("--initial-advertise-peer-urls={peer_url}"),
+            format!("--initial-cluster=default={peer_url}"),
+        ];
+        let etcd = Watched::spawn("etcd", &binaries.etcd, &etcd_args, &dir.join("etcd.log"))
+            .map_err(io("cannot start etcd"))?;
+
+        let server = format!("https://127.0.0.1:{api_port}");
+        let apiserver_args: Vec<String> = vec![
+            format!("--etcd-servers={etcd_url}"),
+            "--bind-address=127.0.0.1".into(),
+            "--advertise-address=127.0.0.1".into(),
+            format!("--secure-port={api_port}"),
+            "--insecure-port=0".into(),
+            format!("--cert-dir={}", dir.join("certs").display()),
+            format!("--token-auth-file={}", dir.join("tokens.csv").display()),
+            "--authorization-mode=RBAC".into(),
+            format!("--service-account-key-file={}", sa_key.display()),
+            format!("--service-account-signing-key-file={}", sa_key.display()),
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+            "--service-cluster-ip-range=10.0.0.0/24".into(),
+            "--allow-privileged=true".into(),
+            "--profiling=false".into(),
+        ];
+        let kubeconfig = dir.join("kubeconfig");
+        let plane = ControlPlane {
+            kubeconfig: kubeconfig.clone(),
+            server: server.clone(),
+            token: token.clone(),
+            apiserver_args,
+            apiserver: Mutex::new(None),
+            others: Mutex::new(vec![etcd]),
+            binaries,
+            dir,
+        };
+        plane.launch_apiserver()?;
+        // The serving certificate (with its CA) appears once the API server has started.
+        let ca = plane.dir.join("certs/apiserver.crt");
+        wait_for_file(&ca, &plane.log("kube-apiserver")).await?;
+        crate::kubeconfig::write(&kubeconfig, &server, &ca, &token).map_err(io("cannot write the kubeconfig"))?;
+        plane.wait_ready().await?;
+
+        if let Some(kcm) = plane.binaries.kube_controller_manager.clone() {
+            let args: Vec<String> = vec![
+                format!("--kubeconfig={}", kubeconfig.display()),
+                "--controllers=garbagecollector,namespace,serviceaccount,serviceaccount-token".into(),
+                format!("--service-account-private-key-file={}", sa_key.display()),
+                format!("--root-ca-file={}", ca.display()),
+                "--leader-elect=false".into(),
+                "--port=0".into(),
+                "--secure-port=0".into(),
+                "--bind-address=127.0.0.1".into(),
+            ];
+            let watched = Watched::spawn("kube-controller-manager", &kcm, &args, &plane.log("kube-controller-manager"))
+                .map_err(io("cannot start kube-controller-manager"))?;
+            plane.others.lock().expect("lock").push(watched);
+        }
+        plane.install_panic_note();
+        Ok(plane)
+    }
+
+    fn launch_apiserver(&self) -> Result<(), ControlPlaneError> {
+        let watched = Watched::spawn(
+            "kube-apiserver",
+            &self.binaries.kube_apiserver,
+            &self.apiserver_args,
+            &self.log("kube-apiserver"),
+        )
+        .map_err(io("cannot start kube-apiserver"))?;
+        *self.apiserver.lock().expect("lock") = Some(watched);
+        Ok(())
+    }
+
+    /// Prints where the logs are when a test panics, once per panic.
+    fn install_panic_note(&self) {
+        let dir = self.dir.clone();
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            previous(info);
+            eprintln!(
+                "wasmloop-testenv: control-plane logs: {}/{{etcd,kube-apiserver,kube-controller-manager}}.log",
+                dir.display()
+            );
+        }));
+    }
+
+    fn log(&self, component: &str) -> PathBuf {
+        self.dir.join(format!("{component}.log"))
+    }
+
+    /// Waits until `/readyz` answers `ok`.
+    async fn wait_ready(&self) -> Result<(), ControlPlaneError> {
+        let started = Instant::now();
+        let mut detail = String::from("no answer yet");
+        while started.elapsed() < READY_TIMEOUT {
+            {
+                let mut api = self.apiserver.lock().expect("lock");
+                if let Some(api) = api.as_mut() {
+                    if !api.running() {
+                        return Err(ControlPlaneError::NotReady {
+                            component: api.name,
+                            detail: "it exited".into(),
+                            log: self.log("kube-apiserver").display().to_string(),
+                        });
+                    }
+                }
+            }
+            match self.readyz().await {
+                Ok(body) if body.trim() == "ok" => return Ok(()),
+                Ok(body) => detail = body,
+                Err(e) => detail = e,
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        Err(ControlPlaneError::NotReady {
+            component: "kube-apiserver",
+            detail,
+            log: self.log("kube-apiserver").display().to_string(),
+        })
+    }
+
+    async fn readyz(&self) -> Result<String, String> {
+        let client = self.client().await.map_err(|e| e.to_string())?;
+        let request = http_get("/readyz");
+        client.request_text(request).await.map_err(|e| e.to_string())
+    }
+
+    /// The kubeconfig (admin, `system:masters`).
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// The API server's URL.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// The admin bearer token.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// The directory with the component logs, certificates and kubeconfig.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// An admin client.
+    ///
+    /// # Errors
+    /// When the kubeconfig cannot be read or the client cannot be built.
+    pub async fn client(&self) -> Result<Client, ControlPlaneError> {
+        let kubeconfig =
+            Kubeconfig::read_from(&self.kubeconfig).map_err(|e| ControlPlaneError::Client(e.to_string()))?;
+        let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .map_err(|e| ControlPlaneError::Client(e.to_string()))?;
+        Client::try_from(config).map_err(|e| ControlPlaneError::Client(e.to_string()))
+    }
+
+    /// Creates a namespace of its own for one test.
+    ///
+    /// # Errors
+    /// When the client cannot be built or the namespace cannot be created.
+    pub async fn namespace(&self, prefix: &str) -> Result<TestNamespace, ControlPlaneError> {
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let name = format!("{prefix}-{}-{}", std::process::id() % 10_000, COUNTER.fetch_add(1, Ordering::Relaxed));
+        let client = self.client().await?;
+        let namespace = Namespace {
+            metadata: ObjectMeta { name: Some(name.clone()), ..ObjectMeta::default() },
+            ..Namespace::default()
+        };
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &namespace)
+            .await
+            .map_err(|e| ControlPlaneError::Client(format!("cannot create namespace {name}: {e}")))?;
+        Ok(TestNamespace { name, client })
+    }
+
+    /// Stops kube-apiserver (etcd and the controller manager keep running).
+    pub fn stop_apiserver(&self) {
+        if let Some(mut api) = self.apiserver.lock().expect("lock").take() {
+            api.stop();
+        }
+    }
+
+    /// Starts kube-apiserver again on the same port and waits for it to be ready.
+    ///
+    /// # Errors
+    /// When it does not become ready.
+    pub async fn restart_apiserver(&self) -> Result<(), ControlPlaneError> {
+        self.stop_apiserver();
+        self.launch_apiserver()?;
+        self.wait_ready().await
+    }
+
+    /// Stops every component.
+    pub fn stop(&self) {
+        self.stop_apiserver();
+        for mut c in self.others.lock().expect("lock").drain(..).rev() {
+            c.stop();
+        }
+        let _ = std::fs::remove_dir_all(etcd_data_dir(&self.dir));
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn http_get(path: &str) -> http::Request<Vec<u8>> {
+    http::Request::get(path).body(Vec::new()).expect("a valid request")
+}
+
+async fn wait_for_file(path: &Path, log: &Path) -> Result<(), ControlPlaneError> {
+    let started = Instant::now();
+    while started.elapsed() < READY_TIMEOUT {
+        if std::fs::metadata(path).is_ok_and(|m| m.len() > 0) {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(ControlPlaneError::NotReady {
+        component: "kube-apiserver",
+        detail: format!("it wrote no serving certificate at {}", path.display()),
+        log: log.display().to_string(),
+    })
+}
+
+/// A namespace created for one test.
+#[derive(Clone)]
+pub struct TestNamespace {
+    /// Its name.
+    pub name: String,
+    /// An admin client.
+    pub client: Client,
+}
+
+impl TestNamespace {
+    /// A namespaced API for kind `K` in this namespace.
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+        K::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), &self.name)
+    }
+}

@@ -1,0 +1,63 @@
+//! Runs a component under a shell watchdog that stops it when our end of its stdin closes.
+//!
+//! The pipe closes when the owning process exits for any reason (a panic, `abort`, SIGKILL),
+//! so servers never outlive the test run. This needs no signal handlers and no unsafe
+//! `pre_exec`, and unlike `PR_SET_PDEATHSIG` it does not fire when merely the spawning
+//! thread (a test's thread) ends.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+
+const WATCHDOG: &str = r#""$@" </dev/null & child=$!
+trap 'kill $child 2>/dev/null' EXIT
+read -r _ || true
+kill $child 2>/dev/null
+wait $child"#;
+
+/// A running component.
+pub(crate) struct Watched {
+    pub(crate) name: &'static str,
+    child: Child,
+    stdin: Option<ChildStdin>,
+}
+
+impl Watched {
+    /// Starts `program args` with stdout and stderr appended to `log`.
+    pub(crate) fn spawn(name: &'static str, program: &Path, args: &[String], log: &Path) -> std::io::Result<Watched> {
+        let out = File::options().create(true).append(true).open(log)?;
+        let err = out.try_clone()?;
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(WATCHDOG)
+            .arg("wasmloop-watchdog")
+            .arg(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(out)
+            .stderr(err)
+            .spawn()?;
+        let stdin = child.stdin.take();
+        Ok(Watched { name, child, stdin })
+    }
+
+    /// True while the watchdog (and so the component) runs.
+    pub(crate) fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Stops the component and waits for it.
+    pub(crate) fn stop(&mut self) {
+        if let Some(mut stdin) = self.stdin.take() {
+            let _ = stdin.write_all(b"stop\n");
+        }
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

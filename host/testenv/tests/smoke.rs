@@ -6,7 +6,6 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ObjectMeta, PostParams};
-use kube::core::ErrorResponse;
 use kube::runtime::watcher;
 use serde_json::json;
 use wasmloop_testenv::{eventually, shared};
@@ -26,7 +25,7 @@ async fn a_crd_can_be_installed_and_an_object_of_it_created() {
     let crds: Api<CustomResourceDefinition> = Api::all(ns.client.clone());
     match crds.create(&PostParams::default(), &crd()).await {
         Ok(_) => {}
-        Err(kube::Error::Api(ErrorResponse { code: 409, .. })) => {} // another test installed it
+        Err(kube::Error::Api(status)) if status.is_already_exists() => {} // another test installed it
         Err(e) => panic!("creating the Foo CRD failed: {e}"),
     }
     let resource =

@@ -128,7 +128,7 @@ macro_rules! export_plugin {
                     $crate::__private::map::<$plugin>(related, config)
                 }
             }
-            $crate::__private::export!(__WasmloopExport with_types_in $crate::__private::bindings);
+    $crate::__private::export!(__WasmloopExport with_types_in $crate::__private::bindings);
         };
     };
 }

@@ -160,7 +160,11 @@ fn run_wasm(sandbox_plugin: &wasmloop_sandbox::Plugin, primary: &Value, owned: &
         let response = result.expect("foo-deployment reconciles");
         assert_eq!(response.actions.len(), 3);
         let phases = host.phases.lock().unwrap().take();
-        assert_eq!(phases.is_some(), timed, "WASMLOOP_BENCH_TIMED_COMPONENT must be built with phase-timing, the other without");
+        assert_eq!(
+            phases.is_some(),
+            timed,
+            "WASMLOOP_BENCH_TIMED_COMPONENT must be built with phase-timing, the other without"
+        );
         let [decode, logic, encode] = phases.unwrap_or_default();
         if i < WARMUP {
             continue;
@@ -258,7 +262,12 @@ fn main() {
     let mut results = Vec::new();
     for size in [2048, 50 * 1024] {
         let primary = foo(size);
-        eprintln!("primary {} bytes, {} owned children of ~{} bytes", primary.to_string().len(), owned.len(), owned[0].to_string().len());
+        eprintln!(
+            "primary {} bytes, {} owned children of ~{} bytes",
+            primary.to_string().len(),
+            owned.len(),
+            owned[0].to_string().len()
+        );
         let mut split = run_wasm(&timed, &primary, &owned, true);
         let whole = run_wasm(&shipped, &primary, &owned, false);
         split.total = Samples(whole.total.0.clone());
@@ -291,5 +300,7 @@ fn main() {
             overhead
         );
     }
-    println!("\n{ITERATIONS} iterations after {WARMUP} warm-up, p50 per stage (stages are medians of their own samples, so they need not add up to the whole).");
+    println!(
+        "\n{ITERATIONS} iterations after {WARMUP} warm-up, p50 per stage (stages are medians of their own samples, so they need not add up to the whole)."
+    );
 }

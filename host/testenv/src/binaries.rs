@@ -65,6 +65,16 @@ fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/kube-binaries")
 }
 
+/// `(major, minor)` of a Kubernetes binary, from its `--version` output
+/// (`Kubernetes v1.20.2`).
+pub(crate) fn kubernetes_version(binary: &Path) -> Option<(u32, u32)> {
+    let out = Command::new(binary).arg("--version").output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let version = text.split_whitespace().find_map(|w| w.strip_prefix('v'))?;
+    let mut parts = version.split('.');
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+}
+
 impl Binaries {
     /// Finds the binaries: `TEST_ASSET_*`, then `KUBEBUILDER_ASSETS`, then the cache that
     /// `scripts/kube-binaries` fills (running it when the cache is empty).

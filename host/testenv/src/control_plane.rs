@@ -181,12 +181,14 @@ impl ControlPlane {
             .map_err(io("cannot start etcd"))?;
 
         let server = format!("https://127.0.0.1:{api_port}");
-        let apiserver_args: Vec<String> = vec![
+        // Before 1.24 both servers also listen on an insecure port unless told not to; from
+        // 1.24 on the flags are gone and passing them is an error.
+        let legacy_ports = crate::binaries::kubernetes_version(&binaries.kube_apiserver).is_some_and(|v| v < (1, 24));
+        let mut apiserver_args: Vec<String> = vec![
             format!("--etcd-servers={etcd_url}"),
             "--bind-address=127.0.0.1".into(),
             "--advertise-address=127.0.0.1".into(),
             format!("--secure-port={api_port}"),
-            "--insecure-port=0".into(),
             format!("--cert-dir={}", dir.join("certs").display()),
             format!("--token-auth-file={}", dir.join("tokens.csv").display()),
             "--authorization-mode=RBAC".into(),
@@ -197,6 +199,9 @@ impl ControlPlane {
             "--allow-privileged=true".into(),
             "--profiling=false".into(),
         ];
+        if legacy_ports {
+            apiserver_args.push("--insecure-port=0".into());
+        }
         let kubeconfig = dir.join("kubeconfig");
         let plane = ControlPlane {
             kubeconfig: kubeconfig.clone(),
@@ -216,16 +221,18 @@ impl ControlPlane {
         plane.wait_ready().await?;
 
         if let Some(kcm) = plane.binaries.kube_controller_manager.clone() {
-            let args: Vec<String> = vec![
+            let mut args: Vec<String> = vec![
                 format!("--kubeconfig={}", kubeconfig.display()),
                 "--controllers=garbagecollector,namespace,serviceaccount,serviceaccount-token".into(),
                 format!("--service-account-private-key-file={}", sa_key.display()),
                 format!("--root-ca-file={}", ca.display()),
                 "--leader-elect=false".into(),
-                "--port=0".into(),
                 "--secure-port=0".into(),
                 "--bind-address=127.0.0.1".into(),
             ];
+            if legacy_ports {
+                args.push("--port=0".into());
+            }
             let watched = Watched::spawn("kube-controller-manager", &kcm, &args, &plane.log("kube-controller-manager"))
                 .map_err(io("cannot start kube-controller-manager"))?;
             plane.others.lock().expect("lock").push(watched);

@@ -27,6 +27,14 @@ pub enum BinariesError {
         /// Which binary.
         what: &'static str,
     },
+    /// `KUBEBUILDER_ASSETS` names a directory without the binaries.
+    #[error(
+        "KUBEBUILDER_ASSETS={dir} lacks etcd or kube-apiserver; point it at a directory holding both (`setup-envtest use -p path` prints one)"
+    )]
+    Incomplete {
+        /// The directory.
+        dir: String,
+    },
     /// The provisioning script failed.
     #[error(
         "no control-plane binaries: scripts/kube-binaries failed ({0}); set KUBEBUILDER_ASSETS to a directory with etcd, kube-apiserver and kube-controller-manager (for example from setup-envtest), or run scripts/kube-binaries as root on Debian/Ubuntu to build them"
@@ -34,8 +42,12 @@ pub enum BinariesError {
     Provision(String),
 }
 
-fn from_var(var: &'static str, what: &'static str) -> Result<Option<PathBuf>, BinariesError> {
-    match std::env::var_os(var) {
+fn from_var(
+    env: &dyn Fn(&str) -> Option<std::ffi::OsString>,
+    var: &'static str,
+    what: &'static str,
+) -> Result<Option<PathBuf>, BinariesError> {
+    match env(var) {
         None => Ok(None),
         Some(v) if v.is_empty() => Ok(None),
         Some(v) => {
@@ -82,18 +94,19 @@ impl Binaries {
     /// # Errors
     /// When a variable names a missing file, or nothing is found and the script fails.
     pub fn find() -> Result<Binaries, BinariesError> {
+        Binaries::find_with(&|var| std::env::var_os(var))
+    }
+
+    fn find_with(env: &dyn Fn(&str) -> Option<std::ffi::OsString>) -> Result<Binaries, BinariesError> {
         if let (Some(etcd), Some(kube_apiserver)) =
-            (from_var("TEST_ASSET_ETCD", "etcd")?, from_var("TEST_ASSET_KUBE_APISERVER", "kube-apiserver")?)
+            (from_var(env, "TEST_ASSET_ETCD", "etcd")?, from_var(env, "TEST_ASSET_KUBE_APISERVER", "kube-apiserver")?)
         {
-            let kube_controller_manager = from_var("TEST_ASSET_KUBE_CONTROLLER_MANAGER", "kube-controller-manager")?;
+            let kube_controller_manager =
+                from_var(env, "TEST_ASSET_KUBE_CONTROLLER_MANAGER", "kube-controller-manager")?;
             return Ok(Binaries { etcd, kube_apiserver, kube_controller_manager });
         }
-        if let Some(dir) = from_var("KUBEBUILDER_ASSETS", "assets directory")? {
-            return in_dir(&dir).ok_or_else(|| BinariesError::Missing {
-                var: "KUBEBUILDER_ASSETS",
-                path: dir.display().to_string(),
-                what: "directory holding etcd and kube-apiserver; that",
-            });
+        if let Some(dir) = from_var(env, "KUBEBUILDER_ASSETS", "assets directory")? {
+            return in_dir(&dir).ok_or_else(|| BinariesError::Incomplete { dir: dir.display().to_string() });
         }
         let out = Command::new("bash")
             .arg(script())
@@ -107,5 +120,49 @@ impl Binaries {
         let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
         in_dir(&dir)
             .ok_or_else(|| BinariesError::Provision(format!("it printed {} which lacks the binaries", dir.display())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+
+    fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<OsString> + 'a {
+        move |var| pairs.iter().find(|(k, _)| *k == var).map(|(_, v)| OsString::from(v))
+    }
+
+    #[test]
+    fn test_asset_variables_win_and_name_each_binary() {
+        let dir = std::env::temp_dir();
+        let file = std::env::current_exe().unwrap();
+        let (f, d) = (file.to_str().unwrap(), dir.to_str().unwrap());
+        let found = Binaries::find_with(&env(&[
+            ("TEST_ASSET_ETCD", f),
+            ("TEST_ASSET_KUBE_APISERVER", f),
+            ("KUBEBUILDER_ASSETS", d),
+        ]))
+        .unwrap();
+        assert_eq!(found.etcd, file);
+        assert_eq!(found.kube_controller_manager, None);
+    }
+
+    #[test]
+    fn a_variable_naming_a_missing_file_is_an_error_naming_it() {
+        let err = Binaries::find_with(&env(&[("TEST_ASSET_ETCD", "/nonexistent/etcd")])).unwrap_err();
+        assert!(err.to_string().contains("TEST_ASSET_ETCD=/nonexistent/etcd does not exist"), "{err}");
+    }
+
+    #[test]
+    fn assets_directory_without_the_binaries_is_an_error_naming_it() {
+        let dir = tempfile_dir();
+        let err = Binaries::find_with(&env(&[("KUBEBUILDER_ASSETS", dir.to_str().unwrap())])).unwrap_err();
+        assert!(err.to_string().starts_with("KUBEBUILDER_ASSETS="), "{err}");
+    }
+
+    fn tempfile_dir() -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("wasmloop-empty-assets-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
     }
 }

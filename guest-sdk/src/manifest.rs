@@ -91,8 +91,8 @@ pub struct Manifest {
 
 impl Manifest {
     /// A manifest with the given name and version. Set the primary with
-    /// [`Manifest::primary`]; until then it is a core `v1` ConfigMap placeholder the host
-    /// rejects.
+    /// [`Manifest::primary`]; until then the primary kind is empty and the host rejects the
+    /// manifest.
     pub fn new(name: impl Into<String>, version: impl Into<String>) -> Self {
         Manifest {
             name: name.into(),

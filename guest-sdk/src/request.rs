@@ -189,7 +189,11 @@ impl Config {
     /// A permanent error that quotes the parse failure; fix the plugin's config.
     pub fn parse<T: DeserializeOwned>(&self) -> Result<T, Error> {
         let text = if self.json.trim().is_empty() { "{}" } else { &self.json };
-        serde_json::from_str(text).map_err(|e| Error::permanent(format!("invalid plugin config: {e}; fix config.yaml")))
+        serde_json::from_str(text).map_err(|e| {
+            Error::permanent(format!(
+                "invalid plugin config: {e}; fix the plugin's configuration (config.yaml or --config)"
+            ))
+        })
     }
 }
 

@@ -39,6 +39,8 @@ struct NativeHost {
     manifest: Manifest,
     cache: Vec<Object>,
     logs: Vec<(Level, String)>,
+    /// A look-up of an undeclared kind: the host fails the whole call for it, so does this.
+    undeclared: Option<String>,
 }
 
 thread_local! {
@@ -68,9 +70,10 @@ pub(crate) fn host_get(kind: &Gvk, namespace: Option<&str>, name: &str) -> Resul
 pub(crate) fn host_list(kind: &Gvk, namespace: Option<&str>, selector: Option<&str>) -> Result<Vec<Object>, String> {
     let selector: Selector = selector.unwrap_or_default().parse().map_err(|e| format!("{e}"))?;
     HOST.with(|h| {
-        let host = h.borrow();
-        let Some(host) = host.as_ref() else { return Ok(Vec::new()) };
+        let mut host = h.borrow_mut();
+        let Some(host) = host.as_mut() else { return Ok(Vec::new()) };
         if let Some(message) = undeclared(&host.manifest, kind) {
+            host.undeclared = Some(message.clone());
             return Err(message);
         }
         Ok(host
@@ -171,27 +174,35 @@ impl TestCase {
         }
     }
 
-    /// Runs `P::reconcile` natively and collects what it did.
+    /// Every object the cache look-ups see: the primary, the owned children and the rest.
+    fn cache_objects(&self) -> Vec<Object> {
+        std::iter::once(&self.object).chain(&self.owned).chain(&self.cache).cloned().collect()
+    }
+
+    /// Runs `P::reconcile` natively and collects what it did. As in the host, a look-up of a
+    /// kind the manifest does not declare fails the reconcile even if the plugin ignored the
+    /// error.
     pub fn run<P: Reconciler>(&self) -> Outcome {
         let request = self.request();
-        let cache = std::iter::once(&self.object).chain(&self.owned).chain(&self.cache).cloned().collect();
-        let (result, logs) = with_host(P::manifest(), cache, || P::reconcile(&request));
+        let (result, logs, undeclared) = with_host(P::manifest(), self.cache_objects(), || P::reconcile(&request));
+        let result = match undeclared {
+            Some(message) => Err(Error::permanent(message)),
+            None => result,
+        };
         Outcome { result, logs }
     }
 
     /// Runs `P::map` natively on `related`, with this case's cache and config.
     pub fn map<P: Reconciler>(&self, related: impl Serialize) -> Vec<ObjectRef> {
         let related = object(&related);
-        let cache = std::iter::once(&self.object).chain(&self.owned).chain(&self.cache).cloned().collect();
-        with_host(P::manifest(), cache, || P::map(&related, &Config::new(self.config.clone()))).0
+        with_host(P::manifest(), self.cache_objects(), || P::map(&related, &Config::new(self.config.clone()))).0
     }
 }
 
 /// Runs `f` with this case's cache installed as the native host, so benchmarks can call
 /// `P::reconcile` many times without re-creating the host.
 pub fn with_case<P: Reconciler, T>(case: &TestCase, f: impl FnOnce() -> T) -> T {
-    let cache = std::iter::once(&case.object).chain(&case.owned).chain(&case.cache).cloned().collect();
-    with_host(P::manifest(), cache, f).0
+    with_host(P::manifest(), case.cache_objects(), f).0
 }
 
 /// Runs `P::reconcile` and reports (decode, logic, encode) nanoseconds, measured as in a
@@ -200,11 +211,16 @@ pub fn timed_reconcile<P: Reconciler>(request: &Request) -> (Result<Vec<Action>,
     crate::timing::phases(|| P::reconcile(request))
 }
 
-fn with_host<T>(manifest: Manifest, cache: Vec<Object>, f: impl FnOnce() -> T) -> (T, Vec<(Level, String)>) {
-    HOST.with(|h| *h.borrow_mut() = Some(NativeHost { manifest, cache, logs: Vec::new() }));
+fn with_host<T>(
+    manifest: Manifest,
+    cache: Vec<Object>,
+    f: impl FnOnce() -> T,
+) -> (T, Vec<(Level, String)>, Option<String>) {
+    HOST.with(|h| *h.borrow_mut() = Some(NativeHost { manifest, cache, logs: Vec::new(), undeclared: None }));
     let out = f();
-    let logs = HOST.with(|h| h.borrow_mut().take().map(|host| host.logs).unwrap_or_default());
-    (out, logs)
+    let host = HOST.with(|h| h.borrow_mut().take());
+    let (logs, undeclared) = host.map(|host| (host.logs, host.undeclared)).unwrap_or_default();
+    (out, logs, undeclared)
 }
 
 /// What a native reconcile returned and logged.
@@ -304,5 +320,37 @@ impl Outcome {
     /// True when a log line at `level` contains `text`.
     pub fn logged(&self, level: Level, text: &str) -> bool {
         self.logs.iter().any(|(l, m)| *l == level && m.contains(text))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::prelude::*;
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+
+    struct ReadsSecret;
+
+    impl Reconciler for ReadsSecret {
+        fn manifest() -> Manifest {
+            Manifest::new("reads-secret", "0").primary::<ConfigMap>()
+        }
+
+        fn reconcile(_: &Request) -> Result<Vec<Action>, Error> {
+            // Swallows the error, as a careless plugin might.
+            let _ = cache::get::<Secret>(Some("ns"), "token");
+            Ok(Vec::new())
+        }
+    }
+
+    #[test]
+    fn reading_an_undeclared_kind_fails_the_run_as_in_the_host() {
+        let outcome = TestCase::new(serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "ns"}
+        }))
+        .run::<ReadsSecret>();
+        let error = outcome.error();
+        assert!(error.message.contains("read kind v1/Secret, which its manifest does not declare"), "{error}");
+        assert!(!error.transient);
     }
 }

@@ -332,3 +332,15 @@ fn guest_gets_no_environment_filesystem_or_network() {
     assert!(report["rootDir"]["error"].is_string(), "the guest listed /: {report}");
     assert!(report["connect"]["error"].is_string(), "the guest opened a socket: {report}");
 }
+
+#[test]
+fn actions_on_the_gone_primary_are_refused_in_phase_deleted() {
+    let out = hostile("event", &["--phase", "deleted"]);
+    fails_with(&out, 3, &["actions[0]: in phase deleted the primary is gone", "event: Warning PluginInvalidAction"]);
+}
+
+#[test]
+fn a_guest_panic_is_retried_with_backoff() {
+    let out = hostile("panic", &[]);
+    fails_with(&out, 3, &["retry: with backoff"]);
+}

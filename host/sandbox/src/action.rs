@@ -139,11 +139,17 @@ fn declared(manifest: &Manifest, kind: Gvk, verb: &str) -> Result<(), CallFailur
     }
 }
 
-fn object_ref(o: wit::ObjectRef) -> ObjectRef {
+pub(crate) fn object_ref(o: wit::ObjectRef) -> ObjectRef {
     ObjectRef { api_version: o.api_version, kind: o.kind, name: o.name, namespace: o.namespace, uid: o.uid }
 }
 
-fn decode_action(manifest: &Manifest, action: wit::Action) -> Result<Action, CallFailure> {
+fn decode_action(manifest: &Manifest, deleted: bool, action: wit::Action) -> Result<Action, CallFailure> {
+    if deleted && matches!(action, wit::Action::Apply(_) | wit::Action::Status(_) | wit::Action::Event(_)) {
+        return Err(CallFailure::InvalidAction(
+            "in phase deleted the primary is gone: only delete and patch actions on other objects are carried out"
+                .into(),
+        ));
+    }
     Ok(match action {
         wit::Action::Apply(json) => {
             let object = parse(&json, "an apply action's object")?;
@@ -179,7 +185,14 @@ fn decode_action(manifest: &Manifest, action: wit::Action) -> Result<Action, Cal
             };
             Action::Patch { target, kind, patch }
         }
-        wit::Action::Status(json) => Action::Status(parse(&json, "a status action")?),
+        wit::Action::Status(json) => match parse(&json, "a status action")? {
+            status @ Value::Object(_) => Action::Status(status),
+            _ => {
+                return Err(CallFailure::InvalidAction(
+                    "a status action must be a JSON object (the content of `status`)".into(),
+                ));
+            }
+        },
         wit::Action::Event(e) => {
             if e.reason.is_empty() {
                 return Err(CallFailure::InvalidAction("an event needs a reason".into()));
@@ -198,9 +211,19 @@ fn decode_action(manifest: &Manifest, action: wit::Action) -> Result<Action, Cal
 }
 
 /// Decodes and checks a guest response.
-pub(crate) fn decode(manifest: &Manifest, response: wit::Response) -> Result<Response, CallFailure> {
+pub(crate) fn decode(manifest: &Manifest, deleted: bool, response: wit::Response) -> Result<Response, CallFailure> {
     Ok(Response {
-        actions: response.actions.into_iter().map(|a| decode_action(manifest, a)).collect::<Result<_, _>>()?,
+        actions: response
+            .actions
+            .into_iter()
+            .enumerate()
+            .map(|(i, a)| {
+                decode_action(manifest, deleted, a).map_err(|f| match f {
+                    CallFailure::InvalidAction(m) => CallFailure::InvalidAction(format!("actions[{i}]: {m}")),
+                    other => other,
+                })
+            })
+            .collect::<Result<_, _>>()?,
         requeue_after: response.requeue_after_ms.map(Duration::from_millis),
     })
 }

@@ -33,7 +33,7 @@ pub enum LoadError {
         source: wasmtime::Error,
     },
     /// Built for a contract version this host does not serve.
-    #[error("{origin} was built for contract {package}@{found}, but this host serves {package}@{supported} (compatible: 0.1.x); rebuild the plugin against wasmloop-sdk {supported}, or run a wasmloop host that serves {found}", package = crate::CONTRACT_PACKAGE, supported = crate::CONTRACT_VERSION)]
+    #[error("{origin} was built for contract {package}@{found}, but this host serves {package}@{supported} (compatible: {supported_minor}.x); rebuild the plugin against wasmloop-sdk {supported}, or run a wasmloop host that serves {found}", package = crate::CONTRACT_PACKAGE, supported = crate::CONTRACT_VERSION, supported_minor = crate::CONTRACT_VERSION.rsplit_once('.').map_or(crate::CONTRACT_VERSION, |(m, _)| m))]
     IncompatibleContract {
         /// Where the bytes came from.
         origin: String,
@@ -160,11 +160,20 @@ pub enum CallFailure {
 
 impl CallFailure {
     /// True when the key should back off and retry; false when only a change of the object
-    /// can help.
+    /// (or of the plugin) can help.
     pub fn is_transient(&self) -> bool {
         match self {
             CallFailure::Plugin { transient, .. } => *transient,
-            _ => true,
+            // The same input gives the same bad output: retrying cannot help until the object
+            // changes or a new plugin version is loaded (which requeues every primary).
+            CallFailure::InvalidAction(_)
+            | CallFailure::UndeclaredKind { .. }
+            | CallFailure::ResponseTooLarge { .. } => false,
+            // A trap, a deadline or memory can depend on load and on what the cache holds.
+            CallFailure::Trap { .. }
+            | CallFailure::Deadline { .. }
+            | CallFailure::MemoryLimit { .. }
+            | CallFailure::Instantiate(_) => true,
         }
     }
 

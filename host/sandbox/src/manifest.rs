@@ -86,9 +86,29 @@ fn selector(s: wit::KindSelector) -> KindSelector {
 
 fn check_kind(kind: &Gvk, role: &str) -> Result<(), String> {
     if kind.version.is_empty() || kind.kind.is_empty() {
-        return Err(format!("{role} kind {kind:?} needs a version and a kind"));
+        return Err(format!(
+            "the {role} kind ({kind}) has no version or kind name; declare it with Manifest::primary::<K>() (or owns/watches/reads) and a type that implements Kind"
+        ));
     }
     Ok(())
+}
+
+fn check_settings(s: &Settings) -> Result<(), String> {
+    let zero = [
+        ("max-concurrent-reconciles", s.max_concurrent_reconciles.map(u64::from)),
+        ("deadline-ms", s.deadline_ms.map(u64::from)),
+        ("memory-limit-bytes", s.memory_limit_bytes),
+        ("response-limit-bytes", s.response_limit_bytes),
+        ("resync-seconds", s.resync_seconds.map(u64::from)),
+    ]
+    .into_iter()
+    .find(|(_, v)| *v == Some(0));
+    match zero {
+        Some((name, _)) => {
+            Err(format!("setting {name} is 0; leave it unset for the host default, or give a positive value"))
+        }
+        None => Ok(()),
+    }
 }
 
 fn check_selector(s: &KindSelector, role: &str) -> Result<(), String> {
@@ -148,6 +168,7 @@ impl Manifest {
         if let Some(f) = &manifest.finalizer {
             check_finalizer(f)?;
         }
+        check_settings(&manifest.settings)?;
         Ok(manifest)
     }
 

@@ -51,11 +51,12 @@ impl CallSetup {
 
     fn classify(&self, store: &Store<State>, error: wasmtime::Error) -> CallFailure {
         let state = store.data();
-        if let Some(requested) = state.limiter.refused {
-            return CallFailure::MemoryLimit { limit: self.limits.memory_bytes, requested };
-        }
+        // The deadline first: a guest may have survived a refused growth and then looped.
         if error.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt) {
             return CallFailure::Deadline { deadline: self.limits.deadline };
+        }
+        if let Some(requested) = state.limiter.refused {
+            return CallFailure::MemoryLimit { limit: self.limits.memory_bytes, requested };
         }
         let output = String::from_utf8_lossy(&state.stderr.contents()).into_owned();
         let trap = match error.downcast_ref::<wasmtime::Trap>() {
@@ -87,13 +88,10 @@ impl CallSetup {
         let mut store = self.store(manifest, services);
         let bindings = match self.pre.instantiate(&mut store) {
             Ok(b) => b,
-            Err(e) => {
-                let failure = match self.classify(&store, e) {
-                    CallFailure::Trap { backtrace, .. } => CallFailure::Instantiate(wasmtime::Error::msg(backtrace)),
-                    other => other,
-                };
-                return (Err(failure), timings);
-            }
+            // A start function can trap or run out of memory; anything else (an exhausted
+            // pool) keeps wasmtime's own error.
+            Err(e) if e.downcast_ref::<wasmtime::Trap>().is_some() => return (Err(self.classify(&store, e)), timings),
+            Err(e) => return (Err(CallFailure::Instantiate(e)), timings),
         };
         timings.instantiate = start.elapsed();
         let start = Instant::now();
@@ -165,7 +163,7 @@ impl Plugin {
         let setup = CallSetup {
             sandbox: self.inner.setup.sandbox.clone(),
             pre: self.inner.setup.pre.clone(),
-            limits: Limits { memory_bytes: limits.memory_bytes.min(max), ..limits },
+            limits: limits.clamp_memory(max),
             name: self.inner.setup.name.clone(),
         };
         Plugin::new(PluginInner {
@@ -201,12 +199,17 @@ impl Plugin {
             b.wasmloop_plugin_plugin().call_reconcile(store, request)
         });
         let start = Instant::now();
-        let result = out.and_then(|r| self.decode(r));
+        let deleted = request.phase == crate::Phase::Deleted;
+        let result = out.and_then(|r| self.decode(r, deleted));
         timings.host_decode = start.elapsed();
         (result.map_err(|f| self.error(&request.object, f)), timings)
     }
 
-    fn decode(&self, result: Result<wit::Response, wit::ReconcileError>) -> Result<Response, CallFailure> {
+    fn decode(
+        &self,
+        result: Result<wit::Response, wit::ReconcileError>,
+        deleted: bool,
+    ) -> Result<Response, CallFailure> {
         let response =
             result.map_err(|e| CallFailure::Plugin { message: e.message, transient: e.transient, reason: e.reason })?;
         let size = action::response_size(&response);
@@ -214,7 +217,7 @@ impl Plugin {
         if size > limit {
             return Err(CallFailure::ResponseTooLarge { size, limit });
         }
-        action::decode(&self.inner.manifest, response)
+        action::decode(&self.inner.manifest, deleted, response)
     }
 
     /// Asks the plugin which primaries a changed related object affects.
@@ -231,15 +234,20 @@ impl Plugin {
             b.wasmloop_plugin_plugin().call_map(store, related, config)
         });
         let refs = out.map_err(|f| self.error(related, f))?;
-        Ok(refs
-            .into_iter()
-            .map(|r| crate::ObjectRef {
-                api_version: r.api_version,
-                kind: r.kind,
-                name: r.name,
-                namespace: r.namespace,
-                uid: r.uid,
+        let primary = &self.inner.manifest.primary.kind;
+        refs.into_iter()
+            .map(action::object_ref)
+            .map(|r| {
+                if r.gvk() != *primary || r.name.is_empty() {
+                    let failure = CallFailure::InvalidAction(format!(
+                        "map returned {} {:?}, but it must name primaries ({primary}) by name",
+                        r.gvk(),
+                        r.name
+                    ));
+                    return Err(self.error(related, failure));
+                }
+                Ok(r)
             })
-            .collect())
+            .collect()
     }
 }

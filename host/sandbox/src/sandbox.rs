@@ -133,7 +133,19 @@ impl Limits {
         if let Some(bytes) = settings.response_limit_bytes {
             limits.response_bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
         }
-        limits.memory_bytes = limits.memory_bytes.min(max_memory);
-        limits
+        limits.clamp_memory(max_memory)
+    }
+
+    /// Caps the memory ceiling at what the sandbox's pool can hold, saying so when it bites.
+    pub(crate) fn clamp_memory(mut self, max_memory: usize) -> Limits {
+        if self.memory_bytes > max_memory {
+            tracing::warn!(
+                requested = self.memory_bytes,
+                max_memory,
+                "memory limit above the sandbox maximum; using the maximum (raise SandboxConfig::max_memory_bytes to allow more)"
+            );
+            self.memory_bytes = max_memory;
+        }
+        self
     }
 }

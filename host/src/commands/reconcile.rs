@@ -70,6 +70,9 @@ pub(super) fn run(args: &ReconcileArgs) -> anyhow::Result<ExitCode> {
         Err(error) => {
             eprintln!("error: {error}");
             eprintln!("event: Warning {}", error.failure.event_reason());
+            let retry =
+                if error.failure.is_transient() { "with backoff" } else { "when the object or the plugin changes" };
+            eprintln!("retry: {retry}");
             Ok(ExitCode::from(super::EXIT_PLUGIN_ERROR))
         }
     }

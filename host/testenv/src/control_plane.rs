@@ -80,15 +80,33 @@ impl std::fmt::Debug for ControlPlane {
     }
 }
 
-/// Keeps the last few runs' directories for inspection and removes older ones.
+/// The pid in a run directory's name (`run-<pid>-<token>`), if that process is alive.
+fn live_pid(name: &str) -> Option<u32> {
+    let pid: u32 = name.split('-').nth(1)?.parse().ok()?;
+    Path::new(&format!("/proc/{pid}")).exists().then_some(pid)
+}
+
+/// Keeps the last few finished runs' directories for inspection, removes older ones, and
+/// removes etcd data left on tmpfs by runs whose process is gone (a shared plane lives in a
+/// static and is never dropped). Runs whose process is alive are never touched.
 fn prune_old_runs(root: &Path, keep: usize) {
     let Ok(entries) = std::fs::read_dir(root) else { return };
-    let mut runs: Vec<(std::time::SystemTime, PathBuf)> =
-        entries.filter_map(Result::ok).filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path()))).collect();
+    let mut runs: Vec<(std::time::SystemTime, PathBuf)> = entries
+        .filter_map(Result::ok)
+        .filter(|e| live_pid(&e.file_name().to_string_lossy()).is_none())
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .collect();
     runs.sort();
     let excess = runs.len().saturating_sub(keep);
     for (_, path) in runs.into_iter().take(excess) {
         let _ = std::fs::remove_dir_all(path);
+    }
+    let Ok(shm) = std::fs::read_dir("/dev/shm") else { return };
+    for entry in shm.filter_map(Result::ok) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.strip_prefix("wasmloop-etcd-").is_some_and(|run| live_pid(run).is_none()) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
     }
 }
 
@@ -152,17 +170,16 @@ impl ControlPlane {
         std::fs::write(dir.join("tokens.csv"), format!("{token},admin,admin-uid,\"system:masters\"\n"))
             .map_err(io("cannot write the token file"))?;
         let sa_key = dir.join("sa.key");
-        let status = std::process::Command::new("openssl")
+        let openssl = std::process::Command::new("openssl")
             .args(["genrsa", "-out"])
             .arg(&sa_key)
             .arg("2048")
-            .stderr(std::process::Stdio::null())
-            .status()
+            .output()
             .map_err(io("cannot run openssl to make the service-account signing key (install openssl)"))?;
-        if !status.success() {
+        if !openssl.status.success() {
             return Err(ControlPlaneError::Io {
-                what: "openssl genrsa failed".into(),
-                source: std::io::Error::other(status.to_string()),
+                what: "openssl genrsa failed making the service-account signing key".into(),
+                source: std::io::Error::other(String::from_utf8_lossy(&openssl.stderr).into_owned()),
             });
         }
 
@@ -275,17 +292,12 @@ impl ControlPlane {
         let started = Instant::now();
         let mut detail = String::from("no answer yet");
         while started.elapsed() < READY_TIMEOUT {
-            {
-                let mut api = self.apiserver.lock().expect("lock");
-                if let Some(api) = api.as_mut() {
-                    if !api.running() {
-                        return Err(ControlPlaneError::NotReady {
-                            component: api.name,
-                            detail: "it exited".into(),
-                            log: self.log("kube-apiserver").display().to_string(),
-                        });
-                    }
-                }
+            if let Some(dead) = self.exited_component() {
+                return Err(ControlPlaneError::NotReady {
+                    component: dead,
+                    detail: "it exited".into(),
+                    log: self.log(dead).display().to_string(),
+                });
             }
             match self.readyz().await {
                 Ok(body) if body.trim() == "ok" => return Ok(()),
@@ -299,6 +311,13 @@ impl ControlPlane {
             detail,
             log: self.log("kube-apiserver").display().to_string(),
         })
+    }
+
+    /// The first component that is no longer running, if any.
+    fn exited_component(&self) -> Option<&'static str> {
+        let mut api = self.apiserver.lock().expect("lock");
+        let mut others = self.others.lock().expect("lock");
+        api.iter_mut().chain(others.iter_mut()).find_map(|c| (!c.running()).then_some(c.name))
     }
 
     async fn readyz(&self) -> Result<String, String> {

@@ -37,6 +37,7 @@ impl Reconciler for Hostile {
                     hoard.push(std::hint::black_box(vec![1u8; 1 << 20]));
                 }
             }
+            "event" => Ok(vec![event(EventType::Normal, "Hello", "an event on the primary")]),
             "oversize" => Ok(vec![status(json!({ "blob": "x".repeat(5 << 20) }))]),
             "read-undeclared" => {
                 cache::get::<Secret>(Some("default"), "token")?;

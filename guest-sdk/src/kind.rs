@@ -13,13 +13,15 @@ pub struct Gvk {
     pub kind: String,
 }
 
+/// Splits an `apiVersion` into group and version: `apps/v1` → (`apps`, `v1`), `v1` → (``, `v1`).
+pub fn split_api_version(api_version: &str) -> (&str, &str) {
+    api_version.split_once('/').unwrap_or(("", api_version))
+}
+
 impl Gvk {
     /// Builds a kind from its `apiVersion` (`apps/v1`, or `v1` for core) and kind name.
     pub fn from_api_version(api_version: &str, kind: &str) -> Self {
-        let (group, version) = match api_version.split_once('/') {
-            Some((group, version)) => (group, version),
-            None => ("", api_version),
-        };
+        let (group, version) = split_api_version(api_version);
         Gvk { group: group.into(), version: version.into(), kind: kind.into() }
     }
 

@@ -17,16 +17,28 @@ impl OfflineCache {
     /// When the object lacks apiVersion, kind or metadata.name.
     pub fn insert(&mut self, value: Value) -> Result<(), String> {
         let object = object_from_value(&value)?;
-        self.objects
-            .retain(|(o, _)| !(o.gvk() == object.gvk() && o.namespace == object.namespace && o.name == object.name));
-        self.objects.push((object, value));
+        self.insert_object(object, value);
         Ok(())
     }
 
+    /// Adds an object whose envelope is already built; a later object of the same kind,
+    /// namespace and name replaces an earlier one.
+    pub fn insert_object(&mut self, object: Object, value: Value) {
+        self.objects.retain(|(o, _)| {
+            !(o.kind == object.kind
+                && o.api_version == object.api_version
+                && o.namespace == object.namespace
+                && o.name == object.name)
+        });
+        self.objects.push((object, value));
+    }
+
     fn of_kind<'a>(&'a self, kind: &'a Gvk, namespace: Option<&'a str>) -> impl Iterator<Item = &'a (Object, Value)> {
-        self.objects
-            .iter()
-            .filter(move |(o, _)| o.gvk() == *kind && (namespace.is_none() || o.namespace.as_deref() == namespace))
+        self.objects.iter().filter(move |(o, _)| {
+            o.kind == kind.kind
+                && wasmloop_sdk::kind::split_api_version(&o.api_version) == (kind.group.as_str(), kind.version.as_str())
+                && (namespace.is_none() || o.namespace.as_deref() == namespace)
+        })
     }
 }
 

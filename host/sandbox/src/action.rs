@@ -131,11 +131,14 @@ fn parse(json: &str, what: &str) -> Result<Value, CallFailure> {
     serde_json::from_str(json).map_err(|e| CallFailure::InvalidAction(format!("{what} is not valid JSON: {e}")))
 }
 
-fn declared(manifest: &Manifest, kind: Gvk, verb: &str) -> Result<(), CallFailure> {
-    if manifest.declares(&kind) {
+fn declared(manifest: &Manifest, api_version: &str, kind: &str, verb: &str) -> Result<(), CallFailure> {
+    if manifest.declares_api(api_version, kind) {
         Ok(())
     } else {
-        Err(CallFailure::UndeclaredKind { verb: verb.into(), kind: kind.to_string() })
+        Err(CallFailure::UndeclaredKind {
+            verb: verb.into(),
+            kind: Gvk::from_api_version(api_version, kind).to_string(),
+        })
     }
 }
 
@@ -161,17 +164,17 @@ fn decode_action(manifest: &Manifest, deleted: bool, action: wit::Action) -> Res
                     "an apply action's object needs apiVersion, kind and metadata.name".into(),
                 ));
             };
-            declared(manifest, Gvk::from_api_version(api_version, kind), "apply")?;
+            declared(manifest, api_version, kind, "apply")?;
             Action::Apply(object)
         }
         wit::Action::Delete(target) => {
             let target = object_ref(target);
-            declared(manifest, target.gvk(), "delete")?;
+            declared(manifest, &target.api_version, &target.kind, "delete")?;
             Action::Delete(target)
         }
         wit::Action::Patch(p) => {
             let target = object_ref(p.target);
-            declared(manifest, target.gvk(), "patch")?;
+            declared(manifest, &target.api_version, &target.kind, "patch")?;
             let patch = parse(&p.patch, "a patch document")?;
             let kind = match p.kind {
                 wit::PatchKind::Merge if patch.is_object() => PatchKind::Merge,

@@ -20,7 +20,7 @@ pub(crate) mod wit {
 impl Gvk {
     /// The kind of an object with this `apiVersion` and `kind`.
     pub fn from_api_version(api_version: &str, kind: &str) -> Gvk {
-        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let (group, version) = wasmloop_sdk::kind::split_api_version(api_version);
         Gvk { group: group.into(), version: version.into(), kind: kind.into() }
     }
 

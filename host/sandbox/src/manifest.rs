@@ -185,6 +185,13 @@ impl Manifest {
         self.declared_kinds().any(|k| k == kind)
     }
 
+    /// [`Manifest::declares`] for an object's `apiVersion` and `kind`, without allocating:
+    /// it runs for every action of every reconcile.
+    pub fn declares_api(&self, api_version: &str, kind: &str) -> bool {
+        let (group, version) = wasmloop_sdk::kind::split_api_version(api_version);
+        self.declared_kinds().any(|k| k.kind == kind && k.version == version && k.group == group)
+    }
+
     /// The field manager of the plugin's writes.
     pub fn field_manager(&self) -> String {
         format!("wasmloop/{}", self.name)

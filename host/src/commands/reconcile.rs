@@ -34,9 +34,16 @@ pub(super) fn run(args: &ReconcileArgs) -> anyhow::Result<ExitCode> {
     let previous = args.previous.as_deref().map(|f| read_object(f).and_then(|v| envelope(&v, f))).transpose()?;
     let config = args.config.as_deref().map(read_config).transpose()?.unwrap_or_else(|| "{}".into());
 
+    let object = envelope(&primary, &args.object)?;
+    let owned_objects: Vec<_> = owned.iter().map(|(o, f)| envelope(o, f)).collect::<anyhow::Result<_>>()?;
+    // As in the host, the primary and its children are in the cache too.
+    cache.insert_object(object.clone(), primary);
+    for (envelope, (value, _)) in owned_objects.iter().zip(owned) {
+        cache.insert_object(envelope.clone(), value);
+    }
     let request = Request {
-        object: envelope(&primary, &args.object)?,
-        owned: owned.iter().map(|(o, f)| envelope(o, f)).collect::<anyhow::Result<_>>()?,
+        object,
+        owned: owned_objects,
         phase: match args.phase {
             PhaseArg::Apply => Phase::Apply,
             PhaseArg::Cleanup => Phase::Cleanup,
@@ -46,10 +53,6 @@ pub(super) fn run(args: &ReconcileArgs) -> anyhow::Result<ExitCode> {
         attempt: args.attempt,
         config,
     };
-    // As in the host, the primary and its children are in the cache too.
-    for value in std::iter::once(primary).chain(owned.into_iter().map(|(o, _)| o)) {
-        cache.insert(value).map_err(anyhow::Error::msg)?;
-    }
 
     let sandbox = super::sandbox(&args.sandbox)?;
     let plugin = super::load(&sandbox, &args.plugin, &args.sandbox).context("cannot load the plugin")?;

@@ -1,0 +1,9 @@
+//! The controller machinery wasmloop runs once for every plugin.
+//!
+//! Data flows one way: informers turn watch events into keys, the [`queue`] hands keys to
+//! workers, workers call the plugin and the executor carries out its actions. This crate
+//! grows along that pipeline; today it holds the work queue.
+
+pub mod queue;
+
+pub use queue::{QueueConfig, WorkQueue};

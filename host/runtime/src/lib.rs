@@ -2,8 +2,10 @@
 //!
 //! Data flows one way: informers turn watch events into keys, the [`queue`] hands keys to
 //! workers, workers call the plugin and the executor carries out its actions. This crate
-//! grows along that pipeline; today it holds the work queue.
+//! grows along that pipeline; today it holds the shared informers and the work queue.
 
+pub mod informer;
 pub mod queue;
 
+pub use informer::{Change, Entry, Informer, InformerScope, Informers};
 pub use queue::{QueueConfig, WorkQueue};

@@ -1,0 +1,356 @@
+//! Shared informers: one watch and one cache per kind and namespace scope, shared by every
+//! plugin that reads that kind.
+//!
+//! Label selectors are applied to the cache, not to the watch, so two plugins that both read
+//! Pods open one watch even when they select different Pods. An informer lives while anyone
+//! holds it ([`Informers::acquire`] hands out `Arc`s); the last drop stops its watch.
+//!
+//! Each cached object is kept twice: as the decoded object, and as the contract's envelope
+//! (routing fields plus JSON text) serialized once when the object changes, so handing it to
+//! a plugin costs a copy, not a serialization. An index on owner UID finds a primary's
+//! children without scanning.
+//!
+//! # Guarantees
+//! - Watch errors back off (kube-runtime's default backoff) and resume; a `410 Gone` relists.
+//! - After a relist, objects that disappeared meanwhile are reported as deleted, once.
+//! - Subscribers that fall behind get `Lagged` from the broadcast channel and must resync
+//!   from the cache.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+
+use futures::StreamExt;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::discovery::{self, Scope};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use tokio::sync::{broadcast, watch};
+use wasmloop_sandbox::{Gvk, Object, Selector, object_from_value};
+
+/// Capacity of each informer's change channel.
+const CHANGES: usize = 4096;
+
+/// An informer could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum InformerError {
+    /// The kind is not served by the API server.
+    #[error("kind {kind} is not served by the API server ({source}); install its CRD, or fix the plugin's manifest")]
+    Discovery {
+        /// The kind.
+        kind: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// One cached object.
+#[derive(Debug)]
+pub struct Entry {
+    /// The object as decoded from the API.
+    pub object: Arc<DynamicObject>,
+    /// The contract's envelope of it, serialized once.
+    pub envelope: Object,
+}
+
+/// A change seen by an informer.
+#[derive(Debug, Clone)]
+pub enum Change {
+    /// Created or updated.
+    Applied(Arc<Entry>),
+    /// Deleted; the entry is its last known state.
+    Deleted(Arc<Entry>),
+}
+
+/// Where an object lives: namespace (empty for cluster-scoped) and name.
+type Key = (String, String);
+
+#[derive(Default)]
+struct Cache {
+    objects: HashMap<Key, Arc<Entry>>,
+    by_owner: HashMap<String, HashSet<Key>>,
+}
+
+impl Cache {
+    fn owners(entry: &Entry) -> impl Iterator<Item = &str> {
+        entry.object.owner_references().iter().map(|o| o.uid.as_str())
+    }
+
+    fn insert(&mut self, key: Key, entry: Arc<Entry>) -> Option<Arc<Entry>> {
+        let old = self.objects.insert(key.clone(), entry.clone());
+        if let Some(old) = &old {
+            for uid in Cache::owners(old) {
+                if let Some(keys) = self.by_owner.get_mut(uid) {
+                    keys.remove(&key);
+                }
+            }
+        }
+        for uid in Cache::owners(&entry) {
+            self.by_owner.entry(uid.to_owned()).or_default().insert(key.clone());
+        }
+        old
+    }
+
+    fn remove(&mut self, key: &Key) -> Option<Arc<Entry>> {
+        let old = self.objects.remove(key)?;
+        for uid in Cache::owners(&old) {
+            if let Some(keys) = self.by_owner.get_mut(uid) {
+                keys.remove(key);
+                if keys.is_empty() {
+                    self.by_owner.remove(uid);
+                }
+            }
+        }
+        Some(old)
+    }
+}
+
+/// Counters the host exposes.
+#[derive(Debug, Default)]
+pub struct InformerStats {
+    /// Watches started since the process began.
+    pub watches_started: AtomicU64,
+    /// Watches running now.
+    pub active_watches: AtomicI64,
+}
+
+/// One kind in one namespace scope (none: all namespaces, or a cluster-scoped kind).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct InformerScope {
+    /// The kind.
+    pub kind: Gvk,
+    /// The namespace, or none for all.
+    pub namespace: Option<String>,
+}
+
+/// The registry of running informers.
+pub struct Informers {
+    client: Client,
+    live: Mutex<HashMap<InformerScope, Weak<Informer>>>,
+    stats: Arc<InformerStats>,
+}
+
+impl Informers {
+    /// A registry that starts watches with `client`.
+    pub fn new(client: Client) -> Informers {
+        Informers { client, live: Mutex::new(HashMap::new()), stats: Arc::default() }
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> &InformerStats {
+        &self.stats
+    }
+
+    /// The informer for `scope`, started if nobody holds it yet.
+    ///
+    /// # Errors
+    /// When discovery does not know the kind.
+    pub async fn acquire(&self, scope: &InformerScope) -> Result<Arc<Informer>, InformerError> {
+        if let Some(existing) = self.live.lock().expect("lock").get(scope).and_then(Weak::upgrade) {
+            return Ok(existing);
+        }
+        let kind = &scope.kind;
+        let gvk = GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind);
+        let (resource, capabilities) = discovery::pinned_kind(&self.client, &gvk)
+            .await
+            .map_err(|source| InformerError::Discovery { kind: kind.to_string(), source })?;
+        let namespaced = capabilities.scope == Scope::Namespaced;
+        let mut live = self.live.lock().expect("lock");
+        // Another caller may have started it while we ran discovery.
+        if let Some(existing) = live.get(scope).and_then(Weak::upgrade) {
+            return Ok(existing);
+        }
+        let informer = Informer::start(self.client.clone(), scope.clone(), resource, namespaced, self.stats.clone());
+        live.insert(scope.clone(), Arc::downgrade(&informer));
+        Ok(informer)
+    }
+}
+
+/// A running watch and its cache.
+pub struct Informer {
+    scope: InformerScope,
+    namespaced: bool,
+    cache: RwLock<Cache>,
+    changes: broadcast::Sender<Change>,
+    synced: watch::Sender<bool>,
+    task: Mutex<Option<tokio::task::AbortHandle>>,
+    stats: Arc<InformerStats>,
+}
+
+fn key_of(object: &DynamicObject) -> Key {
+    (object.namespace().unwrap_or_default(), object.name_any())
+}
+
+fn entry(object: DynamicObject, resource: &ApiResource) -> Option<Arc<Entry>> {
+    let mut value = serde_json::to_value(&object).ok()?;
+    // Watch events of a list carry no apiVersion/kind per item; the envelope needs them.
+    value["apiVersion"] = resource.api_version.clone().into();
+    value["kind"] = resource.kind.clone().into();
+    let envelope = object_from_value(&value).ok()?;
+    Some(Arc::new(Entry { object: Arc::new(object), envelope }))
+}
+
+impl Informer {
+    fn start(
+        client: Client,
+        scope: InformerScope,
+        resource: ApiResource,
+        namespaced: bool,
+        stats: Arc<InformerStats>,
+    ) -> Arc<Informer> {
+        let api: Api<DynamicObject> = match (&scope.namespace, namespaced) {
+            (Some(ns), true) => Api::namespaced_with(client, ns, &resource),
+            _ => Api::all_with(client, &resource),
+        };
+        let (changes, _) = broadcast::channel(CHANGES);
+        let (synced, _) = watch::channel(false);
+        let informer = Arc::new(Informer {
+            scope,
+            namespaced,
+            cache: RwLock::new(Cache::default()),
+            changes,
+            synced,
+            task: Mutex::new(None),
+            stats: stats.clone(),
+        });
+        stats.watches_started.fetch_add(1, Ordering::Relaxed);
+        stats.active_watches.fetch_add(1, Ordering::Relaxed);
+        let weak = Arc::downgrade(&informer);
+        let task = tokio::spawn(async move {
+            let mut events = watcher(api, watcher::Config::default()).default_backoff().boxed();
+            let mut relist: Option<HashMap<Key, Arc<Entry>>> = None;
+            while let Some(event) = events.next().await {
+                let Some(informer) = weak.upgrade() else { return };
+                match event {
+                    Ok(event) => informer.apply(event, &resource, &mut relist),
+                    Err(error) => {
+                        tracing::warn!(kind = %informer.scope.kind, %error, "watch failed; retrying with backoff")
+                    }
+                }
+            }
+        });
+        *informer.task.lock().expect("lock") = Some(task.abort_handle());
+        informer
+    }
+
+    fn apply(
+        &self,
+        event: watcher::Event<DynamicObject>,
+        resource: &ApiResource,
+        relist: &mut Option<HashMap<Key, Arc<Entry>>>,
+    ) {
+        match event {
+            watcher::Event::Init => *relist = Some(HashMap::new()),
+            watcher::Event::InitApply(object) => {
+                let key = key_of(&object);
+                if let (Some(buffer), Some(entry)) = (relist.as_mut(), entry(object, resource)) {
+                    buffer.insert(key, entry);
+                }
+            }
+            watcher::Event::InitDone => {
+                let listed = relist.take().unwrap_or_default();
+                let mut cache = self.cache.write().expect("lock");
+                let gone: Vec<Key> = cache.objects.keys().filter(|k| !listed.contains_key(*k)).cloned().collect();
+                for key in gone {
+                    if let Some(old) = cache.remove(&key) {
+                        let _ = self.changes.send(Change::Deleted(old));
+                    }
+                }
+                for (key, entry) in listed {
+                    let changed = cache
+                        .objects
+                        .get(&key)
+                        .is_none_or(|old| old.object.resource_version() != entry.object.resource_version());
+                    if changed {
+                        cache.insert(key, entry.clone());
+                        let _ = self.changes.send(Change::Applied(entry));
+                    }
+                }
+                drop(cache);
+                self.synced.send_replace(true);
+            }
+            watcher::Event::Apply(object) => {
+                let key = key_of(&object);
+                if let Some(entry) = entry(object, resource) {
+                    self.cache.write().expect("lock").insert(key, entry.clone());
+                    let _ = self.changes.send(Change::Applied(entry));
+                }
+            }
+            watcher::Event::Delete(object) => {
+                let key = key_of(&object);
+                let last = entry(object, resource);
+                let removed = self.cache.write().expect("lock").remove(&key);
+                if let Some(last) = last.or(removed) {
+                    let _ = self.changes.send(Change::Deleted(last));
+                }
+            }
+        }
+    }
+
+    /// The scope this informer watches.
+    pub fn scope(&self) -> &InformerScope {
+        &self.scope
+    }
+
+    /// True for namespaced kinds.
+    pub fn namespaced(&self) -> bool {
+        self.namespaced
+    }
+
+    /// Waits until the first full list has been cached.
+    pub async fn synced(&self) {
+        let mut rx = self.synced.subscribe();
+        let _ = rx.wait_for(|synced| *synced).await;
+    }
+
+    /// True once the first full list has been cached.
+    pub fn is_synced(&self) -> bool {
+        *self.synced.borrow()
+    }
+
+    /// Changes from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Change> {
+        self.changes.subscribe()
+    }
+
+    /// One object; `namespace` is ignored for cluster-scoped kinds.
+    pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<Entry>> {
+        let cache = self.cache.read().expect("lock");
+        match (self.namespaced, namespace) {
+            (true, Some(ns)) => cache.objects.get(&(ns.to_owned(), name.to_owned())).cloned(),
+            (true, None) => cache.objects.iter().find(|((_, n), _)| n == name).map(|(_, e)| e.clone()),
+            (false, _) => cache.objects.get(&(String::new(), name.to_owned())).cloned(),
+        }
+    }
+
+    /// Objects in `namespace` (all when none) matching `selector`.
+    pub fn list(&self, namespace: Option<&str>, selector: &Selector) -> Vec<Arc<Entry>> {
+        let cache = self.cache.read().expect("lock");
+        cache
+            .objects
+            .iter()
+            .filter(|((ns, _), _)| !self.namespaced || namespace.is_none_or(|want| ns == want))
+            .filter(|(_, e)| {
+                let labels = e.object.labels();
+                selector.matches(|k| labels.get(k).map(String::as_str))
+            })
+            .map(|(_, e)| e.clone())
+            .collect()
+    }
+
+    /// Objects whose owner references include `uid`, from the index.
+    pub fn owned_by(&self, uid: &str) -> Vec<Arc<Entry>> {
+        let cache = self.cache.read().expect("lock");
+        cache.by_owner.get(uid).into_iter().flatten().filter_map(|k| cache.objects.get(k).cloned()).collect()
+    }
+}
+
+impl Drop for Informer {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.lock().expect("lock").take() {
+            task.abort();
+        }
+        self.stats.active_watches.fetch_sub(1, Ordering::Relaxed);
+    }
+}

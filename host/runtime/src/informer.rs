@@ -21,29 +21,16 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use futures::StreamExt;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
-use kube::discovery::{self, Scope};
+use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use tokio::sync::{broadcast, watch};
 use wasmloop_sandbox::{Gvk, Object, Selector, object_from_value};
 
+use crate::discovery::{DiscoveryError, Kinds};
+
 /// Capacity of each informer's change channel.
 const CHANGES: usize = 4096;
-
-/// An informer could not be started.
-#[derive(Debug, thiserror::Error)]
-pub enum InformerError {
-    /// The kind is not served by the API server.
-    #[error("kind {kind} is not served by the API server ({source}); install its CRD, or fix the plugin's manifest")]
-    Discovery {
-        /// The kind.
-        kind: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
-}
 
 /// One cached object.
 #[derive(Debug)]
@@ -127,14 +114,15 @@ pub struct InformerScope {
 /// The registry of running informers.
 pub struct Informers {
     client: Client,
+    kinds: Arc<Kinds>,
     live: Mutex<HashMap<InformerScope, Weak<Informer>>>,
     stats: Arc<InformerStats>,
 }
 
 impl Informers {
-    /// A registry that starts watches with `client`.
-    pub fn new(client: Client) -> Informers {
-        Informers { client, live: Mutex::new(HashMap::new()), stats: Arc::default() }
+    /// A registry that starts watches with `client`, resolving kinds through `kinds`.
+    pub fn new(client: Client, kinds: Arc<Kinds>) -> Informers {
+        Informers { client, kinds, live: Mutex::new(HashMap::new()), stats: Arc::default() }
     }
 
     /// The counters.
@@ -146,16 +134,12 @@ impl Informers {
     ///
     /// # Errors
     /// When discovery does not know the kind.
-    pub async fn acquire(&self, scope: &InformerScope) -> Result<Arc<Informer>, InformerError> {
+    pub async fn acquire(&self, scope: &InformerScope) -> Result<Arc<Informer>, DiscoveryError> {
         if let Some(existing) = self.live.lock().expect("lock").get(scope).and_then(Weak::upgrade) {
             return Ok(existing);
         }
-        let kind = &scope.kind;
-        let gvk = GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind);
-        let (resource, capabilities) = discovery::pinned_kind(&self.client, &gvk)
-            .await
-            .map_err(|source| InformerError::Discovery { kind: kind.to_string(), source })?;
-        let namespaced = capabilities.scope == Scope::Namespaced;
+        let resolved = self.kinds.resolve(&scope.kind).await?;
+        let (resource, namespaced) = (resolved.resource, resolved.namespaced);
         let mut live = self.live.lock().expect("lock");
         // Another caller may have started it while we ran discovery.
         if let Some(existing) = live.get(scope).and_then(Weak::upgrade) {

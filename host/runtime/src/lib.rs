@@ -4,6 +4,8 @@
 //! workers, workers call the plugin and the executor carries out its actions. This crate
 //! grows along that pipeline; today it holds the shared informers and the work queue.
 
+pub mod discovery;
+pub mod executor;
 pub mod informer;
 pub mod queue;
 

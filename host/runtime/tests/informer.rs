@@ -7,6 +7,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use wasmloop_runtime::discovery::Kinds;
 use wasmloop_runtime::{Change, InformerScope, Informers};
 use wasmloop_sandbox::{Gvk, Selector};
 use wasmloop_testenv::{TestNamespace, shared};
@@ -46,7 +47,7 @@ async fn next_change(rx: &mut tokio::sync::broadcast::Receiver<Change>, name: &s
 #[tokio::test]
 async fn two_holders_of_one_kind_and_scope_share_one_watch() {
     let ns = shared().namespace("inf-share").await.unwrap();
-    let informers = Informers::new(ns.client.clone());
+    let informers = Informers::new(ns.client.clone(), Arc::new(Kinds::new(ns.client.clone())));
     let a = informers.acquire(&configmaps(&ns)).await.unwrap();
     let b = informers.acquire(&configmaps(&ns)).await.unwrap();
     assert!(Arc::ptr_eq(&a, &b));
@@ -61,7 +62,7 @@ async fn the_cache_holds_what_existed_before_sync_and_what_came_after() {
     let ns = shared().namespace("inf-sync").await.unwrap();
     let api: Api<ConfigMap> = ns.api();
     api.create(&PostParams::default(), &configmap("before", &[("tier", "web")])).await.unwrap();
-    let informers = Informers::new(ns.client.clone());
+    let informers = Informers::new(ns.client.clone(), Arc::new(Kinds::new(ns.client.clone())));
     let informer = informers.acquire(&configmaps(&ns)).await.unwrap();
     tokio::time::timeout(Duration::from_secs(30), informer.synced()).await.expect("synced within 30 s");
     let before = informer.get(Some(&ns.name), "before").expect("listed at sync");
@@ -81,7 +82,7 @@ async fn the_cache_holds_what_existed_before_sync_and_what_came_after() {
 async fn a_delete_is_delivered_once_with_the_last_state() {
     let ns = shared().namespace("inf-delete").await.unwrap();
     let api: Api<ConfigMap> = ns.api();
-    let informers = Informers::new(ns.client.clone());
+    let informers = Informers::new(ns.client.clone(), Arc::new(Kinds::new(ns.client.clone())));
     let informer = informers.acquire(&configmaps(&ns)).await.unwrap();
     informer.synced().await;
     let mut changes = informer.subscribe();
@@ -111,7 +112,7 @@ async fn children_are_found_by_owner_uid() {
     }]);
     api.create(&PostParams::default(), &child).await.unwrap();
     api.create(&PostParams::default(), &configmap("stranger", &[])).await.unwrap();
-    let informers = Informers::new(ns.client.clone());
+    let informers = Informers::new(ns.client.clone(), Arc::new(Kinds::new(ns.client.clone())));
     let informer = informers.acquire(&configmaps(&ns)).await.unwrap();
     informer.synced().await;
     let owned: Vec<String> = informer.owned_by(&uid).iter().map(|e| e.envelope.name.clone()).collect();
@@ -121,7 +122,7 @@ async fn children_are_found_by_owner_uid() {
 #[tokio::test]
 async fn an_unknown_kind_is_an_error_naming_it() {
     let ns = shared().namespace("inf-unknown").await.unwrap();
-    let informers = Informers::new(ns.client.clone());
+    let informers = Informers::new(ns.client.clone(), Arc::new(Kinds::new(ns.client.clone())));
     let scope = InformerScope { kind: Gvk::from_api_version("example.com/v1", "Nothing"), namespace: None };
     let err = informers.acquire(&scope).await.err().expect("discovery fails");
     assert!(err.to_string().contains("kind example.com/v1/Nothing is not served"), "{err}");

@@ -1,0 +1,337 @@
+//! Carries out a plugin's checked actions against the API server.
+//!
+//! - `apply`: server-side apply with field manager `wasmloop/<plugin>` (forced: the plugin
+//!   owns the fields it lists). Objects of owned kinds get the controller owner reference
+//!   to the primary. A namespaced object without a namespace goes to the primary's.
+//! - `status`: a merge patch of the primary's status subresource.
+//! - `patch`: merge or JSON patch; a UID in the target becomes a precondition.
+//! - `delete`: with the target's UID as a precondition; an object already gone, or whose
+//!   name now belongs to another UID, counts as done.
+//! - `event`: an `events.k8s.io/v1` Event on the primary, reported by `wasmloop/<plugin>`.
+//!
+//! The kinds were checked against the manifest when the response was decoded (in the
+//! sandbox); here they are resolved to resources.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
+use kube::runtime::events::{Event, EventType as KubeEventType, Recorder, Reporter};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use wasmloop_sandbox::{Action, EventType, Gvk, Manifest, Object, ObjectRef, PatchKind};
+
+use crate::discovery::{DiscoveryError, Kinds, Resolved};
+
+/// An action that could not be carried out.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// The API server refused or failed the request.
+    #[error("plugin {plugin}: {verb} {target} failed: {source}")]
+    Api {
+        /// The plugin.
+        plugin: String,
+        /// apply, status, patch, delete or event.
+        verb: &'static str,
+        /// The object acted on.
+        target: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The kind is not served.
+    #[error("plugin {plugin}: {source}")]
+    Discovery {
+        /// The plugin.
+        plugin: String,
+        /// The discovery error.
+        #[source]
+        source: DiscoveryError,
+    },
+    /// The action cannot be carried out as given.
+    #[error("plugin {plugin}: cannot {verb} {target}: {reason}; fix the plugin")]
+    Invalid {
+        /// The plugin.
+        plugin: String,
+        /// The verb.
+        verb: &'static str,
+        /// The object.
+        target: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl ExecError {
+    /// True when retrying with backoff may help: conflicts, throttling, server and transport
+    /// errors, missing namespaces or permissions an administrator may still grant. A request
+    /// the server rejects as invalid will be rejected again.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            ExecError::Api { source: kube::Error::Api(status), .. } => !matches!(status.code, 400 | 422),
+            ExecError::Api { .. } | ExecError::Discovery { .. } => true,
+            ExecError::Invalid { .. } => false,
+        }
+    }
+
+    /// The Warning Event reason for this failure.
+    pub fn event_reason(&self) -> &'static str {
+        match self {
+            ExecError::Api { source: kube::Error::Api(status), .. } if status.code == 409 => "ApplyConflict",
+            ExecError::Api { source: kube::Error::Api(status), .. } if status.code == 403 => "Forbidden",
+            ExecError::Api { .. } => "ActionFailed",
+            ExecError::Discovery { .. } => "UnknownKind",
+            ExecError::Invalid { .. } => "InvalidAction",
+        }
+    }
+}
+
+/// An object an `apply` created or updated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    /// Its kind.
+    pub kind: Gvk,
+    /// Its namespace.
+    pub namespace: Option<String>,
+    /// Its name.
+    pub name: String,
+    /// Its UID.
+    pub uid: Option<String>,
+}
+
+/// Runs actions. One per host; cheap to share.
+pub struct Executor {
+    client: Client,
+    kinds: Arc<Kinds>,
+    recorders: Mutex<HashMap<String, Recorder>>,
+}
+
+fn label(kind: &str, namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        Some(ns) => format!("{kind} {ns}/{name}"),
+        None => format!("{kind} {name}"),
+    }
+}
+
+impl Executor {
+    /// An executor writing with `client`.
+    pub fn new(client: Client, kinds: Arc<Kinds>) -> Executor {
+        Executor { client, kinds, recorders: Mutex::new(HashMap::new()) }
+    }
+
+    async fn resolve(&self, plugin: &str, kind: &Gvk) -> Result<Resolved, ExecError> {
+        self.kinds.resolve(kind).await.map_err(|source| ExecError::Discovery { plugin: plugin.into(), source })
+    }
+
+    fn api(&self, resolved: &Resolved, namespace: Option<&str>) -> Api<DynamicObject> {
+        match (resolved.namespaced, namespace) {
+            (true, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, &resolved.resource),
+            _ => Api::all_with(self.client.clone(), &resolved.resource),
+        }
+    }
+
+    /// Carries out `actions` in order for `primary`, stopping at the first failure. Returns
+    /// the objects applied (the executor's input to pruning).
+    ///
+    /// # Errors
+    /// The first action that failed, naming the plugin, the verb and the object.
+    pub async fn execute(
+        &self,
+        manifest: &Manifest,
+        primary: &Object,
+        actions: &[Action],
+    ) -> Result<Vec<Applied>, ExecError> {
+        let mut applied = Vec::new();
+        for action in actions {
+            match action {
+                Action::Apply(object) => applied.push(self.apply(manifest, primary, object).await?),
+                Action::Status(status) => self.status(manifest, primary, status).await?,
+                Action::Patch { target, kind, patch } => self.patch(manifest, target, *kind, patch).await?,
+                Action::Delete(target) => self.delete(manifest, target).await?,
+                Action::Event { event_type, reason, message, action } => {
+                    self.event(manifest, primary, *event_type, reason, message, action.as_deref()).await?
+                }
+            }
+        }
+        Ok(applied)
+    }
+
+    async fn apply(&self, manifest: &Manifest, primary: &Object, object: &Value) -> Result<Applied, ExecError> {
+        let mut object = object.clone();
+        let text = |p: &str| object.pointer(p).and_then(Value::as_str).map(str::to_owned);
+        let (api_version, kind, name) = (
+            text("/apiVersion").unwrap_or_default(),
+            text("/kind").unwrap_or_default(),
+            text("/metadata/name").unwrap_or_default(),
+        );
+        let gvk = Gvk::from_api_version(&api_version, &kind);
+        let resolved = self.resolve(&manifest.name, &gvk).await?;
+        let namespace =
+            resolved.namespaced.then(|| text("/metadata/namespace").or_else(|| primary.namespace.clone())).flatten();
+        let target = label(&kind, namespace.as_deref(), &name);
+        let invalid = |reason: String| ExecError::Invalid {
+            plugin: manifest.name.clone(),
+            verb: "apply",
+            target: target.clone(),
+            reason,
+        };
+        if resolved.namespaced && namespace.is_none() {
+            return Err(invalid("a namespaced object needs a namespace, and the primary has none".into()));
+        }
+        if let Some(ns) = &namespace {
+            object["metadata"]["namespace"] = ns.clone().into();
+        }
+        if manifest.owns.contains(&gvk) {
+            if primary.namespace.is_some() && primary.namespace != namespace {
+                return Err(invalid(format!(
+                    "owner references cannot cross namespaces (the primary is in {}); drop the kind from owns and track the object another way",
+                    primary.namespace.as_deref().unwrap_or_default()
+                )));
+            }
+            let mut refs: Vec<Value> = object["metadata"]["ownerReferences"].as_array().cloned().unwrap_or_default();
+            refs.retain(|r| r["controller"] != true);
+            refs.push(json!({
+                "apiVersion": primary.api_version, "kind": primary.kind, "name": primary.name,
+                "uid": primary.uid, "controller": true, "blockOwnerDeletion": true,
+            }));
+            object["metadata"]["ownerReferences"] = refs.into();
+        }
+        let params = PatchParams::apply(&manifest.field_manager()).force();
+        let result = self.api(&resolved, namespace.as_deref()).patch(&name, &params, &Patch::Apply(&object)).await;
+        let live =
+            result.map_err(|source| ExecError::Api { plugin: manifest.name.clone(), verb: "apply", target, source })?;
+        Ok(Applied { kind: gvk, namespace, name, uid: live.uid() })
+    }
+
+    async fn status(&self, manifest: &Manifest, primary: &Object, status: &Value) -> Result<(), ExecError> {
+        let resolved = self.resolve(&manifest.name, &primary.gvk()).await?;
+        let params = PatchParams { field_manager: Some(manifest.field_manager()), ..PatchParams::default() };
+        // Merge patch: status subresources accept it on every server version.
+        let patch = json!({ "metadata": { "uid": primary.uid }, "status": status });
+        self.api(&resolved, primary.namespace.as_deref())
+            .patch_status(&primary.name, &params, &Patch::Merge(&patch))
+            .await
+            .map(drop)
+            .map_err(|source| ExecError::Api {
+                plugin: manifest.name.clone(),
+                verb: "status",
+                target: label(&primary.kind, primary.namespace.as_deref(), &primary.name),
+                source,
+            })
+    }
+
+    async fn patch(
+        &self,
+        manifest: &Manifest,
+        target: &ObjectRef,
+        kind: PatchKind,
+        patch: &Value,
+    ) -> Result<(), ExecError> {
+        let resolved = self.resolve(&manifest.name, &target.gvk()).await?;
+        let name = label(&target.kind, target.namespace.as_deref(), &target.name);
+        let params = PatchParams { field_manager: Some(manifest.field_manager()), ..PatchParams::default() };
+        let api = self.api(&resolved, target.namespace.as_deref());
+        let result = match kind {
+            PatchKind::Merge => {
+                let mut patch = patch.clone();
+                if let Some(uid) = &target.uid {
+                    // A UID in the patch is checked, not written: a precondition.
+                    patch["metadata"]["uid"] = uid.clone().into();
+                }
+                api.patch(&target.name, &params, &Patch::Merge(&patch)).await
+            }
+            PatchKind::Json => {
+                let mut operations = patch.as_array().cloned().unwrap_or_default();
+                if let Some(uid) = &target.uid {
+                    operations.insert(0, json!({"op": "test", "path": "/metadata/uid", "value": uid}));
+                }
+                let operations: json_patch::Patch =
+                    serde_json::from_value(operations.into()).map_err(|e| ExecError::Invalid {
+                        plugin: manifest.name.clone(),
+                        verb: "patch",
+                        target: name.clone(),
+                        reason: format!("not a JSON patch: {e}"),
+                    })?;
+                api.patch(&target.name, &params, &Patch::<()>::Json(operations)).await
+            }
+        };
+        result.map(drop).map_err(|source| ExecError::Api {
+            plugin: manifest.name.clone(),
+            verb: "patch",
+            target: name,
+            source,
+        })
+    }
+
+    async fn delete(&self, manifest: &Manifest, target: &ObjectRef) -> Result<(), ExecError> {
+        let resolved = self.resolve(&manifest.name, &target.gvk()).await?;
+        let params = DeleteParams {
+            preconditions: target.uid.clone().map(|uid| Preconditions { uid: Some(uid), resource_version: None }),
+            ..DeleteParams::background()
+        };
+        match self.api(&resolved, target.namespace.as_deref()).delete(&target.name, &params).await {
+            Ok(_) => Ok(()),
+            // Gone already, or the name now belongs to another object: nothing of ours to delete.
+            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
+            Err(source) => Err(ExecError::Api {
+                plugin: manifest.name.clone(),
+                verb: "delete",
+                target: label(&target.kind, target.namespace.as_deref(), &target.name),
+                source,
+            }),
+        }
+    }
+
+    fn recorder(&self, plugin: &str) -> Recorder {
+        let mut recorders = self.recorders.lock().expect("lock");
+        recorders
+            .entry(plugin.to_owned())
+            .or_insert_with(|| {
+                let reporter =
+                    Reporter { controller: format!("wasmloop/{plugin}"), instance: std::env::var("HOSTNAME").ok() };
+                Recorder::new(self.client.clone(), reporter)
+            })
+            .clone()
+    }
+
+    /// Records an Event on `regarding` as the plugin. Also used by the host for failed
+    /// reconciles.
+    ///
+    /// # Errors
+    /// When the API server refuses the Event.
+    pub async fn event(
+        &self,
+        manifest: &Manifest,
+        regarding: &Object,
+        event_type: EventType,
+        reason: &str,
+        message: &str,
+        action: Option<&str>,
+    ) -> Result<(), ExecError> {
+        let reference = ObjectReference {
+            api_version: Some(regarding.api_version.clone()),
+            kind: Some(regarding.kind.clone()),
+            name: Some(regarding.name.clone()),
+            namespace: regarding.namespace.clone(),
+            uid: (!regarding.uid.is_empty()).then(|| regarding.uid.clone()),
+            ..ObjectReference::default()
+        };
+        let event = Event {
+            type_: match event_type {
+                EventType::Normal => KubeEventType::Normal,
+                EventType::Warning => KubeEventType::Warning,
+            },
+            reason: reason.into(),
+            note: Some(message.into()),
+            action: action.unwrap_or("Reconcile").into(),
+            secondary: None,
+        };
+        self.recorder(&manifest.name).publish(&event, &reference).await.map_err(|source| ExecError::Api {
+            plugin: manifest.name.clone(),
+            verb: "event",
+            target: label(&regarding.kind, regarding.namespace.as_deref(), &regarding.name),
+            source,
+        })
+    }
+}

@@ -1,0 +1,158 @@
+//! The action executor against the real control plane.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams, ObjectMeta, PostParams};
+use serde_json::json;
+use wasmloop_runtime::discovery::Kinds;
+use wasmloop_runtime::executor::Executor;
+use wasmloop_sandbox::{
+    Action, EventType, Gvk, KindSelector, Manifest, Object, ObjectRef, PatchKind, Settings, object_from_value,
+};
+use wasmloop_testenv::{TestNamespace, eventually, shared};
+
+fn manifest(owns_configmaps: bool) -> Manifest {
+    let configmap = Gvk::from_api_version("v1", "ConfigMap");
+    Manifest {
+        name: "exec-test".into(),
+        version: "0".into(),
+        primary: KindSelector { kind: configmap.clone(), namespace: None, label_selector: None },
+        owns: if owns_configmaps { vec![configmap] } else { Vec::new() },
+        watches: Vec::new(),
+        reads: Vec::new(),
+        finalizer: None,
+        prune: false,
+        deliver_deleted: false,
+        deliver_previous: false,
+        settings: Settings::default(),
+    }
+}
+
+async fn primary(ns: &TestNamespace, name: &str) -> (Object, ConfigMap) {
+    let api: Api<ConfigMap> = ns.api();
+    let cm =
+        ConfigMap { metadata: ObjectMeta { name: Some(name.into()), ..ObjectMeta::default() }, ..ConfigMap::default() };
+    let created = api.create(&PostParams::default(), &cm).await.unwrap();
+    let mut value = serde_json::to_value(&created).unwrap();
+    value["apiVersion"] = "v1".into();
+    value["kind"] = "ConfigMap".into();
+    (object_from_value(&value).unwrap(), created)
+}
+
+fn executor(ns: &TestNamespace) -> Executor {
+    Executor::new(ns.client.clone(), Arc::new(Kinds::new(ns.client.clone())))
+}
+
+#[tokio::test]
+async fn apply_puts_owned_children_in_the_primarys_namespace_with_a_controller_reference() {
+    let ns = shared().namespace("exec-apply").await.unwrap();
+    let (owner, _) = primary(&ns, "owner").await;
+    let child = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "child"}, "data": {"a": "1"}});
+    let applied = executor(&ns).execute(&manifest(true), &owner, &[Action::Apply(child)]).await.unwrap();
+    assert_eq!(applied[0].namespace.as_deref(), Some(ns.name.as_str()));
+
+    let live = ns.api::<ConfigMap>().get("child").await.unwrap();
+    let refs = live.metadata.owner_references.unwrap();
+    assert_eq!(refs.len(), 1);
+    assert_eq!(
+        (refs[0].uid.as_str(), refs[0].controller, refs[0].block_owner_deletion),
+        (owner.uid.as_str(), Some(true), Some(true))
+    );
+    let managers: Vec<String> = live.metadata.managed_fields.unwrap().into_iter().filter_map(|m| m.manager).collect();
+    assert!(managers.contains(&"wasmloop/exec-test".to_owned()), "{managers:?}");
+}
+
+#[tokio::test]
+async fn apply_of_a_kind_not_owned_sets_no_owner_reference() {
+    let ns = shared().namespace("exec-notowned").await.unwrap();
+    let (owner, _) = primary(&ns, "owner").await;
+    let other = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "other"}});
+    executor(&ns).execute(&manifest(false), &owner, &[Action::Apply(other)]).await.unwrap();
+    assert!(ns.api::<ConfigMap>().get("other").await.unwrap().metadata.owner_references.is_none());
+}
+
+#[tokio::test]
+async fn merge_and_json_patches_apply_with_the_uid_as_precondition() {
+    let ns = shared().namespace("exec-patch").await.unwrap();
+    let (target, _) = primary(&ns, "target").await;
+    let target_ref = ObjectRef {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        name: "target".into(),
+        namespace: Some(ns.name.clone()),
+        uid: Some(target.uid.clone()),
+    };
+    let actions = [
+        Action::Patch { target: target_ref.clone(), kind: PatchKind::Merge, patch: json!({"data": {"m": "1"}}) },
+        Action::Patch {
+            target: target_ref.clone(),
+            kind: PatchKind::Json,
+            patch: json!([{"op": "add", "path": "/data/j", "value": "2"}]),
+        },
+    ];
+    executor(&ns).execute(&manifest(false), &target, &actions).await.unwrap();
+    let data = ns.api::<ConfigMap>().get("target").await.unwrap().data.unwrap();
+    assert_eq!((data["m"].as_str(), data["j"].as_str()), ("1", "2"));
+
+    let stale = ObjectRef { uid: Some("not-the-uid".into()), ..target_ref };
+    let err = executor(&ns)
+        .execute(
+            &manifest(false),
+            &target,
+            &[Action::Patch { target: stale, kind: PatchKind::Merge, patch: json!({"data": {"x": "1"}}) }],
+        )
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("plugin exec-test: patch ConfigMap"), "{err}");
+}
+
+#[tokio::test]
+async fn delete_honours_the_uid_and_tolerates_a_missing_object() {
+    let ns = shared().namespace("exec-delete").await.unwrap();
+    let (victim, _) = primary(&ns, "victim").await;
+    let reference = |uid: &str| ObjectRef {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        name: "victim".into(),
+        namespace: Some(ns.name.clone()),
+        uid: Some(uid.into()),
+    };
+    let exec = executor(&ns);
+    exec.execute(&manifest(false), &victim, &[Action::Delete(reference("another-uid"))]).await.unwrap();
+    assert!(ns.api::<ConfigMap>().get_opt("victim").await.unwrap().is_some(), "a stale UID must not delete");
+    exec.execute(&manifest(false), &victim, &[Action::Delete(reference(&victim.uid))]).await.unwrap();
+    assert!(ns.api::<ConfigMap>().get_opt("victim").await.unwrap().is_none());
+    exec.execute(&manifest(false), &victim, &[Action::Delete(reference(&victim.uid))]).await.unwrap();
+}
+
+#[tokio::test]
+async fn an_event_is_recorded_on_the_primary_by_the_plugin() {
+    let ns = shared().namespace("exec-event").await.unwrap();
+    let (owner, _) = primary(&ns, "owner").await;
+    let action = Action::Event {
+        event_type: EventType::Warning,
+        reason: "Checked".into(),
+        message: "all bad".into(),
+        action: None,
+    };
+    executor(&ns).execute(&manifest(false), &owner, &[action]).await.unwrap();
+    let events: Api<Event> = ns.api();
+    let found = eventually(Duration::from_secs(10), "the Event", || {
+        let events = events.clone();
+        async move {
+            let list = events.list(&ListParams::default()).await.map_err(|e| e.to_string())?;
+            list.items
+                .into_iter()
+                .find(|e| e.reason.as_deref() == Some("Checked"))
+                .ok_or_else(|| "no event yet".to_owned())
+        }
+    })
+    .await;
+    assert_eq!(found.type_.as_deref(), Some("Warning"));
+    assert_eq!(found.note.as_deref(), Some("all bad"));
+    assert_eq!(found.regarding.and_then(|r| r.uid), Some(owner.uid.clone()));
+    assert_eq!(found.reporting_controller.as_deref(), Some("wasmloop/exec-test"));
+}

@@ -156,3 +156,41 @@ async fn an_event_is_recorded_on_the_primary_by_the_plugin() {
     assert_eq!(found.regarding.and_then(|r| r.uid), Some(owner.uid.clone()));
     assert_eq!(found.reporting_controller.as_deref(), Some("wasmloop/exec-test"));
 }
+
+#[tokio::test]
+async fn status_is_written_to_the_status_subresource_of_the_primary() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+
+    let ns = shared().namespace("exec-status").await.unwrap();
+    let crd_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../plugins/foo-deployment/deploy/crd.yaml");
+    let crd: CustomResourceDefinition = serde_yaml::from_str(&std::fs::read_to_string(crd_path).unwrap()).unwrap();
+    match Api::<CustomResourceDefinition>::all(ns.client.clone()).create(&PostParams::default(), &crd).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.is_already_exists() => {}
+        Err(e) => panic!("installing the Foo CRD: {e}"),
+    }
+    let resource =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("samplecontroller.k8s.io", "v1alpha1", "Foo"), "foos");
+    let foos: Api<DynamicObject> = Api::namespaced_with(ns.client.clone(), &ns.name, &resource);
+    let foo: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo",
+        "metadata": {"name": "f"}, "spec": {"deploymentName": "d", "replicas": 1}
+    }))
+    .unwrap();
+    let created = eventually(Duration::from_secs(30), "the Foo CRD to be served", || {
+        let (foos, foo) = (foos.clone(), foo.clone());
+        async move { foos.create(&PostParams::default(), &foo).await.map_err(|e| e.to_string()) }
+    })
+    .await;
+    let mut value = serde_json::to_value(&created).unwrap();
+    value["apiVersion"] = "samplecontroller.k8s.io/v1alpha1".into();
+    value["kind"] = "Foo".into();
+    let primary = object_from_value(&value).unwrap();
+    let mut foo_manifest = manifest(false);
+    foo_manifest.primary.kind = Gvk::from_api_version("samplecontroller.k8s.io/v1alpha1", "Foo");
+    executor(&ns).execute(&foo_manifest, &primary, &[Action::Status(json!({"availableReplicas": 3}))]).await.unwrap();
+    let live = foos.get("f").await.unwrap();
+    assert_eq!(live.data["status"]["availableReplicas"], 3);
+    assert_eq!(live.data["spec"]["replicas"], 1, "the spec is untouched");
+}

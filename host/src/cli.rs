@@ -52,6 +52,22 @@ pub enum Command {
     Inspect(InspectArgs),
     /// Run one reconcile offline, with no cluster, and print the actions.
     Reconcile(ReconcileArgs),
+    /// Run plugins against a cluster (kubeconfig, or the in-cluster service account).
+    Run(RunArgs),
+}
+
+/// `wasmloop run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// A plugin component (.wasm). Repeatable.
+    #[arg(long = "plugin", required = true)]
+    pub plugins: Vec<PathBuf>,
+    /// Host configuration (YAML): resync, shutdown timeout, and per-plugin settings and config.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Sandbox options.
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
 }
 
 /// Sandbox options shared by the commands that load plugins.

@@ -3,6 +3,7 @@
 
 pub mod cli;
 pub mod commands;
+pub mod host_config;
 pub mod input;
 pub mod logging;
 pub mod offline_cache;

@@ -11,6 +11,7 @@ use crate::cli::{Command, OutputFormat, SandboxArgs};
 
 mod inspect;
 mod reconcile;
+mod run;
 
 /// Exit code of a reconcile whose plugin failed (bad input and load errors exit 1).
 pub const EXIT_PLUGIN_ERROR: u8 = 3;
@@ -23,6 +24,7 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Inspect(args) => inspect::run(&args),
         Command::Reconcile(args) => reconcile::run(&args),
+        Command::Run(args) => run::run(&args),
     }
 }
 

@@ -1,0 +1,500 @@
+//! One plugin's controller: informer changes become keys, workers take keys from the
+//! [`WorkQueue`], call the plugin with the latest cached state and hand its actions to the
+//! [`Executor`].
+//!
+//! Edge-triggered, level-driven: events only say *which* primary to look at; the worker
+//! reads that primary and its children from the cache when it runs, so a burst of changes
+//! is one reconcile of the latest state.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kube::ResourceExt;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use serde_json::json;
+use tokio::sync::broadcast::error::RecvError;
+use tracing::Instrument;
+use wasmloop_sandbox::{
+    Action, EventType, Gvk, HostServices, Manifest, Object, ObjectRef, Phase, Plugin, Request, Selector,
+};
+
+use crate::discovery::{DiscoveryError, Kinds};
+use crate::executor::{ExecError, Executor};
+use crate::informer::{Change, Entry, Informer, InformerScope, Informers};
+use crate::queue::{QueueConfig, WorkQueue};
+
+/// A primary's place: namespace (none for cluster-scoped) and name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Key {
+    /// Namespace.
+    pub namespace: Option<String>,
+    /// Name.
+    pub name: String,
+}
+
+impl std::fmt::Display for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{ns}/{}", self.name),
+            None => f.write_str(&self.name),
+        }
+    }
+}
+
+/// How a controller runs.
+#[derive(Debug, Clone)]
+pub struct ControllerConfig {
+    /// Reconciles at once (the plugin's setting wins when it has one).
+    pub concurrency: usize,
+    /// The queue's backoff and bucket.
+    pub queue: QueueConfig,
+    /// The plugin's configuration as JSON text.
+    pub plugin_config: String,
+    /// Requeue every primary this often (the plugin's setting wins when it has one).
+    pub resync: Option<Duration>,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        ControllerConfig { concurrency: 4, queue: QueueConfig::default(), plugin_config: "{}".into(), resync: None }
+    }
+}
+
+/// The cache a plugin reads through its imports: every informer of the kinds it declared.
+struct CacheView {
+    by_kind: HashMap<Gvk, Vec<Arc<Informer>>>,
+}
+
+impl HostServices for CacheView {
+    fn get(&self, kind: &Gvk, namespace: Option<&str>, name: &str) -> Option<Object> {
+        self.by_kind.get(kind)?.iter().find_map(|i| i.get(namespace, name)).map(|e| e.envelope.clone())
+    }
+
+    fn list(&self, kind: &Gvk, namespace: Option<&str>, selector: &Selector) -> Vec<Object> {
+        let mut seen = HashSet::new();
+        self.by_kind
+            .get(kind)
+            .into_iter()
+            .flatten()
+            .flat_map(|i| i.list(namespace, selector))
+            .filter(|e| seen.insert((e.envelope.namespace.clone(), e.envelope.name.clone())))
+            .map(|e| e.envelope.clone())
+            .collect()
+    }
+}
+
+struct Shared {
+    plugin: Plugin,
+    manifest: Manifest,
+    selector: Selector,
+    primary: Arc<Informer>,
+    owned: Vec<Arc<Informer>>,
+    cache: Arc<CacheView>,
+    queue: WorkQueue<Key>,
+    executor: Arc<Executor>,
+    kinds: Arc<Kinds>,
+    client: kube::Client,
+    config: ControllerConfig,
+    previous: Mutex<HashMap<Key, Arc<Entry>>>,
+    tombstones: Mutex<HashMap<Key, Arc<Entry>>>,
+}
+
+/// A running plugin controller.
+pub struct Controller {
+    shared: Arc<Shared>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+fn key_of(object: &Object) -> Key {
+    Key { namespace: object.namespace.clone(), name: object.name.clone() }
+}
+
+impl Controller {
+    /// Starts the informers the plugin needs, waits for them to sync, then starts the
+    /// workers.
+    ///
+    /// # Errors
+    /// When a declared kind is not served.
+    pub async fn start(
+        plugin: Plugin,
+        client: kube::Client,
+        informers: &Informers,
+        kinds: Arc<Kinds>,
+        executor: Arc<Executor>,
+        config: ControllerConfig,
+    ) -> Result<Controller, DiscoveryError> {
+        let manifest = plugin.manifest().clone();
+        let namespace = manifest.primary.namespace.clone();
+        let scope = |kind: &Gvk, namespace: Option<String>| InformerScope { kind: kind.clone(), namespace };
+        let primary = informers.acquire(&scope(&manifest.primary.kind, namespace.clone())).await?;
+        let mut owned = Vec::new();
+        for kind in &manifest.owns {
+            owned.push(informers.acquire(&scope(kind, namespace.clone())).await?);
+        }
+        let mut watched = Vec::new();
+        for w in &manifest.watches {
+            watched.push(informers.acquire(&scope(&w.kind, w.namespace.clone())).await?);
+        }
+        let mut read = Vec::new();
+        for kind in &manifest.reads {
+            read.push(informers.acquire(&scope(kind, None)).await?);
+        }
+        let mut by_kind: HashMap<Gvk, Vec<Arc<Informer>>> = HashMap::new();
+        for informer in std::iter::once(&primary).chain(&owned).chain(&watched).chain(&read) {
+            by_kind.entry(informer.scope().kind.clone()).or_default().push(informer.clone());
+        }
+        for informers in by_kind.values() {
+            for informer in informers {
+                informer.synced().await;
+            }
+        }
+        let selector: Selector =
+            manifest.primary.label_selector.as_deref().unwrap_or_default().parse().unwrap_or_default();
+        let concurrency = manifest.settings.max_concurrent_reconciles.map_or(config.concurrency, |n| n as usize).max(1);
+        let resync = manifest.settings.resync_seconds.map(|s| Duration::from_secs(s.into())).or(config.resync);
+        let shared = Arc::new(Shared {
+            queue: WorkQueue::new(config.queue),
+            selector,
+            cache: Arc::new(CacheView { by_kind }),
+            primary,
+            owned,
+            plugin,
+            manifest,
+            executor,
+            kinds,
+            client,
+            config,
+            previous: Mutex::default(),
+            tombstones: Mutex::default(),
+        });
+        let mut tasks = Vec::new();
+        tasks.push(tokio::spawn(pump_primary(shared.clone())));
+        for informer in shared.owned.clone() {
+            tasks.push(tokio::spawn(pump_owned(shared.clone(), informer)));
+        }
+        for informer in watched {
+            tasks.push(tokio::spawn(pump_watched(shared.clone(), informer)));
+        }
+        enqueue_all(&shared);
+        if let Some(every) = resync {
+            let shared = shared.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut tick = tokio::time::interval(every);
+                tick.tick().await;
+                loop {
+                    tick.tick().await;
+                    enqueue_all(&shared);
+                }
+            }));
+        }
+        for _ in 0..concurrency {
+            tasks.push(tokio::spawn(work(shared.clone())));
+        }
+        Ok(Controller { shared, tasks })
+    }
+
+    /// The plugin's name.
+    pub fn name(&self) -> &str {
+        &self.shared.manifest.name
+    }
+
+    /// The queue (for metrics and tests).
+    pub fn queue(&self) -> &WorkQueue<Key> {
+        &self.shared.queue
+    }
+
+    /// Stops taking keys, waits up to `timeout` for reconciles in flight, then stops.
+    pub async fn shut_down(self, timeout: Duration) {
+        self.shared.queue.shut_down();
+        if tokio::time::timeout(timeout, self.shared.queue.drained()).await.is_err() {
+            tracing::warn!(plugin = %self.shared.manifest.name, "reconciles still running at shutdown timeout; abandoning them");
+        }
+        for task in self.tasks {
+            task.abort();
+        }
+    }
+}
+
+fn enqueue_all(shared: &Shared) {
+    for entry in shared.primary.list(shared.manifest.primary.namespace.as_deref(), &shared.selector) {
+        shared.queue.add(key_of(&entry.envelope));
+    }
+}
+
+fn selected(shared: &Shared, entry: &Entry) -> bool {
+    let labels = entry.object.labels();
+    shared.selector.matches(|k| labels.get(k).map(String::as_str))
+}
+
+async fn pump_primary(shared: Arc<Shared>) {
+    let mut changes = shared.primary.subscribe();
+    loop {
+        match changes.recv().await {
+            Ok(Change::Applied(entry)) if selected(&shared, &entry) => shared.queue.add(key_of(&entry.envelope)),
+            Ok(Change::Applied(_)) => {}
+            Ok(Change::Deleted(entry)) => {
+                if shared.manifest.deliver_deleted && selected(&shared, &entry) {
+                    let key = key_of(&entry.envelope);
+                    shared.tombstones.lock().expect("lock").insert(key.clone(), entry);
+                    shared.queue.add(key);
+                }
+            }
+            Err(RecvError::Lagged(_)) => enqueue_all(&shared),
+            Err(RecvError::Closed) => return,
+        }
+    }
+}
+
+async fn pump_owned(shared: Arc<Shared>, informer: Arc<Informer>) {
+    let mut changes = informer.subscribe();
+    let primary = &shared.manifest.primary.kind;
+    loop {
+        let entry = match changes.recv().await {
+            Ok(Change::Applied(e) | Change::Deleted(e)) => e,
+            Err(RecvError::Lagged(_)) => {
+                enqueue_all(&shared);
+                continue;
+            }
+            Err(RecvError::Closed) => return,
+        };
+        for owner in entry.object.owner_references().iter().filter(|o| o.controller == Some(true)) {
+            if Gvk::from_api_version(&owner.api_version, &owner.kind) == *primary {
+                let namespace = shared.primary.namespaced().then(|| entry.envelope.namespace.clone()).flatten();
+                shared.queue.add(Key { namespace, name: owner.name.clone() });
+            }
+        }
+    }
+}
+
+async fn pump_watched(shared: Arc<Shared>, informer: Arc<Informer>) {
+    let mut changes = informer.subscribe();
+    loop {
+        let entry = match changes.recv().await {
+            Ok(Change::Applied(e) | Change::Deleted(e)) => e,
+            Err(RecvError::Lagged(_)) => {
+                enqueue_all(&shared);
+                continue;
+            }
+            Err(RecvError::Closed) => return,
+        };
+        let (plugin, cache, config) =
+            (shared.plugin.clone(), shared.cache.clone(), shared.config.plugin_config.clone());
+        let mapped = tokio::task::spawn_blocking(move || plugin.map(&entry.envelope, &config, cache)).await;
+        match mapped {
+            Ok(Ok(refs)) => {
+                refs.into_iter().for_each(|r: ObjectRef| shared.queue.add(Key { namespace: r.namespace, name: r.name }))
+            }
+            Ok(Err(error)) => tracing::warn!(plugin = %shared.manifest.name, %error, "map failed"),
+            Err(error) => tracing::error!(plugin = %shared.manifest.name, %error, "map task failed"),
+        }
+    }
+}
+
+async fn work(shared: Arc<Shared>) {
+    while let Some(key) = shared.queue.get().await {
+        let attempt = shared.queue.retries(&key);
+        let span = tracing::info_span!("reconcile", plugin = %shared.manifest.name, object = %key, attempt, actions = tracing::field::Empty, duration_ms = tracing::field::Empty);
+        let started = Instant::now();
+        let outcome = reconcile(&shared, &key, attempt).instrument(span.clone()).await;
+        span.record("duration_ms", started.elapsed().as_millis() as u64);
+        match outcome {
+            Outcome::Done { actions, requeue_after } => {
+                span.record("actions", actions);
+                shared.queue.forget(&key);
+                if let Some(after) = requeue_after {
+                    shared.queue.add_after(key.clone(), after);
+                }
+                span.in_scope(|| tracing::debug!("reconciled"));
+            }
+            Outcome::Retry => {
+                shared.queue.add_rate_limited(key.clone());
+            }
+            Outcome::Wait => shared.queue.forget(&key),
+        }
+        shared.queue.done(&key);
+    }
+}
+
+enum Outcome {
+    Done {
+        actions: usize,
+        requeue_after: Option<Duration>,
+    },
+    /// Back off and retry.
+    Retry,
+    /// Do not retry until something changes.
+    Wait,
+}
+
+async fn reconcile(shared: &Arc<Shared>, key: &Key, attempt: u32) -> Outcome {
+    let Some(entry) = shared.primary.get(key.namespace.as_deref(), &key.name) else {
+        let tombstone = shared.tombstones.lock().expect("lock").remove(key);
+        shared.previous.lock().expect("lock").remove(key);
+        return match tombstone {
+            Some(last) => call(shared, key, last, Phase::Deleted, attempt).await,
+            None => Outcome::Done { actions: 0, requeue_after: None },
+        };
+    };
+    if !selected(shared, &entry) {
+        return Outcome::Done { actions: 0, requeue_after: None };
+    }
+    let finalizer = shared.manifest.finalizer.as_deref();
+    let holds = |f: &str| entry.object.finalizers().iter().any(|x| x == f);
+    if entry.object.metadata.deletion_timestamp.is_some() {
+        return match finalizer {
+            Some(f) if holds(f) => call(shared, key, entry, Phase::Cleanup, attempt).await,
+            _ => Outcome::Done { actions: 0, requeue_after: None },
+        };
+    }
+    if let Some(f) = finalizer.filter(|f| !holds(f)) {
+        // Before the first apply: the update this makes requeues the key.
+        return match set_finalizers(shared, &entry, add_finalizer(&entry, f)).await {
+            Ok(()) => Outcome::Done { actions: 0, requeue_after: None },
+            Err(error) => {
+                failed(shared, &entry.envelope, &error.to_string(), error.event_reason(), error.is_transient()).await
+            }
+        };
+    }
+    call(shared, key, entry, Phase::Apply, attempt).await
+}
+
+fn add_finalizer(entry: &Entry, finalizer: &str) -> Vec<String> {
+    let mut list = entry.object.finalizers().to_vec();
+    list.push(finalizer.to_owned());
+    list
+}
+
+async fn set_finalizers(shared: &Shared, entry: &Entry, finalizers: Vec<String>) -> Result<(), ExecError> {
+    let plugin = shared.manifest.name.clone();
+    let resolved = shared
+        .kinds
+        .resolve(&shared.manifest.primary.kind)
+        .await
+        .map_err(|source| ExecError::Discovery { plugin: plugin.clone(), source })?;
+    let api: Api<DynamicObject> = match &entry.envelope.namespace {
+        Some(ns) if resolved.namespaced => Api::namespaced_with(shared.client.clone(), ns, &resolved.resource),
+        _ => Api::all_with(shared.client.clone(), &resolved.resource),
+    };
+    // The resourceVersion makes this a compare-and-swap: a concurrent change is a conflict
+    // and a retry, never a lost finalizer.
+    let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": entry.object.resource_version()}});
+    let params = PatchParams { field_manager: Some(shared.manifest.field_manager()), ..PatchParams::default() };
+    api.patch(&entry.envelope.name, &params, &Patch::Merge(&patch)).await.map(drop).map_err(|source| ExecError::Api {
+        plugin,
+        verb: "update finalizers of",
+        target: format!("{} {}", entry.envelope.kind, entry.envelope.display_name()),
+        source,
+    })
+}
+
+async fn call(shared: &Arc<Shared>, key: &Key, entry: Arc<Entry>, phase: Phase, attempt: u32) -> Outcome {
+    let uid = entry.envelope.uid.clone();
+    let owned: Vec<Object> = if phase == Phase::Deleted {
+        Vec::new()
+    } else {
+        shared.owned.iter().flat_map(|i| i.owned_by(&uid)).map(|e| e.envelope.clone()).collect()
+    };
+    let previous = shared
+        .manifest
+        .deliver_previous
+        .then(|| shared.previous.lock().expect("lock").get(key).map(|e| e.envelope.clone()))
+        .flatten();
+    let request = Request {
+        object: entry.envelope.clone(),
+        owned,
+        phase,
+        previous,
+        attempt,
+        config: shared.config.plugin_config.clone(),
+    };
+    let (plugin, cache) = (shared.plugin.clone(), shared.cache.clone());
+    let result = tokio::task::spawn_blocking(move || {
+        let services: Arc<dyn HostServices> = cache;
+        plugin.reconcile(&request, services)
+    })
+    .await;
+    let response = match result {
+        Ok(Ok(response)) => response,
+        Ok(Err(error)) => {
+            let transient = error.failure.is_transient();
+            return failed(shared, &entry.envelope, &error.to_string(), error.failure.event_reason(), transient).await;
+        }
+        Err(join) => {
+            return failed(
+                shared,
+                &entry.envelope,
+                &format!("the reconcile task failed: {join}"),
+                "PluginCrashed",
+                true,
+            )
+            .await;
+        }
+    };
+    let applied = match shared.executor.execute(&shared.manifest, &entry.envelope, &response.actions).await {
+        Ok(applied) => applied,
+        Err(error) => {
+            return failed(shared, &entry.envelope, &error.to_string(), error.event_reason(), error.is_transient())
+                .await;
+        }
+    };
+    if phase == Phase::Apply && shared.manifest.prune {
+        let keep: HashSet<(Option<String>, String)> =
+            applied.iter().map(|a| (a.namespace.clone(), a.name.clone())).collect();
+        let stale: Vec<Action> = shared
+            .owned
+            .iter()
+            .flat_map(|i| i.owned_by(&uid))
+            .filter(|child| child.object.owner_references().iter().any(|o| o.uid == uid && o.controller == Some(true)))
+            .filter(|child| {
+                !applied.iter().any(|a| {
+                    a.kind == child.envelope.gvk()
+                        && keep.contains(&(child.envelope.namespace.clone(), child.envelope.name.clone()))
+                })
+            })
+            .map(|child| {
+                let mut target = ObjectRef {
+                    api_version: child.envelope.api_version.clone(),
+                    kind: child.envelope.kind.clone(),
+                    name: child.envelope.name.clone(),
+                    namespace: child.envelope.namespace.clone(),
+                    uid: None,
+                };
+                target.uid = Some(child.envelope.uid.clone());
+                Action::Delete(target)
+            })
+            .collect();
+        if let Err(error) = shared.executor.execute(&shared.manifest, &entry.envelope, &stale).await {
+            return failed(shared, &entry.envelope, &error.to_string(), error.event_reason(), error.is_transient())
+                .await;
+        }
+    }
+    if phase == Phase::Cleanup {
+        if let Some(f) = &shared.manifest.finalizer {
+            let rest: Vec<String> = entry.object.finalizers().iter().filter(|x| *x != f).cloned().collect();
+            if let Err(error) = set_finalizers(shared, &entry, rest).await {
+                return failed(shared, &entry.envelope, &error.to_string(), error.event_reason(), error.is_transient())
+                    .await;
+            }
+        }
+    }
+    if phase == Phase::Apply && shared.manifest.deliver_previous {
+        shared.previous.lock().expect("lock").insert(key.clone(), entry);
+    }
+    Outcome::Done { actions: response.actions.len(), requeue_after: response.requeue_after }
+}
+
+/// Logs a failed reconcile and records it as a Warning Event on the primary.
+async fn failed(shared: &Shared, primary: &Object, message: &str, reason: &str, transient: bool) -> Outcome {
+    tracing::warn!(reason, transient, "{message}");
+    if !primary.uid.is_empty() {
+        let next = if transient { "retrying with backoff" } else { "waiting for the object or the plugin to change" };
+        let note = format!("{message} ({next})");
+        if let Err(error) =
+            shared.executor.event(&shared.manifest, primary, EventType::Warning, reason, &note, None).await
+        {
+            tracing::warn!(%error, "could not record the failure as an Event");
+        }
+    }
+    if transient { Outcome::Retry } else { Outcome::Wait }
+}

@@ -104,7 +104,7 @@ pub struct Applied {
 pub struct Executor {
     client: Client,
     kinds: Arc<Kinds>,
-    recorders: Mutex<HashMap<String, Recorder>>,
+    recorders: Mutex<HashMap<(String, String), Recorder>>,
 }
 
 fn label(kind: &str, namespace: Option<&str>, name: &str) -> String {
@@ -283,10 +283,19 @@ impl Executor {
         }
     }
 
-    fn recorder(&self, plugin: &str) -> Recorder {
+    /// The recorder for one plugin and one message. kube's recorder folds events that differ
+    /// only in their message into one series that keeps the first message; client-go keys
+    /// series by the message too, and plugins such as node-image-watch put the news in the
+    /// message. One recorder per (plugin, message) restores client-go's behaviour.
+    fn recorder(&self, plugin: &str, message: &str) -> Recorder {
+        const MAX_RECORDERS: usize = 4096;
         let mut recorders = self.recorders.lock().expect("lock");
+        if recorders.len() >= MAX_RECORDERS {
+            // Forgetting only loses series aggregation of old messages, never an event.
+            recorders.clear();
+        }
         recorders
-            .entry(plugin.to_owned())
+            .entry((plugin.to_owned(), message.to_owned()))
             .or_insert_with(|| {
                 let reporter =
                     Reporter { controller: format!("wasmloop/{plugin}"), instance: std::env::var("HOSTNAME").ok() };
@@ -327,7 +336,20 @@ impl Executor {
             action: action.unwrap_or("Reconcile").into(),
             secondary: None,
         };
-        self.recorder(&manifest.name).publish(&event, &reference).await.map_err(|source| ExecError::Api {
+        let recorder = self.recorder(&manifest.name, message);
+        let mut result = recorder.publish(&event, &reference).await;
+        if let Err(kube::Error::Api(status)) = &result {
+            // Kubernetes before 1.22 rejects events.k8s.io/v1 Events about cluster-scoped
+            // objects unless the reference names the Event's namespace ("default").
+            if reference.namespace.is_none()
+                && status.code == 422
+                && status.message.contains("does not match event.namespace")
+            {
+                let reference = ObjectReference { namespace: Some("default".into()), ..reference.clone() };
+                result = recorder.publish(&event, &reference).await;
+            }
+        }
+        result.map_err(|source| ExecError::Api {
             plugin: manifest.name.clone(),
             verb: "event",
             target: label(&regarding.kind, regarding.namespace.as_deref(), &regarding.name),

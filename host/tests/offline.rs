@@ -344,3 +344,43 @@ fn a_guest_panic_is_retried_with_backoff() {
     let out = hostile("panic", &[]);
     fails_with(&out, 3, &["retry: with backoff"]);
 }
+
+#[test]
+fn json_log_format_writes_one_json_object_per_line_with_the_plugin() {
+    let plugin = component("pod_logger");
+    let object = fixture("pod-logger/pod-pending.yaml");
+    let out = Command::new(env!("CARGO_BIN_EXE_wasmloop"))
+        .args([
+            "--log-format",
+            "json",
+            "reconcile",
+            "--plugin",
+            plugin.to_str().unwrap(),
+            "--object",
+            object.to_str().unwrap(),
+        ])
+        .env("WASMLOOP_CACHE_DIR", cache_dir())
+        .env("WASMLOOP_LOG", "info")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines: Vec<Value> = stderr(&out).lines().map(|l| serde_json::from_str(l).expect("a JSON log line")).collect();
+    let seen = lines
+        .iter()
+        .find(|l| l["fields"]["message"].as_str().is_some_and(|m| m.contains("seen (phase Pending)")))
+        .unwrap();
+    assert_eq!(seen["fields"]["plugin"], "pod-logger");
+    assert_eq!(seen["level"], "INFO");
+}
+
+#[test]
+fn run_refuses_two_plugins_of_one_name_before_connecting() {
+    let plugin = component("pod_logger");
+    let out = Command::new(env!("CARGO_BIN_EXE_wasmloop"))
+        .args(["run", "--plugin", plugin.to_str().unwrap(), "--plugin", plugin.to_str().unwrap()])
+        .env("WASMLOOP_CACHE_DIR", cache_dir())
+        .env("KUBECONFIG", "/nonexistent")
+        .output()
+        .unwrap();
+    fails_with(&out, 1, &["are both plugin \"pod-logger\"", "plugin names must be unique"]);
+}

@@ -28,9 +28,18 @@ async fn shutdown_signal() {
 
 async fn serve(args: &RunArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
     let sandbox = super::sandbox(&args.sandbox)?;
-    let mut plugins = Vec::new();
+    let mut plugins: Vec<wasmloop_sandbox::Plugin> = Vec::new();
     for path in &args.plugins {
-        plugins.push(super::load(&sandbox, path, &args.sandbox)?);
+        let plugin = super::load(&sandbox, path, &args.sandbox)?;
+        if let Some(other) = plugins.iter().find(|p| p.manifest().name == plugin.manifest().name) {
+            anyhow::bail!(
+                "{} and {} are both plugin {:?}; plugin names must be unique (they name the field manager); load one of them",
+                other.origin(),
+                plugin.origin(),
+                plugin.manifest().name
+            );
+        }
+        plugins.push(plugin);
     }
     let client = kube::Client::try_default().await.context(
         "cannot connect to Kubernetes: set KUBECONFIG (or ~/.kube/config), or run in a pod with a service account",

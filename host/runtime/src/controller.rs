@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::json;
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::broadcast::{self, error::RecvError};
 use tracing::Instrument;
 use wasmloop_sandbox::{
     Action, EventType, Gvk, HostServices, Manifest, Object, ObjectRef, Phase, Plugin, Request, Selector,
@@ -23,6 +23,31 @@ use crate::discovery::{DiscoveryError, Kinds};
 use crate::executor::{ExecError, Executor};
 use crate::informer::{Change, Entry, Informer, InformerScope, Informers};
 use crate::queue::{QueueConfig, WorkQueue};
+
+/// How long a controller waits for its caches to fill before giving up.
+const SYNC_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A plugin's controller could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A declared kind is not served.
+    #[error("plugin {plugin}: {source}")]
+    Discovery {
+        /// The plugin.
+        plugin: String,
+        /// Why.
+        #[source]
+        source: DiscoveryError,
+    },
+    /// A cache did not fill in time.
+    #[error("plugin {plugin}: the cache of {kind} did not sync within {} s; check that the host may list and watch {kind} (RBAC) and that the API server is reachable", SYNC_TIMEOUT.as_secs())]
+    NotSynced {
+        /// The plugin.
+        plugin: String,
+        /// The kind.
+        kind: String,
+    },
+}
 
 /// A primary's place: namespace (none for cluster-scoped) and name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -45,8 +70,11 @@ impl std::fmt::Display for Key {
 /// How a controller runs.
 #[derive(Debug, Clone)]
 pub struct ControllerConfig {
-    /// Reconciles at once (the plugin's setting wins when it has one).
+    /// Reconciles at once when neither the operator (`concurrency_override`) nor the plugin
+    /// says otherwise.
     pub concurrency: usize,
+    /// The operator's setting for this plugin; wins over the plugin's own.
+    pub concurrency_override: Option<usize>,
     /// The queue's backoff and bucket.
     pub queue: QueueConfig,
     /// The plugin's configuration as JSON text.
@@ -57,7 +85,13 @@ pub struct ControllerConfig {
 
 impl Default for ControllerConfig {
     fn default() -> Self {
-        ControllerConfig { concurrency: 4, queue: QueueConfig::default(), plugin_config: "{}".into(), resync: None }
+        ControllerConfig {
+            concurrency: 4,
+            concurrency_override: None,
+            queue: QueueConfig::default(),
+            plugin_config: "{}".into(),
+            resync: None,
+        }
     }
 }
 
@@ -123,22 +157,23 @@ impl Controller {
         kinds: Arc<Kinds>,
         executor: Arc<Executor>,
         config: ControllerConfig,
-    ) -> Result<Controller, DiscoveryError> {
+    ) -> Result<Controller, StartError> {
         let manifest = plugin.manifest().clone();
         let namespace = manifest.primary.namespace.clone();
         let scope = |kind: &Gvk, namespace: Option<String>| InformerScope { kind: kind.clone(), namespace };
-        let primary = informers.acquire(&scope(&manifest.primary.kind, namespace.clone())).await?;
+        let discovery = |source| StartError::Discovery { plugin: manifest.name.clone(), source };
+        let primary = informers.acquire(&scope(&manifest.primary.kind, namespace.clone())).await.map_err(discovery)?;
         let mut owned = Vec::new();
         for kind in &manifest.owns {
-            owned.push(informers.acquire(&scope(kind, namespace.clone())).await?);
+            owned.push(informers.acquire(&scope(kind, namespace.clone())).await.map_err(discovery)?);
         }
         let mut watched = Vec::new();
         for w in &manifest.watches {
-            watched.push(informers.acquire(&scope(&w.kind, w.namespace.clone())).await?);
+            watched.push(informers.acquire(&scope(&w.kind, w.namespace.clone())).await.map_err(discovery)?);
         }
         let mut read = Vec::new();
         for kind in &manifest.reads {
-            read.push(informers.acquire(&scope(kind, None)).await?);
+            read.push(informers.acquire(&scope(kind, None)).await.map_err(discovery)?);
         }
         let mut by_kind: HashMap<Gvk, Vec<Arc<Informer>>> = HashMap::new();
         for informer in std::iter::once(&primary).chain(&owned).chain(&watched).chain(&read) {
@@ -146,13 +181,27 @@ impl Controller {
         }
         for informers in by_kind.values() {
             for informer in informers {
-                informer.synced().await;
+                if tokio::time::timeout(SYNC_TIMEOUT, informer.synced()).await.is_err() {
+                    return Err(StartError::NotSynced {
+                        plugin: manifest.name.clone(),
+                        kind: informer.scope().kind.to_string(),
+                    });
+                }
             }
         }
         let selector: Selector =
             manifest.primary.label_selector.as_deref().unwrap_or_default().parse().unwrap_or_default();
-        let concurrency = manifest.settings.max_concurrent_reconciles.map_or(config.concurrency, |n| n as usize).max(1);
-        let resync = manifest.settings.resync_seconds.map(|s| Duration::from_secs(s.into())).or(config.resync);
+        let concurrency = config
+            .concurrency_override
+            .or(manifest.settings.max_concurrent_reconciles.map(|n| n as usize))
+            .unwrap_or(config.concurrency)
+            .max(1);
+        let resync = manifest
+            .settings
+            .resync_seconds
+            .map(|s| Duration::from_secs(s.into()))
+            .or(config.resync)
+            .filter(|every| !every.is_zero());
         let shared = Arc::new(Shared {
             queue: WorkQueue::new(config.queue),
             selector,
@@ -168,13 +217,14 @@ impl Controller {
             previous: Mutex::default(),
             tombstones: Mutex::default(),
         });
+        // Subscribe before the first full enqueue, so no change falls between the two.
         let mut tasks = Vec::new();
-        tasks.push(tokio::spawn(pump_primary(shared.clone())));
+        tasks.push(tokio::spawn(pump_primary(shared.clone(), shared.primary.subscribe())));
         for informer in shared.owned.clone() {
-            tasks.push(tokio::spawn(pump_owned(shared.clone(), informer)));
+            tasks.push(tokio::spawn(pump_owned(shared.clone(), informer.subscribe())));
         }
         for informer in watched {
-            tasks.push(tokio::spawn(pump_watched(shared.clone(), informer)));
+            tasks.push(tokio::spawn(pump_watched(shared.clone(), informer.subscribe())));
         }
         enqueue_all(&shared);
         if let Some(every) = resync {
@@ -210,7 +260,14 @@ impl Controller {
         if tokio::time::timeout(timeout, self.shared.queue.drained()).await.is_err() {
             tracing::warn!(plugin = %self.shared.manifest.name, "reconciles still running at shutdown timeout; abandoning them");
         }
-        for task in self.tasks {
+        // Dropping aborts the tasks, which releases the informers.
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        self.shared.queue.shut_down();
+        for task in &self.tasks {
             task.abort();
         }
     }
@@ -227,15 +284,15 @@ fn selected(shared: &Shared, entry: &Entry) -> bool {
     shared.selector.matches(|k| labels.get(k).map(String::as_str))
 }
 
-async fn pump_primary(shared: Arc<Shared>) {
-    let mut changes = shared.primary.subscribe();
+async fn pump_primary(shared: Arc<Shared>, mut changes: broadcast::Receiver<Change>) {
     loop {
         match changes.recv().await {
             Ok(Change::Applied(entry)) if selected(&shared, &entry) => shared.queue.add(key_of(&entry.envelope)),
             Ok(Change::Applied(_)) => {}
             Ok(Change::Deleted(entry)) => {
+                let key = key_of(&entry.envelope);
+                shared.previous.lock().expect("lock").remove(&key);
                 if shared.manifest.deliver_deleted && selected(&shared, &entry) {
-                    let key = key_of(&entry.envelope);
                     shared.tombstones.lock().expect("lock").insert(key.clone(), entry);
                     shared.queue.add(key);
                 }
@@ -246,8 +303,7 @@ async fn pump_primary(shared: Arc<Shared>) {
     }
 }
 
-async fn pump_owned(shared: Arc<Shared>, informer: Arc<Informer>) {
-    let mut changes = informer.subscribe();
+async fn pump_owned(shared: Arc<Shared>, mut changes: broadcast::Receiver<Change>) {
     let primary = &shared.manifest.primary.kind;
     loop {
         let entry = match changes.recv().await {
@@ -259,7 +315,9 @@ async fn pump_owned(shared: Arc<Shared>, informer: Arc<Informer>) {
             Err(RecvError::Closed) => return,
         };
         for owner in entry.object.owner_references().iter().filter(|o| o.controller == Some(true)) {
-            if Gvk::from_api_version(&owner.api_version, &owner.kind) == *primary {
+            // Group and kind, not version: a CRD served at a new version still owns its children.
+            let (group, _) = wasmloop_sdk::kind::split_api_version(&owner.api_version);
+            if owner.kind == primary.kind && group == primary.group {
                 let namespace = shared.primary.namespaced().then(|| entry.envelope.namespace.clone()).flatten();
                 shared.queue.add(Key { namespace, name: owner.name.clone() });
             }
@@ -267,8 +325,7 @@ async fn pump_owned(shared: Arc<Shared>, informer: Arc<Informer>) {
     }
 }
 
-async fn pump_watched(shared: Arc<Shared>, informer: Arc<Informer>) {
-    let mut changes = informer.subscribe();
+async fn pump_watched(shared: Arc<Shared>, mut changes: broadcast::Receiver<Change>) {
     loop {
         let entry = match changes.recv().await {
             Ok(Change::Applied(e) | Change::Deleted(e)) => e,
@@ -278,13 +335,18 @@ async fn pump_watched(shared: Arc<Shared>, informer: Arc<Informer>) {
             }
             Err(RecvError::Closed) => return,
         };
+        let related_namespace = entry.envelope.namespace.clone();
         let (plugin, cache, config) =
             (shared.plugin.clone(), shared.cache.clone(), shared.config.plugin_config.clone());
         let mapped = tokio::task::spawn_blocking(move || plugin.map(&entry.envelope, &config, cache)).await;
         match mapped {
-            Ok(Ok(refs)) => {
-                refs.into_iter().for_each(|r: ObjectRef| shared.queue.add(Key { namespace: r.namespace, name: r.name }))
-            }
+            Ok(Ok(refs)) => refs.into_iter().for_each(|r: ObjectRef| {
+                // One object, one key: a namespaced primary named without a namespace is in the
+                // related object's; a cluster-scoped primary has none.
+                let namespace =
+                    if shared.primary.namespaced() { r.namespace.or_else(|| related_namespace.clone()) } else { None };
+                shared.queue.add(Key { namespace, name: r.name })
+            }),
             Ok(Err(error)) => tracing::warn!(plugin = %shared.manifest.name, %error, "map failed"),
             Err(error) => tracing::error!(plugin = %shared.manifest.name, %error, "map task failed"),
         }
@@ -296,7 +358,15 @@ async fn work(shared: Arc<Shared>) {
         let attempt = shared.queue.retries(&key);
         let span = tracing::info_span!("reconcile", plugin = %shared.manifest.name, object = %key, attempt, actions = tracing::field::Empty, duration_ms = tracing::field::Empty);
         let started = Instant::now();
-        let outcome = reconcile(&shared, &key, attempt).instrument(span.clone()).await;
+        // Its own task: a panic in host code must not strand the key in `processing`.
+        let task = tokio::spawn({
+            let (shared, key) = (shared.clone(), key.clone());
+            async move { reconcile(&shared, &key, attempt).await }.instrument(span.clone())
+        });
+        let outcome = task.await.unwrap_or_else(|panic| {
+            tracing::error!(plugin = %shared.manifest.name, object = %key, %panic, "reconcile panicked; retrying with backoff");
+            Outcome::Retry
+        });
         span.record("duration_ms", started.elapsed().as_millis() as u64);
         match outcome {
             Outcome::Done { actions, requeue_after } => {
@@ -332,20 +402,29 @@ async fn reconcile(shared: &Arc<Shared>, key: &Key, attempt: u32) -> Outcome {
         let tombstone = shared.tombstones.lock().expect("lock").remove(key);
         shared.previous.lock().expect("lock").remove(key);
         return match tombstone {
-            Some(last) => call(shared, key, last, Phase::Deleted, attempt).await,
+            Some(last) => {
+                let outcome = call(shared, key, last.clone(), Phase::Deleted, attempt).await;
+                if matches!(outcome, Outcome::Retry) {
+                    // Keep the last state for the retry, unless the name was reused meanwhile.
+                    shared.tombstones.lock().expect("lock").entry(key.clone()).or_insert(last);
+                }
+                outcome
+            }
             None => Outcome::Done { actions: 0, requeue_after: None },
         };
     };
-    if !selected(shared, &entry) {
-        return Outcome::Done { actions: 0, requeue_after: None };
-    }
     let finalizer = shared.manifest.finalizer.as_deref();
     let holds = |f: &str| entry.object.finalizers().iter().any(|x| x == f);
+    // Cleanup before the selector: a primary that holds our finalizer must get it released
+    // even if its labels no longer select it.
     if entry.object.metadata.deletion_timestamp.is_some() {
         return match finalizer {
             Some(f) if holds(f) => call(shared, key, entry, Phase::Cleanup, attempt).await,
             _ => Outcome::Done { actions: 0, requeue_after: None },
         };
+    }
+    if !selected(shared, &entry) {
+        return Outcome::Done { actions: 0, requeue_after: None };
     }
     if let Some(f) = finalizer.filter(|f| !holds(f)) {
         // Before the first apply: the update this makes requeues the key.
@@ -365,27 +444,65 @@ fn add_finalizer(entry: &Entry, finalizer: &str) -> Vec<String> {
     list
 }
 
-async fn set_finalizers(shared: &Shared, entry: &Entry, finalizers: Vec<String>) -> Result<(), ExecError> {
-    let plugin = shared.manifest.name.clone();
+/// Removes our finalizer after a successful cleanup. The cleanup's own writes (a status, say)
+/// change the resourceVersion, so the live object is re-read and the removal retried on a
+/// conflict, without running the cleanup again.
+async fn release_finalizer(shared: &Shared, entry: &Entry, finalizer: &str) -> Result<(), ExecError> {
+    let api = primary_api(shared, entry).await?;
+    let mut last = None;
+    for _ in 0..5 {
+        let live = match api.get_opt(&entry.envelope.name).await {
+            Ok(Some(live)) if live.uid().as_deref() == Some(entry.envelope.uid.as_str()) => live,
+            // Gone, or another object of the same name: nothing of ours to release.
+            Ok(_) => return Ok(()),
+            Err(source) => return Err(finalizer_error(shared, entry, source)),
+        };
+        let rest: Vec<String> = live.finalizers().iter().filter(|x| *x != finalizer).cloned().collect();
+        if rest.len() == live.finalizers().len() {
+            return Ok(());
+        }
+        let patch = json!({"metadata": {"finalizers": rest, "resourceVersion": live.resource_version()}});
+        let params = PatchParams { field_manager: Some(shared.manifest.field_manager()), ..PatchParams::default() };
+        match api.patch(&entry.envelope.name, &params, &Patch::Merge(&patch)).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 409 => last = Some(kube::Error::Api(status)),
+            Err(source) => return Err(finalizer_error(shared, entry, source)),
+        }
+    }
+    Err(finalizer_error(shared, entry, last.expect("five conflicts")))
+}
+
+fn finalizer_error(shared: &Shared, entry: &Entry, source: kube::Error) -> ExecError {
+    ExecError::Api {
+        plugin: shared.manifest.name.clone(),
+        verb: "update finalizers of",
+        target: format!("{} {}", entry.envelope.kind, entry.envelope.display_name()),
+        source,
+    }
+}
+
+async fn primary_api(shared: &Shared, entry: &Entry) -> Result<Api<DynamicObject>, ExecError> {
     let resolved = shared
         .kinds
         .resolve(&shared.manifest.primary.kind)
         .await
-        .map_err(|source| ExecError::Discovery { plugin: plugin.clone(), source })?;
-    let api: Api<DynamicObject> = match &entry.envelope.namespace {
+        .map_err(|source| ExecError::Discovery { plugin: shared.manifest.name.clone(), source })?;
+    Ok(match &entry.envelope.namespace {
         Some(ns) if resolved.namespaced => Api::namespaced_with(shared.client.clone(), ns, &resolved.resource),
         _ => Api::all_with(shared.client.clone(), &resolved.resource),
-    };
+    })
+}
+
+async fn set_finalizers(shared: &Shared, entry: &Entry, finalizers: Vec<String>) -> Result<(), ExecError> {
+    let api = primary_api(shared, entry).await?;
     // The resourceVersion makes this a compare-and-swap: a concurrent change is a conflict
     // and a retry, never a lost finalizer.
     let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": entry.object.resource_version()}});
     let params = PatchParams { field_manager: Some(shared.manifest.field_manager()), ..PatchParams::default() };
-    api.patch(&entry.envelope.name, &params, &Patch::Merge(&patch)).await.map(drop).map_err(|source| ExecError::Api {
-        plugin,
-        verb: "update finalizers of",
-        target: format!("{} {}", entry.envelope.kind, entry.envelope.display_name()),
-        source,
-    })
+    api.patch(&entry.envelope.name, &params, &Patch::Merge(&patch))
+        .await
+        .map(drop)
+        .map_err(|source| finalizer_error(shared, entry, source))
 }
 
 async fn call(shared: &Arc<Shared>, key: &Key, entry: Arc<Entry>, phase: Phase, attempt: u32) -> Outcome {
@@ -399,7 +516,9 @@ async fn call(shared: &Arc<Shared>, key: &Key, entry: Arc<Entry>, phase: Phase, 
         .manifest
         .deliver_previous
         .then(|| shared.previous.lock().expect("lock").get(key).map(|e| e.envelope.clone()))
-        .flatten();
+        .flatten()
+        // A recreated object of the same name has no previous state.
+        .filter(|p| p.uid == uid);
     let request = Request {
         object: entry.envelope.clone(),
         owned,
@@ -439,18 +558,15 @@ async fn call(shared: &Arc<Shared>, key: &Key, entry: Arc<Entry>, phase: Phase, 
         }
     };
     if phase == Phase::Apply && shared.manifest.prune {
-        let keep: HashSet<(Option<String>, String)> =
-            applied.iter().map(|a| (a.namespace.clone(), a.name.clone())).collect();
+        let keep: HashSet<(Gvk, Option<String>, String)> =
+            applied.iter().map(|a| (a.kind.clone(), a.namespace.clone(), a.name.clone())).collect();
         let stale: Vec<Action> = shared
             .owned
             .iter()
             .flat_map(|i| i.owned_by(&uid))
             .filter(|child| child.object.owner_references().iter().any(|o| o.uid == uid && o.controller == Some(true)))
             .filter(|child| {
-                !applied.iter().any(|a| {
-                    a.kind == child.envelope.gvk()
-                        && keep.contains(&(child.envelope.namespace.clone(), child.envelope.name.clone()))
-                })
+                !keep.contains(&(child.envelope.gvk(), child.envelope.namespace.clone(), child.envelope.name.clone()))
             })
             .map(|child| {
                 let mut target = ObjectRef {
@@ -471,8 +587,7 @@ async fn call(shared: &Arc<Shared>, key: &Key, entry: Arc<Entry>, phase: Phase, 
     }
     if phase == Phase::Cleanup {
         if let Some(f) = &shared.manifest.finalizer {
-            let rest: Vec<String> = entry.object.finalizers().iter().filter(|x| *x != f).cloned().collect();
-            if let Err(error) = set_finalizers(shared, &entry, rest).await {
+            if let Err(error) = release_finalizer(shared, &entry, f).await {
                 return failed(shared, &entry.envelope, &error.to_string(), error.event_reason(), error.is_transient())
                     .await;
             }

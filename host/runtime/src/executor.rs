@@ -147,8 +147,14 @@ impl Executor {
             match action {
                 Action::Apply(object) => applied.push(self.apply(manifest, primary, object).await?),
                 Action::Status(status) => self.status(manifest, primary, status).await?,
-                Action::Patch { target, kind, patch } => self.patch(manifest, target, *kind, patch).await?,
-                Action::Delete(target) => self.delete(manifest, target).await?,
+                Action::Patch { target, kind, patch } => {
+                    let target = self.in_namespace(manifest, target, primary).await?;
+                    self.patch(manifest, &target, *kind, patch).await?
+                }
+                Action::Delete(target) => {
+                    let target = self.in_namespace(manifest, target, primary).await?;
+                    self.delete(manifest, &target).await?
+                }
                 Action::Event { event_type, reason, message, action } => {
                     self.event(manifest, primary, *event_type, reason, message, action.as_deref()).await?
                 }
@@ -221,6 +227,28 @@ impl Executor {
             })
     }
 
+    /// A namespaced target without a namespace is in the primary's, as for `apply`; a
+    /// cluster-scoped one has none.
+    async fn in_namespace(
+        &self,
+        manifest: &Manifest,
+        target: &ObjectRef,
+        primary: &Object,
+    ) -> Result<ObjectRef, ExecError> {
+        let resolved = self.resolve(&manifest.name, &target.gvk()).await?;
+        let namespace =
+            resolved.namespaced.then(|| target.namespace.clone().or_else(|| primary.namespace.clone())).flatten();
+        if resolved.namespaced && namespace.is_none() {
+            return Err(ExecError::Invalid {
+                plugin: manifest.name.clone(),
+                verb: "act on",
+                target: label(&target.kind, None, &target.name),
+                reason: "a namespaced object needs a namespace, and the primary has none".into(),
+            });
+        }
+        Ok(ObjectRef { namespace, ..target.clone() })
+    }
+
     async fn patch(
         &self,
         manifest: &Manifest,
@@ -237,7 +265,20 @@ impl Executor {
                 let mut patch = patch.clone();
                 if let Some(uid) = &target.uid {
                     // A UID in the patch is checked, not written: a precondition.
-                    patch["metadata"]["uid"] = uid.clone().into();
+                    let metadata = patch.as_object_mut().map(|p| p.entry("metadata").or_insert_with(|| json!({})));
+                    match metadata.and_then(Value::as_object_mut) {
+                        Some(metadata) => {
+                            metadata.insert("uid".into(), uid.clone().into());
+                        }
+                        None => {
+                            return Err(ExecError::Invalid {
+                                plugin: manifest.name.clone(),
+                                verb: "patch",
+                                target: name,
+                                reason: "a merge patch's metadata must be an object".into(),
+                            });
+                        }
+                    }
                 }
                 api.patch(&target.name, &params, &Patch::Merge(&patch)).await
             }

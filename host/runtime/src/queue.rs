@@ -40,6 +40,9 @@ use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 use tokio_util::time::{DelayQueue, delay_queue};
 
+/// The longest delay the queue holds; longer requests are shortened to it.
+pub const MAX_DELAY: Duration = Duration::from_secs(30 * 24 * 3600);
+
 /// Queue settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QueueConfig {
@@ -139,6 +142,8 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
     }
 
     fn delay(&self, key: K, delay: Duration, rate_limited: bool) {
+        // DelayQueue cannot hold deadlines beyond about two years; a plugin may ask for more.
+        let delay = delay.min(MAX_DELAY);
         if delay.is_zero() && !rate_limited {
             return self.add(key);
         }

@@ -52,10 +52,8 @@ async fn serve(args: &RunArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
         let name = plugin.manifest().name.clone();
         let settings = config.plugins.get(&name);
         let controller_config = ControllerConfig {
-            concurrency: settings
-                .and_then(|s| s.max_concurrent_reconciles)
-                .or(config.max_concurrent_reconciles)
-                .unwrap_or(4) as usize,
+            concurrency: config.max_concurrent_reconciles.map_or(4, |n| n as usize),
+            concurrency_override: settings.and_then(|s| s.max_concurrent_reconciles).map(|n| n as usize),
             plugin_config: settings
                 .and_then(|s| s.config.as_ref())
                 .map_or_else(|| "{}".to_owned(), ToString::to_string),

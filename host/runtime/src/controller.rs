@@ -223,8 +223,10 @@ impl Controller {
         for informer in shared.owned.clone() {
             tasks.push(tokio::spawn(pump_owned(shared.clone(), informer.subscribe())));
         }
-        for informer in watched {
-            tasks.push(tokio::spawn(pump_watched(shared.clone(), informer.subscribe())));
+        for (informer, watch) in watched.iter().zip(&shared.manifest.watches) {
+            // Watches share informers by kind; each applies its own label selector.
+            let selector: Selector = watch.label_selector.as_deref().unwrap_or_default().parse().unwrap_or_default();
+            tasks.push(tokio::spawn(pump_watched(shared.clone(), informer.subscribe(), selector)));
         }
         enqueue_all(&shared);
         if let Some(every) = resync {
@@ -325,7 +327,7 @@ async fn pump_owned(shared: Arc<Shared>, mut changes: broadcast::Receiver<Change
     }
 }
 
-async fn pump_watched(shared: Arc<Shared>, mut changes: broadcast::Receiver<Change>) {
+async fn pump_watched(shared: Arc<Shared>, mut changes: broadcast::Receiver<Change>, selector: Selector) {
     loop {
         let entry = match changes.recv().await {
             Ok(Change::Applied(e) | Change::Deleted(e)) => e,
@@ -335,6 +337,10 @@ async fn pump_watched(shared: Arc<Shared>, mut changes: broadcast::Receiver<Chan
             }
             Err(RecvError::Closed) => return,
         };
+        let labels = entry.object.labels();
+        if !selector.matches(|k| labels.get(k).map(String::as_str)) {
+            continue;
+        }
         let related_namespace = entry.envelope.namespace.clone();
         let (plugin, cache, config) =
             (shared.plugin.clone(), shared.cache.clone(), shared.config.plugin_config.clone());

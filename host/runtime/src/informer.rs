@@ -70,6 +70,9 @@ impl Cache {
             for uid in Cache::owners(old) {
                 if let Some(keys) = self.by_owner.get_mut(uid) {
                     keys.remove(&key);
+                    if keys.is_empty() {
+                        self.by_owner.remove(uid);
+                    }
                 }
             }
         }

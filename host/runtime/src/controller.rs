@@ -534,7 +534,10 @@ async fn call(shared: &Arc<Shared>, key: &Key, entry: Arc<Entry>, phase: Phase, 
         config: shared.config.plugin_config.clone(),
     };
     let (plugin, cache) = (shared.plugin.clone(), shared.cache.clone());
+    // The plugin's log lines belong in this reconcile's span, on the blocking thread too.
+    let span = tracing::Span::current();
     let result = tokio::task::spawn_blocking(move || {
+        let _entered = span.enter();
         let services: Arc<dyn HostServices> = cache;
         plugin.reconcile(&request, services)
     })

@@ -38,6 +38,10 @@ impl Reconciler for Hostile {
                 }
             }
             "event" => Ok(vec![event(EventType::Normal, "Hello", "an event on the primary")]),
+            "requeue" => {
+                wasmloop_sdk::info!("tick {}", request.object.name);
+                Ok(vec![requeue_after(std::time::Duration::from_millis(500))])
+            }
             "oversize" => Ok(vec![status(json!({ "blob": "x".repeat(5 << 20) }))]),
             "read-undeclared" => {
                 cache::get::<Secret>(Some("default"), "token")?;

@@ -72,6 +72,9 @@ pub struct ControlPlane {
     apiserver_args: Vec<String>,
     apiserver: Mutex<Option<Watched>>,
     others: Mutex<Vec<Watched>>,
+    /// The controller manager's binary and arguments, to start it again after an outage.
+    kcm: Mutex<Option<(PathBuf, Vec<String>)>>,
+    kcm_process: Mutex<Option<Watched>>,
 }
 
 impl std::fmt::Debug for ControlPlane {
@@ -227,6 +230,8 @@ impl ControlPlane {
             apiserver_args,
             apiserver: Mutex::new(None),
             others: Mutex::new(vec![etcd]),
+            kcm: Mutex::new(None),
+            kcm_process: Mutex::new(None),
             binaries,
             dir,
         };
@@ -250,12 +255,25 @@ impl ControlPlane {
             if legacy_ports {
                 args.push("--port=0".into());
             }
-            let watched = Watched::spawn("kube-controller-manager", &kcm, &args, &plane.log("kube-controller-manager"))
-                .map_err(io("cannot start kube-controller-manager"))?;
-            plane.others.lock().expect("lock").push(watched);
+            *plane.kcm.lock().expect("lock") = Some((kcm, args));
+            plane.launch_controller_manager()?;
         }
         plane.install_panic_note();
         Ok(plane)
+    }
+
+    /// Starts kube-controller-manager unless it runs. It exits when it loses the API server
+    /// for long, so an outage ends with a fresh one.
+    fn launch_controller_manager(&self) -> Result<(), ControlPlaneError> {
+        let Some((binary, args)) = self.kcm.lock().expect("lock").clone() else { return Ok(()) };
+        let mut running = self.kcm_process.lock().expect("lock");
+        if running.as_mut().is_some_and(Watched::running) {
+            return Ok(());
+        }
+        let watched = Watched::spawn("kube-controller-manager", &binary, &args, &self.log("kube-controller-manager"))
+            .map_err(io("cannot start kube-controller-manager"))?;
+        *running = Some(watched);
+        Ok(())
     }
 
     fn launch_apiserver(&self) -> Result<(), ControlPlaneError> {
@@ -392,11 +410,15 @@ impl ControlPlane {
     pub async fn restart_apiserver(&self) -> Result<(), ControlPlaneError> {
         self.stop_apiserver();
         self.launch_apiserver()?;
-        self.wait_ready().await
+        self.wait_ready().await?;
+        self.launch_controller_manager()
     }
 
     /// Stops every component.
     pub fn stop(&self) {
+        if let Some(mut kcm) = self.kcm_process.lock().expect("lock").take() {
+            kcm.stop();
+        }
         self.stop_apiserver();
         for mut c in self.others.lock().expect("lock").drain(..).rev() {
             c.stop();

@@ -282,8 +282,19 @@ fn enqueue_all(shared: &Shared) {
 }
 
 fn selected(shared: &Shared, entry: &Entry) -> bool {
-    let labels = entry.object.labels();
-    shared.selector.matches(|k| labels.get(k).map(String::as_str))
+    entry.selected_by(&shared.selector)
+}
+
+/// The next changed object of a related kind; a lagging subscriber requeues every primary
+/// instead. None when the informer is gone.
+async fn next_related(shared: &Shared, changes: &mut broadcast::Receiver<Change>) -> Option<Arc<Entry>> {
+    loop {
+        match changes.recv().await {
+            Ok(Change::Applied(e) | Change::Deleted(e)) => return Some(e),
+            Err(RecvError::Lagged(_)) => enqueue_all(shared),
+            Err(RecvError::Closed) => return None,
+        }
+    }
 }
 
 async fn pump_primary(shared: Arc<Shared>, mut changes: broadcast::Receiver<Change>) {
@@ -307,15 +318,7 @@ async fn pump_primary(shared: Arc<Shared>, mut changes: broadcast::Receiver<Chan
 
 async fn pump_owned(shared: Arc<Shared>, mut changes: broadcast::Receiver<Change>) {
     let primary = &shared.manifest.primary.kind;
-    loop {
-        let entry = match changes.recv().await {
-            Ok(Change::Applied(e) | Change::Deleted(e)) => e,
-            Err(RecvError::Lagged(_)) => {
-                enqueue_all(&shared);
-                continue;
-            }
-            Err(RecvError::Closed) => return,
-        };
+    while let Some(entry) = next_related(&shared, &mut changes).await {
         for owner in entry.object.owner_references().iter().filter(|o| o.controller == Some(true)) {
             // Group and kind, not version: a CRD served at a new version still owns its children.
             let (group, _) = wasmloop_sdk::kind::split_api_version(&owner.api_version);
@@ -328,17 +331,8 @@ async fn pump_owned(shared: Arc<Shared>, mut changes: broadcast::Receiver<Change
 }
 
 async fn pump_watched(shared: Arc<Shared>, mut changes: broadcast::Receiver<Change>, selector: Selector) {
-    loop {
-        let entry = match changes.recv().await {
-            Ok(Change::Applied(e) | Change::Deleted(e)) => e,
-            Err(RecvError::Lagged(_)) => {
-                enqueue_all(&shared);
-                continue;
-            }
-            Err(RecvError::Closed) => return,
-        };
-        let labels = entry.object.labels();
-        if !selector.matches(|k| labels.get(k).map(String::as_str)) {
+    while let Some(entry) = next_related(&shared, &mut changes).await {
+        if !entry.selected_by(&selector) {
             continue;
         }
         let related_namespace = entry.envelope.namespace.clone();
@@ -578,15 +572,13 @@ async fn call(shared: &Arc<Shared>, key: &Key, entry: Arc<Entry>, phase: Phase, 
                 !keep.contains(&(child.envelope.gvk(), child.envelope.namespace.clone(), child.envelope.name.clone()))
             })
             .map(|child| {
-                let mut target = ObjectRef {
+                Action::Delete(ObjectRef {
                     api_version: child.envelope.api_version.clone(),
                     kind: child.envelope.kind.clone(),
                     name: child.envelope.name.clone(),
                     namespace: child.envelope.namespace.clone(),
-                    uid: None,
-                };
-                target.uid = Some(child.envelope.uid.clone());
-                Action::Delete(target)
+                    uid: Some(child.envelope.uid.clone()),
+                })
             })
             .collect();
         if let Err(error) = shared.executor.execute(&shared.manifest, &entry.envelope, &stale).await {

@@ -41,6 +41,14 @@ pub struct Entry {
     pub envelope: Object,
 }
 
+impl Entry {
+    /// True when the object's labels satisfy `selector`.
+    pub fn selected_by(&self, selector: &Selector) -> bool {
+        let labels = self.object.labels();
+        selector.matches(|k| labels.get(k).map(String::as_str))
+    }
+}
+
 /// A change seen by an informer.
 #[derive(Debug, Clone)]
 pub enum Change {
@@ -318,10 +326,7 @@ impl Informer {
             .objects
             .iter()
             .filter(|((ns, _), _)| !self.namespaced || namespace.is_none_or(|want| ns == want))
-            .filter(|(_, e)| {
-                let labels = e.object.labels();
-                selector.matches(|k| labels.get(k).map(String::as_str))
-            })
+            .filter(|(_, e)| e.selected_by(selector))
             .map(|(_, e)| e.clone())
             .collect()
     }

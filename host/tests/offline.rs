@@ -3,26 +3,13 @@
 //!
 //! The components come from `scripts/build-plugins` (run by `scripts/test`).
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use common::component;
 use serde_json::Value;
-
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
-}
-
-fn component(name: &str) -> PathBuf {
-    let path = target_dir().join("wasm32-wasip2/release").join(format!("{name}.wasm"));
-    assert!(
-        path.exists(),
-        "{} is missing: run scripts/build-plugins (scripts/test does) before cargo test",
-        path.display()
-    );
-    path
-}
 
 fn fixture(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(path)

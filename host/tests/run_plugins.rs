@@ -1,80 +1,19 @@
 //! `wasmloop run` with the other example plugins on the real control plane.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+mod common;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
+use common::Host;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
-use wasmloop_testenv::{eventually, shared};
-
-fn component(name: &str) -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    let path = target.join("wasm32-wasip2/release").join(format!("{name}.wasm"));
-    assert!(path.exists(), "{} is missing: run scripts/build-plugins first", path.display());
-    path
-}
-
-/// The host process, its stderr collected; killed when the test ends.
-struct Host {
-    child: Child,
-    output: Arc<Mutex<String>>,
-}
-
-impl Host {
-    fn start(plugin: &str) -> Host {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_wasmloop"))
-            .arg("run")
-            .arg("--plugin")
-            .arg(component(plugin))
-            .env("KUBECONFIG", shared().kubeconfig())
-            .env("WASMLOOP_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("wasmloop starts");
-        let output = Arc::new(Mutex::new(String::new()));
-        let stderr = child.stderr.take().unwrap();
-        let sink = output.clone();
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
-                sink.lock().unwrap().push_str(&line);
-                sink.lock().unwrap().push('\n');
-            }
-        });
-        Host { child, output }
-    }
-
-    async fn logged(&self, text: &str) {
-        let output = self.output.clone();
-        eventually(Duration::from_secs(60), &format!("the host to log {text:?}"), || {
-            let output = output.clone();
-            async move { if output.lock().unwrap().contains(text) { Ok(()) } else { Err("not yet".into()) } }
-        })
-        .await;
-    }
-}
-
-impl Drop for Host {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("--- wasmloop output ---\n{}", self.output.lock().unwrap());
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use std::time::Duration;
+use wasmloop_testenv::{eventually, shared, wait_for_event};
 
 #[tokio::test]
 async fn pod_logger_logs_each_pods_lifecycle() {
     let ns = shared().namespace("run-pods").await.unwrap();
-    let host = Host::start("pod_logger");
+    let host = Host::run(&["pod_logger"]);
     let pods: Api<Pod> = ns.api();
     let pod: Pod = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-0"},
@@ -108,7 +47,7 @@ async fn node_image_watch_annotates_the_total_and_reports_the_change() {
     nodes.create(&PostParams::default(), &node).await.unwrap();
     let images = |sizes: &[i64]| json!({"status": {"images": sizes.iter().map(|s| json!({"names": [format!("img-{s}")], "sizeBytes": s})).collect::<Vec<_>>()}});
     nodes.patch_status(&name, &PatchParams::default(), &Patch::Merge(images(&[100, 250]))).await.unwrap();
-    let _host = Host::start("node_image_watch");
+    let _host = Host::run(&["node_image_watch"]);
     let annotation = |expected: &'static str| {
         let (nodes, name) = (nodes.clone(), name.clone());
         async move {
@@ -127,27 +66,10 @@ async fn node_image_watch_annotates_the_total_and_reports_the_change() {
     nodes.patch_status(&name, &PatchParams::default(), &Patch::Merge(images(&[100]))).await.unwrap();
     annotation("100").await;
     let events: Api<Event> = Api::all(client);
-    eventually(Duration::from_secs(30), "the ImageStorageChanged Event", || {
-        let (events, name) = (events.clone(), name.clone());
-        async move {
-            let list = events.list(&ListParams::default()).await.map_err(|e| e.to_string())?;
-            list.items
-                .iter()
-                .find(|e| {
-                    e.reason.as_deref() == Some("ImageStorageChanged")
-                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name.as_str())
-                        && e.note.as_deref() == Some("image storage changed from 350 to 100 bytes (delta -250)")
-                })
-                .map(drop)
-                .ok_or_else(|| {
-                    let seen: Vec<_> = list
-                        .items
-                        .iter()
-                        .map(|e| (e.reason.clone(), e.note.clone(), e.regarding.as_ref().and_then(|r| r.name.clone())))
-                        .collect();
-                    format!("{seen:?}")
-                })
-        }
+    wait_for_event(&events, Duration::from_secs(30), "the ImageStorageChanged Event", |e| {
+        e.reason.as_deref() == Some("ImageStorageChanged")
+            && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name.as_str())
+            && e.note.as_deref() == Some("image storage changed from 350 to 100 bytes (delta -250)")
     })
     .await;
     nodes.delete(&name, &DeleteParams::default()).await.unwrap();
@@ -158,7 +80,7 @@ async fn configmap_mirror_copies_prunes_and_cleans_up_behind_its_finalizer() {
     let client = shared().client().await.unwrap();
     let source_ns = shared().namespace("mirror-src").await.unwrap();
     let (a, b) = (shared().namespace("mirror-a").await.unwrap(), shared().namespace("mirror-b").await.unwrap());
-    let _host = Host::start("configmap_mirror");
+    let _host = Host::run(&["configmap_mirror"]);
     let sources: Api<ConfigMap> = source_ns.api();
     let source = ConfigMap {
         metadata: ObjectMeta {
@@ -207,5 +129,4 @@ async fn configmap_mirror_copies_prunes_and_cleans_up_behind_its_finalizer() {
         }
     })
     .await;
-    let _ = Api::<Namespace>::all(shared().client().await.unwrap());
 }

@@ -1,75 +1,41 @@
 //! Queue behaviour seen through the `wasmloop` binary on the real control plane.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+mod common;
+
 use std::time::Duration;
 
+use common::{Host, component};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, PostParams};
 use serde_json::Value;
 use wasmloop_testenv::{TestNamespace, eventually, shared};
 
-fn component(name: &str) -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    target.join("wasm32-wasip2/release").join(format!("{name}.wasm"))
+/// The host running the hostile test plugin in one mode, logging JSON lines. The config file
+/// lives as long as the host.
+fn hostile(mode: &str) -> (Host, tempfile::NamedTempFile) {
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(config.path(), format!("plugins:\n  hostile:\n    config: {{mode: {mode}}}\n")).unwrap();
+    let plugin = component("hostile_plugin");
+    let host = Host::start([
+        "--log-format".as_ref(),
+        "json".as_ref(),
+        "run".as_ref(),
+        "--plugin".as_ref(),
+        plugin.as_os_str(),
+        "--config".as_ref(),
+        config.path().as_os_str(),
+    ]);
+    (host, config)
 }
 
-/// The host with the hostile test plugin in one mode, logging JSON lines.
-struct Host {
-    child: Child,
-    lines: Arc<Mutex<Vec<Value>>>,
-    _config: tempfile::NamedTempFile,
-}
-
-impl Host {
-    fn start(mode: &str) -> Host {
-        let config = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(config.path(), format!("plugins:\n  hostile:\n    config: {{mode: {mode}}}\n")).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_wasmloop"))
-            .args(["--log-format", "json", "run", "--plugin"])
-            .arg(component("hostile_plugin"))
-            .arg("--config")
-            .arg(config.path())
-            .env("KUBECONFIG", shared().kubeconfig())
-            .env("WASMLOOP_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("wasmloop starts");
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let (stderr, sink) = (child.stderr.take().unwrap(), lines.clone());
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Ok(value) = serde_json::from_str::<Value>(&line) {
-                    sink.lock().unwrap().push(value);
-                }
-            }
-        });
-        Host { child, lines, _config: config }
-    }
-
-    /// Log lines inside the reconcile span of `object` whose message contains `text`.
-    fn reconcile_lines(&self, object: &str, text: &str) -> Vec<Value> {
-        self.lines
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|l| l["span"]["object"] == object)
-            .filter(|l| l["fields"]["message"].as_str().is_some_and(|m| m.contains(text)))
-            .cloned()
-            .collect()
-    }
-}
-
-impl Drop for Host {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Log lines inside the reconcile span of `object` whose message contains `text`.
+fn reconcile_lines(host: &(Host, tempfile::NamedTempFile), object: &str, text: &str) -> Vec<Value> {
+    host.0
+        .json_lines()
+        .into_iter()
+        .filter(|l| l["span"]["object"] == object)
+        .filter(|l| l["fields"]["message"].as_str().is_some_and(|m| m.contains(text)))
+        .collect()
 }
 
 async fn configmap(ns: &TestNamespace, name: &str) {
@@ -94,11 +60,11 @@ fn millis(line: &Value) -> f64 {
 #[tokio::test]
 async fn a_plugin_that_always_fails_backs_off_with_growing_intervals() {
     let ns = shared().namespace("queue-backoff").await.unwrap();
-    let host = Host::start("panic");
+    let host = hostile("panic");
     configmap(&ns, "victim").await;
     let object = format!("{}/victim", ns.name);
     let failures = eventually(Duration::from_secs(60), "seven failed attempts", || {
-        let lines = host.reconcile_lines(&object, "the guest panicked");
+        let lines = reconcile_lines(&host, &object, "the guest panicked");
         async move { if lines.len() >= 7 { Ok(lines) } else { Err(format!("{} so far", lines.len())) } }
     })
     .await;
@@ -117,11 +83,11 @@ async fn a_plugin_that_always_fails_backs_off_with_growing_intervals() {
 #[tokio::test]
 async fn requeue_after_fires_again_and_again() {
     let ns = shared().namespace("queue-requeue").await.unwrap();
-    let host = Host::start("requeue");
+    let host = hostile("requeue");
     configmap(&ns, "ticker").await;
     let object = format!("{}/ticker", ns.name);
     let ticks = eventually(Duration::from_secs(30), "four ticks", || {
-        let lines = host.reconcile_lines(&object, "tick ticker");
+        let lines = reconcile_lines(&host, &object, "tick ticker");
         async move { if lines.len() >= 4 { Ok(lines) } else { Err(format!("{} so far", lines.len())) } }
     })
     .await;

@@ -5,14 +5,14 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, ListParams, ObjectMeta, PostParams};
+use kube::api::{Api, ObjectMeta, PostParams};
 use serde_json::json;
 use wasmloop_runtime::discovery::Kinds;
 use wasmloop_runtime::executor::Executor;
 use wasmloop_sandbox::{
     Action, EventType, Gvk, KindSelector, Manifest, Object, ObjectRef, PatchKind, Settings, object_from_value,
 };
-use wasmloop_testenv::{TestNamespace, eventually, shared};
+use wasmloop_testenv::{TestNamespace, shared, wait_for_event};
 
 fn manifest(owns_configmaps: bool) -> Manifest {
     let configmap = Gvk::from_api_version("v1", "ConfigMap");
@@ -140,17 +140,8 @@ async fn an_event_is_recorded_on_the_primary_by_the_plugin() {
     };
     executor(&ns).execute(&manifest(false), &owner, &[action]).await.unwrap();
     let events: Api<Event> = ns.api();
-    let found = eventually(Duration::from_secs(10), "the Event", || {
-        let events = events.clone();
-        async move {
-            let list = events.list(&ListParams::default()).await.map_err(|e| e.to_string())?;
-            list.items
-                .into_iter()
-                .find(|e| e.reason.as_deref() == Some("Checked"))
-                .ok_or_else(|| "no event yet".to_owned())
-        }
-    })
-    .await;
+    let found =
+        wait_for_event(&events, Duration::from_secs(10), "the Event", |e| e.reason.as_deref() == Some("Checked")).await;
     assert_eq!(found.type_.as_deref(), Some("Warning"));
     assert_eq!(found.note.as_deref(), Some("all bad"));
     assert_eq!(found.regarding.and_then(|r| r.uid), Some(owner.uid.clone()));
@@ -159,30 +150,17 @@ async fn an_event_is_recorded_on_the_primary_by_the_plugin() {
 
 #[tokio::test]
 async fn status_is_written_to_the_status_subresource_of_the_primary() {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    use kube::api::DynamicObject;
 
     let ns = shared().namespace("exec-status").await.unwrap();
-    let crd_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../plugins/foo-deployment/deploy/crd.yaml");
-    let crd: CustomResourceDefinition = serde_yaml::from_str(&std::fs::read_to_string(crd_path).unwrap()).unwrap();
-    match Api::<CustomResourceDefinition>::all(ns.client.clone()).create(&PostParams::default(), &crd).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(status)) if status.is_already_exists() => {}
-        Err(e) => panic!("installing the Foo CRD: {e}"),
-    }
-    let resource =
-        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("samplecontroller.k8s.io", "v1alpha1", "Foo"), "foos");
-    let foos: Api<DynamicObject> = Api::namespaced_with(ns.client.clone(), &ns.name, &resource);
+    let crd = concat!(env!("CARGO_MANIFEST_DIR"), "/../../plugins/foo-deployment/deploy/crd.yaml");
+    let foos = ns.install_crd(std::path::Path::new(crd)).await;
     let foo: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo",
         "metadata": {"name": "f"}, "spec": {"deploymentName": "d", "replicas": 1}
     }))
     .unwrap();
-    let created = eventually(Duration::from_secs(30), "the Foo CRD to be served", || {
-        let (foos, foo) = (foos.clone(), foo.clone());
-        async move { foos.create(&PostParams::default(), &foo).await.map_err(|e| e.to_string()) }
-    })
-    .await;
+    let created = foos.create(&PostParams::default(), &foo).await.unwrap();
     let mut value = serde_json::to_value(&created).unwrap();
     value["apiVersion"] = "samplecontroller.k8s.io/v1alpha1".into();
     value["kind"] = "Foo".into();

@@ -20,11 +20,13 @@
 
 mod binaries;
 mod control_plane;
+mod fixtures;
 mod kubeconfig;
 mod watchdog;
 
 pub use binaries::{Binaries, BinariesError};
 pub use control_plane::{ControlPlane, ControlPlaneError, TestNamespace};
+pub use fixtures::wait_for_event;
 
 use std::sync::OnceLock;
 

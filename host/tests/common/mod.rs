@@ -1,0 +1,139 @@
+//! What the host's integration tests share: the built components, the `wasmloop run`
+//! process, and foo-deployment's objects.
+
+#![allow(dead_code)] // each test binary uses its own part
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{Api, DynamicObject};
+use serde_json::{Value, json};
+use wasmloop_testenv::{eventually, shared};
+
+/// foo-deployment's CRD.
+pub const FOO_CRD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../plugins/foo-deployment/deploy/crd.yaml");
+
+/// The cargo target directory.
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
+}
+
+/// A component built by `scripts/build-plugins`.
+pub fn component(name: &str) -> PathBuf {
+    let path = target_dir().join("wasm32-wasip2/release").join(format!("{name}.wasm"));
+    assert!(
+        path.exists(),
+        "{} is missing: run scripts/build-plugins (scripts/test does) before cargo test",
+        path.display()
+    );
+    path
+}
+
+/// A `wasmloop` process against the shared control plane, its stderr collected; killed
+/// when the test ends, and its output printed if the test failed.
+pub struct Host {
+    child: Child,
+    output: Arc<Mutex<String>>,
+}
+
+impl Host {
+    /// `wasmloop run --plugin <component>...`.
+    pub fn run(plugins: &[&str]) -> Host {
+        let mut args: Vec<PathBuf> = Vec::new();
+        for plugin in plugins {
+            args.push("--plugin".into());
+            args.push(component(plugin));
+        }
+        Host::start(std::iter::once(PathBuf::from("run")).chain(args))
+    }
+
+    /// `wasmloop <args>`.
+    pub fn start(args: impl IntoIterator<Item = impl AsRef<OsStr>>) -> Host {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_wasmloop"))
+            .args(args)
+            .env("KUBECONFIG", shared().kubeconfig())
+            .env("WASMLOOP_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("wasmloop starts");
+        let output = Arc::new(Mutex::new(String::new()));
+        let (stderr, sink) = (child.stderr.take().expect("piped"), output.clone());
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                let mut out = sink.lock().unwrap();
+                out.push_str(&line);
+                out.push('\n');
+            }
+        });
+        Host { child, output }
+    }
+
+    /// Waits until the host has logged `text`.
+    pub async fn logged(&self, text: &str) {
+        let output = self.output.clone();
+        eventually(Duration::from_secs(60), &format!("the host to log {text:?}"), || {
+            let found = output.lock().unwrap().contains(text);
+            async move { if found { Ok(()) } else { Err("not yet".into()) } }
+        })
+        .await;
+    }
+
+    /// The lines logged so far that parse as JSON (with `--log-format json`).
+    pub fn json_lines(&self) -> Vec<Value> {
+        self.output.lock().unwrap().lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("--- wasmloop output ---\n{}", self.output.lock().unwrap());
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A Foo asking for `replicas` of Deployment `deployment`.
+pub fn foo(name: &str, deployment: &str, replicas: i32) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo",
+        "metadata": {"name": name},
+        "spec": {"deploymentName": deployment, "replicas": replicas}
+    }))
+    .unwrap()
+}
+
+/// Waits until Deployment `name` exists and passes `check`.
+pub async fn deployment_with(
+    deployments: &Api<Deployment>,
+    name: &str,
+    what: &str,
+    check: impl Fn(&Deployment) -> bool,
+) -> Deployment {
+    eventually(Duration::from_secs(90), what, || {
+        let deployments = deployments.clone();
+        let check = &check;
+        async move {
+            match deployments.get_opt(name).await.map_err(|e| e.to_string())? {
+                Some(d) if check(&d) => Ok(d),
+                Some(d) => Err(format!("{:?}", d.spec.map(|s| s.replicas))),
+                None => Err("no deployment yet".into()),
+            }
+        }
+    })
+    .await
+}
+
+/// The Deployment's desired replicas.
+pub fn replicas(d: &Deployment) -> Option<i32> {
+    d.spec.as_ref().and_then(|s| s.replicas)
+}

@@ -28,7 +28,7 @@ use crate::discovery::{DiscoveryError, Kinds, Resolved};
 #[derive(Debug, thiserror::Error)]
 pub enum ExecError {
     /// The API server refused or failed the request.
-    #[error("plugin {plugin}: {verb} {target} failed: {source}")]
+    #[error("plugin {plugin}: {verb} {target} failed: {source}; {}", next_step(source))]
     Api {
         /// The plugin.
         plugin: String,
@@ -61,6 +61,21 @@ pub enum ExecError {
         /// Why.
         reason: String,
     },
+}
+
+/// What an API error means for the user, for the message; whether the key is retried is
+/// said by the controller, which knows the error's class.
+fn next_step(error: &kube::Error) -> &'static str {
+    match error {
+        kube::Error::Api(status) => match status.code {
+            403 => "grant the host's service account this verb on this kind (RBAC)",
+            404 => "the object or its namespace does not exist (yet)",
+            409 => "a concurrent write won",
+            400 | 422 => "the server rejected what the plugin asked for; fix the plugin",
+            _ => "the API server failed the request",
+        },
+        _ => "the API server could not be reached",
+    }
 }
 
 impl ExecError {

@@ -16,7 +16,7 @@
 //! - Subscribers that fall behind get `Lagged` from the broadcast channel and must resync
 //!   from the cache.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
@@ -63,7 +63,8 @@ type Key = (String, String);
 
 #[derive(Default)]
 struct Cache {
-    objects: HashMap<Key, Arc<Entry>>,
+    /// Ordered by (namespace, name), so one namespace is a range, not a scan.
+    objects: BTreeMap<Key, Arc<Entry>>,
     by_owner: HashMap<String, HashSet<Key>>,
 }
 
@@ -322,13 +323,13 @@ impl Informer {
     /// Objects in `namespace` (all when none) matching `selector`.
     pub fn list(&self, namespace: Option<&str>, selector: &Selector) -> Vec<Arc<Entry>> {
         let cache = self.cache.read().expect("lock");
-        cache
-            .objects
-            .iter()
-            .filter(|((ns, _), _)| !self.namespaced || namespace.is_none_or(|want| ns == want))
-            .filter(|(_, e)| e.selected_by(selector))
-            .map(|(_, e)| e.clone())
-            .collect()
+        let in_scope: Box<dyn Iterator<Item = (&Key, &Arc<Entry>)>> = match namespace {
+            Some(ns) if self.namespaced => {
+                Box::new(cache.objects.range((ns.to_owned(), String::new())..).take_while(move |((n, _), _)| n == ns))
+            }
+            _ => Box::new(cache.objects.iter()),
+        };
+        in_scope.filter(|(_, e)| e.selected_by(selector)).map(|(_, e)| e.clone()).collect()
     }
 
     /// Objects whose owner references include `uid`, from the index.

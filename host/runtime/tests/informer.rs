@@ -76,6 +76,9 @@ async fn the_cache_holds_what_existed_before_sync_and_what_came_after() {
     let web: Selector = "tier=web".parse().unwrap();
     let names: Vec<String> = informer.list(None, &web).iter().map(|e| e.envelope.name.clone()).collect();
     assert_eq!(names, ["before"]);
+    let everything = Selector::default();
+    assert_eq!(informer.list(Some(&ns.name), &everything).len(), 2, "both, looked up by namespace");
+    assert!(informer.list(Some("elsewhere"), &everything).is_empty());
 }
 
 #[tokio::test]

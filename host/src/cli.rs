@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::endpoints::BindAddress;
+
 /// A Kubernetes reconcile host whose controller logic is pluggable WebAssembly.
 #[derive(Debug, Parser)]
 #[command(name = "wasmloop", version, about, long_about = None)]
@@ -54,6 +56,8 @@ pub enum Command {
     Reconcile(ReconcileArgs),
     /// Run plugins against a cluster (kubeconfig, or the in-cluster service account).
     Run(RunArgs),
+    /// Run one plugin against a cluster and reload it whenever its file or crate changes.
+    Dev(DevArgs),
 }
 
 /// `wasmloop run`.
@@ -62,9 +66,34 @@ pub struct RunArgs {
     /// A plugin component (.wasm). Repeatable.
     #[arg(long = "plugin", required = true)]
     pub plugins: Vec<PathBuf>,
+    /// Host options.
+    #[command(flatten)]
+    pub host: HostArgs,
+}
+
+/// `wasmloop dev`.
+#[derive(Debug, Args)]
+pub struct DevArgs {
+    /// A plugin component (.wasm), or a plugin crate's directory (built with
+    /// `cargo build --release --target wasm32-wasip2` on every source change).
+    pub path: PathBuf,
+    /// Host options.
+    #[command(flatten)]
+    pub host: HostArgs,
+}
+
+/// Options of the commands that run plugins against a cluster.
+#[derive(Debug, Clone, Args)]
+pub struct HostArgs {
     /// Host configuration (YAML): resync, shutdown timeout, and per-plugin settings and config.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Serve Prometheus metrics on /metrics here: HOST:PORT, :PORT for every interface, 0 for off.
+    #[arg(long, default_value = "0", value_name = "ADDRESS")]
+    pub metrics_bind_address: BindAddress,
+    /// Serve /healthz and /readyz here: HOST:PORT, :PORT for every interface, 0 for off.
+    #[arg(long, default_value = ":8081", value_name = "ADDRESS")]
+    pub health_probe_bind_address: BindAddress,
     /// Sandbox options.
     #[command(flatten)]
     pub sandbox: SandboxArgs,

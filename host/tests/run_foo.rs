@@ -6,6 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::{FOO_CRD, Host, deployment_with, foo, replicas};
+use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -97,4 +98,49 @@ async fn a_foreign_deployment_is_left_untouched_with_err_resource_exists() {
     assert!(warning.note.unwrap().contains("Resource \"taken\" already exists and is not managed by Foo"));
     let after = deployments.get("taken").await.unwrap();
     assert_eq!(after.metadata.resource_version, before.metadata.resource_version, "the foreign Deployment was written");
+}
+
+#[tokio::test]
+async fn two_hundred_foos_converge() {
+    let ns = shared().namespace("run-foo-200").await.unwrap();
+    let foos = ns.install_crd(Path::new(FOO_CRD)).await;
+    let _host = Host::run(&["foo_deployment"]);
+    futures::stream::iter(0..200)
+        .for_each_concurrent(20, |i| {
+            let foos = foos.clone();
+            async move {
+                let name = format!("foo-{i}");
+                foos.create(&PostParams::default(), &foo(&name, &name, 1 + i % 3)).await.unwrap();
+            }
+        })
+        .await;
+    let deployments: Api<Deployment> = ns.api();
+    eventually(Duration::from_secs(180), "200 Deployments with the right replicas and 200 Foo statuses", || {
+        let (deployments, foos) = (deployments.clone(), foos.clone());
+        async move {
+            let listed = deployments.list(&Default::default()).await.map_err(|e| e.to_string())?;
+            let right = listed
+                .items
+                .iter()
+                .filter(|d| {
+                    let i: i32 = d.metadata.name.as_deref().unwrap()["foo-".len()..].parse().unwrap();
+                    replicas(d) == Some(1 + i % 3)
+                })
+                .count();
+            let statuses = foos
+                .list(&Default::default())
+                .await
+                .map_err(|e| e.to_string())?
+                .items
+                .iter()
+                .filter(|f| f.data["status"]["availableReplicas"] == 0)
+                .count();
+            if right == 200 && statuses == 200 {
+                Ok(())
+            } else {
+                Err(format!("{right} Deployments right, {statuses} statuses set"))
+            }
+        }
+    })
+    .await;
 }

@@ -2,7 +2,8 @@
 
 mod common;
 
-use common::Host;
+use common::{Host, component};
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
@@ -129,4 +130,150 @@ async fn configmap_mirror_copies_prunes_and_cleans_up_behind_its_finalizer() {
         }
     })
     .await;
+}
+
+/// foo-deployment owns Deployments, labeler's primary is Deployment, hostile reads them.
+fn three_plugins_on_deployments() -> (Host, tempfile::NamedTempFile) {
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(config.path(), "plugins:\n  hostile:\n    config: {mode: ok}\n").unwrap();
+    let mut args: Vec<std::ffi::OsString> = vec!["run".into(), "--config".into(), config.path().into()];
+    for plugin in ["foo_deployment", "labeler_plugin", "hostile_plugin"] {
+        args.extend(["--plugin".into(), component(plugin).into()]);
+    }
+    (Host::start(args), config)
+}
+
+async fn labelled_deployment(ns: &wasmloop_testenv::TestNamespace, name: &str) {
+    let deployments: Api<Deployment> = ns.api();
+    let deployment: Deployment = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+        "spec": {"selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}
+    }))
+    .unwrap();
+    deployments.create(&PostParams::default(), &deployment).await.unwrap();
+    eventually(Duration::from_secs(60), "the labeler's label", || {
+        let deployments = deployments.clone();
+        async move {
+            let d = deployments.get(name).await.map_err(|e| e.to_string())?;
+            let labels = d.metadata.labels.unwrap_or_default();
+            match labels.get("wasmloop.dev/labeled-by") {
+                Some(v) if v == "v1" => Ok(()),
+                other => Err(format!("label {other:?}")),
+            }
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn three_plugins_on_one_kind_share_one_watch() {
+    let ns = shared().namespace("share-watch").await.unwrap();
+    ns.install_crd(std::path::Path::new(common::FOO_CRD)).await;
+    let (host, _config) = three_plugins_on_deployments();
+    labelled_deployment(&ns, "shared").await;
+    let deployments = r#"{kind="apps/v1/Deployment",namespace=""}"#;
+    assert_eq!(host.metric(&format!("wasmloop_watches_active{deployments}")).await, 1.0);
+    assert_eq!(host.metric(&format!("wasmloop_watches_started_total{deployments}")).await, 1.0);
+    assert_eq!(host.metric(&format!("wasmloop_watch_relists_total{deployments}")).await, 1.0);
+    assert_eq!(host.metric("wasmloop_plugins_active").await, 3.0);
+}
+
+#[tokio::test]
+async fn metrics_move_as_reconciles_happen_and_the_probes_answer() {
+    let ns = shared().namespace("metrics").await.unwrap();
+    ns.install_crd(std::path::Path::new(common::FOO_CRD)).await;
+    let (host, _config) = three_plugins_on_deployments();
+    assert_eq!(host.get("/healthz").await, (200, "ok\n".to_owned()));
+    host.logged("wasmloop running").await;
+    assert_eq!(host.get("/readyz").await, (200, "ok\n".to_owned()), "ready once every plugin's caches synced");
+    let patches = r#"wasmloop_actions_total{plugin="labeler",kind="Deployment",verb="patch"}"#;
+    let reconciles = r#"wasmloop_reconciles_total{plugin="labeler",result="success"}"#;
+    let instantiations = r#"wasmloop_instantiate_duration_seconds_count{plugin="labeler"}"#;
+    let before = (host.metric(patches).await, host.metric(reconciles).await, host.metric(instantiations).await);
+    labelled_deployment(&ns, "counted").await;
+    eventually(Duration::from_secs(30), "the counters to move", || {
+        let host = &host;
+        async move {
+            let after = (host.metric(patches).await, host.metric(reconciles).await, host.metric(instantiations).await);
+            if after.0 > before.0 && after.1 > before.1 && after.2 > before.2 {
+                Ok(())
+            } else {
+                Err(format!("before {before:?}, after {after:?}"))
+            }
+        }
+    })
+    .await;
+    let text = host.get("/metrics").await.1;
+    for series in [
+        r#"wasmloop_plugin_loads_total{plugin="labeler"} 1"#,
+        r#"wasmloop_queue_depth{plugin="labeler"}"#,
+        r#"wasmloop_queue_retries_total{plugin="labeler"}"#,
+        "wasmloop_leader 1",
+        "# EOF",
+    ] {
+        assert!(text.contains(series), "{series} missing from /metrics:\n{text}");
+    }
+}
+
+#[tokio::test]
+async fn a_competing_writer_causes_conflicts_and_the_host_still_converges() {
+    let (source_ns, copies) =
+        (shared().namespace("conflict-src").await.unwrap(), shared().namespace("conflict-dst").await.unwrap());
+    let host = Host::run(&["configmap_mirror"]);
+    let sources: Api<ConfigMap> = source_ns.api();
+    let source = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some("contended".into()),
+            annotations: Some([("wasmloop.dev/mirror-to".to_owned(), copies.name.clone())].into()),
+            ..ObjectMeta::default()
+        },
+        data: Some([("n".to_owned(), "0".to_owned())].into()),
+        ..ConfigMap::default()
+    };
+    sources.create(&PostParams::default(), &source).await.unwrap();
+    host.logged("wasmloop running").await;
+    // Four writers bump the data without preconditions while the host, adding its finalizer
+    // with a resourceVersion precondition, reads an ever-stale cache.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let counter = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let writers: Vec<_> = (0..4)
+        .map(|_| {
+            let (sources, stop, counter) = (sources.clone(), stop.clone(), counter.clone());
+            tokio::spawn(async move {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let n = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                    let patch = json!({"data": {"n": n.to_string()}});
+                    sources.patch("contended", &PatchParams::default(), &Patch::Merge(patch)).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let label = json!({"metadata": {"labels": {"wasmloop.dev/mirror": "true"}}});
+    sources.patch("contended", &PatchParams::default(), &Patch::Merge(label)).await.unwrap();
+    let conflicts = r#"wasmloop_reconcile_errors_total{plugin="configmap-mirror",reason="Conflict"}"#;
+    eventually(Duration::from_secs(30), "a conflict", || {
+        let host = &host;
+        async move { if host.metric(conflicts).await >= 1.0 { Ok(()) } else { Err("none yet".into()) } }
+    })
+    .await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    let last = sources.get("contended").await.unwrap().data.unwrap()["n"].clone();
+    let copies: Api<ConfigMap> = copies.api();
+    eventually(Duration::from_secs(60), "the copy to hold the last write", || {
+        let copies = copies.clone();
+        let last = last.clone();
+        async move {
+            let copy = copies.get_opt("contended").await.map_err(|e| e.to_string())?.ok_or("no copy yet")?;
+            let n = copy.data.unwrap_or_default().remove("n");
+            if n.as_deref() == Some(last.as_str()) { Ok(()) } else { Err(format!("copy has n={n:?}, source {last}")) }
+        }
+    })
+    .await;
+    let finalizers = sources.get("contended").await.unwrap().metadata.finalizers.unwrap_or_default();
+    assert!(finalizers.contains(&"wasmloop.dev/mirror-cleanup".to_owned()), "finalizer added despite conflicts");
 }

@@ -2,12 +2,15 @@
 
 mod common;
 
+use std::path::Path;
 use std::time::Duration;
 
-use common::{Host, component};
+use common::{FOO_CRD, Host, component, deployment_with, foo, replicas};
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ObjectMeta, PostParams};
-use serde_json::Value;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
 use wasmloop_testenv::{TestNamespace, eventually, shared};
 
 /// The host running the hostile test plugin in one mode, logging JSON lines. The config file
@@ -95,4 +98,52 @@ async fn requeue_after_fires_again_and_again() {
     for gap in times.windows(2).map(|w| w[1] - w[0]) {
         assert!(gap >= 450.0, "requeued after {gap} ms, asked for 500");
     }
+}
+
+#[tokio::test]
+async fn a_burst_of_updates_to_one_object_is_a_few_reconciles_never_two_at_once_and_the_last_state_wins() {
+    let ns = shared().namespace("queue-burst").await.unwrap();
+    let foos = ns.install_crd(Path::new(FOO_CRD)).await;
+    // Eight workers, so a broken queue would have idle workers to run one key twice.
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(config.path(), "maxConcurrentReconciles: 8\n").unwrap();
+    let plugin = component("foo_deployment");
+    let host = Host::start([
+        "run".as_ref(),
+        "--plugin".as_ref(),
+        plugin.as_os_str(),
+        "--config".as_ref(),
+        config.path().as_os_str(),
+    ]);
+    foos.create(&PostParams::default(), &foo("burst", "burst", 1)).await.unwrap();
+    let deployments: Api<Deployment> = ns.api();
+    deployment_with(&deployments, "burst", "the first Deployment", |d| replicas(d) == Some(1)).await;
+    let success = r#"wasmloop_reconciles_total{plugin="foo-deployment",result="success"}"#;
+    let before = host.metric(success).await;
+
+    // 100 updates, 10 in flight at a time; whichever the API server took last is the state.
+    futures::stream::iter(2..=101)
+        .for_each_concurrent(10, |n| {
+            let foos = foos.clone();
+            async move {
+                let patch = json!({"spec": {"replicas": n}});
+                foos.patch("burst", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+            }
+        })
+        .await;
+    let last = foos.get("burst").await.unwrap().data["spec"]["replicas"].as_i64().unwrap() as i32;
+    deployment_with(&deployments, "burst", "the Deployment at the last state", |d| replicas(d) == Some(last)).await;
+    // Let any reconcile still queued finish before counting.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(host.metric(r#"wasmloop_reconciles_in_flight{plugin="foo-deployment"}"#).await, 0.0);
+    let reconciles = host.metric(success).await - before;
+    assert!(
+        (1.0..50.0).contains(&reconciles),
+        "100 updates took {reconciles} reconciles; events for a waiting key collapse"
+    );
+    assert_eq!(host.metric(r#"wasmloop_reconcile_overlaps_total{plugin="foo-deployment"}"#).await, 0.0);
+    assert!(
+        host.metric(r#"wasmloop_reconcile_duration_seconds_count{plugin="foo-deployment"}"#).await >= reconciles,
+        "every reconcile is timed"
+    );
 }

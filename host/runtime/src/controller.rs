@@ -19,9 +19,11 @@ use wasmloop_sandbox::{
     Action, EventType, Gvk, HostServices, Manifest, Object, ObjectRef, Phase, Plugin, Request, Selector,
 };
 
+use crate::context::Context;
 use crate::discovery::{DiscoveryError, Kinds};
 use crate::executor::{ExecError, Executor};
-use crate::informer::{Change, Entry, Informer, InformerScope, Informers};
+use crate::informer::{Change, Entry, Informer, InformerScope};
+use crate::metrics::Metrics;
 use crate::queue::{QueueConfig, WorkQueue};
 
 /// How long a controller waits for its caches to fill before giving up.
@@ -129,9 +131,44 @@ struct Shared {
     executor: Arc<Executor>,
     kinds: Arc<Kinds>,
     client: kube::Client,
+    metrics: Arc<Metrics>,
     config: ControllerConfig,
+    /// Keys being reconciled, kept apart from the queue's own book-keeping so that a broken
+    /// queue shows up as `wasmloop_reconcile_overlaps_total` instead of passing unseen.
+    running: Mutex<HashSet<Key>>,
     previous: Mutex<HashMap<Key, Arc<Entry>>>,
     tombstones: Mutex<HashMap<Key, Arc<Entry>>>,
+}
+
+/// A controller with synced caches and a filling queue, not reconciling yet.
+pub struct Prepared {
+    shared: Arc<Shared>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    concurrency: usize,
+}
+
+impl Prepared {
+    /// Starts the workers.
+    pub fn run(mut self) -> Controller {
+        for _ in 0..self.concurrency {
+            self.tasks.push(tokio::spawn(work(self.shared.clone())));
+        }
+        let tasks = std::mem::take(&mut self.tasks);
+        Controller { shared: self.shared.clone(), tasks }
+    }
+
+    /// The plugin's manifest.
+    pub fn manifest(&self) -> &Manifest {
+        &self.shared.manifest
+    }
+}
+
+impl Drop for Prepared {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
 }
 
 /// A running plugin controller.
@@ -146,18 +183,23 @@ fn key_of(object: &Object) -> Key {
 
 impl Controller {
     /// Starts the informers the plugin needs, waits for them to sync, then starts the
-    /// workers.
+    /// workers: [`Controller::prepare`] and [`Prepared::run`] in one go.
     ///
     /// # Errors
-    /// When a declared kind is not served.
-    pub async fn start(
-        plugin: Plugin,
-        client: kube::Client,
-        informers: &Informers,
-        kinds: Arc<Kinds>,
-        executor: Arc<Executor>,
-        config: ControllerConfig,
-    ) -> Result<Controller, StartError> {
+    /// When a declared kind is not served or its cache does not sync.
+    pub async fn start(plugin: Plugin, context: &Context, config: ControllerConfig) -> Result<Controller, StartError> {
+        Ok(Controller::prepare(plugin, context, config).await?.run())
+    }
+
+    /// Acquires the plugin's informers (shared ones keep their warm caches), waits for them to
+    /// sync and starts queueing keys, every primary among them, without reconciling yet. A
+    /// new plugin version is prepared while the old one still serves; it runs once the old
+    /// one has finished its reconciles in flight.
+    ///
+    /// # Errors
+    /// When a declared kind is not served or its cache does not sync.
+    pub async fn prepare(plugin: Plugin, context: &Context, config: ControllerConfig) -> Result<Prepared, StartError> {
+        let informers = &context.informers;
         let manifest = plugin.manifest().clone();
         let namespace = manifest.primary.namespace.clone();
         let scope = |kind: &Gvk, namespace: Option<String>| InformerScope { kind: kind.clone(), namespace };
@@ -202,6 +244,7 @@ impl Controller {
             .map(|s| Duration::from_secs(s.into()))
             .or(config.resync)
             .filter(|every| !every.is_zero());
+        context.metrics.plugin_started(&manifest.name);
         let shared = Arc::new(Shared {
             queue: WorkQueue::new(config.queue),
             selector,
@@ -210,10 +253,12 @@ impl Controller {
             owned,
             plugin,
             manifest,
-            executor,
-            kinds,
-            client,
+            executor: context.executor.clone(),
+            kinds: context.kinds.clone(),
+            client: context.client.clone(),
+            metrics: context.metrics.clone(),
             config,
+            running: Mutex::default(),
             previous: Mutex::default(),
             tombstones: Mutex::default(),
         });
@@ -240,15 +285,17 @@ impl Controller {
                 }
             }));
         }
-        for _ in 0..concurrency {
-            tasks.push(tokio::spawn(work(shared.clone())));
-        }
-        Ok(Controller { shared, tasks })
+        Ok(Prepared { shared, tasks, concurrency })
     }
 
     /// The plugin's name.
     pub fn name(&self) -> &str {
         &self.shared.manifest.name
+    }
+
+    /// The plugin version this controller runs.
+    pub fn plugin(&self) -> &Plugin {
+        &self.shared.plugin
     }
 
     /// The queue (for metrics and tests).
@@ -275,9 +322,16 @@ impl Drop for Controller {
     }
 }
 
+impl Shared {
+    fn enqueue(&self, key: Key) {
+        self.queue.add(key);
+        self.metrics.queue_depth(&self.manifest.name, self.queue.len());
+    }
+}
+
 fn enqueue_all(shared: &Shared) {
     for entry in shared.primary.list(shared.manifest.primary.namespace.as_deref(), &shared.selector) {
-        shared.queue.add(key_of(&entry.envelope));
+        shared.enqueue(key_of(&entry.envelope));
     }
 }
 
@@ -300,14 +354,14 @@ async fn next_related(shared: &Shared, changes: &mut broadcast::Receiver<Change>
 async fn pump_primary(shared: Arc<Shared>, mut changes: broadcast::Receiver<Change>) {
     loop {
         match changes.recv().await {
-            Ok(Change::Applied(entry)) if selected(&shared, &entry) => shared.queue.add(key_of(&entry.envelope)),
+            Ok(Change::Applied(entry)) if selected(&shared, &entry) => shared.enqueue(key_of(&entry.envelope)),
             Ok(Change::Applied(_)) => {}
             Ok(Change::Deleted(entry)) => {
                 let key = key_of(&entry.envelope);
                 shared.previous.lock().expect("lock").remove(&key);
                 if shared.manifest.deliver_deleted && selected(&shared, &entry) {
                     shared.tombstones.lock().expect("lock").insert(key.clone(), entry);
-                    shared.queue.add(key);
+                    shared.enqueue(key);
                 }
             }
             Err(RecvError::Lagged(_)) => enqueue_all(&shared),
@@ -324,7 +378,7 @@ async fn pump_owned(shared: Arc<Shared>, mut changes: broadcast::Receiver<Change
             let (group, _) = wasmloop_sdk::kind::split_api_version(&owner.api_version);
             if owner.kind == primary.kind && group == primary.group {
                 let namespace = shared.primary.namespaced().then(|| entry.envelope.namespace.clone()).flatten();
-                shared.queue.add(Key { namespace, name: owner.name.clone() });
+                shared.enqueue(Key { namespace, name: owner.name.clone() });
             }
         }
     }
@@ -345,7 +399,7 @@ async fn pump_watched(shared: Arc<Shared>, mut changes: broadcast::Receiver<Chan
                 // related object's; a cluster-scoped primary has none.
                 let namespace =
                     if shared.primary.namespaced() { r.namespace.or_else(|| related_namespace.clone()) } else { None };
-                shared.queue.add(Key { namespace, name: r.name })
+                shared.enqueue(Key { namespace, name: r.name })
             }),
             Ok(Err(error)) => tracing::warn!(plugin = %shared.manifest.name, %error, "map failed"),
             Err(error) => tracing::error!(plugin = %shared.manifest.name, %error, "map task failed"),
@@ -354,21 +408,33 @@ async fn pump_watched(shared: Arc<Shared>, mut changes: broadcast::Receiver<Chan
 }
 
 async fn work(shared: Arc<Shared>) {
+    let plugin = shared.manifest.name.as_str();
     while let Some(key) = shared.queue.get().await {
+        shared.metrics.queue_depth(plugin, shared.queue.len());
         let attempt = shared.queue.retries(&key);
-        let span = tracing::info_span!("reconcile", plugin = %shared.manifest.name, object = %key, attempt, actions = tracing::field::Empty, duration_ms = tracing::field::Empty);
+        let span = tracing::info_span!("reconcile", plugin, object = %key, attempt, actions = tracing::field::Empty, duration_ms = tracing::field::Empty);
         let started = Instant::now();
+        if !shared.running.lock().expect("lock").insert(key.clone()) {
+            shared.metrics.overlapped(plugin);
+            span.in_scope(|| {
+                tracing::error!("two reconciles of one object at once; this is a wasmloop bug, please report it")
+            });
+        }
+        shared.metrics.in_flight(plugin, 1);
         // Its own task: a panic in host code must not strand the key in `processing`.
         let task = tokio::spawn({
             let (shared, key) = (shared.clone(), key.clone());
             async move { reconcile(&shared, &key, attempt).await }.instrument(span.clone())
         });
         let outcome = task.await.unwrap_or_else(|panic| {
-            tracing::error!(plugin = %shared.manifest.name, object = %key, %panic, "reconcile panicked; retrying with backoff");
+            tracing::error!(plugin, object = %key, %panic, "reconcile panicked; retrying with backoff");
             Outcome::Retry
         });
-        span.record("duration_ms", started.elapsed().as_millis() as u64);
-        match outcome {
+        let took = started.elapsed();
+        span.record("duration_ms", took.as_millis() as u64);
+        shared.running.lock().expect("lock").remove(&key);
+        shared.metrics.in_flight(plugin, -1);
+        let result = match outcome {
             Outcome::Done { actions, requeue_after } => {
                 span.record("actions", actions);
                 shared.queue.forget(&key);
@@ -376,13 +442,21 @@ async fn work(shared: Arc<Shared>) {
                     shared.queue.add_after(key.clone(), after);
                 }
                 span.in_scope(|| tracing::debug!("reconciled"));
+                "success"
             }
             Outcome::Retry => {
                 shared.queue.add_rate_limited(key.clone());
+                shared.metrics.retried(plugin);
+                "retry"
             }
-            Outcome::Wait => shared.queue.forget(&key),
-        }
+            Outcome::Wait => {
+                shared.queue.forget(&key);
+                "failed"
+            }
+        };
+        shared.metrics.reconciled(plugin, result, took);
         shared.queue.done(&key);
+        shared.metrics.queue_depth(plugin, shared.queue.len());
     }
 }
 
@@ -533,9 +607,13 @@ async fn call(shared: &Arc<Shared>, key: &Key, entry: Arc<Entry>, phase: Phase, 
     let result = tokio::task::spawn_blocking(move || {
         let _entered = span.enter();
         let services: Arc<dyn HostServices> = cache;
-        plugin.reconcile(&request, services)
+        plugin.reconcile_timed(&request, services)
     })
-    .await;
+    .await
+    .map(|(result, timings)| {
+        shared.metrics.instantiated(&shared.manifest.name, timings.instantiate);
+        result
+    });
     let response = match result {
         Ok(Ok(response)) => response,
         Ok(Err(error)) => {
@@ -603,6 +681,7 @@ async fn call(shared: &Arc<Shared>, key: &Key, entry: Arc<Entry>, phase: Phase, 
 /// Logs a failed reconcile and records it as a Warning Event on the primary.
 async fn failed(shared: &Shared, primary: &Object, message: &str, reason: &str, transient: bool) -> Outcome {
     tracing::warn!(reason, transient, "{message}");
+    shared.metrics.reconcile_failed(&shared.manifest.name, reason);
     if !primary.uid.is_empty() {
         let next = if transient { "retrying with backoff" } else { "waiting for the object or the plugin to change" };
         let note = format!("{message} ({next})");

@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 use wasmloop_sandbox::{Action, EventType, Gvk, Manifest, Object, ObjectRef, PatchKind};
 
 use crate::discovery::{DiscoveryError, Kinds, Resolved};
+use crate::metrics::Metrics;
 
 /// An action that could not be carried out.
 #[derive(Debug, thiserror::Error)]
@@ -93,7 +94,7 @@ impl ExecError {
     /// The Warning Event reason for this failure.
     pub fn event_reason(&self) -> &'static str {
         match self {
-            ExecError::Api { source: kube::Error::Api(status), .. } if status.code == 409 => "ApplyConflict",
+            ExecError::Api { source: kube::Error::Api(status), .. } if status.code == 409 => "Conflict",
             ExecError::Api { source: kube::Error::Api(status), .. } if status.code == 403 => "Forbidden",
             ExecError::Api { .. } => "ActionFailed",
             ExecError::Discovery { .. } => "UnknownKind",
@@ -120,6 +121,7 @@ pub struct Executor {
     client: Client,
     kinds: Arc<Kinds>,
     recorders: Mutex<HashMap<(String, String), Recorder>>,
+    metrics: Arc<Metrics>,
 }
 
 fn label(kind: &str, namespace: Option<&str>, name: &str) -> String {
@@ -131,8 +133,8 @@ fn label(kind: &str, namespace: Option<&str>, name: &str) -> String {
 
 impl Executor {
     /// An executor writing with `client`.
-    pub fn new(client: Client, kinds: Arc<Kinds>) -> Executor {
-        Executor { client, kinds, recorders: Mutex::new(HashMap::new()) }
+    pub fn new(client: Client, kinds: Arc<Kinds>, metrics: Arc<Metrics>) -> Executor {
+        Executor { client, kinds, recorders: Mutex::new(HashMap::new()), metrics }
     }
 
     async fn resolve(&self, plugin: &str, kind: &Gvk) -> Result<Resolved, ExecError> {
@@ -159,21 +161,33 @@ impl Executor {
     ) -> Result<Vec<Applied>, ExecError> {
         let mut applied = Vec::new();
         for action in actions {
-            match action {
-                Action::Apply(object) => applied.push(self.apply(manifest, primary, object).await?),
-                Action::Status(status) => self.status(manifest, primary, status).await?,
+            let (kind, verb) = match action {
+                Action::Apply(object) => {
+                    let done = self.apply(manifest, primary, object).await?;
+                    let kind = done.kind.kind.clone();
+                    applied.push(done);
+                    (kind, "apply")
+                }
+                Action::Status(status) => {
+                    self.status(manifest, primary, status).await?;
+                    (primary.kind.clone(), "status")
+                }
                 Action::Patch { target, kind, patch } => {
                     let target = self.in_namespace(manifest, target, primary).await?;
-                    self.patch(manifest, &target, *kind, patch).await?
+                    self.patch(manifest, &target, *kind, patch).await?;
+                    (target.kind, "patch")
                 }
                 Action::Delete(target) => {
                     let target = self.in_namespace(manifest, target, primary).await?;
-                    self.delete(manifest, &target).await?
+                    self.delete(manifest, &target).await?;
+                    (target.kind, "delete")
                 }
                 Action::Event { event_type, reason, message, action } => {
-                    self.event(manifest, primary, *event_type, reason, message, action.as_deref()).await?
+                    self.event(manifest, primary, *event_type, reason, message, action.as_deref()).await?;
+                    ("Event".to_owned(), "event")
                 }
-            }
+            };
+            self.metrics.action(&manifest.name, &kind, verb);
         }
         Ok(applied)
     }

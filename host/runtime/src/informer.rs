@@ -17,7 +17,6 @@
 //!   from the cache.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use futures::StreamExt;
@@ -28,6 +27,7 @@ use tokio::sync::{broadcast, watch};
 use wasmloop_sandbox::{Gvk, Object, Selector, object_from_value};
 
 use crate::discovery::{DiscoveryError, Kinds};
+use crate::metrics::{Metrics, WatchLabels};
 
 /// Capacity of each informer's change channel.
 const CHANGES: usize = 4096;
@@ -105,15 +105,6 @@ impl Cache {
     }
 }
 
-/// Counters the host exposes.
-#[derive(Debug, Default)]
-pub struct InformerStats {
-    /// Watches started since the process began.
-    pub watches_started: AtomicU64,
-    /// Watches running now.
-    pub active_watches: AtomicI64,
-}
-
 /// One kind in one namespace scope (none: all namespaces, or a cluster-scoped kind).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct InformerScope {
@@ -123,23 +114,24 @@ pub struct InformerScope {
     pub namespace: Option<String>,
 }
 
+impl InformerScope {
+    fn labels(&self) -> WatchLabels {
+        WatchLabels { kind: self.kind.to_string(), namespace: self.namespace.clone().unwrap_or_default() }
+    }
+}
+
 /// The registry of running informers.
 pub struct Informers {
     client: Client,
     kinds: Arc<Kinds>,
     live: Mutex<HashMap<InformerScope, Weak<Informer>>>,
-    stats: Arc<InformerStats>,
+    metrics: Arc<Metrics>,
 }
 
 impl Informers {
     /// A registry that starts watches with `client`, resolving kinds through `kinds`.
-    pub fn new(client: Client, kinds: Arc<Kinds>) -> Informers {
-        Informers { client, kinds, live: Mutex::new(HashMap::new()), stats: Arc::default() }
-    }
-
-    /// The counters.
-    pub fn stats(&self) -> &InformerStats {
-        &self.stats
+    pub fn new(client: Client, kinds: Arc<Kinds>, metrics: Arc<Metrics>) -> Informers {
+        Informers { client, kinds, live: Mutex::new(HashMap::new()), metrics }
     }
 
     /// The informer for `scope`, started if nobody holds it yet.
@@ -157,7 +149,7 @@ impl Informers {
         if let Some(existing) = live.get(scope).and_then(Weak::upgrade) {
             return Ok(existing);
         }
-        let informer = Informer::start(self.client.clone(), scope.clone(), resource, namespaced, self.stats.clone());
+        let informer = Informer::start(self.client.clone(), scope.clone(), resource, namespaced, self.metrics.clone());
         live.insert(scope.clone(), Arc::downgrade(&informer));
         Ok(informer)
     }
@@ -171,7 +163,7 @@ pub struct Informer {
     changes: broadcast::Sender<Change>,
     synced: watch::Sender<bool>,
     task: Mutex<Option<tokio::task::AbortHandle>>,
-    stats: Arc<InformerStats>,
+    metrics: Arc<Metrics>,
 }
 
 fn key_of(object: &DynamicObject) -> Key {
@@ -193,7 +185,7 @@ impl Informer {
         scope: InformerScope,
         resource: ApiResource,
         namespaced: bool,
-        stats: Arc<InformerStats>,
+        metrics: Arc<Metrics>,
     ) -> Arc<Informer> {
         let api: Api<DynamicObject> = match (&scope.namespace, namespaced) {
             (Some(ns), true) => Api::namespaced_with(client, ns, &resource),
@@ -208,10 +200,9 @@ impl Informer {
             changes,
             synced,
             task: Mutex::new(None),
-            stats: stats.clone(),
+            metrics: metrics.clone(),
         });
-        stats.watches_started.fetch_add(1, Ordering::Relaxed);
-        stats.active_watches.fetch_add(1, Ordering::Relaxed);
+        metrics.watch_started(&informer.scope.labels());
         let weak = Arc::downgrade(&informer);
         let task = tokio::spawn(async move {
             let mut events = watcher(api, watcher::Config::default()).default_backoff().boxed();
@@ -237,7 +228,10 @@ impl Informer {
         relist: &mut Option<HashMap<Key, Arc<Entry>>>,
     ) {
         match event {
-            watcher::Event::Init => *relist = Some(HashMap::new()),
+            watcher::Event::Init => {
+                self.metrics.relisted(&self.scope.labels());
+                *relist = Some(HashMap::new())
+            }
             watcher::Event::InitApply(object) => {
                 let key = key_of(&object);
                 if let (Some(buffer), Some(entry)) = (relist.as_mut(), entry(object, resource)) {
@@ -344,6 +338,6 @@ impl Drop for Informer {
         if let Some(task) = self.task.lock().expect("lock").take() {
             task.abort();
         }
-        self.stats.active_watches.fetch_sub(1, Ordering::Relaxed);
+        self.metrics.watch_stopped(&self.scope.labels());
     }
 }

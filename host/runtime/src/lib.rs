@@ -1,15 +1,20 @@
 //! The controller machinery wasmloop runs once for every plugin.
 //!
 //! Data flows one way: informers turn watch events into keys, the [`queue`] hands keys to
-//! workers, workers call the plugin and the executor carries out its actions. This crate
-//! grows along that pipeline; today it holds the shared informers and the work queue.
+//! workers, workers call the plugin and the executor carries out its actions. [`metrics`] observes
+//! every stage.
 
+pub mod context;
 pub mod controller;
 pub mod discovery;
 pub mod executor;
 pub mod informer;
+pub mod metrics;
 pub mod queue;
+pub mod registry;
 
+pub use context::Context;
 pub use controller::{Controller, ControllerConfig, Key};
 pub use informer::{Change, Entry, Informer, InformerScope, Informers};
+pub use metrics::Metrics;
 pub use queue::{QueueConfig, WorkQueue};

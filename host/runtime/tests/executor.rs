@@ -43,7 +43,7 @@ async fn primary(ns: &TestNamespace, name: &str) -> (Object, ConfigMap) {
 }
 
 fn executor(ns: &TestNamespace) -> Executor {
-    Executor::new(ns.client.clone(), Arc::new(Kinds::new(ns.client.clone())))
+    Executor::new(ns.client.clone(), Arc::new(Kinds::new(ns.client.clone())), Arc::default())
 }
 
 #[tokio::test]

@@ -1,12 +1,12 @@
 //! Shared informers against the real control plane.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use wasmloop_runtime::Metrics;
 use wasmloop_runtime::discovery::Kinds;
 use wasmloop_runtime::{Change, InformerScope, Informers};
 use wasmloop_sandbox::{Gvk, Selector};
@@ -47,14 +47,18 @@ async fn next_change(rx: &mut tokio::sync::broadcast::Receiver<Change>, name: &s
 #[tokio::test]
 async fn two_holders_of_one_kind_and_scope_share_one_watch() {
     let ns = shared().namespace("inf-share").await.unwrap();
-    let informers = Informers::new(ns.client.clone(), Arc::new(Kinds::new(ns.client.clone())));
+    let metrics = Arc::new(Metrics::new());
+    let informers = Informers::new(ns.client.clone(), Arc::new(Kinds::new(ns.client.clone())), metrics.clone());
     let a = informers.acquire(&configmaps(&ns)).await.unwrap();
     let b = informers.acquire(&configmaps(&ns)).await.unwrap();
     assert!(Arc::ptr_eq(&a, &b));
-    assert_eq!(informers.stats().watches_started.load(Ordering::Relaxed), 1);
-    assert_eq!(informers.stats().active_watches.load(Ordering::Relaxed), 1);
+    let series = |name: &str| format!(r#"wasmloop_{name}{{kind="v1/ConfigMap",namespace="{}"}}"#, ns.name);
+    let text = metrics.encode();
+    assert!(text.contains(&format!("{} 1\n", series("watches_started_total"))), "{text}");
+    assert!(text.contains(&format!("{} 1\n", series("watches_active"))), "{text}");
     drop((a, b));
-    assert_eq!(informers.stats().active_watches.load(Ordering::Relaxed), 0, "the last holder stops the watch");
+    let text = metrics.encode();
+    assert!(text.contains(&format!("{} 0\n", series("watches_active"))), "the last holder stops the watch: {text}");
 }
 
 #[tokio::test]
@@ -62,7 +66,7 @@ async fn the_cache_holds_what_existed_before_sync_and_what_came_after() {
     let ns = shared().namespace("inf-sync").await.unwrap();
     let api: Api<ConfigMap> = ns.api();
     api.create(&PostParams::default(), &configmap("before", &[("tier", "web")])).await.unwrap();
-    let informers = Informers::new(ns.client.clone(), Arc::new(Kinds::new(ns.client.clone())));
+    let informers = Informers::new(ns.client.clone(), Arc::new(Kinds::new(ns.client.clone())), Arc::default());
     let informer = informers.acquire(&configmaps(&ns)).await.unwrap();
     tokio::time::timeout(Duration::from_secs(30), informer.synced()).await.expect("synced within 30 s");
     let before = informer.get(Some(&ns.name), "before").expect("listed at sync");
@@ -85,7 +89,7 @@ async fn the_cache_holds_what_existed_before_sync_and_what_came_after() {
 async fn a_delete_is_delivered_once_with_the_last_state() {
     let ns = shared().namespace("inf-delete").await.unwrap();
     let api: Api<ConfigMap> = ns.api();
-    let informers = Informers::new(ns.client.clone(), Arc::new(Kinds::new(ns.client.clone())));
+    let informers = Informers::new(ns.client.clone(), Arc::new(Kinds::new(ns.client.clone())), Arc::default());
     let informer = informers.acquire(&configmaps(&ns)).await.unwrap();
     informer.synced().await;
     let mut changes = informer.subscribe();
@@ -115,7 +119,7 @@ async fn children_are_found_by_owner_uid() {
     }]);
     api.create(&PostParams::default(), &child).await.unwrap();
     api.create(&PostParams::default(), &configmap("stranger", &[])).await.unwrap();
-    let informers = Informers::new(ns.client.clone(), Arc::new(Kinds::new(ns.client.clone())));
+    let informers = Informers::new(ns.client.clone(), Arc::new(Kinds::new(ns.client.clone())), Arc::default());
     let informer = informers.acquire(&configmaps(&ns)).await.unwrap();
     informer.synced().await;
     let owned: Vec<String> = informer.owned_by(&uid).iter().map(|e| e.envelope.name.clone()).collect();
@@ -125,7 +129,7 @@ async fn children_are_found_by_owner_uid() {
 #[tokio::test]
 async fn an_unknown_kind_is_an_error_naming_it() {
     let ns = shared().namespace("inf-unknown").await.unwrap();
-    let informers = Informers::new(ns.client.clone(), Arc::new(Kinds::new(ns.client.clone())));
+    let informers = Informers::new(ns.client.clone(), Arc::new(Kinds::new(ns.client.clone())), Arc::default());
     let scope = InformerScope { kind: Gvk::from_api_version("example.com/v1", "Nothing"), namespace: None };
     let err = informers.acquire(&scope).await.err().expect("discovery fails");
     assert!(err.to_string().contains("kind example.com/v1/Nothing is not served"), "{err}");

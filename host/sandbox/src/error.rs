@@ -77,6 +77,22 @@ pub enum LoadError {
     },
 }
 
+impl LoadError {
+    /// A short CamelCase reason, for Events and metric labels.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            LoadError::NotWasm { .. } => "NotWasm",
+            LoadError::CoreModule { .. } => "CoreModule",
+            LoadError::Compile { .. } => "CompileFailed",
+            LoadError::IncompatibleContract { .. } => "IncompatibleContract",
+            LoadError::NotAPlugin { .. } => "NotAPlugin",
+            LoadError::Link { .. } => "LinkFailed",
+            LoadError::ManifestCall { .. } => "ManifestFailed",
+            LoadError::InvalidManifest { .. } => "InvalidManifest",
+        }
+    }
+}
+
 /// A failed call into a plugin, with the plugin and the object it was about.
 #[derive(Debug, thiserror::Error)]
 #[error("plugin {plugin} failed on {object}: {failure}")]

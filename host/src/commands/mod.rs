@@ -5,10 +5,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use wasmloop_sandbox::{Plugin, Sandbox, SandboxConfig};
+use wasmloop_sandbox::{LoadError, Plugin, Sandbox, SandboxConfig};
 
 use crate::cli::{Command, OutputFormat, SandboxArgs};
 
+mod dev;
+mod host;
 mod inspect;
 mod reconcile;
 mod run;
@@ -25,6 +27,7 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Inspect(args) => inspect::run(&args),
         Command::Reconcile(args) => reconcile::run(&args),
         Command::Run(args) => run::run(&args),
+        Command::Dev(args) => dev::run(&args),
     }
 }
 
@@ -42,7 +45,12 @@ fn sandbox(args: &SandboxArgs) -> anyhow::Result<Sandbox> {
 fn load(sandbox: &Sandbox, path: &Path, args: &SandboxArgs) -> anyhow::Result<Plugin> {
     let bytes =
         std::fs::read(path).with_context(|| format!("cannot read plugin {}; check the path", path.display()))?;
-    let plugin = sandbox.load(&bytes, &path.display().to_string())?;
+    Ok(load_bytes(sandbox, &bytes, &path.display().to_string(), args)?)
+}
+
+/// Compiles and validates a component, applying the command line's limits over the plugin's own.
+fn load_bytes(sandbox: &Sandbox, bytes: &[u8], origin: &str, args: &SandboxArgs) -> Result<Plugin, LoadError> {
+    let plugin = sandbox.load(bytes, origin)?;
     let mut limits = plugin.limits();
     if let Some(ms) = args.deadline_ms {
         limits = limits.deadline(Duration::from_millis(ms));

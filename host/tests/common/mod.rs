@@ -3,7 +3,7 @@
 
 #![allow(dead_code)] // each test binary uses its own part
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -53,8 +53,13 @@ impl Host {
         Host::start(std::iter::once(PathBuf::from("run")).chain(args))
     }
 
-    /// `wasmloop <args>`.
+    /// `wasmloop <args>`; `run` and `dev` get their metrics and probes on one loopback port.
     pub fn start(args: impl IntoIterator<Item = impl AsRef<OsStr>>) -> Host {
+        let mut args: Vec<OsString> = args.into_iter().map(|a| a.as_ref().to_owned()).collect();
+        if let Some(run) = args.iter().position(|a| a == "run" || a == "dev") {
+            let endpoints = ["--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0"];
+            args.splice(run + 1..run + 1, endpoints.map(OsString::from));
+        }
         let mut child = Command::new(env!("CARGO_BIN_EXE_wasmloop"))
             .args(args)
             .env("KUBECONFIG", shared().kubeconfig())
@@ -84,6 +89,49 @@ impl Host {
             async move { if found { Ok(()) } else { Err("not yet".into()) } }
         })
         .await;
+    }
+
+    /// The address of the host's metrics and probes, once it listens.
+    pub async fn address(&self) -> String {
+        let output = self.output.clone();
+        eventually(Duration::from_secs(60), "the host to serve metrics and probes", || {
+            let output = output.lock().unwrap();
+            let line = output.lines().find(|l| l.contains("serving metrics and health probes")).map(str::to_owned);
+            async move {
+                let line = line.ok_or("not yet")?;
+                let start = line.find("127.0.0.1:").ok_or("no address in the line")?;
+                let address: String =
+                    line[start..].chars().take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':').collect();
+                Ok(address)
+            }
+        })
+        .await
+    }
+
+    /// `GET path` on the host's endpoints: the status code and the body.
+    pub async fn get(&self, path: &str) -> (u16, String) {
+        use http_body_util::BodyExt;
+        let url = format!("http://{}{path}", self.address().await);
+        let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build_http::<http_body_util::Empty<bytes::Bytes>>();
+        let response = client.get(url.parse().unwrap()).await.unwrap_or_else(|e| panic!("GET {url}: {e}"));
+        let status = response.status().as_u16();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    /// The value of one series of `/metrics`, written as in the exposition
+    /// (`wasmloop_x_total{plugin="p"}`); 0 when absent.
+    pub async fn metric(&self, series: &str) -> f64 {
+        let (_, text) = self.get("/metrics").await;
+        text.lines()
+            .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))
+            .map_or(0.0, |v| v.parse().unwrap())
+    }
+
+    /// True while the process runs.
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
     }
 
     /// The lines logged so far that parse as JSON (with `--log-format json`).

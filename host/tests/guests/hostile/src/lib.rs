@@ -4,6 +4,7 @@
 // Natively the export macro expands to nothing, leaving the plugin unused.
 #![cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use serde::Deserialize;
 use serde_json::json;
@@ -18,7 +19,8 @@ struct Hostile;
 
 impl Reconciler for Hostile {
     fn manifest() -> Manifest {
-        Manifest::new("hostile", "0.1.0").primary::<ConfigMap>()
+        // Reads Deployments only so that tests can count the watches plugins share.
+        Manifest::new("hostile", "0.1.0").primary::<ConfigMap>().reads::<Deployment>()
     }
 
     fn reconcile(request: &Request) -> Result<Vec<Action>, Error> {
@@ -37,6 +39,7 @@ impl Reconciler for Hostile {
                     hoard.push(std::hint::black_box(vec![1u8; 1 << 20]));
                 }
             }
+            "ok" => Ok(Vec::new()),
             "event" => Ok(vec![event(EventType::Normal, "Hello", "an event on the primary")]),
             "requeue" => {
                 wasmloop_sdk::info!("tick {}", request.object.name);

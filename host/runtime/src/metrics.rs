@@ -1,0 +1,276 @@
+//! The host's Prometheus metrics, every name prefixed `wasmloop_`.
+//!
+//! One [`Metrics`] per process, shared by the informers, the controllers and the executor;
+//! the binary serves [`Metrics::encode`] on `/metrics`. Labels stay bounded: plugin, kind,
+//! verb, result and reason, never an object name.
+//!
+//! ```
+//! use wasmloop_runtime::metrics::Metrics;
+//! let metrics = Metrics::new();
+//! metrics.reconciled("foo-deployment", "success", std::time::Duration::from_millis(3));
+//! assert!(metrics.encode().contains(r#"wasmloop_reconciles_total{plugin="foo-deployment",result="success"} 1"#));
+//! ```
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// A plugin.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PluginLabels {
+    /// The plugin's name.
+    pub plugin: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    plugin: String,
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    plugin: String,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ActionLabels {
+    plugin: String,
+    kind: String,
+    verb: String,
+}
+
+/// One watch: a kind in a namespace ("" for all namespaces or a cluster-scoped kind).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WatchLabels {
+    /// The kind, as `group/version/Kind`.
+    pub kind: String,
+    /// The namespace, empty for all.
+    pub namespace: String,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn seconds_histogram() -> Histogram {
+    // 100 µs to ~13 s: an instantiation is tens of µs, a slow reconcile seconds.
+    Histogram::new(exponential_buckets(0.0001, 2.0, 18))
+}
+
+/// The host's metrics and the registry that encodes them.
+pub struct Metrics {
+    registry: Registry,
+    reconciles: Family<ResultLabels, Counter>,
+    reconcile_errors: Family<ReasonLabels, Counter>,
+    reconcile_duration: HistogramFamily<PluginLabels>,
+    in_flight: Family<PluginLabels, Gauge>,
+    overlaps: Family<PluginLabels, Counter>,
+    queue_depth: Family<PluginLabels, Gauge>,
+    queue_retries: Family<PluginLabels, Counter>,
+    watches_active: Family<WatchLabels, Gauge>,
+    watches_started: Family<WatchLabels, Counter>,
+    watch_relists: Family<WatchLabels, Counter>,
+    actions: Family<ActionLabels, Counter>,
+    plugin_loads: Family<PluginLabels, Counter>,
+    plugin_rejections: Family<ReasonLabels, Counter>,
+    plugins_active: Gauge,
+    instantiate: HistogramFamily<PluginLabels>,
+    leader: Gauge,
+    open_watches: AtomicI64,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// Every family, registered and at zero.
+    pub fn new() -> Metrics {
+        let mut m = Metrics {
+            registry: Registry::with_prefix("wasmloop"),
+            reconciles: Family::default(),
+            reconcile_errors: Family::default(),
+            reconcile_duration: HistogramFamily::new_with_constructor(seconds_histogram),
+            in_flight: Family::default(),
+            overlaps: Family::default(),
+            queue_depth: Family::default(),
+            queue_retries: Family::default(),
+            watches_active: Family::default(),
+            watches_started: Family::default(),
+            watch_relists: Family::default(),
+            actions: Family::default(),
+            plugin_loads: Family::default(),
+            plugin_rejections: Family::default(),
+            plugins_active: Gauge::default(),
+            instantiate: HistogramFamily::new_with_constructor(seconds_histogram),
+            leader: Gauge::default(),
+            open_watches: AtomicI64::new(0),
+        };
+        let r = &mut m.registry;
+        r.register("reconciles", "Reconciles by plugin and result (success, retry, failed)", m.reconciles.clone());
+        r.register(
+            "reconcile_errors",
+            "Failed reconciles by plugin and reason (the Warning Event's reason)",
+            m.reconcile_errors.clone(),
+        );
+        r.register(
+            "reconcile_duration_seconds",
+            "Whole reconciles: cache read, plugin call, actions",
+            m.reconcile_duration.clone(),
+        );
+        r.register("reconciles_in_flight", "Reconciles running now", m.in_flight.clone());
+        r.register(
+            "reconcile_overlaps",
+            "Reconciles that started while another of the same object ran; the queue guarantees 0",
+            m.overlaps.clone(),
+        );
+        r.register("queue_depth", "Keys waiting in a plugin's work queue", m.queue_depth.clone());
+        r.register("queue_retries", "Keys requeued with backoff after a failure", m.queue_retries.clone());
+        r.register("watches_active", "Watches open now, by kind and namespace", m.watches_active.clone());
+        r.register(
+            "watches_started",
+            "Watches started (shared informers start one per kind)",
+            m.watches_started.clone(),
+        );
+        r.register(
+            "watch_relists",
+            "Full lists of a watch: the first, then after 410 Gone or errors",
+            m.watch_relists.clone(),
+        );
+        r.register("actions", "Actions carried out, by plugin, kind and verb", m.actions.clone());
+        r.register("plugin_loads", "Plugin versions loaded", m.plugin_loads.clone());
+        r.register("plugin_rejections", "Plugin versions refused, by plugin and reason", m.plugin_rejections.clone());
+        r.register("plugins_active", "Plugins serving now", m.plugins_active.clone());
+        r.register(
+            "instantiate_duration_seconds",
+            "Creating a fresh guest instance for one call",
+            m.instantiate.clone(),
+        );
+        r.register("leader", "1 while this host holds the leader lease (or runs without election)", m.leader.clone());
+        m
+    }
+
+    /// The OpenMetrics text of every series.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String");
+        out
+    }
+
+    fn plugin(plugin: &str) -> PluginLabels {
+        PluginLabels { plugin: plugin.to_owned() }
+    }
+
+    /// Creates a plugin's series at zero, so that dashboards and alerts see them before the
+    /// first event (a counter that appears only on its first increment hides that increment).
+    pub fn plugin_started(&self, plugin: &str) {
+        let labels = Self::plugin(plugin);
+        let _ = self.queue_depth.get_or_create(&labels);
+        let _ = self.queue_retries.get_or_create(&labels);
+        let _ = self.in_flight.get_or_create(&labels);
+        let _ = self.overlaps.get_or_create(&labels);
+    }
+
+    /// A reconcile ended with `result` after `took`.
+    pub fn reconciled(&self, plugin: &str, result: &str, took: Duration) {
+        self.reconciles.get_or_create(&ResultLabels { plugin: plugin.into(), result: result.into() }).inc();
+        self.reconcile_duration.get_or_create(&Self::plugin(plugin)).observe(took.as_secs_f64());
+    }
+
+    /// A reconcile failed for `reason`.
+    pub fn reconcile_failed(&self, plugin: &str, reason: &str) {
+        self.reconcile_errors.get_or_create(&ReasonLabels { plugin: plugin.into(), reason: reason.into() }).inc();
+    }
+
+    /// A reconcile started (`+1`) or ended (`-1`).
+    pub fn in_flight(&self, plugin: &str, delta: i64) {
+        self.in_flight.get_or_create(&Self::plugin(plugin)).inc_by(delta);
+    }
+
+    /// A reconcile started while another of the same key ran.
+    pub fn overlapped(&self, plugin: &str) {
+        self.overlaps.get_or_create(&Self::plugin(plugin)).inc();
+    }
+
+    /// The plugin's queue holds `depth` keys.
+    pub fn queue_depth(&self, plugin: &str, depth: usize) {
+        self.queue_depth.get_or_create(&Self::plugin(plugin)).set(depth as i64);
+    }
+
+    /// A key went back to the queue with backoff.
+    pub fn retried(&self, plugin: &str) {
+        self.queue_retries.get_or_create(&Self::plugin(plugin)).inc();
+    }
+
+    /// A watch started.
+    pub fn watch_started(&self, watch: &WatchLabels) {
+        self.watches_started.get_or_create(watch).inc();
+        self.watches_active.get_or_create(watch).inc();
+        self.open_watches.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A watch stopped (its last holder released it).
+    pub fn watch_stopped(&self, watch: &WatchLabels) {
+        self.watches_active.get_or_create(watch).dec();
+        self.open_watches.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// A watch listed every object.
+    pub fn relisted(&self, watch: &WatchLabels) {
+        self.watch_relists.get_or_create(watch).inc();
+    }
+
+    /// Watches open now for `watch`.
+    pub fn active_watches(&self, watch: &WatchLabels) -> i64 {
+        self.watches_active.get(watch).map_or(0, |g| g.get())
+    }
+
+    /// Watches open now, all kinds.
+    pub fn total_active_watches(&self) -> i64 {
+        self.open_watches.load(Ordering::Relaxed)
+    }
+
+    /// An action succeeded.
+    pub fn action(&self, plugin: &str, kind: &str, verb: &str) {
+        self.actions.get_or_create(&ActionLabels { plugin: plugin.into(), kind: kind.into(), verb: verb.into() }).inc();
+    }
+
+    /// A plugin version was loaded and now serves.
+    pub fn plugin_loaded(&self, plugin: &str) {
+        self.plugin_loads.get_or_create(&Self::plugin(plugin)).inc();
+    }
+
+    /// A plugin version was refused.
+    pub fn plugin_rejected(&self, plugin: &str, reason: &str) {
+        self.plugin_rejections.get_or_create(&ReasonLabels { plugin: plugin.into(), reason: reason.into() }).inc();
+    }
+
+    /// Plugins serving now.
+    pub fn plugins_active(&self, count: usize) {
+        self.plugins_active.set(count as i64);
+    }
+
+    /// A guest instance took `took` to create.
+    pub fn instantiated(&self, plugin: &str, took: Duration) {
+        self.instantiate.get_or_create(&Self::plugin(plugin)).observe(took.as_secs_f64());
+    }
+
+    /// Whether this host leads.
+    pub fn leader(&self, leads: bool) {
+        self.leader.set(i64::from(leads));
+    }
+}

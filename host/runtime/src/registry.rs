@@ -1,0 +1,339 @@
+//! The plugins a host serves, and how a new version replaces a running one.
+//!
+//! Sources (files, a watched path, ConfigMaps) hand the registry [`Candidate`]s; the registry
+//! compiles and validates each one **before** it touches the running version, prepares the
+//! new version's controller (its informers are shared and reference-counted, so kinds both
+//! versions declare keep their warm caches), lets the old version finish its reconciles in
+//! flight, and only then starts the new one, which requeues every primary. Any failure on the
+//! way leaves the old version serving and comes back as a [`RegistryError`] naming the source,
+//! the plugin and what to do.
+//!
+//! ```no_run
+//! # async fn demo(registry: &wasmloop_runtime::registry::Registry, bytes: Vec<u8>) {
+//! use wasmloop_runtime::registry::Candidate;
+//! let candidate = Candidate { source: "file labeler.wasm".into(), expected_name: None, bytes, config: None };
+//! match registry.upsert(candidate).await {
+//!     Ok(loaded) => println!("{loaded}"),
+//!     Err(error) => eprintln!("{error}"), // the previous version, if any, still serves
+//! }
+//! # }
+//! ```
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use wasmloop_sandbox::{LoadError, Plugin};
+
+use crate::context::Context;
+use crate::controller::{Controller, ControllerConfig, StartError};
+
+/// Compiles and validates a component: the sandbox with the operator's limits applied.
+pub type Loader = Arc<dyn Fn(&[u8], &str) -> Result<Plugin, LoadError> + Send + Sync>;
+
+/// The operator's controller settings for a plugin, by name.
+pub type Settings = Arc<dyn Fn(&str) -> ControllerConfig + Send + Sync>;
+
+/// A plugin version offered by a source.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    /// Where it comes from, as users would name it ("ConfigMap ns/name", "file x.wasm"); one
+    /// source serves at most one plugin.
+    pub source: String,
+    /// The plugin name the source promises (a ConfigMap's label); the manifest must agree.
+    pub expected_name: Option<String>,
+    /// The component.
+    pub bytes: Vec<u8>,
+    /// The plugin's configuration as JSON text; none for the host configuration's.
+    pub config: Option<String>,
+}
+
+/// What an accepted candidate did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Loaded {
+    /// A plugin that was not running now is.
+    Started {
+        /// The plugin.
+        name: String,
+        /// Its version.
+        version: String,
+        /// SHA-256 of component and configuration.
+        digest: String,
+    },
+    /// A new version replaced the running one.
+    Replaced {
+        /// The plugin.
+        name: String,
+        /// The new version.
+        version: String,
+        /// The version it replaced.
+        previous: String,
+        /// SHA-256 of component and configuration.
+        digest: String,
+    },
+    /// The same component and configuration already serve: nothing to do.
+    Unchanged {
+        /// The plugin.
+        name: String,
+        /// SHA-256 of component and configuration.
+        digest: String,
+    },
+}
+
+impl Loaded {
+    /// The plugin's name.
+    pub fn name(&self) -> &str {
+        match self {
+            Loaded::Started { name, .. } | Loaded::Replaced { name, .. } | Loaded::Unchanged { name, .. } => name,
+        }
+    }
+
+    /// The digest now serving.
+    pub fn digest(&self) -> &str {
+        match self {
+            Loaded::Started { digest, .. } | Loaded::Replaced { digest, .. } | Loaded::Unchanged { digest, .. } => {
+                digest
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Loaded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Loaded::Started { name, version, .. } => write!(f, "plugin {name} {version} serving"),
+            Loaded::Replaced { name, version, previous, .. } => {
+                write!(f, "plugin {name} {version} serving, replacing {previous}; every primary requeued")
+            }
+            Loaded::Unchanged { name, .. } => write!(f, "plugin {name} unchanged"),
+        }
+    }
+}
+
+/// A candidate was refused; whatever served before still does.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    /// The component did not load.
+    #[error("{source}{}", keeps(.running))]
+    Load {
+        /// Why.
+        #[source]
+        source: LoadError,
+        /// The version still serving, if any.
+        running: Option<String>,
+    },
+    /// The manifest names another plugin than the source promised.
+    #[error("{origin} is labelled plugin {expected:?} but the component's manifest names plugin {found:?}; make the two agree (wasmloop bundle --name sets the label){}", keeps(.running))]
+    NameMismatch {
+        /// The source.
+        origin: String,
+        /// What the source promised.
+        expected: String,
+        /// What the manifest says.
+        found: String,
+        /// The version still serving, if any.
+        running: Option<String>,
+    },
+    /// Another source already serves a plugin of this name.
+    #[error(
+        "{origin} offers plugin {name:?}, which {holder} already serves; plugin names are unique per host (they name the field manager): remove one of the two"
+    )]
+    NameTaken {
+        /// The source.
+        origin: String,
+        /// The plugin.
+        name: String,
+        /// The source serving it.
+        holder: String,
+    },
+    /// Its controller could not start (a kind not served, a cache that did not sync).
+    #[error("{source}{}", keeps(.running))]
+    Start {
+        /// Why.
+        #[source]
+        source: StartError,
+        /// The version still serving, if any.
+        running: Option<String>,
+    },
+}
+
+fn keeps(running: &Option<String>) -> String {
+    running.as_ref().map(|v| format!(" (version {v} keeps serving)")).unwrap_or_default()
+}
+
+impl RegistryError {
+    /// A short CamelCase reason, for Events and metric labels.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            RegistryError::Load { source, .. } => source.reason(),
+            RegistryError::NameMismatch { .. } => "NameMismatch",
+            RegistryError::NameTaken { .. } => "NameTaken",
+            RegistryError::Start { .. } => "StartFailed",
+        }
+    }
+}
+
+struct Slot {
+    source: String,
+    digest: String,
+    controller: Controller,
+}
+
+/// The running plugins of one host, by name.
+pub struct Registry {
+    context: Context,
+    loader: Loader,
+    settings: Settings,
+    drain: Duration,
+    slots: tokio::sync::Mutex<HashMap<String, Slot>>,
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What identifies a serving version: the component's SHA-256 (as the sandbox computes it)
+/// and the configuration it runs with.
+fn digest(component: &str, config: Option<&str>) -> String {
+    match config {
+        None => component.to_owned(),
+        Some(config) => hex(&Sha256::new().chain_update(component).chain_update([0]).chain_update(config).finalize()),
+    }
+}
+
+impl Registry {
+    /// A registry starting controllers from `context`, compiling with `loader`, configuring
+    /// each plugin with `settings`, and giving an old version up to `drain` to finish its
+    /// reconciles in flight when it is replaced or removed.
+    pub fn new(context: Context, loader: Loader, settings: Settings, drain: Duration) -> Registry {
+        Registry { context, loader, settings, drain, slots: tokio::sync::Mutex::default() }
+    }
+
+    /// Loads, replaces or keeps the plugin `candidate` offers. Replacements and loads are one
+    /// at a time; reconciles of every plugin go on meanwhile.
+    ///
+    /// # Errors
+    /// When the candidate does not load, contradicts its source or cannot start; what served
+    /// before still serves.
+    pub async fn upsert(&self, candidate: Candidate) -> Result<Loaded, RegistryError> {
+        let digest = digest(&hex(&Sha256::digest(&candidate.bytes)), candidate.config.as_deref());
+        let mut slots = self.slots.lock().await;
+        if let Some((name, _)) = slots.iter().find(|(_, s)| s.source == candidate.source && s.digest == digest) {
+            return Ok(Loaded::Unchanged { name: name.clone(), digest });
+        }
+        let running = running_version(&slots, &candidate.source);
+        let plugin = self.compile(&candidate).await.map_err(|source| {
+            // Name the plugin by what the source promised or what it serves now.
+            let serving = slots.iter().find(|(_, s)| s.source == candidate.source).map(|(n, _)| n.as_str());
+            let name = candidate.expected_name.as_deref().or(serving).unwrap_or("unknown");
+            self.context.metrics.plugin_rejected(name, source.reason());
+            RegistryError::Load { source, running }
+        })?;
+        self.install_locked(&mut slots, candidate.source, candidate.expected_name, plugin, candidate.config).await
+    }
+
+    /// Serves an already compiled `plugin` for `source`, as [`Registry::upsert`] does after
+    /// compiling.
+    ///
+    /// # Errors
+    /// As [`Registry::upsert`], compiling aside.
+    pub async fn install(&self, source: &str, plugin: Plugin, config: Option<String>) -> Result<Loaded, RegistryError> {
+        let mut slots = self.slots.lock().await;
+        self.install_locked(&mut slots, source.to_owned(), None, plugin, config).await
+    }
+
+    async fn install_locked(
+        &self,
+        slots: &mut HashMap<String, Slot>,
+        source: String,
+        expected_name: Option<String>,
+        plugin: Plugin,
+        config: Option<String>,
+    ) -> Result<Loaded, RegistryError> {
+        let digest = digest(plugin.digest(), config.as_deref());
+        let mine = slots.iter().find(|(_, s)| s.source == source).map(|(n, _)| n.clone());
+        if let Some(name) = mine.as_ref().filter(|n| slots[*n].digest == digest) {
+            return Ok(Loaded::Unchanged { name: name.clone(), digest });
+        }
+        let running = running_version(slots, &source);
+        let name = plugin.manifest().name.clone();
+        let reject = |error: RegistryError| {
+            self.context.metrics.plugin_rejected(&name, error.reason());
+            error
+        };
+        if let Some(expected) = expected_name.filter(|e| *e != name) {
+            return Err(reject(RegistryError::NameMismatch { origin: source, expected, found: name.clone(), running }));
+        }
+        if let Some(holder) = slots.get(&name).filter(|s| s.source != source) {
+            return Err(reject(RegistryError::NameTaken {
+                origin: source.clone(),
+                name: name.clone(),
+                holder: holder.source.clone(),
+            }));
+        }
+        let mut controller_config = (self.settings)(&name);
+        if let Some(text) = config {
+            controller_config.plugin_config = text;
+        }
+        let version = plugin.manifest().version.clone();
+        let prepared = Controller::prepare(plugin, &self.context, controller_config)
+            .await
+            .map_err(|source| reject(RegistryError::Start { source, running: running.clone() }))?;
+        // A source that now offers a plugin of another name gives up its old one.
+        let old = mine.and_then(|old_name| slots.remove(&old_name));
+        let previous = old.as_ref().map(|s| version_of(&s.controller));
+        if let Some(old) = old {
+            old.controller.shut_down(self.drain).await;
+        }
+        let controller = prepared.run();
+        slots.insert(name.clone(), Slot { source, digest: digest.clone(), controller });
+        self.context.metrics.plugin_loaded(&name);
+        self.context.metrics.plugins_active(slots.len());
+        Ok(match previous {
+            Some(previous) => Loaded::Replaced { name, version, previous, digest },
+            None => Loaded::Started { name, version, digest },
+        })
+    }
+
+    async fn compile(&self, candidate: &Candidate) -> Result<Plugin, LoadError> {
+        let (loader, bytes, source) = (self.loader.clone(), candidate.bytes.clone(), candidate.source.clone());
+        // Compiling is seconds of CPU: off the async workers, so reconciles keep running.
+        tokio::task::spawn_blocking(move || loader(&bytes, &source)).await.expect("the compile task does not panic")
+    }
+
+    /// Stops the plugin `source` serves, letting its reconciles in flight finish; its informers
+    /// are released when no other plugin holds them. Returns the plugin's name.
+    pub async fn remove(&self, source: &str) -> Option<String> {
+        let mut slots = self.slots.lock().await;
+        let name = slots.iter().find(|(_, s)| s.source == source).map(|(n, _)| n.clone())?;
+        let slot = slots.remove(&name).expect("found above");
+        self.context.metrics.plugins_active(slots.len());
+        // Under the lock: a new version from the same source must not start before this
+        // one's reconciles have finished.
+        slot.controller.shut_down(self.drain).await;
+        Some(name)
+    }
+
+    /// The names of the plugins serving, sorted.
+    pub async fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.slots.lock().await.keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    /// Stops every plugin, each given up to `timeout` to finish its reconciles in flight.
+    pub async fn shut_down(&self, timeout: Duration) {
+        let slots: Vec<Slot> = self.slots.lock().await.drain().map(|(_, s)| s).collect();
+        futures::future::join_all(slots.into_iter().map(|s| s.controller.shut_down(timeout))).await;
+        self.context.metrics.plugins_active(0);
+    }
+}
+
+fn running_version(slots: &HashMap<String, Slot>, source: &str) -> Option<String> {
+    slots.values().find(|s| s.source == source).map(|s| version_of(&s.controller))
+}
+
+fn version_of(controller: &Controller) -> String {
+    controller.plugin().manifest().version.clone()
+}

@@ -1,0 +1,76 @@
+//! `wasmloop dev`: one plugin against the cluster, reloaded whenever its file or crate
+//! changes, without restarting the host or dropping its caches.
+
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use wasmloop_runtime::registry::Candidate;
+
+use super::host::{Host, shutdown_signal};
+use crate::cli::DevArgs;
+use crate::host_config::HostConfig;
+use crate::sources::path::PathSource;
+
+pub(super) fn run(args: &DevArgs) -> anyhow::Result<ExitCode> {
+    let config = args.host.config.as_deref().map(HostConfig::read).transpose()?.unwrap_or_default();
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    runtime.block_on(serve(args, config))
+}
+
+/// Offers the current component to the registry and says what happened. A failure leaves the
+/// version already serving in place.
+async fn reload(host: &Host, source: &PathSource, last: &mut Vec<u8>) -> bool {
+    let bytes = match source.component().await {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            tracing::error!("{error:#}; the previous version, if any, keeps serving");
+            return false;
+        }
+    };
+    // Editors and builds touch files without changing them; the same bytes were already
+    // accepted or refused.
+    if bytes == *last {
+        return false;
+    }
+    last.clone_from(&bytes);
+    let candidate = Candidate { source: source.label(), expected_name: None, bytes, config: None };
+    match host.registry.upsert(candidate).await {
+        Ok(loaded) => {
+            tracing::info!(plugin = loaded.name(), digest = loaded.digest(), "{loaded}");
+            true
+        }
+        Err(error) => {
+            tracing::error!(reason = error.reason(), "{error}");
+            false
+        }
+    }
+}
+
+async fn serve(args: &DevArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
+    let source = PathSource::new(&args.path)?;
+    let sandbox = super::sandbox(&args.host.sandbox)?;
+    let item = source.label();
+    let host = Host::start(&args.host, config, &sandbox, std::slice::from_ref(&item)).await?;
+    // Watch before the first load, so a save during it is not missed.
+    let mut changes = source.watch()?;
+    let mut last = Vec::new();
+    if reload(&host, &source, &mut last).await {
+        host.readiness.ready(&item);
+    }
+    tracing::info!(source = %source.label(), "wasmloop dev: watching for changes");
+    loop {
+        tokio::select! {
+            change = changes.receiver.recv() => {
+                if change.is_none() { break; }
+                // Coalesce what piled up while the last reload ran.
+                while changes.receiver.try_recv().is_ok() {}
+                if reload(&host, &source, &mut last).await {
+                    host.readiness.ready(&item);
+                }
+            }
+            () = shutdown_signal() => break,
+        }
+    }
+    host.shut_down().await;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,154 @@
+//! The host's HTTP endpoints, as in controller-runtime: `/metrics` on the metrics address,
+//! `/healthz` and `/readyz` on the health-probe address (one listener when both are equal).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context;
+use axum::Router;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use wasmloop_runtime::Metrics;
+
+/// Where to listen: `host:port`, `:port` (every interface), or `0` for not at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BindAddress(pub Option<SocketAddr>);
+
+impl FromStr for BindAddress {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        if text == "0" {
+            return Ok(BindAddress(None));
+        }
+        let full = if text.starts_with(':') { format!("0.0.0.0{text}") } else { text.to_owned() };
+        full.parse().map(|a| BindAddress(Some(a))).map_err(|_| {
+            format!("{text:?} is not an address to listen on; write HOST:PORT, :PORT for every interface, or 0 to turn it off")
+        })
+    }
+}
+
+/// What `/readyz` waits for: named conditions not met yet. Ready when there are none.
+#[derive(Debug, Default)]
+pub struct Readiness {
+    pending: Mutex<BTreeMap<String, String>>,
+}
+
+impl Readiness {
+    /// `what` is not ready, because of `why`.
+    pub fn pending(&self, what: &str, why: &str) {
+        self.pending.lock().expect("lock").insert(what.to_owned(), why.to_owned());
+    }
+
+    /// `what` is ready.
+    pub fn ready(&self, what: &str) {
+        self.pending.lock().expect("lock").remove(what);
+    }
+
+    fn report(&self) -> Result<(), String> {
+        let pending = self.pending.lock().expect("lock");
+        if pending.is_empty() {
+            return Ok(());
+        }
+        Err(pending.iter().map(|(what, why)| format!("{what}: {why}\n")).collect())
+    }
+}
+
+fn metrics_routes(metrics: Arc<Metrics>) -> Router {
+    Router::new().route(
+        "/metrics",
+        get(move || {
+            let metrics = metrics.clone();
+            async move {
+                (
+                    [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+                    metrics.encode(),
+                )
+            }
+        }),
+    )
+}
+
+fn probe_routes(readiness: Arc<Readiness>) -> Router {
+    Router::new().route("/healthz", get(|| async { "ok\n" })).route(
+        "/readyz",
+        get(move || {
+            let readiness = readiness.clone();
+            async move {
+                match readiness.report() {
+                    Ok(()) => (StatusCode::OK, "ok\n".to_owned()).into_response(),
+                    Err(pending) => (StatusCode::SERVICE_UNAVAILABLE, pending).into_response(),
+                }
+            }
+        }),
+    )
+}
+
+/// Starts the listeners the flags ask for and logs where each listens (a `:0` port becomes a
+/// real one, which tests read from the log).
+///
+/// # Errors
+/// When an address cannot be bound.
+pub async fn serve(
+    metrics_address: BindAddress,
+    probe_address: BindAddress,
+    metrics: Arc<Metrics>,
+    readiness: Arc<Readiness>,
+) -> anyhow::Result<()> {
+    let mut servers: Vec<(SocketAddr, Router, &str)> = Vec::new();
+    match (metrics_address.0, probe_address.0) {
+        (Some(m), Some(p)) if m == p => {
+            servers.push((m, metrics_routes(metrics).merge(probe_routes(readiness)), "metrics and health probes"))
+        }
+        (m, p) => {
+            servers.extend(m.map(|m| (m, metrics_routes(metrics), "metrics")));
+            servers.extend(p.map(|p| (p, probe_routes(readiness), "health probes")));
+        }
+    }
+    for (address, routes, what) in servers {
+        let listener = tokio::net::TcpListener::bind(address).await.with_context(|| {
+            format!("cannot listen for {what} on {address}; pick a free address or 0 to turn it off")
+        })?;
+        let bound = listener.local_addr()?;
+        tracing::info!(address = %bound, "serving {what}");
+        tokio::spawn(async move {
+            if let Err(error) = axum::serve(listener, routes).await {
+                tracing::error!(address = %bound, %error, "the {what} server stopped");
+            }
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_port_alone_means_every_interface() {
+        assert_eq!(":8080".parse::<BindAddress>().unwrap().0, Some("0.0.0.0:8080".parse().unwrap()));
+    }
+
+    #[test]
+    fn zero_turns_the_endpoint_off() {
+        assert_eq!("0".parse::<BindAddress>().unwrap().0, None);
+    }
+
+    #[test]
+    fn a_bad_address_says_what_to_write() {
+        let error = "localhost".parse::<BindAddress>().unwrap_err();
+        assert!(error.contains("HOST:PORT"), "{error}");
+    }
+
+    #[test]
+    fn readiness_lists_what_it_waits_for() {
+        let readiness = Readiness::default();
+        readiness.pending("plugin foo", "cache of v1/Pod not synced");
+        assert_eq!(readiness.report(), Err("plugin foo: cache of v1/Pod not synced\n".into()));
+        readiness.ready("plugin foo");
+        assert_eq!(readiness.report(), Ok(()));
+    }
+}

@@ -1,0 +1,90 @@
+//! `wasmloop dev` on the real control plane: a plugin's file replaced while it runs.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::{Host, component};
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+use wasmloop_testenv::{TestNamespace, eventually, shared};
+
+const DEPLOYMENTS: &str = r#"{kind="apps/v1/Deployment",namespace=""}"#;
+
+/// `wasmloop dev` on a copy of labeler v1 in a fresh directory.
+fn dev_on_labeler_v1() -> (Host, tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("labeler.wasm");
+    std::fs::copy(component("labeler_plugin"), &file).unwrap();
+    let host = Host::start(["dev".as_ref(), file.as_os_str()]);
+    (host, dir, file)
+}
+
+async fn deployment(ns: &TestNamespace, name: &str) {
+    let deployment: Deployment = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+        "spec": {"selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}
+    }))
+    .unwrap();
+    ns.api::<Deployment>().create(&PostParams::default(), &deployment).await.unwrap();
+}
+
+async fn labelled(ns: &TestNamespace, name: &str, version: &str) {
+    let deployments: Api<Deployment> = ns.api();
+    eventually(Duration::from_secs(60), &format!("{name} labelled {version}"), || {
+        let deployments = deployments.clone();
+        async move {
+            let d = deployments.get(name).await.map_err(|e| e.to_string())?;
+            let label = d.metadata.labels.unwrap_or_default().remove("wasmloop.dev/labeled-by");
+            if label.as_deref() == Some(version) { Ok(()) } else { Err(format!("label {label:?}")) }
+        }
+    })
+    .await;
+}
+
+fn write(file: &Path, bytes: &[u8]) {
+    // In place, not by rename: the watcher sees the partial file too and must cope.
+    std::fs::write(file, bytes).unwrap();
+}
+
+#[tokio::test]
+async fn replacing_the_wasm_converges_existing_objects_without_a_restart_or_a_new_watch() {
+    let ns = shared().namespace("dev-swap").await.unwrap();
+    let (mut host, _dir, file) = dev_on_labeler_v1();
+    deployment(&ns, "web").await;
+    labelled(&ns, "web", "v1").await;
+    assert_eq!(host.metric(&format!("wasmloop_watches_started_total{DEPLOYMENTS}")).await, 1.0);
+
+    write(&file, &std::fs::read(component("labeler_v2_plugin")).unwrap());
+    labelled(&ns, "web", "v2").await;
+    assert!(host.is_running(), "the host kept running");
+    assert_eq!(host.metric(r#"wasmloop_plugin_loads_total{plugin="labeler"}"#).await, 2.0);
+    assert_eq!(
+        host.metric(&format!("wasmloop_watches_started_total{DEPLOYMENTS}")).await,
+        1.0,
+        "the new version shares the warm watch"
+    );
+    assert_eq!(
+        host.metric(&format!("wasmloop_watch_relists_total{DEPLOYMENTS}")).await,
+        1.0,
+        "and its cache: no relist"
+    );
+}
+
+#[tokio::test]
+async fn a_broken_new_version_keeps_the_old_one_serving_and_says_why() {
+    let ns = shared().namespace("dev-bad").await.unwrap();
+    let (host, _dir, file) = dev_on_labeler_v1();
+    deployment(&ns, "first").await;
+    labelled(&ns, "first", "v1").await;
+
+    write(&file, b"not a component at all");
+    host.logged("is not a WebAssembly file").await;
+    host.logged("(version 1.0.0 keeps serving)").await;
+    deployment(&ns, "second").await;
+    labelled(&ns, "second", "v1").await;
+    assert!(host.metric(r#"wasmloop_plugin_rejections_total{plugin="labeler",reason="NotWasm"}"#).await >= 1.0);
+}

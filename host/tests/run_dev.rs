@@ -50,16 +50,28 @@ fn write(file: &Path, bytes: &[u8]) {
     std::fs::write(file, bytes).unwrap();
 }
 
+// One test, one host: the labeler labels every Deployment in the cluster, so two dev hosts
+// running different versions side by side would fight over each other's objects.
 #[tokio::test]
-async fn replacing_the_wasm_converges_existing_objects_without_a_restart_or_a_new_watch() {
+async fn a_replaced_wasm_is_validated_before_it_serves_then_converges_existing_objects_on_the_warm_watch() {
     let ns = shared().namespace("dev-swap").await.unwrap();
     let (mut host, _dir, file) = dev_on_labeler_v1();
     deployment(&ns, "web").await;
     labelled(&ns, "web", "v1").await;
     assert_eq!(host.metric(&format!("wasmloop_watches_started_total{DEPLOYMENTS}")).await, 1.0);
 
+    // A broken version is refused, with its cause, and v1 keeps serving.
+    write(&file, b"not a component at all");
+    host.logged("is not a WebAssembly file").await;
+    host.logged("(version 1.0.0 keeps serving)").await;
+    assert!(host.metric(r#"wasmloop_plugin_rejections_total{plugin="labeler",reason="NotWasm"}"#).await >= 1.0);
+    deployment(&ns, "second").await;
+    labelled(&ns, "second", "v1").await;
+
+    // v2 replaces it: existing objects converge, on the same process, watch and cache.
     write(&file, &std::fs::read(component("labeler_v2_plugin")).unwrap());
     labelled(&ns, "web", "v2").await;
+    labelled(&ns, "second", "v2").await;
     assert!(host.is_running(), "the host kept running");
     assert_eq!(host.metric(r#"wasmloop_plugin_loads_total{plugin="labeler"}"#).await, 2.0);
     assert_eq!(
@@ -72,19 +84,4 @@ async fn replacing_the_wasm_converges_existing_objects_without_a_restart_or_a_ne
         1.0,
         "and its cache: no relist"
     );
-}
-
-#[tokio::test]
-async fn a_broken_new_version_keeps_the_old_one_serving_and_says_why() {
-    let ns = shared().namespace("dev-bad").await.unwrap();
-    let (host, _dir, file) = dev_on_labeler_v1();
-    deployment(&ns, "first").await;
-    labelled(&ns, "first", "v1").await;
-
-    write(&file, b"not a component at all");
-    host.logged("is not a WebAssembly file").await;
-    host.logged("(version 1.0.0 keeps serving)").await;
-    deployment(&ns, "second").await;
-    labelled(&ns, "second", "v1").await;
-    assert!(host.metric(r#"wasmloop_plugin_rejections_total{plugin="labeler",reason="NotWasm"}"#).await >= 1.0);
 }

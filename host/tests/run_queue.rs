@@ -142,8 +142,4 @@ async fn a_burst_of_updates_to_one_object_is_a_few_reconciles_never_two_at_once_
         "100 updates took {reconciles} reconciles; events for a waiting key collapse"
     );
     assert_eq!(host.metric(r#"wasmloop_reconcile_overlaps_total{plugin="foo-deployment"}"#).await, 0.0);
-    assert!(
-        host.metric(r#"wasmloop_reconcile_duration_seconds_count{plugin="foo-deployment"}"#).await >= reconciles,
-        "every reconcile is timed"
-    );
 }

@@ -7,7 +7,8 @@
 //! is one reconcile of the latest state.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use kube::ResourceExt;
@@ -120,6 +121,72 @@ impl HostServices for CacheView {
     }
 }
 
+static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
+
+/// The keys being reconciled by any version of one plugin, each with the generation of the
+/// version reconciling it. Kept apart from the queue's own book-keeping, so that a broken
+/// queue shows up as `wasmloop_reconcile_overlaps_total` instead of passing unseen, and handed
+/// from version to version, so that a new version never starts on a key an old version's
+/// reconcile (one that outlived the drain timeout) still holds.
+#[derive(Default)]
+pub struct RunningKeys(Mutex<HashMap<Key, u64>>);
+
+enum Claim {
+    Claimed,
+    /// This version already reconciles the key: the queue failed its promise.
+    Overlap,
+    /// An older version still reconciles the key.
+    Busy,
+}
+
+impl RunningKeys {
+    fn claim(&self, key: &Key, generation: u64) -> Claim {
+        let mut keys = self.0.lock().expect("lock");
+        match keys.get(key) {
+            Some(g) if *g == generation => Claim::Overlap,
+            Some(_) => Claim::Busy,
+            None => {
+                keys.insert(key.clone(), generation);
+                Claim::Claimed
+            }
+        }
+    }
+
+    fn release(&self, key: &Key, generation: u64) {
+        let mut keys = self.0.lock().expect("lock");
+        if keys.get(key) == Some(&generation) {
+            keys.remove(key);
+        }
+    }
+}
+
+/// Releases a key and the in-flight count when its reconcile ends, however it ends: the
+/// guard lives in the reconcile's own task, which outlives an aborted worker.
+struct RunningGuard {
+    shared: Arc<Shared>,
+    running: Arc<RunningKeys>,
+    key: Key,
+    claimed: bool,
+}
+
+impl Drop for RunningGuard {
+    fn drop(&mut self) {
+        if self.claimed {
+            self.running.release(&self.key, self.shared.generation);
+        }
+        self.shared.metrics.in_flight(&self.shared.manifest.name, -1);
+    }
+}
+
+/// What a stopped version leaves its successor: the keys its reconciles may still hold, and
+/// the deleted objects and previous states it had not delivered yet.
+pub struct Handover {
+    running: Arc<RunningKeys>,
+    primary: Gvk,
+    tombstones: HashMap<Key, Arc<Entry>>,
+    previous: HashMap<Key, Arc<Entry>>,
+}
+
 struct Shared {
     plugin: Plugin,
     manifest: Manifest,
@@ -133,9 +200,12 @@ struct Shared {
     client: kube::Client,
     metrics: Arc<Metrics>,
     config: ControllerConfig,
-    /// Keys being reconciled, kept apart from the queue's own book-keeping so that a broken
-    /// queue shows up as `wasmloop_reconcile_overlaps_total` instead of passing unseen.
-    running: Mutex<HashSet<Key>>,
+    /// Tells this version's reconciles from its predecessors'.
+    generation: u64,
+    /// Set when the workers start: fresh, or handed over by the previous version.
+    running: OnceLock<Arc<RunningKeys>>,
+    /// True once the workers run; a prepared version's queue is not yet the plugin's.
+    serving: AtomicBool,
     previous: Mutex<HashMap<Key, Arc<Entry>>>,
     tombstones: Mutex<HashMap<Key, Arc<Entry>>>,
 }
@@ -149,7 +219,37 @@ pub struct Prepared {
 
 impl Prepared {
     /// Starts the workers.
-    pub fn run(mut self) -> Controller {
+    pub fn run(self) -> Controller {
+        self.start(Arc::default())
+    }
+
+    /// Starts the workers as the successor of a stopped version: keys its reconciles still
+    /// hold wait for them, and deletions and previous states it had not delivered are
+    /// delivered by this version (when the primary kind is the same).
+    pub fn run_after(self, handover: Handover) -> Controller {
+        let shared = &self.shared;
+        if handover.primary == shared.manifest.primary.kind {
+            if shared.manifest.deliver_deleted {
+                let mut tombstones = shared.tombstones.lock().expect("lock");
+                for (key, entry) in handover.tombstones {
+                    tombstones.entry(key.clone()).or_insert(entry);
+                    shared.queue.add(key);
+                }
+            }
+            if shared.manifest.deliver_previous {
+                let mut previous = shared.previous.lock().expect("lock");
+                for (key, entry) in handover.previous {
+                    previous.entry(key).or_insert(entry);
+                }
+            }
+        }
+        self.start(handover.running)
+    }
+
+    fn start(mut self, running: Arc<RunningKeys>) -> Controller {
+        let _ = self.shared.running.set(running);
+        self.shared.serving.store(true, Ordering::Relaxed);
+        self.shared.metrics.queue_depth(&self.shared.manifest.name, self.shared.queue.len());
         for _ in 0..self.concurrency {
             self.tasks.push(tokio::spawn(work(self.shared.clone())));
         }
@@ -258,7 +358,9 @@ impl Controller {
             client: context.client.clone(),
             metrics: context.metrics.clone(),
             config,
-            running: Mutex::default(),
+            generation: NEXT_GENERATION.fetch_add(1, Ordering::Relaxed),
+            running: OnceLock::new(),
+            serving: AtomicBool::new(false),
             previous: Mutex::default(),
             tombstones: Mutex::default(),
         });
@@ -303,13 +405,32 @@ impl Controller {
         &self.shared.queue
     }
 
-    /// Stops taking keys, waits up to `timeout` for reconciles in flight, then stops.
-    pub async fn shut_down(self, timeout: Duration) {
-        self.shared.queue.shut_down();
-        if tokio::time::timeout(timeout, self.shared.queue.drained()).await.is_err() {
-            tracing::warn!(plugin = %self.shared.manifest.name, "reconciles still running at shutdown timeout; abandoning them");
+    /// Stops taking keys, waits up to `timeout` for reconciles in flight, then stops. Returns
+    /// what a successor version needs to carry on.
+    pub async fn shut_down(self, timeout: Duration) -> Handover {
+        let shared = &self.shared;
+        shared.queue.shut_down();
+        if tokio::time::timeout(timeout, shared.queue.drained()).await.is_err() {
+            let running = self.running_keys();
+            tracing::warn!(
+                plugin = %shared.manifest.name,
+                objects = ?running,
+                "reconciles still running after {timeout:?}; they finish in the background, and a successor version waits for them (raise shutdownTimeoutSeconds if this repeats)"
+            );
         }
-        // Dropping aborts the tasks, which releases the informers.
+        // Dropping `self` aborts the pumps and workers, which releases the informers.
+        Handover {
+            running: shared.running.get().cloned().unwrap_or_default(),
+            primary: shared.manifest.primary.kind.clone(),
+            tombstones: std::mem::take(&mut *shared.tombstones.lock().expect("lock")),
+            previous: std::mem::take(&mut *shared.previous.lock().expect("lock")),
+        }
+    }
+
+    fn running_keys(&self) -> Vec<String> {
+        let Some(running) = self.shared.running.get() else { return Vec::new() };
+        let keys = running.0.lock().expect("lock");
+        keys.iter().filter(|(_, g)| **g == self.shared.generation).map(|(k, _)| k.to_string()).collect()
     }
 }
 
@@ -325,7 +446,9 @@ impl Drop for Controller {
 impl Shared {
     fn enqueue(&self, key: Key) {
         self.queue.add(key);
-        self.metrics.queue_depth(&self.manifest.name, self.queue.len());
+        if self.serving.load(Ordering::Relaxed) {
+            self.metrics.queue_depth(&self.manifest.name, self.queue.len());
+        }
     }
 }
 
@@ -407,24 +530,41 @@ async fn pump_watched(shared: Arc<Shared>, mut changes: broadcast::Receiver<Chan
     }
 }
 
+/// How long a key waits when an older version's reconcile still holds it.
+const BUSY_RETRY: Duration = Duration::from_millis(100);
+
 async fn work(shared: Arc<Shared>) {
     let plugin = shared.manifest.name.as_str();
+    let running = shared.running.get().cloned().expect("set before the workers start");
     while let Some(key) = shared.queue.get().await {
         shared.metrics.queue_depth(plugin, shared.queue.len());
+        let claimed = match running.claim(&key, shared.generation) {
+            Claim::Claimed => true,
+            Claim::Busy => {
+                shared.queue.add_after(key.clone(), BUSY_RETRY);
+                shared.queue.done(&key);
+                continue;
+            }
+            Claim::Overlap => {
+                shared.metrics.overlapped(plugin);
+                tracing::error!(plugin, object = %key, "two reconciles of one object at once; this is a wasmloop bug, please report it");
+                false
+            }
+        };
         let attempt = shared.queue.retries(&key);
         let span = tracing::info_span!("reconcile", plugin, object = %key, attempt, actions = tracing::field::Empty, duration_ms = tracing::field::Empty);
         let started = Instant::now();
-        if !shared.running.lock().expect("lock").insert(key.clone()) {
-            shared.metrics.overlapped(plugin);
-            span.in_scope(|| {
-                tracing::error!("two reconciles of one object at once; this is a wasmloop bug, please report it")
-            });
-        }
         shared.metrics.in_flight(plugin, 1);
-        // Its own task: a panic in host code must not strand the key in `processing`.
+        let guard = RunningGuard { shared: shared.clone(), running: running.clone(), key: key.clone(), claimed };
+        // Its own task: a panic in host code must not strand the key in `processing`, and a
+        // worker aborted at shutdown leaves the reconcile (and its guard) to finish.
         let task = tokio::spawn({
             let (shared, key) = (shared.clone(), key.clone());
-            async move { reconcile(&shared, &key, attempt).await }.instrument(span.clone())
+            async move {
+                let _guard = guard;
+                reconcile(&shared, &key, attempt).await
+            }
+            .instrument(span.clone())
         });
         let outcome = task.await.unwrap_or_else(|panic| {
             tracing::error!(plugin, object = %key, %panic, "reconcile panicked; retrying with backoff");
@@ -432,8 +572,6 @@ async fn work(shared: Arc<Shared>) {
         });
         let took = started.elapsed();
         span.record("duration_ms", took.as_millis() as u64);
-        shared.running.lock().expect("lock").remove(&key);
-        shared.metrics.in_flight(plugin, -1);
         let result = match outcome {
             Outcome::Done { actions, requeue_after } => {
                 span.record("actions", actions);

@@ -185,6 +185,14 @@ impl Metrics {
         let _ = self.overlaps.get_or_create(&labels);
     }
 
+    /// Removes a plugin's gauges when it stops serving, so they do not report a last value
+    /// forever (counters stay: they are totals).
+    pub fn plugin_stopped(&self, plugin: &str) {
+        let labels = Self::plugin(plugin);
+        self.queue_depth.remove(&labels);
+        self.in_flight.remove(&labels);
+    }
+
     /// A reconcile ended with `result` after `took`.
     pub fn reconciled(&self, plugin: &str, result: &str, took: Duration) {
         self.reconciles.get_or_create(&ResultLabels { plugin: plugin.into(), result: result.into() }).inc();

@@ -283,10 +283,10 @@ impl Registry {
         // A source that now offers a plugin of another name gives up its old one.
         let old = mine.and_then(|old_name| slots.remove(&old_name));
         let previous = old.as_ref().map(|s| version_of(&s.controller));
-        if let Some(old) = old {
-            old.controller.shut_down(self.drain).await;
-        }
-        let controller = prepared.run();
+        let controller = match old {
+            Some(old) => prepared.run_after(old.controller.shut_down(self.drain).await),
+            None => prepared.run(),
+        };
         slots.insert(name.clone(), Slot { source, digest: digest.clone(), controller });
         self.context.metrics.plugin_loaded(&name);
         self.context.metrics.plugins_active(slots.len());
@@ -312,6 +312,7 @@ impl Registry {
         // Under the lock: a new version from the same source must not start before this
         // one's reconciles have finished.
         slot.controller.shut_down(self.drain).await;
+        self.context.metrics.plugin_stopped(&name);
         Some(name)
     }
 

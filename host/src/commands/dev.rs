@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use wasmloop_runtime::registry::Candidate;
+use wasmloop_runtime::registry::{Candidate, RegistryError};
 
 use super::host::{Host, shutdown_signal};
 use crate::cli::DevArgs;
@@ -27,19 +27,24 @@ async fn reload(host: &Host, source: &PathSource, last: &mut Vec<u8>) -> bool {
             return false;
         }
     };
-    // Editors and builds touch files without changing them; the same bytes were already
-    // accepted or refused.
+    // Editors and builds touch files without changing them; bytes already accepted, or
+    // refused as a component, would be refused again. (A start failure, such as a CRD not
+    // installed yet, is retried on the next save.)
     if bytes == *last {
         return false;
     }
-    last.clone_from(&bytes);
     let candidate = Candidate { source: source.label(), expected_name: None, bytes, config: None };
+    let tried = candidate.bytes.clone();
     match host.registry.upsert(candidate).await {
         Ok(loaded) => {
+            *last = tried;
             tracing::info!(plugin = loaded.name(), digest = loaded.digest(), "{loaded}");
             true
         }
         Err(error) => {
+            if matches!(error, RegistryError::Load { .. } | RegistryError::NameMismatch { .. }) {
+                *last = tried;
+            }
             tracing::error!(reason = error.reason(), "{error}");
             false
         }
@@ -58,6 +63,9 @@ async fn serve(args: &DevArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
         host.readiness.ready(&item);
     }
     tracing::info!(source = %source.label(), "wasmloop dev: watching for changes");
+    // One signal future for the whole loop: a signal that arrives during a reload is kept.
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
     loop {
         tokio::select! {
             change = changes.receiver.recv() => {
@@ -68,7 +76,7 @@ async fn serve(args: &DevArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
                     host.readiness.ready(&item);
                 }
             }
-            () = shutdown_signal() => break,
+            () = &mut shutdown => break,
         }
     }
     host.shut_down().await;

@@ -40,6 +40,8 @@ impl PathSource {
     pub fn new(path: &Path) -> anyhow::Result<PathSource> {
         let path = std::path::absolute(path).with_context(|| format!("cannot resolve {}", path.display()))?;
         if path.is_dir() {
+            // Cargo reports manifest paths with symlinks and `..` resolved.
+            let path = path.canonicalize().with_context(|| format!("cannot resolve {}", path.display()))?;
             anyhow::ensure!(
                 path.join("Cargo.toml").is_file(),
                 "{} is a directory without a Cargo.toml; pass a plugin crate's directory or a .wasm file",
@@ -68,7 +70,7 @@ impl PathSource {
             PathSource::File(file) => changed == file,
             PathSource::Crate(dir) => {
                 let Ok(inside) = changed.strip_prefix(dir) else { return false };
-                inside.starts_with("src") || inside == Path::new("Cargo.toml") || inside == Path::new("wit")
+                inside.starts_with("src") || inside.starts_with("wit") || inside == Path::new("Cargo.toml")
             }
         }
     }

@@ -121,12 +121,17 @@ impl Host {
     }
 
     /// The value of one series of `/metrics`, written as in the exposition
-    /// (`wasmloop_x_total{plugin="p"}`); 0 when absent.
+    /// (`wasmloop_x_total{plugin="p"}`). Panics when the host does not serve it, so a
+    /// misspelt series fails the test instead of reading as zero.
     pub async fn metric(&self, series: &str) -> f64 {
         let (_, text) = self.get("/metrics").await;
-        text.lines()
-            .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))
-            .map_or(0.0, |v| v.parse().unwrap())
+        series_value(&text, series).unwrap_or_else(|| panic!("/metrics has no series {series}:\n{text}"))
+    }
+
+    /// As [`Host::metric`], 0 for a counter that has not counted yet.
+    pub async fn metric_or_zero(&self, series: &str) -> f64 {
+        let (_, text) = self.get("/metrics").await;
+        series_value(&text, series).unwrap_or(0.0)
     }
 
     /// True while the process runs.
@@ -148,6 +153,12 @@ impl Drop for Host {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+fn series_value(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))
+        .map(|v| v.parse().unwrap())
 }
 
 /// A Foo asking for `replicas` of Deployment `deployment`.

@@ -58,14 +58,21 @@ pub enum Command {
     Run(RunArgs),
     /// Run one plugin against a cluster and reload it whenever its file or crate changes.
     Dev(DevArgs),
+    /// Print the ConfigMap that ships a plugin to a cluster (`| kubectl apply -f -`).
+    Bundle(BundleArgs),
 }
 
 /// `wasmloop run`.
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("sources").required(true).multiple(true).args(["plugins", "plugin_namespaces"])))]
 pub struct RunArgs {
     /// A plugin component (.wasm). Repeatable.
-    #[arg(long = "plugin", required = true)]
+    #[arg(long = "plugin")]
     pub plugins: Vec<PathBuf>,
+    /// Load plugins from ConfigMaps labelled `wasmloop.dev/plugin` in this namespace, and
+    /// follow their changes. Repeatable.
+    #[arg(long = "plugin-namespace", value_name = "NAMESPACE")]
+    pub plugin_namespaces: Vec<String>,
     /// Host options.
     #[command(flatten)]
     pub host: HostArgs,
@@ -80,6 +87,26 @@ pub struct DevArgs {
     /// Host options.
     #[command(flatten)]
     pub host: HostArgs,
+}
+
+/// `wasmloop bundle`.
+#[derive(Debug, Args)]
+pub struct BundleArgs {
+    /// The plugin component (.wasm).
+    pub plugin: PathBuf,
+    /// The plugin's name: the ConfigMap's name and its `wasmloop.dev/plugin` label. Must be
+    /// the name in the component's manifest.
+    #[arg(long)]
+    pub name: String,
+    /// The namespace the host watches for plugins (`run --plugin-namespace`).
+    #[arg(long, default_value = "wasmloop-system")]
+    pub namespace: String,
+    /// The plugin's configuration (YAML or JSON), shipped as data["config.yaml"].
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Sandbox options (the component is validated before it is bundled).
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
 }
 
 /// Options of the commands that run plugins against a cluster.

@@ -8,4 +8,5 @@ pub mod host_config;
 pub mod input;
 pub mod logging;
 pub mod offline_cache;
+pub mod plugin_configmap;
 pub mod sources;

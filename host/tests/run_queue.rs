@@ -5,7 +5,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{FOO_CRD, Host, component, deployment_with, foo, replicas};
+use common::{FOO_CRD, Host, component, deployment_with, foo, millis, replicas};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -45,19 +45,6 @@ async fn configmap(ns: &TestNamespace, name: &str) {
     let cm =
         ConfigMap { metadata: ObjectMeta { name: Some(name.into()), ..ObjectMeta::default() }, ..ConfigMap::default() };
     Api::<ConfigMap>::namespaced(ns.client.clone(), &ns.name).create(&PostParams::default(), &cm).await.unwrap();
-}
-
-fn millis(line: &Value) -> f64 {
-    // RFC 3339 with nanoseconds: seconds of the day are enough within one test.
-    let ts = line["timestamp"].as_str().unwrap();
-    let time = &ts[11..ts.len() - 1];
-    let mut parts = time.split(':');
-    let (h, m, s): (f64, f64, f64) = (
-        parts.next().unwrap().parse().unwrap(),
-        parts.next().unwrap().parse().unwrap(),
-        parts.next().unwrap().parse().unwrap(),
-    );
-    ((h * 60.0 + m) * 60.0 + s) * 1000.0
 }
 
 #[tokio::test]

@@ -12,17 +12,17 @@
 //! The kinds were checked against the manifest when the response was decoded (in the
 //! sandbox); here they are resolved to resources.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
-use kube::runtime::events::{Event, EventType as KubeEventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType as KubeEventType};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use wasmloop_sandbox::{Action, EventType, Gvk, Manifest, Object, ObjectRef, PatchKind};
 
 use crate::discovery::{DiscoveryError, Kinds, Resolved};
+use crate::events::Recorders;
 use crate::metrics::Metrics;
 
 /// An action that could not be carried out.
@@ -120,7 +120,7 @@ pub struct Applied {
 pub struct Executor {
     client: Client,
     kinds: Arc<Kinds>,
-    recorders: Mutex<HashMap<(String, String), Recorder>>,
+    recorders: Recorders,
     metrics: Arc<Metrics>,
 }
 
@@ -134,7 +134,7 @@ fn label(kind: &str, namespace: Option<&str>, name: &str) -> String {
 impl Executor {
     /// An executor writing with `client`.
     pub fn new(client: Client, kinds: Arc<Kinds>, metrics: Arc<Metrics>) -> Executor {
-        Executor { client, kinds, recorders: Mutex::new(HashMap::new()), metrics }
+        Executor { recorders: Recorders::new(client.clone()), client, kinds, metrics }
     }
 
     async fn resolve(&self, plugin: &str, kind: &Gvk) -> Result<Resolved, ExecError> {
@@ -353,27 +353,6 @@ impl Executor {
         }
     }
 
-    /// The recorder for one plugin and one message. kube's recorder folds events that differ
-    /// only in their message into one series that keeps the first message; client-go keys
-    /// series by the message too, and plugins such as node-image-watch put the news in the
-    /// message. One recorder per (plugin, message) restores client-go's behaviour.
-    fn recorder(&self, plugin: &str, message: &str) -> Recorder {
-        const MAX_RECORDERS: usize = 4096;
-        let mut recorders = self.recorders.lock().expect("lock");
-        if recorders.len() >= MAX_RECORDERS {
-            // Forgetting only loses series aggregation of old messages, never an event.
-            recorders.clear();
-        }
-        recorders
-            .entry((plugin.to_owned(), message.to_owned()))
-            .or_insert_with(|| {
-                let reporter =
-                    Reporter { controller: format!("wasmloop/{plugin}"), instance: std::env::var("HOSTNAME").ok() };
-                Recorder::new(self.client.clone(), reporter)
-            })
-            .clone()
-    }
-
     /// Records an Event on `regarding` as the plugin. Also used by the host for failed
     /// reconciles.
     ///
@@ -406,7 +385,7 @@ impl Executor {
             action: action.unwrap_or("Reconcile").into(),
             secondary: None,
         };
-        let recorder = self.recorder(&manifest.name, message);
+        let recorder = self.recorders.get(&format!("wasmloop/{}", manifest.name), message);
         let mut result = recorder.publish(&event, &reference).await;
         if let Err(kube::Error::Api(status)) = &result {
             // Kubernetes before 1.22 rejects events.k8s.io/v1 Events about cluster-scoped

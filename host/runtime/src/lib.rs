@@ -7,6 +7,7 @@
 pub mod context;
 pub mod controller;
 pub mod discovery;
+pub mod events;
 pub mod executor;
 pub mod informer;
 pub mod metrics;

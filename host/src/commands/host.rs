@@ -14,7 +14,9 @@ use crate::host_config::HostConfig;
 
 /// A host connected to its cluster, serving its endpoints, with no plugins yet.
 pub(super) struct Host {
-    pub registry: Registry,
+    pub registry: Arc<Registry>,
+    /// The API client the sources use.
+    pub client: kube::Client,
     pub metrics: Arc<Metrics>,
     pub readiness: Arc<Readiness>,
     /// How long reconciles in flight get at shutdown and when a version is replaced.
@@ -51,7 +53,7 @@ impl Host {
         let client = kube::Client::try_default().await.context(
             "cannot connect to Kubernetes: set KUBECONFIG (or ~/.kube/config), or run in a pod with a service account",
         )?;
-        let context = Context::new(client, metrics.clone());
+        let context = Context::new(client.clone(), metrics.clone());
         // Without leader election this host always leads.
         metrics.leader(true);
         let drain = Duration::from_secs(config.shutdown_timeout_seconds.unwrap_or(30));
@@ -61,7 +63,13 @@ impl Host {
         };
         let config = Arc::new(config);
         let settings: Settings = Arc::new(move |plugin: &str| controller_config(&config, plugin));
-        Ok(Host { registry: Registry::new(context, loader, settings, drain), metrics, readiness, drain })
+        Ok(Host {
+            registry: Arc::new(Registry::new(context, loader, settings, drain)),
+            client,
+            metrics,
+            readiness,
+            drain,
+        })
     }
 
     /// Stops every plugin, letting reconciles in flight finish.

@@ -9,6 +9,7 @@ use wasmloop_sandbox::{LoadError, Plugin, Sandbox, SandboxConfig};
 
 use crate::cli::{Command, OutputFormat, SandboxArgs};
 
+mod bundle;
 mod dev;
 mod host;
 mod inspect;
@@ -28,6 +29,7 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Reconcile(args) => reconcile::run(&args),
         Command::Run(args) => run::run(&args),
         Command::Dev(args) => dev::run(&args),
+        Command::Bundle(args) => bundle::run(&args),
     }
 }
 

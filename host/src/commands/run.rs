@@ -8,6 +8,7 @@ use wasmloop_sandbox::{Plugin, Sandbox};
 use super::host::{Host, shutdown_signal};
 use crate::cli::RunArgs;
 use crate::host_config::HostConfig;
+use crate::sources::configmaps::ConfigMapSource;
 
 pub(super) fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let config = args.host.config.as_deref().map(HostConfig::read).transpose()?.unwrap_or_default();
@@ -52,6 +53,12 @@ async fn serve(args: &RunArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("cannot start plugin {name}"))?;
         host.readiness.ready(&item);
         tracing::info!(plugin = %name, "{loaded}");
+    }
+    for namespace in &args.plugin_namespaces {
+        let source =
+            ConfigMapSource::new(host.client.clone(), namespace, host.registry.clone(), host.readiness.clone());
+        tokio::spawn(source.run());
+        tracing::info!(namespace, "loading plugins from ConfigMaps labelled wasmloop.dev/plugin");
     }
     tracing::info!(
         plugins = host.registry.names().await.len(),

@@ -155,6 +155,19 @@ impl Drop for Host {
     }
 }
 
+/// A JSON log line's time, in milliseconds of its day (enough within one test).
+pub fn millis(line: &Value) -> f64 {
+    let ts = line["timestamp"].as_str().unwrap();
+    let time = &ts[11..ts.len() - 1];
+    let mut parts = time.split(':');
+    let (h, m, s): (f64, f64, f64) = (
+        parts.next().unwrap().parse().unwrap(),
+        parts.next().unwrap().parse().unwrap(),
+        parts.next().unwrap().parse().unwrap(),
+    );
+    ((h * 60.0 + m) * 60.0 + s) * 1000.0
+}
+
 fn series_value(text: &str, series: &str) -> Option<f64> {
     text.lines()
         .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))

@@ -1,0 +1,43 @@
+//! `wasmloop bundle`: the ConfigMap that ships a plugin, on stdout.
+
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+
+use crate::cli::BundleArgs;
+use crate::plugin_configmap;
+
+pub(super) fn run(args: &BundleArgs) -> anyhow::Result<ExitCode> {
+    let sandbox = super::sandbox(&args.sandbox)?;
+    // Validate now, not when the host refuses it in the cluster.
+    let plugin = super::load(&sandbox, &args.plugin, &args.sandbox)?;
+    let manifest_name = &plugin.manifest().name;
+    anyhow::ensure!(
+        *manifest_name == args.name,
+        "{} is plugin {manifest_name:?}, not {:?}; pass --name {manifest_name}",
+        args.plugin.display(),
+        args.name
+    );
+    let config = args
+        .config
+        .as_deref()
+        .map(|path| {
+            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            serde_yaml::from_str::<serde_json::Value>(&text)
+                .with_context(|| format!("{} is not valid YAML or JSON", path.display()))?;
+            anyhow::Ok(text)
+        })
+        .transpose()?;
+    let component = std::fs::read(&args.plugin).with_context(|| format!("cannot read {}", args.plugin.display()))?;
+    let configmap = plugin_configmap::build(&args.name, &args.namespace, &component, config.as_deref())?;
+    // apiVersion and kind first, as kubectl prints them.
+    let value = serde_json::to_value(&configmap)?;
+    let mut ordered = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap"});
+    for key in ["metadata", "data", "binaryData"] {
+        if let Some(field) = value.get(key) {
+            ordered[key] = field.clone();
+        }
+    }
+    print!("{}", serde_yaml::to_string(&ordered)?);
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,208 @@
+//! The ConfigMap format that ships a plugin into a cluster, both ways: `wasmloop bundle`
+//! writes it, the ConfigMap source reads it.
+//!
+//! A plugin ConfigMap is labelled `wasmloop.dev/plugin=<name>` and holds the component in
+//! `binaryData["plugin.wasm"]`, or gzip-compressed in `binaryData["plugin.wasm.gz"]`, and
+//! optionally the plugin's configuration in `data["config.yaml"]` (or `config.json`).
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+/// The label naming the plugin a ConfigMap ships.
+pub const PLUGIN_LABEL: &str = "wasmloop.dev/plugin";
+/// The annotation the host writes the load state to.
+pub const STATUS_ANNOTATION: &str = "wasmloop.dev/status";
+/// The key of an uncompressed component.
+pub const WASM_KEY: &str = "plugin.wasm";
+/// The key of a gzip-compressed component.
+pub const WASM_GZ_KEY: &str = "plugin.wasm.gz";
+/// The size limit of a ConfigMap's data, as the API server enforces it.
+pub const CONFIGMAP_LIMIT: usize = 1024 * 1024;
+/// Room left under the limit for metadata, the configuration and the status annotation.
+const HEADROOM: usize = 16 * 1024;
+/// A decompressed component larger than this is refused: a gzip bomb, not a plugin.
+const MAX_COMPONENT: u64 = 64 * 1024 * 1024;
+
+/// What a plugin ConfigMap holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PluginPayload {
+    /// The plugin name from the label.
+    pub name: String,
+    /// The component.
+    pub component: Vec<u8>,
+    /// The configuration as JSON text, if the ConfigMap has one.
+    pub config: Option<String>,
+}
+
+/// Why a ConfigMap does not ship a usable plugin.
+#[derive(Debug, thiserror::Error)]
+pub enum PayloadError {
+    /// No component.
+    #[error(
+        "ConfigMap {0} has neither binaryData[\"plugin.wasm\"] nor binaryData[\"plugin.wasm.gz\"]; create it with `wasmloop bundle PLUGIN.wasm --name NAME`"
+    )]
+    NoComponent(String),
+    /// A broken gzip stream.
+    #[error(
+        "ConfigMap {0}: binaryData[\"plugin.wasm.gz\"] is not valid gzip ({1}); recreate it with `wasmloop bundle`"
+    )]
+    BadGzip(String, std::io::Error),
+    /// A gzip bomb.
+    #[error("ConfigMap {0}: binaryData[\"plugin.wasm.gz\"] expands beyond {limit} MiB; that is not a plugin", limit = MAX_COMPONENT >> 20)]
+    TooLarge(String),
+    /// A configuration that does not parse.
+    #[error("ConfigMap {0}: data[\"{1}\"] is not valid YAML/JSON ({2}); fix the plugin configuration")]
+    BadConfig(String, &'static str, String),
+    /// An empty plugin label.
+    #[error("ConfigMap {0}: the label {PLUGIN_LABEL} is empty; set it to the plugin's name")]
+    NoName(String),
+}
+
+fn display(cm: &ConfigMap) -> String {
+    format!(
+        "{}/{}",
+        cm.metadata.namespace.as_deref().unwrap_or_default(),
+        cm.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// Reads the plugin a ConfigMap ships.
+///
+/// # Errors
+/// When the ConfigMap lacks a component, holds broken gzip, or a configuration that does not parse.
+pub fn read(cm: &ConfigMap) -> Result<PluginPayload, PayloadError> {
+    let at = display(cm);
+    let name = cm.metadata.labels.as_ref().and_then(|l| l.get(PLUGIN_LABEL)).cloned().unwrap_or_default();
+    if name.is_empty() {
+        return Err(PayloadError::NoName(at));
+    }
+    let binary = cm.binary_data.as_ref();
+    let component = if let Some(plain) = binary.and_then(|b| b.get(WASM_KEY)) {
+        plain.0.clone()
+    } else if let Some(packed) = binary.and_then(|b| b.get(WASM_GZ_KEY)) {
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(packed.0.as_slice())
+            .take(MAX_COMPONENT + 1)
+            .read_to_end(&mut out)
+            .map_err(|e| PayloadError::BadGzip(at.clone(), e))?;
+        if out.len() as u64 > MAX_COMPONENT {
+            return Err(PayloadError::TooLarge(at));
+        }
+        out
+    } else {
+        return Err(PayloadError::NoComponent(at));
+    };
+    let data = cm.data.as_ref();
+    let config = match (data.and_then(|d| d.get("config.yaml")), data.and_then(|d| d.get("config.json"))) {
+        (Some(text), _) => Some(("config.yaml", text)),
+        (None, Some(text)) => Some(("config.json", text)),
+        (None, None) => None,
+    };
+    let config = config
+        .map(|(key, text)| {
+            serde_yaml::from_str::<serde_json::Value>(text)
+                .map(|v| v.to_string())
+                .map_err(|e| PayloadError::BadConfig(at.clone(), key, e.to_string()))
+        })
+        .transpose()?;
+    Ok(PluginPayload { name, component, config })
+}
+
+/// Builds the ConfigMap shipping `component` as plugin `name`: plain when it fits,
+/// gzip-compressed when only that makes it fit.
+///
+/// # Errors
+/// When even the compressed component exceeds the ConfigMap size limit.
+pub fn build(name: &str, namespace: &str, component: &[u8], config: Option<&str>) -> anyhow::Result<ConfigMap> {
+    let budget = CONFIGMAP_LIMIT - HEADROOM - config.map_or(0, str::len);
+    let (key, payload) = if component.len() <= budget {
+        (WASM_KEY, component.to_vec())
+    } else {
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        encoder.write_all(component)?;
+        let packed = encoder.finish()?;
+        anyhow::ensure!(
+            packed.len() <= budget,
+            "plugin {name} is {} KiB, {} KiB gzip-compressed, and a ConfigMap holds at most {} KiB (with room for metadata and config); shrink the component (opt-level = \"s\", lto = true, strip = true, fewer dependencies)",
+            component.len() / 1024,
+            packed.len() / 1024,
+            budget / 1024
+        );
+        (WASM_GZ_KEY, packed)
+    };
+    Ok(ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(namespace.to_owned()),
+            labels: Some(BTreeMap::from([(PLUGIN_LABEL.to_owned(), name.to_owned())])),
+            ..ObjectMeta::default()
+        },
+        binary_data: Some(BTreeMap::from([(key.to_owned(), ByteString(payload))])),
+        data: config.map(|c| BTreeMap::from([("config.yaml".to_owned(), c.to_owned())])),
+        ..ConfigMap::default()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_small_component_ships_uncompressed_and_reads_back() {
+        let cm = build("p", "ns", b"\0asm-bytes", Some("level: 3\n")).unwrap();
+        assert!(cm.binary_data.as_ref().unwrap().contains_key(WASM_KEY));
+        let payload = read(&cm).unwrap();
+        assert_eq!(
+            payload,
+            PluginPayload {
+                name: "p".into(),
+                component: b"\0asm-bytes".to_vec(),
+                config: Some(r#"{"level":3}"#.into())
+            }
+        );
+    }
+
+    #[test]
+    fn a_large_compressible_component_ships_gzipped_and_reads_back() {
+        let component = vec![7u8; 3 * CONFIGMAP_LIMIT];
+        let cm = build("p", "ns", &component, None).unwrap();
+        assert!(cm.binary_data.as_ref().unwrap().contains_key(WASM_GZ_KEY));
+        assert_eq!(read(&cm).unwrap().component, component);
+    }
+
+    #[test]
+    fn a_component_too_large_even_compressed_is_refused_with_sizes() {
+        // Incompressible: every byte differs from the last in a long-period sequence.
+        let mut x: u32 = 1;
+        let component: Vec<u8> = (0..2 * CONFIGMAP_LIMIT)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                x as u8
+            })
+            .collect();
+        let error = build("big", "ns", &component, None).unwrap_err().to_string();
+        assert!(error.contains("plugin big is 2048 KiB") && error.contains("shrink the component"), "{error}");
+    }
+
+    #[test]
+    fn a_configmap_without_a_component_says_how_to_make_one() {
+        let mut cm = build("p", "ns", b"x", None).unwrap();
+        cm.binary_data = None;
+        let error = read(&cm).unwrap_err().to_string();
+        assert!(error.contains("ConfigMap ns/p") && error.contains("wasmloop bundle"), "{error}");
+    }
+
+    #[test]
+    fn broken_config_is_named_with_its_key() {
+        let mut cm = build("p", "ns", b"x", None).unwrap();
+        cm.data = Some(BTreeMap::from([("config.yaml".to_owned(), "a: [".to_owned())]));
+        let error = read(&cm).unwrap_err().to_string();
+        assert!(error.contains("data[\"config.yaml\"]"), "{error}");
+    }
+}

@@ -1,0 +1,230 @@
+//! Plugins shipped as ConfigMaps (`run --plugin-namespace NS`): created ones load, updated
+//! ones swap, deleted ones unload, with no restart. The outcome is written back where users
+//! look: the `wasmloop.dev/status` annotation and `PluginLoaded` / `PluginRejected` Events
+//! on the ConfigMap.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+use tokio::sync::mpsc;
+use wasmloop_runtime::events::Recorders;
+use wasmloop_runtime::registry::{Candidate, Loaded, Registry, RegistryError};
+
+use crate::endpoints::Readiness;
+use crate::plugin_configmap::{self, PLUGIN_LABEL, STATUS_ANNOTATION};
+
+/// How long before a plugin that failed to start (a kind not served yet, a cache that did
+/// not sync) is tried again with the same ConfigMap.
+const START_RETRY: Duration = Duration::from_secs(15);
+
+/// The field manager of the status annotation.
+const MANAGER: &str = "wasmloop";
+
+fn source_of(namespace: &str, name: &str) -> String {
+    format!("ConfigMap {namespace}/{name}")
+}
+
+/// What the source remembers of one ConfigMap.
+#[derive(Default)]
+struct Seen {
+    /// The resourceVersion-independent content last handled (component, config), so that the
+    /// host's own annotation writes do not reload anything.
+    handled: Option<(Vec<u8>, Option<String>)>,
+    /// The version serving from this ConfigMap.
+    active: Option<(String, String, String)>,
+}
+
+/// Watches one namespace for plugin ConfigMaps until the registry's host stops.
+pub struct ConfigMapSource {
+    api: Api<ConfigMap>,
+    namespace: String,
+    registry: Arc<Registry>,
+    readiness: Arc<Readiness>,
+    recorders: Recorders,
+    seen: HashMap<String, Seen>,
+}
+
+impl ConfigMapSource {
+    /// A source for `namespace`; ready (for `/readyz`) once its first list is handled.
+    pub fn new(client: kube::Client, namespace: &str, registry: Arc<Registry>, readiness: Arc<Readiness>) -> Self {
+        readiness.pending(&Self::readiness_item(namespace), "plugin ConfigMaps not listed yet");
+        ConfigMapSource {
+            api: Api::namespaced(client.clone(), namespace),
+            namespace: namespace.to_owned(),
+            registry,
+            readiness,
+            recorders: Recorders::new(client),
+            seen: HashMap::new(),
+        }
+    }
+
+    fn readiness_item(namespace: &str) -> String {
+        format!("plugin ConfigMaps in {namespace}")
+    }
+
+    /// Runs until the watch ends (never, short of the process stopping).
+    pub async fn run(mut self) {
+        let config = watcher::Config::default().labels(PLUGIN_LABEL);
+        let mut events = watcher(self.api.clone(), config).default_backoff().boxed();
+        let (retry_tx, mut retries) = mpsc::unbounded_channel::<String>();
+        let mut listed: Option<HashSet<String>> = None;
+        loop {
+            tokio::select! {
+                event = events.next() => match event {
+                    Some(Ok(watcher::Event::Init)) => listed = Some(HashSet::new()),
+                    Some(Ok(watcher::Event::InitApply(cm))) => {
+                        if let Some(names) = listed.as_mut() { names.insert(cm.name_any()); }
+                        self.offer(&cm, &retry_tx).await;
+                    }
+                    Some(Ok(watcher::Event::InitDone)) => {
+                        // ConfigMaps deleted while the watch was down.
+                        let names = listed.take().unwrap_or_default();
+                        let gone: Vec<String> = self.seen.keys().filter(|n| !names.contains(*n)).cloned().collect();
+                        for name in gone { self.unload(&name).await; }
+                        self.readiness.ready(&Self::readiness_item(&self.namespace));
+                    }
+                    Some(Ok(watcher::Event::Apply(cm))) => self.offer(&cm, &retry_tx).await,
+                    Some(Ok(watcher::Event::Delete(cm))) => self.unload(&cm.name_any()).await,
+                    Some(Err(error)) => tracing::warn!(namespace = %self.namespace, %error, "watching plugin ConfigMaps failed; retrying with backoff (check that the host may list and watch ConfigMaps here)"),
+                    None => return,
+                },
+                Some(name) = retries.recv() => {
+                    if let Ok(Some(cm)) = self.api.get_opt(&name).await {
+                        self.offer(&cm, &retry_tx).await;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn offer(&mut self, cm: &ConfigMap, retry: &mpsc::UnboundedSender<String>) {
+        let name = cm.name_any();
+        let source = source_of(&self.namespace, &name);
+        let payload = match plugin_configmap::read(cm) {
+            Ok(payload) => payload,
+            Err(error) => {
+                let content = (Vec::new(), Some(error.to_string()));
+                if self.seen.get(&name).and_then(|s| s.handled.as_ref()) != Some(&content) {
+                    self.seen.entry(name.clone()).or_default().handled = Some(content);
+                    self.rejected(cm, "InvalidConfigMap", &format!("{error}{}", self.keeps(&name))).await;
+                }
+                return;
+            }
+        };
+        let content = (payload.component.clone(), payload.config.clone());
+        if self.seen.get(&name).and_then(|s| s.handled.as_ref()) == Some(&content) {
+            return;
+        }
+        tracing::info!(configmap = %source, plugin = %payload.name, "loading the plugin this ConfigMap ships");
+        let candidate =
+            Candidate { source, expected_name: Some(payload.name), bytes: payload.component, config: payload.config };
+        match self.registry.upsert(candidate).await {
+            Ok(loaded) => {
+                self.seen.entry(name.clone()).or_default().handled = Some(content);
+                self.loaded(cm, &loaded).await;
+            }
+            Err(error) => {
+                if matches!(error, RegistryError::Start { .. }) {
+                    // A kind that is not served yet may be soon (a CRD applied after the plugin).
+                    let (retry, again) = (retry.clone(), name.clone());
+                    tokio::spawn(async move {
+                        tokio::time::sleep(START_RETRY).await;
+                        let _ = retry.send(again);
+                    });
+                    self.seen.entry(name.clone()).or_default().handled = None;
+                } else {
+                    self.seen.entry(name.clone()).or_default().handled = Some(content);
+                }
+                self.rejected(cm, error.reason(), &error.to_string()).await;
+            }
+        }
+    }
+
+    fn keeps(&self, name: &str) -> String {
+        match self.seen.get(name).and_then(|s| s.active.as_ref()) {
+            Some((plugin, version, _)) => format!(" (plugin {plugin} {version} keeps serving)"),
+            None => String::new(),
+        }
+    }
+
+    async fn loaded(&mut self, cm: &ConfigMap, loaded: &Loaded) {
+        let name = cm.name_any();
+        tracing::info!(configmap = %source_of(&self.namespace, &name), digest = loaded.digest(), "{loaded}");
+        if let Loaded::Unchanged { .. } = loaded {
+            return;
+        }
+        let (plugin, version) = match loaded {
+            Loaded::Started { name, version, .. } | Loaded::Replaced { name, version, .. } => (name, version),
+            Loaded::Unchanged { .. } => unreachable!("returned above"),
+        };
+        let loaded_at = Timestamp::now().to_string();
+        self.seen.entry(name.clone()).or_default().active = Some((plugin.clone(), version.clone(), loaded_at.clone()));
+        let status = json!({
+            "plugin": plugin, "version": version, "activeDigest": loaded.digest(), "loadedAt": loaded_at, "lastError": null,
+        });
+        self.write_status(&name, &status).await;
+        let note = format!("plugin {plugin} {version} serving (sha256 {})", short(loaded.digest()));
+        self.event(cm, EventType::Normal, "PluginLoaded", note).await;
+    }
+
+    async fn rejected(&mut self, cm: &ConfigMap, reason: &str, message: &str) {
+        let name = cm.name_any();
+        tracing::error!(configmap = %source_of(&self.namespace, &name), reason, "{message}");
+        let active = self.seen.get(&name).and_then(|s| s.active.clone());
+        let status = match &active {
+            Some((plugin, version, loaded_at)) => json!({
+                "plugin": plugin, "version": version, "loadedAt": loaded_at,
+                "activeDigest": self.active_digest(cm), "lastError": message, "lastErrorAt": Timestamp::now().to_string(),
+            }),
+            None => json!({"activeDigest": null, "lastError": message, "lastErrorAt": Timestamp::now().to_string()}),
+        };
+        self.write_status(&name, &status).await;
+        self.event(cm, EventType::Warning, "PluginRejected", format!("{reason}: {message}")).await;
+    }
+
+    /// The digest the annotation already shows as active (the registry's, written at load).
+    fn active_digest(&self, cm: &ConfigMap) -> serde_json::Value {
+        cm.annotations()
+            .get(STATUS_ANNOTATION)
+            .and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
+            .map(|s| s["activeDigest"].clone())
+            .unwrap_or(serde_json::Value::Null)
+    }
+
+    async fn unload(&mut self, name: &str) {
+        self.seen.remove(name);
+        if let Some(plugin) = self.registry.remove(&source_of(&self.namespace, name)).await {
+            tracing::info!(configmap = %source_of(&self.namespace, name), plugin, "ConfigMap deleted: plugin unloaded");
+        }
+    }
+
+    async fn write_status(&self, name: &str, status: &serde_json::Value) {
+        let patch = json!({"metadata": {"annotations": {STATUS_ANNOTATION: status.to_string()}}});
+        let params = PatchParams { field_manager: Some(MANAGER.into()), ..PatchParams::default() };
+        if let Err(error) = self.api.patch(name, &params, &Patch::Merge(&patch)).await {
+            tracing::warn!(configmap = %source_of(&self.namespace, name), %error, "cannot write the plugin status annotation; grant the host patch on ConfigMaps in this namespace");
+        }
+    }
+
+    async fn event(&self, cm: &ConfigMap, type_: EventType, reason: &str, note: String) {
+        let recorder = self.recorders.get(MANAGER, &note);
+        let event =
+            Event { type_, reason: reason.into(), note: Some(note), action: "LoadPlugin".into(), secondary: None };
+        if let Err(error) = recorder.publish(&event, &cm.object_ref(&())).await {
+            tracing::warn!(configmap = %source_of(&self.namespace, &cm.name_any()), %error, "cannot record the Event; grant the host create on events.k8s.io Events");
+        }
+    }
+}
+
+fn short(digest: &str) -> &str {
+    &digest[..digest.len().min(12)]
+}

@@ -1,0 +1,210 @@
+//! Plugins shipped as ConfigMaps (`run --plugin-namespace`), made with `wasmloop bundle`,
+//! on the real control plane.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::{FOO_CRD, Host, component, millis};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use wasmloop_testenv::{TestNamespace, eventually, shared, wait_for_event};
+
+/// `wasmloop bundle <component> --name <name> --namespace <ns> [extra]`, parsed.
+fn bundle(component_name: &str, name: &str, namespace: &str, extra: &[&str]) -> ConfigMap {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmloop"))
+        .arg("bundle")
+        .arg(component(component_name))
+        .args(["--name", name, "--namespace", namespace])
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "bundle failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_yaml::from_slice(&out.stdout).expect("bundle prints a ConfigMap")
+}
+
+/// Replaces the ConfigMap's payload, as `kubectl apply` of a new bundle would.
+async fn replace(api: &Api<ConfigMap>, name: &str, binary: Value) {
+    let patch = json!({"binaryData": binary});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+}
+
+async fn deployment(ns: &TestNamespace, name: &str) {
+    let deployment: Deployment = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+        "spec": {"selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}
+    }))
+    .unwrap();
+    ns.api::<Deployment>().create(&PostParams::default(), &deployment).await.unwrap();
+}
+
+async fn labelled(ns: &TestNamespace, name: &str, version: &str) {
+    let deployments: Api<Deployment> = ns.api();
+    eventually(Duration::from_secs(60), &format!("{name} labelled {version}"), || {
+        let deployments = deployments.clone();
+        async move {
+            let d = deployments.get(name).await.map_err(|e| e.to_string())?;
+            let label = d.metadata.labels.unwrap_or_default().remove("wasmloop.dev/labeled-by");
+            if label.as_deref() == Some(version) { Ok(()) } else { Err(format!("label {label:?}")) }
+        }
+    })
+    .await;
+}
+
+/// Waits until the status annotation passes `check`, and returns it.
+async fn status(api: &Api<ConfigMap>, name: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+    eventually(Duration::from_secs(60), what, || {
+        let api = api.clone();
+        let check = &check;
+        async move {
+            let cm = api.get(name).await.map_err(|e| e.to_string())?;
+            let text =
+                cm.metadata.annotations.unwrap_or_default().remove("wasmloop.dev/status").ok_or("no status yet")?;
+            let status: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+            if check(&status) { Ok(status) } else { Err(text) }
+        }
+    })
+    .await
+}
+
+async fn event_on(ns: &TestNamespace, reason: &'static str, containing: &'static str) {
+    let events: Api<Event> = ns.api();
+    wait_for_event(&events, Duration::from_secs(60), reason, move |e| {
+        e.reason.as_deref() == Some(reason) && e.note.as_deref().is_some_and(|n| n.contains(containing))
+    })
+    .await;
+}
+
+// One host for the whole story: the labeler labels every Deployment in the cluster, so two
+// hosts serving different versions would fight over each other's objects.
+#[tokio::test]
+async fn a_bundled_plugin_loads_swaps_keeps_serving_through_bad_versions_and_unloads() {
+    let plugins = shared().namespace("cm-plugins").await.unwrap();
+    let apps = shared().namespace("cm-apps").await.unwrap();
+    let host = Host::start(["run", "--plugin-namespace", plugins.name.as_str()]);
+    let configmaps: Api<ConfigMap> = plugins.api();
+
+    // Create: the plugin reconciles, and says so on its ConfigMap.
+    let v1 = bundle("labeler_plugin", "labeler", &plugins.name, &[]);
+    assert!(v1.binary_data.as_ref().unwrap().contains_key("plugin.wasm.gz"), "1.1 MB only fits compressed");
+    configmaps.create(&PostParams::default(), &v1).await.unwrap();
+    deployment(&apps, "web").await;
+    labelled(&apps, "web", "v1").await;
+    let loaded = status(&configmaps, "labeler", "version 1.0.0 active", |s| s["version"] == "1.0.0").await;
+    assert!(
+        loaded["activeDigest"].as_str().is_some_and(|d| d.len() == 64) && loaded["lastError"].is_null(),
+        "{loaded}"
+    );
+    event_on(&plugins, "PluginLoaded", "plugin labeler 1.0.0 serving").await;
+
+    // Update: the new behaviour, on existing objects too.
+    let v2 = bundle("labeler_v2_plugin", "labeler", &plugins.name, &[]);
+    replace(&configmaps, "labeler", serde_json::to_value(v2.binary_data.unwrap()).unwrap()).await;
+    labelled(&apps, "web", "v2").await;
+    status(&configmaps, "labeler", "version 2.0.0 active", |s| s["version"] == "2.0.0").await;
+
+    // Garbage, then a component built for another contract: refused, v2 keeps serving.
+    replace(&configmaps, "labeler", json!({"plugin.wasm.gz": null, "plugin.wasm": ByteString(b"garbage".to_vec())}))
+        .await;
+    let refused = status(&configmaps, "labeler", "the garbage refused", |s| s["lastError"].is_string()).await;
+    assert!(refused["lastError"].as_str().unwrap().contains("is not a WebAssembly file"), "{refused}");
+    assert_eq!(refused["version"], "2.0.0", "the serving version stays in the status");
+    event_on(&plugins, "PluginRejected", "NotWasm").await;
+    let future = std::fs::read(component("future_contract_plugin")).unwrap();
+    replace(&configmaps, "labeler", json!({"plugin.wasm": ByteString(future)})).await;
+    let refused = status(&configmaps, "labeler", "the future contract refused", |s| {
+        s["lastError"].as_str().is_some_and(|e| e.contains("was built for contract"))
+    })
+    .await;
+    assert!(refused["lastError"].as_str().unwrap().contains("(version 2.0.0 keeps serving)"), "{refused}");
+    event_on(&plugins, "PluginRejected", "IncompatibleContract").await;
+    deployment(&apps, "after-bad").await;
+    labelled(&apps, "after-bad", "v2").await;
+
+    // Delete: reconciles stop and the Deployment watch goes, since no other plugin holds it.
+    configmaps.delete("labeler", &DeleteParams::default()).await.unwrap();
+    let deployments = r#"wasmloop_watches_active{kind="apps/v1/Deployment",namespace=""}"#;
+    eventually(Duration::from_secs(60), "the plugin unloaded and its watch released", || {
+        let host = &host;
+        async move {
+            let (active, watches) = (host.metric("wasmloop_plugins_active").await, host.metric(deployments).await);
+            if active == 0.0 && watches == 0.0 { Ok(()) } else { Err(format!("{active} plugins, {watches} watches")) }
+        }
+    })
+    .await;
+    deployment(&apps, "after-delete").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let untouched = apps.api::<Deployment>().get("after-delete").await.unwrap();
+    assert!(!untouched.metadata.labels.unwrap_or_default().contains_key("wasmloop.dev/labeled-by"));
+}
+
+#[tokio::test]
+async fn reloading_one_plugin_never_pauses_another() {
+    let plugins = shared().namespace("cm-two").await.unwrap();
+    let apps = shared().namespace("cm-two-apps").await.unwrap();
+    apps.install_crd(Path::new(FOO_CRD)).await;
+    // hostile in requeue mode ticks every 500 ms on each ConfigMap; foo-deployment comes from
+    // a ConfigMap and is recompiled on each load (no compile cache), so a reload takes time.
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(config.path(), "plugins:\n  hostile:\n    config: {mode: requeue}\n").unwrap();
+    let hostile = component("hostile_plugin");
+    let host = Host::start([
+        "--log-format".as_ref(),
+        "json".as_ref(),
+        "run".as_ref(),
+        "--no-compile-cache".as_ref(),
+        "--config".as_ref(),
+        config.path().as_os_str(),
+        "--plugin".as_ref(),
+        hostile.as_os_str(),
+        "--plugin-namespace".as_ref(),
+        plugins.name.as_ref(),
+    ]);
+    let ticker = ConfigMap {
+        metadata: kube::api::ObjectMeta { name: Some("ticker".into()), ..Default::default() },
+        ..Default::default()
+    };
+    apps.api::<ConfigMap>().create(&PostParams::default(), &ticker).await.unwrap();
+    let configmaps: Api<ConfigMap> = plugins.api();
+    configmaps
+        .create(&PostParams::default(), &bundle("foo_deployment", "foo-deployment", &plugins.name, &[]))
+        .await
+        .unwrap();
+    status(&configmaps, "foo-deployment", "foo-deployment loaded", |s| s["activeDigest"].is_string()).await;
+
+    // A new configuration is a new version: a full reload, compile included.
+    let patch = json!({"data": {"config.yaml": "reloaded: true\n"}});
+    configmaps.patch("foo-deployment", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    host.logged("replacing 0.1.0").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let lines = host.json_lines();
+    let message = |l: &Value| l["fields"]["message"].as_str().unwrap_or_default().to_owned();
+    let loads: Vec<f64> = lines
+        .iter()
+        .filter(|l| message(l).contains("loading the plugin") && l["fields"]["plugin"] == "foo-deployment")
+        .map(millis)
+        .collect();
+    let (start, end) = (
+        *loads.last().expect("the reload started"),
+        millis(lines.iter().find(|l| message(l).contains("replacing 0.1.0")).expect("the reload ended")),
+    );
+    let object = format!("{}/ticker", apps.name);
+    let ticks: Vec<f64> = lines
+        .iter()
+        .filter(|l| l["span"]["object"] == object.as_str() && message(l).contains("tick ticker"))
+        .map(millis)
+        .filter(|t| *t > start - 1500.0 && *t < end + 1500.0)
+        .collect();
+    let longest = ticks.windows(2).map(|w| w[1] - w[0]).fold(0.0, f64::max);
+    assert!(ticks.len() >= 3, "ticks around the reload ({} ms): {ticks:?}", end - start);
+    // Ticks come every ~505 ms; a pause for the reload (~0.5 s of compile alone) would
+    // stretch one gap to a second.
+    assert!(longest < 800.0, "hostile paused {longest} ms during a {} ms reload of foo-deployment", end - start);
+}

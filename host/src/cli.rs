@@ -84,6 +84,10 @@ pub struct DevArgs {
     /// A plugin component (.wasm), or a plugin crate's directory (built with
     /// `cargo build --release --target wasm32-wasip2` on every source change).
     pub path: PathBuf,
+    /// Write nothing: print what each reconcile would write, as YAML diffs against the
+    /// cluster computed by the API server (`dryRun=All`).
+    #[arg(long)]
+    pub dry_run: bool,
     /// Host options.
     #[command(flatten)]
     pub host: HostArgs,

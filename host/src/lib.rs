@@ -3,6 +3,7 @@
 
 pub mod cli;
 pub mod commands;
+pub mod dry_run;
 pub mod endpoints;
 pub mod host_config;
 pub mod input;

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use common::{Host, component};
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 use wasmloop_testenv::{TestNamespace, eventually, shared};
@@ -84,4 +85,49 @@ async fn a_replaced_wasm_is_validated_before_it_serves_then_converges_existing_o
         1.0,
         "and its cache: no relist"
     );
+}
+
+#[tokio::test]
+async fn a_dry_run_prints_each_write_as_a_diff_and_writes_nothing() {
+    let ns = shared().namespace("dev-dry").await.unwrap();
+    let foos = ns.install_crd(Path::new(common::FOO_CRD)).await;
+    foos.create(&PostParams::default(), &common::foo("dry", "dry", 2)).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("foo.wasm");
+    std::fs::copy(component("foo_deployment"), &file).unwrap();
+    let host = Host::start(["dev".as_ref(), file.as_os_str(), "--dry-run".as_ref()]);
+
+    let printed = host.printed(&format!("would event Foo {}/dry", ns.name)).await;
+    let apply = format!("# dry run: plugin foo-deployment would apply Deployment {}/dry\n", ns.name);
+    assert!(printed.contains(&apply), "{printed}");
+    assert!(printed.contains("--- /dev/null (does not exist)") && printed.contains("+  replicas: 2"), "{printed}");
+    assert!(printed.contains(&format!("would status Foo {}/dry", ns.name)), "{printed}");
+    assert!(printed.contains("+  availableReplicas: 0"), "{printed}");
+    assert!(printed.contains("#   Normal Synced: Foo synced successfully"), "{printed}");
+
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(ns.api::<Deployment>().get_opt("dry").await.unwrap().is_none(), "a dry run created the Deployment");
+    assert!(foos.get("dry").await.unwrap().data.get("status").is_none(), "a dry run wrote the status");
+}
+
+#[tokio::test]
+async fn a_plugin_crate_is_built_with_cargo_and_served() {
+    let ns = shared().namespace("dev-crate").await.unwrap();
+    let krate = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/pod-logger");
+    let host = Host::start(["dev".as_ref(), krate.as_os_str()]);
+    host.logged("building").await;
+    host.logged("plugin pod-logger 0.1.0 serving").await;
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "built"},
+        "spec": {"containers": [{"name": "c", "image": "nginx"}]}
+    }))
+    .unwrap();
+    // The namespace's default service account is made by the controller manager.
+    let pods: Api<Pod> = ns.api();
+    eventually(Duration::from_secs(60), "the pod to be admitted", || {
+        let (pods, pod) = (pods.clone(), pod.clone());
+        async move { pods.create(&PostParams::default(), &pod).await.map(drop).map_err(|e| e.to_string()) }
+    })
+    .await;
+    host.logged(&format!("pod {}/built seen (phase", ns.name)).await;
 }

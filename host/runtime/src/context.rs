@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::discovery::Kinds;
-use crate::executor::Executor;
+use crate::executor::{DryRunSink, Executor};
 use crate::informer::Informers;
 use crate::metrics::Metrics;
 
@@ -25,12 +25,17 @@ pub struct Context {
 }
 
 impl Context {
-    /// A context talking through `client` and counting into `metrics`.
-    pub fn new(client: kube::Client, metrics: Arc<Metrics>) -> Context {
+    /// A context talking through `client` and counting into `metrics`; with `dry_run`, its
+    /// executor writes nothing and reports what it would have written.
+    pub fn new(client: kube::Client, metrics: Arc<Metrics>, dry_run: Option<DryRunSink>) -> Context {
         let kinds = Arc::new(Kinds::new(client.clone()));
+        let mut executor = Executor::new(client.clone(), kinds.clone(), metrics.clone());
+        if let Some(sink) = dry_run {
+            executor = executor.with_dry_run(sink);
+        }
         Context {
             informers: Arc::new(Informers::new(client.clone(), kinds.clone(), metrics.clone())),
-            executor: Arc::new(Executor::new(client.clone(), kinds.clone(), metrics.clone())),
+            executor: Arc::new(executor),
             client,
             kinds,
             metrics,

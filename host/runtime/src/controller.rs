@@ -22,7 +22,7 @@ use wasmloop_sandbox::{
 
 use crate::context::Context;
 use crate::discovery::{DiscoveryError, Kinds};
-use crate::executor::{ExecError, Executor};
+use crate::executor::{DryRunReport, ExecError, Executor};
 use crate::informer::{Change, Entry, Informer, InformerScope};
 use crate::metrics::Metrics;
 use crate::queue::{QueueConfig, WorkQueue};
@@ -639,6 +639,12 @@ async fn reconcile(shared: &Arc<Shared>, key: &Key, attempt: u32) -> Outcome {
         return Outcome::Done { actions: 0, requeue_after: None };
     }
     if let Some(f) = finalizer.filter(|f| !holds(f)) {
+        if shared.executor.is_dry_run() {
+            // Nothing is written in a dry run, so no update would requeue the key: say what
+            // would happen and show the plugin's actions right away.
+            shared.executor.report(finalizer_report(shared, &entry, "add finalizer", f));
+            return call(shared, key, entry, Phase::Apply, attempt).await;
+        }
         // Before the first apply: the update this makes requeues the key.
         return match set_finalizers(shared, &entry, add_finalizer(&entry, f)).await {
             Ok(()) => Outcome::Done { actions: 0, requeue_after: None },
@@ -659,7 +665,22 @@ fn add_finalizer(entry: &Entry, finalizer: &str) -> Vec<String> {
 /// Removes our finalizer after a successful cleanup. The cleanup's own writes (a status, say)
 /// change the resourceVersion, so the live object is re-read and the removal retried on a
 /// conflict, without running the cleanup again.
+fn finalizer_report(shared: &Shared, entry: &Entry, verb: &'static str, finalizer: &str) -> DryRunReport {
+    DryRunReport {
+        plugin: shared.manifest.name.clone(),
+        verb,
+        target: format!("{} {}", entry.envelope.kind, entry.envelope.display_name()),
+        before: None,
+        after: None,
+        note: Some(finalizer.to_owned()),
+    }
+}
+
 async fn release_finalizer(shared: &Shared, entry: &Entry, finalizer: &str) -> Result<(), ExecError> {
+    if shared.executor.is_dry_run() {
+        shared.executor.report(finalizer_report(shared, entry, "remove finalizer", finalizer));
+        return Ok(());
+    }
     let api = primary_api(shared, entry).await?;
     let mut last = None;
     for _ in 0..5 {

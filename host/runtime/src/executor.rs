@@ -122,6 +122,38 @@ pub struct Executor {
     kinds: Arc<Kinds>,
     recorders: Recorders,
     metrics: Arc<Metrics>,
+    dry_run: Option<DryRunSink>,
+}
+
+/// What a write would have done, in a dry run.
+#[derive(Debug, Clone)]
+pub struct DryRunReport {
+    /// The plugin.
+    pub plugin: String,
+    /// `apply`, `status`, `patch`, `delete`, `event`, `add finalizer`, `remove finalizer`.
+    pub verb: &'static str,
+    /// The object, as `Kind namespace/name`.
+    pub target: String,
+    /// The object as it is (none when it does not exist), without server bookkeeping.
+    pub before: Option<Value>,
+    /// The object as the API server says it would be (none after a delete).
+    pub after: Option<Value>,
+    /// For writes that are not objects (Events): what would be recorded.
+    pub note: Option<String>,
+}
+
+/// Receives dry-run reports.
+pub type DryRunSink = Arc<dyn Fn(DryRunReport) + Send + Sync>;
+
+/// Drops what the server maintains, so a diff shows what the plugin changes.
+fn without_bookkeeping(object: &DynamicObject) -> Value {
+    let mut value = serde_json::to_value(object).unwrap_or_default();
+    if let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+        for field in ["managedFields", "resourceVersion", "generation", "creationTimestamp", "uid", "selfLink"] {
+            metadata.remove(field);
+        }
+    }
+    value
 }
 
 fn label(kind: &str, namespace: Option<&str>, name: &str) -> String {
@@ -134,7 +166,55 @@ fn label(kind: &str, namespace: Option<&str>, name: &str) -> String {
 impl Executor {
     /// An executor writing with `client`.
     pub fn new(client: Client, kinds: Arc<Kinds>, metrics: Arc<Metrics>) -> Executor {
-        Executor { recorders: Recorders::new(client.clone()), client, kinds, metrics }
+        Executor { recorders: Recorders::new(client.clone()), client, kinds, metrics, dry_run: None }
+    }
+
+    /// An executor that writes nothing: every write goes to the API server with
+    /// `dryRun=All`, and what it would have done goes to `sink`.
+    pub fn with_dry_run(mut self, sink: DryRunSink) -> Executor {
+        self.dry_run = Some(sink);
+        self
+    }
+
+    /// True in a dry run.
+    pub fn is_dry_run(&self) -> bool {
+        self.dry_run.is_some()
+    }
+
+    /// Hands `report` to the dry-run sink (a no-op outside a dry run).
+    pub fn report(&self, report: DryRunReport) {
+        if let Some(sink) = &self.dry_run {
+            sink(report);
+        }
+    }
+
+    fn patch_params(&self, manager: String) -> PatchParams {
+        PatchParams { field_manager: Some(manager), dry_run: self.is_dry_run(), ..PatchParams::default() }
+    }
+
+    /// In a dry run, reports the object before and (as the server computed it) after a write.
+    async fn report_write(
+        &self,
+        api: &Api<DynamicObject>,
+        manifest: &Manifest,
+        verb: &'static str,
+        target: &str,
+        name: &str,
+        after: Option<&DynamicObject>,
+    ) {
+        if !self.is_dry_run() {
+            return;
+        }
+        // The live object, read after the dry-run write, is the state before it.
+        let before = api.get_opt(name).await.ok().flatten().map(|o| without_bookkeeping(&o));
+        self.report(DryRunReport {
+            plugin: manifest.name.clone(),
+            verb,
+            target: target.to_owned(),
+            before,
+            after: after.map(without_bookkeeping),
+            note: None,
+        });
     }
 
     async fn resolve(&self, plugin: &str, kind: &Gvk) -> Result<Resolved, ExecError> {
@@ -232,28 +312,32 @@ impl Executor {
             }));
             object["metadata"]["ownerReferences"] = refs.into();
         }
-        let params = PatchParams::apply(&manifest.field_manager()).force();
-        let result = self.api(&resolved, namespace.as_deref()).patch(&name, &params, &Patch::Apply(&object)).await;
-        let live =
-            result.map_err(|source| ExecError::Api { plugin: manifest.name.clone(), verb: "apply", target, source })?;
+        let mut params = PatchParams::apply(&manifest.field_manager()).force();
+        params.dry_run = self.is_dry_run();
+        let api = self.api(&resolved, namespace.as_deref());
+        let result = api.patch(&name, &params, &Patch::Apply(&object)).await;
+        let live = result.map_err(|source| ExecError::Api {
+            plugin: manifest.name.clone(),
+            verb: "apply",
+            target: target.clone(),
+            source,
+        })?;
+        self.report_write(&api, manifest, "apply", &target, &name, Some(&live)).await;
         Ok(Applied { kind: gvk, namespace, name, uid: live.uid() })
     }
 
     async fn status(&self, manifest: &Manifest, primary: &Object, status: &Value) -> Result<(), ExecError> {
         let resolved = self.resolve(&manifest.name, &primary.gvk()).await?;
-        let params = PatchParams { field_manager: Some(manifest.field_manager()), ..PatchParams::default() };
+        let params = self.patch_params(manifest.field_manager());
         // Merge patch: status subresources accept it on every server version.
         let patch = json!({ "metadata": { "uid": primary.uid }, "status": status });
-        self.api(&resolved, primary.namespace.as_deref())
-            .patch_status(&primary.name, &params, &Patch::Merge(&patch))
-            .await
-            .map(drop)
-            .map_err(|source| ExecError::Api {
-                plugin: manifest.name.clone(),
-                verb: "status",
-                target: label(&primary.kind, primary.namespace.as_deref(), &primary.name),
-                source,
-            })
+        let api = self.api(&resolved, primary.namespace.as_deref());
+        let target = label(&primary.kind, primary.namespace.as_deref(), &primary.name);
+        let after = api.patch_status(&primary.name, &params, &Patch::Merge(&patch)).await.map_err(|source| {
+            ExecError::Api { plugin: manifest.name.clone(), verb: "status", target: target.clone(), source }
+        })?;
+        self.report_write(&api, manifest, "status", &target, &primary.name, Some(&after)).await;
+        Ok(())
     }
 
     /// A namespaced target without a namespace is in the primary's, as for `apply`; a
@@ -287,7 +371,7 @@ impl Executor {
     ) -> Result<(), ExecError> {
         let resolved = self.resolve(&manifest.name, &target.gvk()).await?;
         let name = label(&target.kind, target.namespace.as_deref(), &target.name);
-        let params = PatchParams { field_manager: Some(manifest.field_manager()), ..PatchParams::default() };
+        let params = self.patch_params(manifest.field_manager());
         let api = self.api(&resolved, target.namespace.as_deref());
         let result = match kind {
             PatchKind::Merge => {
@@ -326,22 +410,30 @@ impl Executor {
                 api.patch(&target.name, &params, &Patch::<()>::Json(operations)).await
             }
         };
-        result.map(drop).map_err(|source| ExecError::Api {
+        let after = result.map_err(|source| ExecError::Api {
             plugin: manifest.name.clone(),
             verb: "patch",
-            target: name,
+            target: name.clone(),
             source,
-        })
+        })?;
+        self.report_write(&api, manifest, "patch", &name, &target.name, Some(&after)).await;
+        Ok(())
     }
 
     async fn delete(&self, manifest: &Manifest, target: &ObjectRef) -> Result<(), ExecError> {
         let resolved = self.resolve(&manifest.name, &target.gvk()).await?;
         let params = DeleteParams {
             preconditions: target.uid.clone().map(|uid| Preconditions { uid: Some(uid), resource_version: None }),
+            dry_run: self.is_dry_run(),
             ..DeleteParams::background()
         };
-        match self.api(&resolved, target.namespace.as_deref()).delete(&target.name, &params).await {
-            Ok(_) => Ok(()),
+        let api = self.api(&resolved, target.namespace.as_deref());
+        match api.delete(&target.name, &params).await {
+            Ok(_) => {
+                let shown = label(&target.kind, target.namespace.as_deref(), &target.name);
+                self.report_write(&api, manifest, "delete", &shown, &target.name, None).await;
+                Ok(())
+            }
             // Gone already, or the name now belongs to another object: nothing of ours to delete.
             Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
             Err(source) => Err(ExecError::Api {
@@ -367,6 +459,18 @@ impl Executor {
         message: &str,
         action: Option<&str>,
     ) -> Result<(), ExecError> {
+        if self.is_dry_run() {
+            let kind = if event_type == EventType::Warning { "Warning" } else { "Normal" };
+            self.report(DryRunReport {
+                plugin: manifest.name.clone(),
+                verb: "event",
+                target: label(&regarding.kind, regarding.namespace.as_deref(), &regarding.name),
+                before: None,
+                after: None,
+                note: Some(format!("{kind} {reason}: {message}")),
+            });
+            return Ok(());
+        }
         let reference = ObjectReference {
             api_version: Some(regarding.api_version.clone()),
             kind: Some(regarding.kind.clone()),

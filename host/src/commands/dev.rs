@@ -55,7 +55,11 @@ async fn serve(args: &DevArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
     let source = PathSource::new(&args.path)?;
     let sandbox = super::sandbox(&args.host.sandbox)?;
     let item = source.label();
-    let host = Host::start(&args.host, config, &sandbox, std::slice::from_ref(&item)).await?;
+    let dry_run = args.dry_run.then(crate::dry_run::to_stdout);
+    if dry_run.is_some() {
+        tracing::info!("dry run: nothing is written; each reconcile's writes are printed as diffs");
+    }
+    let host = Host::start(&args.host, config, &sandbox, std::slice::from_ref(&item), dry_run).await?;
     // Watch before the first load, so a save during it is not missed.
     let mut changes = source.watch()?;
     let mut last = Vec::new();

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use wasmloop_runtime::executor::DryRunSink;
 use wasmloop_runtime::registry::{Loader, Registry, Settings};
 use wasmloop_runtime::{Context, ControllerConfig, Metrics};
 use wasmloop_sandbox::Sandbox;
@@ -42,6 +43,7 @@ impl Host {
         config: HostConfig,
         sandbox: &Sandbox,
         pending: &[String],
+        dry_run: Option<DryRunSink>,
     ) -> anyhow::Result<Host> {
         let metrics = Arc::new(Metrics::new());
         let readiness = Arc::new(Readiness::default());
@@ -53,7 +55,7 @@ impl Host {
         let client = kube::Client::try_default().await.context(
             "cannot connect to Kubernetes: set KUBECONFIG (or ~/.kube/config), or run in a pod with a service account",
         )?;
-        let context = Context::new(client.clone(), metrics.clone());
+        let context = Context::new(client.clone(), metrics.clone(), dry_run);
         // Without leader election this host always leads.
         metrics.leader(true);
         let drain = Duration::from_secs(config.shutdown_timeout_seconds.unwrap_or(30));

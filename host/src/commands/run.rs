@@ -42,7 +42,7 @@ async fn serve(args: &RunArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
     let sandbox = super::sandbox(&args.host.sandbox)?;
     let plugins = load_all(args, &sandbox)?;
     let pending: Vec<String> = plugins.iter().map(readiness_item).collect();
-    let host = Host::start(&args.host, config, &sandbox, &pending).await?;
+    let host = Host::start(&args.host, config, &sandbox, &pending, None).await?;
     for plugin in plugins {
         let (name, item, source) =
             (plugin.manifest().name.clone(), readiness_item(&plugin), format!("file {}", plugin.origin()));

@@ -13,8 +13,9 @@ use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, ne
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;
 
-/// How long the path must be quiet before a reload.
-const DEBOUNCE: Duration = Duration::from_millis(200);
+/// How long the path must be quiet before a reload: long enough to fold a build's or an
+/// editor's burst of writes into one, short enough to stay out of the save-to-live time.
+const DEBOUNCE: Duration = Duration::from_millis(25);
 
 /// A watched plugin path.
 #[derive(Debug, Clone)]

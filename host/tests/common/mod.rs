@@ -40,6 +40,18 @@ pub fn component(name: &str) -> PathBuf {
 pub struct Host {
     child: Child,
     output: Arc<Mutex<String>>,
+    stdout: Arc<Mutex<String>>,
+}
+
+fn collect(stream: impl std::io::Read + Send + 'static, sink: Arc<Mutex<String>>) {
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stream).lines().map_while(Result::ok) {
+            let mut out = sink.lock().unwrap();
+            out.push_str(&line);
+            out.push('\n');
+        }
+    });
 }
 
 impl Host {
@@ -64,21 +76,14 @@ impl Host {
             .args(args)
             .env("KUBECONFIG", shared().kubeconfig())
             .env("WASMLOOP_LOG", "info")
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .expect("wasmloop starts");
-        let output = Arc::new(Mutex::new(String::new()));
-        let (stderr, sink) = (child.stderr.take().expect("piped"), output.clone());
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
-                let mut out = sink.lock().unwrap();
-                out.push_str(&line);
-                out.push('\n');
-            }
-        });
-        Host { child, output }
+        let (output, stdout) = (Arc::new(Mutex::new(String::new())), Arc::new(Mutex::new(String::new())));
+        collect(child.stderr.take().expect("piped"), output.clone());
+        collect(child.stdout.take().expect("piped"), stdout.clone());
+        Host { child, output, stdout }
     }
 
     /// Waits until the host has logged `text`.
@@ -89,6 +94,16 @@ impl Host {
             async move { if found { Ok(()) } else { Err("not yet".into()) } }
         })
         .await;
+    }
+
+    /// Waits until the host has printed `text` on stdout, and returns all it printed.
+    pub async fn printed(&self, text: &str) -> String {
+        let stdout = self.stdout.clone();
+        eventually(Duration::from_secs(60), &format!("the host to print {text:?}"), || {
+            let printed = stdout.lock().unwrap().clone();
+            async move { if printed.contains(text) { Ok(printed) } else { Err("not yet".into()) } }
+        })
+        .await
     }
 
     /// The address of the host's metrics and probes, once it listens.
@@ -148,7 +163,8 @@ impl Host {
 impl Drop for Host {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            eprintln!("--- wasmloop output ---\n{}", self.output.lock().unwrap());
+            eprintln!("--- wasmloop stderr ---\n{}", self.output.lock().unwrap());
+            eprintln!("--- wasmloop stdout ---\n{}", self.stdout.lock().unwrap());
         }
         let _ = self.child.kill();
         let _ = self.child.wait();

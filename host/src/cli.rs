@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::endpoints::BindAddress;
+use crate::leader::LeaderArgs;
 
 /// A Kubernetes reconcile host whose controller logic is pluggable WebAssembly.
 #[derive(Debug, Parser)]
@@ -125,6 +126,9 @@ pub struct HostArgs {
     /// Serve /healthz and /readyz here: HOST:PORT, :PORT for every interface, 0 for off.
     #[arg(long, default_value = ":8081", value_name = "ADDRESS")]
     pub health_probe_bind_address: BindAddress,
+    /// Leader election.
+    #[command(flatten)]
+    pub leader: LeaderArgs,
     /// Sandbox options.
     #[command(flatten)]
     pub sandbox: SandboxArgs,

@@ -7,6 +7,7 @@ pub mod dry_run;
 pub mod endpoints;
 pub mod host_config;
 pub mod input;
+pub mod leader;
 pub mod logging;
 pub mod offline_cache;
 pub mod plugin_configmap;

@@ -2,14 +2,17 @@
 
 use std::sync::Arc;
 
+use tokio::sync::watch;
+
 use crate::discovery::Kinds;
 use crate::executor::{DryRunSink, Executor};
 use crate::informer::Informers;
 use crate::metrics::Metrics;
 
 /// One host's connection to the cluster: the client, the discovery cache, the shared
-/// informers, the executor and the metrics. Cheap to clone; every plugin's controller
-/// starts from the same one, which is what lets plugins share watches.
+/// informers, the executor, the metrics and whether this host may reconcile. Cheap to clone;
+/// every plugin's controller starts from the same one, which is what lets plugins share
+/// watches.
 #[derive(Clone)]
 pub struct Context {
     /// The API client.
@@ -22,23 +25,36 @@ pub struct Context {
     pub executor: Arc<Executor>,
     /// The host's metrics.
     pub metrics: Arc<Metrics>,
+    /// True while this host may reconcile (it leads, or runs without leader election).
+    /// Informers and queues run either way, so a standby's caches are warm when it takes over.
+    pub leading: watch::Receiver<bool>,
 }
 
 impl Context {
-    /// A context talking through `client` and counting into `metrics`; with `dry_run`, its
-    /// executor writes nothing and reports what it would have written.
-    pub fn new(client: kube::Client, metrics: Arc<Metrics>, dry_run: Option<DryRunSink>) -> Context {
+    /// A context talking through `client` and counting into `metrics`, reconciling always.
+    pub fn new(client: kube::Client, metrics: Arc<Metrics>) -> Context {
         let kinds = Arc::new(Kinds::new(client.clone()));
-        let mut executor = Executor::new(client.clone(), kinds.clone(), metrics.clone());
-        if let Some(sink) = dry_run {
-            executor = executor.with_dry_run(sink);
-        }
         Context {
             informers: Arc::new(Informers::new(client.clone(), kinds.clone(), metrics.clone())),
-            executor: Arc::new(executor),
+            executor: Arc::new(Executor::new(client.clone(), kinds.clone(), metrics.clone())),
+            leading: watch::channel(true).1,
             client,
             kinds,
             metrics,
         }
+    }
+
+    /// This context with an executor that writes nothing and reports what it would have
+    /// written to `sink`.
+    pub fn dry_run(mut self, sink: DryRunSink) -> Context {
+        let executor = Executor::new(self.client.clone(), self.kinds.clone(), self.metrics.clone());
+        self.executor = Arc::new(executor.with_dry_run(sink));
+        self
+    }
+
+    /// This context reconciling only while `leading` says so.
+    pub fn leadership(mut self, leading: watch::Receiver<bool>) -> Context {
+        self.leading = leading;
+        self
     }
 }

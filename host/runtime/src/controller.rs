@@ -199,6 +199,7 @@ struct Shared {
     kinds: Arc<Kinds>,
     client: kube::Client,
     metrics: Arc<Metrics>,
+    leading: tokio::sync::watch::Receiver<bool>,
     config: ControllerConfig,
     /// Tells this version's reconciles from its predecessors'.
     generation: u64,
@@ -357,6 +358,7 @@ impl Controller {
             kinds: context.kinds.clone(),
             client: context.client.clone(),
             metrics: context.metrics.clone(),
+            leading: context.leading.clone(),
             config,
             generation: NEXT_GENERATION.fetch_add(1, Ordering::Relaxed),
             running: OnceLock::new(),
@@ -536,7 +538,13 @@ const BUSY_RETRY: Duration = Duration::from_millis(100);
 async fn work(shared: Arc<Shared>) {
     let plugin = shared.manifest.name.as_str();
     let running = shared.running.get().cloned().expect("set before the workers start");
-    while let Some(key) = shared.queue.get().await {
+    let mut leading = shared.leading.clone();
+    loop {
+        // A standby queues keys but takes none until it leads.
+        if leading.wait_for(|leads| *leads).await.is_err() {
+            return;
+        }
+        let Some(key) = shared.queue.get().await else { return };
         shared.metrics.queue_depth(plugin, shared.queue.len());
         let claimed = match running.claim(&key, shared.generation) {
             Claim::Claimed => true,

@@ -55,9 +55,11 @@ impl Host {
         let client = kube::Client::try_default().await.context(
             "cannot connect to Kubernetes: set KUBECONFIG (or ~/.kube/config), or run in a pod with a service account",
         )?;
-        let context = Context::new(client.clone(), metrics.clone(), dry_run);
-        // Without leader election this host always leads.
-        metrics.leader(true);
+        let leading = crate::leader::campaign(client.clone(), &args.leader, metrics.clone()).await?;
+        let mut context = Context::new(client.clone(), metrics.clone()).leadership(leading);
+        if let Some(sink) = dry_run {
+            context = context.dry_run(sink);
+        }
         let drain = Duration::from_secs(config.shutdown_timeout_seconds.unwrap_or(30));
         let loader: Loader = {
             let (sandbox, limits) = (sandbox.clone(), args.sandbox.clone());

@@ -245,7 +245,8 @@ impl ControlPlane {
         if let Some(kcm) = plane.binaries.kube_controller_manager.clone() {
             let mut args: Vec<String> = vec![
                 format!("--kubeconfig={}", kubeconfig.display()),
-                "--controllers=garbagecollector,namespace,serviceaccount,serviceaccount-token".into(),
+                "--controllers=garbagecollector,namespace,serviceaccount,serviceaccount-token,clusterrole-aggregation"
+                    .into(),
                 format!("--service-account-private-key-file={}", sa_key.display()),
                 format!("--root-ca-file={}", ca.display()),
                 "--leader-elect=false".into(),
@@ -352,6 +353,12 @@ impl ControlPlane {
     /// The API server's URL.
     pub fn server(&self) -> &str {
         &self.server
+    }
+
+    /// The CA bundle that verifies the API server's certificate (as a pod finds it in
+    /// `/var/run/secrets/kubernetes.io/serviceaccount/ca.crt`).
+    pub fn ca_certificate(&self) -> PathBuf {
+        self.dir.join("certs/apiserver.crt")
     }
 
     /// The admin bearer token.

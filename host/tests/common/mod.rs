@@ -72,14 +72,14 @@ impl Host {
             let endpoints = ["--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0"];
             args.splice(run + 1..run + 1, endpoints.map(OsString::from));
         }
-        let mut child = Command::new(env!("CARGO_BIN_EXE_wasmloop"))
-            .args(args)
-            .env("KUBECONFIG", shared().kubeconfig())
-            .env("WASMLOOP_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("wasmloop starts");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_wasmloop"));
+        command.args(args).env("KUBECONFIG", shared().kubeconfig()).env("WASMLOOP_LOG", "info");
+        Host::spawn(command)
+    }
+
+    /// Runs `command` (a `wasmloop` invocation, perhaps wrapped) with its output collected.
+    pub fn spawn(mut command: Command) -> Host {
+        let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("wasmloop starts");
         let (output, stdout) = (Arc::new(Mutex::new(String::new())), Arc::new(Mutex::new(String::new())));
         collect(child.stderr.take().expect("piped"), output.clone());
         collect(child.stdout.take().expect("piped"), stdout.clone());
@@ -147,6 +147,12 @@ impl Host {
     pub async fn metric_or_zero(&self, series: &str) -> f64 {
         let (_, text) = self.get("/metrics").await;
         series_value(&text, series).unwrap_or(0.0)
+    }
+
+    /// Kills the process with SIGKILL, as a node failure would.
+    pub fn kill(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
     }
 
     /// True while the process runs.

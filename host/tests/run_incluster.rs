@@ -1,0 +1,269 @@
+//! `deploy/` on the real control plane, and the host running as the deployed ServiceAccount:
+//! a token from the TokenRequest API, the in-cluster environment (service host and port, the
+//! token and CA under /var/run/secrets, bind-mounted in a private mount namespace), and
+//! exactly the RBAC in `deploy/`. Needs `kubectl` (to render kustomize) and root for `unshare
+//! --mount` (to place the service-account files where kube looks for them).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::{Host, component};
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, ServiceAccount};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::discovery::pinned_kind;
+use serde::Deserialize;
+use serde_json::json;
+use wasmloop_testenv::{eventually, shared, wait_for_event};
+
+const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+const SYSTEM: &str = "wasmloop-system";
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap().map(Result::unwrap) {
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// `deploy/` and the Foo CRD base in a scratch tree, with the example plugins built into the
+/// overlay, as `scripts/example-plugins` leaves them.
+fn deploy_tree() -> tempfile::TempDir {
+    let tree = tempfile::tempdir().unwrap();
+    copy_dir(&Path::new(REPO).join("deploy"), &tree.path().join("deploy"));
+    copy_dir(
+        &Path::new(REPO).join("plugins/foo-deployment/deploy"),
+        &tree.path().join("plugins/foo-deployment/deploy"),
+    );
+    let plugins = tree.path().join("deploy/overlays/example-plugins/plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    for plugin in ["foo_deployment", "pod_logger", "node_image_watch", "configmap_mirror"] {
+        std::fs::copy(component(plugin), plugins.join(format!("{plugin}.wasm"))).unwrap();
+    }
+    tree
+}
+
+/// `kubectl kustomize dir`, as objects.
+fn render(dir: &Path) -> Vec<DynamicObject> {
+    let out = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(dir)
+        .output()
+        .expect("kubectl renders deploy/ with its built-in kustomize: install kubectl");
+    assert!(out.status.success(), "kubectl kustomize {}: {}", dir.display(), String::from_utf8_lossy(&out.stderr));
+    serde_yaml::Deserializer::from_slice(&out.stdout).map(|doc| DynamicObject::deserialize(doc).unwrap()).collect()
+}
+
+/// Server-side applies every object: the API server validates each one.
+async fn apply_all(objects: &[DynamicObject]) {
+    let client = shared().client().await.unwrap();
+    for object in objects {
+        let types = object.types.as_ref().expect("rendered objects have apiVersion and kind");
+        let gvk = GroupVersionKind::try_from(types).unwrap();
+        let (resource, capabilities) = pinned_kind(&client, &gvk).await.unwrap();
+        let api: Api<DynamicObject> = match &object.metadata.namespace {
+            Some(ns) if capabilities.scope == kube::discovery::Scope::Namespaced => {
+                Api::namespaced_with(client.clone(), ns, &resource)
+            }
+            _ => Api::all_with(client.clone(), &resource),
+        };
+        let name = object.metadata.name.clone().unwrap();
+        let params = PatchParams::apply("wasmloop-deploy-test").force();
+        api.patch(&name, &params, &Patch::Apply(object))
+            .await
+            .unwrap_or_else(|e| panic!("the API server refused {} {name}: {e}", types.kind));
+    }
+}
+
+/// The in-cluster files of a pod running as the `wasmloop` ServiceAccount.
+async fn service_account_files() -> tempfile::TempDir {
+    let client = shared().client().await.unwrap();
+    let accounts: Api<ServiceAccount> = Api::namespaced(client, SYSTEM);
+    let request = TokenRequest {
+        spec: TokenRequestSpec { expiration_seconds: Some(3600), ..TokenRequestSpec::default() },
+        ..TokenRequest::default()
+    };
+    let issued = accounts.create_token_request("wasmloop", &PostParams::default(), &request).await.unwrap();
+    let files = tempfile::tempdir().unwrap();
+    std::fs::write(files.path().join("token"), issued.status.unwrap().token).unwrap();
+    std::fs::copy(shared().ca_certificate(), files.path().join("ca.crt")).unwrap();
+    std::fs::write(files.path().join("namespace"), SYSTEM).unwrap();
+    files
+}
+
+/// `wasmloop run ARGS` as a pod of the deployed Deployment runs it, in a private mount
+/// namespace where the service-account files sit at the path kube reads them from, with no
+/// kubeconfig anywhere.
+fn in_cluster_host(secrets: &Path, home: &Path, args: &[&str]) -> Host {
+    const MOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+    std::fs::create_dir_all(MOUNT).unwrap();
+    let port = shared().server().rsplit(':').next().unwrap().to_owned();
+    let mut command = Command::new("unshare");
+    command
+        .args(["--mount", "sh", "-c", r#"mount --bind "$1" "$2" && shift 2 && exec "$@""#, "sh"])
+        .arg(secrets)
+        .arg(MOUNT)
+        .arg(env!("CARGO_BIN_EXE_wasmloop"))
+        .arg("run")
+        .args(args)
+        .args(["--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0"])
+        .env_remove("KUBECONFIG")
+        .env("HOME", home)
+        .env("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+        .env("KUBERNETES_SERVICE_PORT", port)
+        .env("POD_NAME", "wasmloop-test-0")
+        .env("POD_NAMESPACE", SYSTEM)
+        .env("WASMLOOP_LOG", "info");
+    Host::spawn(command)
+}
+
+async fn aggregated_rules_cover(resource: &'static str, verb: &'static str, present: bool) {
+    let roles: Api<ClusterRole> = Api::all(shared().client().await.unwrap());
+    eventually(
+        Duration::from_secs(60),
+        &format!("the host's role to {} {verb} {resource}", if present { "allow" } else { "deny" }),
+        || {
+            let roles = roles.clone();
+            async move {
+                let role = roles.get("wasmloop").await.map_err(|e| e.to_string())?;
+                let allows = role.rules.unwrap_or_default().iter().any(|r| {
+                    r.resources.as_ref().is_some_and(|rs| rs.iter().any(|x| x == resource))
+                        && r.verbs.iter().any(|v| v == verb)
+                });
+                if allows == present { Ok(()) } else { Err(format!("allows: {allows}")) }
+            }
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn deploy_and_its_example_plugins_overlay_are_accepted_by_the_api_server_and_the_host_reconciles_with_exactly_their_rbac()
+ {
+    let tree = deploy_tree();
+    let base = render(&tree.path().join("deploy"));
+    assert_eq!(
+        base.iter().filter_map(|o| o.types.as_ref().map(|t| t.kind.as_str())).collect::<Vec<_>>(),
+        [
+            "Namespace",
+            "ServiceAccount",
+            "Role",
+            "ClusterRole",
+            "ClusterRole",
+            "RoleBinding",
+            "ClusterRoleBinding",
+            "Service",
+            "Deployment"
+        ]
+    );
+    apply_all(&base).await;
+    let (secrets, home) = (service_account_files().await, tempfile::tempdir().unwrap());
+
+    // With the host's own RBAC only, pod-logger cannot list Pods: its cache does not sync and
+    // /readyz says so, until the example plugins' roles arrive.
+    let pod_logger = component("pod_logger");
+    let waiting = in_cluster_host(secrets.path(), home.path(), &["--plugin", pod_logger.to_str().unwrap()]);
+    let (status, body) = waiting.get("/readyz").await;
+    assert_eq!((status, body.as_str()), (503, "plugin pod-logger: starting: caches not synced yet\n"));
+    assert_eq!(waiting.get("/healthz").await.0, 200, "alive while not ready");
+    let overlay = render(&tree.path().join("deploy/overlays/example-plugins"));
+    apply_all(&overlay).await;
+    aggregated_rules_cover("foos", "list", true).await;
+    aggregated_rules_cover("nodes", "patch", true).await;
+    eventually(Duration::from_secs(90), "/readyz to turn ready once Pods can be listed", || {
+        let waiting = &waiting;
+        async move {
+            let (status, body) = waiting.get("/readyz").await;
+            if status == 200 { Ok(()) } else { Err(format!("{status} {body}")) }
+        }
+    })
+    .await;
+    drop(waiting);
+
+    let host = in_cluster_host(
+        secrets.path(),
+        home.path(),
+        &["--plugin-namespace", SYSTEM, "--leader-elect", "--lease-duration-seconds", "5"],
+    );
+    host.logged("acquired the leader Lease").await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(shared().client().await.unwrap(), SYSTEM);
+    for plugin in ["foo-deployment", "pod-logger", "node-image-watch", "configmap-mirror"] {
+        eventually(Duration::from_secs(60), &format!("{plugin} loaded from its ConfigMap"), || {
+            let configmaps = configmaps.clone();
+            async move {
+                let cm = configmaps.get(plugin).await.map_err(|e| e.to_string())?;
+                let status =
+                    cm.metadata.annotations.unwrap_or_default().remove("wasmloop.dev/status").ok_or("no status")?;
+                if status.contains("\"activeDigest\":\"") { Ok(()) } else { Err(status) }
+            }
+        })
+        .await;
+    }
+
+    // foo-deployment, with its role: a Foo gets its Deployment.
+    let ns = shared().namespace("incluster").await.unwrap();
+    let foos = ns.install_crd(&PathBuf::from(common::FOO_CRD)).await;
+    foos.create(&PostParams::default(), &common::foo("in-cluster", "in-cluster", 2)).await.unwrap();
+    common::deployment_with(&ns.api(), "in-cluster", "the Foo's Deployment", |d| common::replicas(d) == Some(2)).await;
+
+    // node-image-watch, with its role: the annotation follows the images.
+    let nodes: Api<Node> = Api::all(shared().client().await.unwrap());
+    let name = format!("incluster-{}", std::process::id());
+    nodes
+        .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": name}})).unwrap())
+        .await
+        .unwrap();
+    let images = |bytes: i64| json!({"status": {"images": [{"names": ["app:1"], "sizeBytes": bytes}]}});
+    nodes.patch_status(&name, &PatchParams::default(), &Patch::Merge(images(1000))).await.unwrap();
+    eventually(Duration::from_secs(60), "the node annotated", || {
+        let (nodes, name) = (nodes.clone(), name.clone());
+        async move {
+            let node = nodes.get(&name).await.map_err(|e| e.to_string())?;
+            let value = node.metadata.annotations.unwrap_or_default().remove("wasmloop.dev/image-bytes");
+            if value.as_deref() == Some("1000") { Ok(()) } else { Err(format!("{value:?}")) }
+        }
+    })
+    .await;
+
+    // Take patch on nodes away: the next annotation is an action outside the RBAC, refused
+    // with an error that names the plugin, the object and the fix.
+    let read_only = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "wasmloop-plugin-node-image-watch", "labels": {"wasmloop.dev/aggregate-to-host": "true"}},
+        "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
+    });
+    let roles: Api<ClusterRole> = Api::all(shared().client().await.unwrap());
+    roles
+        .patch(
+            "wasmloop-plugin-node-image-watch",
+            &PatchParams::apply("wasmloop-deploy-test").force(),
+            &Patch::Apply(&read_only),
+        )
+        .await
+        .unwrap();
+    aggregated_rules_cover("nodes", "patch", false).await;
+    nodes.patch_status(&name, &PatchParams::default(), &Patch::Merge(images(2000))).await.unwrap();
+    // Events about cluster-scoped objects live in "default" on 1.20.
+    let events: Api<Event> = Api::namespaced(shared().client().await.unwrap(), "default");
+    let refused = wait_for_event(&events, Duration::from_secs(60), "the Forbidden Warning", |e| {
+        e.reason.as_deref() == Some("Forbidden")
+            && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name.as_str())
+    })
+    .await;
+    let note = refused.note.unwrap();
+    for part in
+        ["node-image-watch", "system:serviceaccount:wasmloop-system:wasmloop", "grant the host's service account"]
+    {
+        assert!(note.contains(part), "{part:?} missing from: {note}");
+    }
+}

@@ -59,7 +59,7 @@ pub enum Command {
     Run(RunArgs),
     /// Run one plugin against a cluster and reload it whenever its file or crate changes.
     Dev(DevArgs),
-    /// Print the ConfigMap that ships a plugin to a cluster (`| kubectl apply -f -`).
+    /// Print the ConfigMap that ships a plugin to a cluster (`| kubectl apply --server-side -f -`).
     Bundle(BundleArgs),
 }
 

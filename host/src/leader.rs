@@ -1,17 +1,24 @@
 //! Leader election (`run --leader-elect`): of several hosts, only the holder of a
-//! `coordination.k8s.io/v1` Lease reconciles. The others run their informers and queues, so
-//! their caches are warm when they take over.
+//! `coordination.k8s.io/v1` Lease reconciles. The others run their informers, so their caches
+//! are warm when they take over.
 //!
-//! The Lease is handled by `kube-lease-manager`. Losing it ends the process, as
-//! controller-runtime's managers do: the in-flight reconciles stop at once, and the
-//! orchestrator restarts the pod as a standby.
+//! `kube-lease-manager` acquires and renews the Lease. Two safeguards sit on top, as in
+//! controller-runtime: losing the Lease ends the process (the in-flight reconciles stop at
+//! once; the orchestrator restarts the pod as a standby), and so does failing to confirm the
+//! Lease for longer than its renew deadline, since the manager only reports a loss it could
+//! read from the API server.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
-use kube_lease_manager::{LeaseManagerBuilder, LeaseParams};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube_lease_manager::{LeaseManager, LeaseManagerBuilder, LeaseParams};
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 use wasmloop_runtime::Metrics;
 
 /// Leader-election options.
@@ -53,57 +60,182 @@ fn identity() -> String {
     })
 }
 
-/// Starts campaigning; the receiver turns true while this host leads. Without
-/// `--leader-elect` it is true from the start.
+fn give_up(identity: &str, why: &str) -> ! {
+    tracing::error!(%identity, "{why}: exiting so that no reconcile runs beside the new leader's");
+    // Let the line reach the log before the process goes.
+    std::thread::sleep(Duration::from_millis(50));
+    std::process::exit(1);
+}
+
+type ManagerTask = JoinHandle<kube_lease_manager::Result<LeaseManager>>;
+
+/// The campaign: whether this host leads, and the Lease to give back at shutdown.
+pub struct Election {
+    leading: watch::Receiver<bool>,
+    /// The task following the manager's state (it holds the manager's only receiver) and the
+    /// manager's own task.
+    manager: Option<(JoinHandle<()>, Arc<Mutex<Option<ManagerTask>>>)>,
+}
+
+impl Election {
+    /// True while this host may reconcile.
+    pub fn leading(&self) -> watch::Receiver<bool> {
+        self.leading.clone()
+    }
+
+    /// Releases the Lease (if held) so a standby takes over without waiting for it to expire.
+    pub async fn resign(self) {
+        let Some((follower, manager)) = self.manager else { return };
+        // Stop following first, so the release is not taken for a lost Lease; dropping the
+        // follower's receiver closes the channel, and the manager releases the Lease.
+        follower.abort();
+        let _ = follower.await;
+        let Some(manager) = manager.lock().expect("lock").take() else { return };
+        match tokio::time::timeout(Duration::from_secs(5), manager).await {
+            Ok(Ok(Ok(_))) => tracing::info!("released the leader Lease"),
+            _ => tracing::warn!("could not release the leader Lease; a standby takes over when it expires"),
+        }
+    }
+}
+
+/// What one campaign needs to start (and restart) its Lease manager.
+#[derive(Clone)]
+struct Candidate {
+    client: kube::Client,
+    name: String,
+    namespace: String,
+    identity: String,
+    duration: u64,
+    grace: u64,
+}
+
+impl Candidate {
+    async fn start(&self) -> anyhow::Result<(watch::Receiver<bool>, ManagerTask)> {
+        let manager = LeaseManagerBuilder::new(self.client.clone(), &self.name)
+            .with_namespace(&self.namespace)
+            .with_parameters(LeaseParams::new(&self.identity, self.duration, self.grace))
+            .build()
+            .await
+            .with_context(|| {
+                format!(
+                    "cannot use Lease {}/{}: grant the host get, create and patch on coordination.k8s.io leases in {}",
+                    self.namespace, self.name, self.namespace
+                )
+            })?;
+        Ok(manager.watch().await)
+    }
+}
+
+/// Starts campaigning. Without `--leader-elect` this host leads from the start.
 ///
 /// # Errors
 /// When the Lease's namespace is unknown or the Lease cannot be read or created (RBAC).
-pub async fn campaign(
-    client: kube::Client,
-    args: &LeaderArgs,
-    metrics: std::sync::Arc<Metrics>,
-) -> anyhow::Result<watch::Receiver<bool>> {
+pub async fn campaign(client: kube::Client, args: &LeaderArgs, metrics: Arc<Metrics>) -> anyhow::Result<Election> {
     if !args.leader_elect {
         metrics.leader(true);
-        return Ok(watch::channel(true).1);
+        return Ok(Election { leading: watch::channel(true).1, manager: None });
     }
     metrics.leader(false);
-    let (namespace, identity) = (namespace(args)?, identity());
-    let duration = args.lease_duration_seconds.max(2);
-    // Renew a third of the duration before expiry, as client-go's 15 s / 10 s defaults do.
-    let grace = (duration / 3).max(1);
-    let manager = LeaseManagerBuilder::new(client, &args.leader_election_id)
-        .with_namespace(&namespace)
-        .with_parameters(LeaseParams::new(&identity, duration, grace))
-        .build()
-        .await
-        .with_context(|| {
-            format!(
-                "cannot use Lease {namespace}/{}: grant the host get, create and update on coordination.k8s.io leases in {namespace}",
-                args.leader_election_id
-            )
-        })?;
-    let (mut state, _task) = manager.watch().await;
+    let duration = args.lease_duration_seconds.max(3);
+    let candidate = Candidate {
+        client: client.clone(),
+        name: args.leader_election_id.clone(),
+        namespace: namespace(args)?,
+        identity: identity(),
+        duration,
+        // Renew a third of the duration before expiry, as client-go's 15 s / 10 s defaults do.
+        grace: (duration / 3).max(1),
+    };
+    let (state, task) = candidate.start().await?;
     let (leading, receiver) = watch::channel(false);
-    tracing::info!(lease = %format!("{namespace}/{}", args.leader_election_id), %identity, "campaigning for the leader Lease; standing by with warm caches");
-    tokio::spawn(async move {
-        let mut led = false;
-        while state.changed().await.is_ok() {
-            let leads = *state.borrow_and_update();
-            if leads && !led {
-                tracing::info!(%identity, "acquired the leader Lease: reconciling");
-                metrics.leader(true);
-                leading.send_replace(true);
-            } else if !leads && led {
-                leading.send_replace(false);
-                metrics.leader(false);
-                tracing::error!(%identity, "lost the leader Lease: exiting so that no reconcile runs beside the new leader's");
-                // Give the log line a moment to reach the terminal.
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                std::process::exit(1);
+    tracing::info!(lease = %format!("{}/{}", candidate.namespace, candidate.name), identity = %candidate.identity, "campaigning for the leader Lease; standing by with warm caches");
+    let manager = Arc::new(Mutex::new(Some(task)));
+    let follower = tokio::spawn(follow(candidate, state, manager.clone(), leading, metrics));
+    Ok(Election { leading: receiver, manager: Some((follower, manager)) })
+}
+
+/// Follows the manager's state into `leading`. While leading, confirms the Lease (see
+/// [`confirm`]). While standing by, notices a released Lease at once and campaigns again:
+/// the manager would otherwise sleep until the old holder's expiry.
+async fn follow(
+    candidate: Candidate,
+    mut state: watch::Receiver<bool>,
+    manager: Arc<Mutex<Option<ManagerTask>>>,
+    leading: watch::Sender<bool>,
+    metrics: Arc<Metrics>,
+) {
+    let leases: Api<Lease> = Api::namespaced(candidate.client.clone(), &candidate.namespace);
+    let identity = candidate.identity.clone();
+    let deadline = Duration::from_secs(candidate.duration - candidate.grace);
+    let mut confirming: Option<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>> = None;
+    let mut standby = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            changed = state.changed() => {
+                if changed.is_err() {
+                    // The manager stopped: nobody renews the Lease now.
+                    if confirming.is_some() {
+                        give_up(&identity, "the leader-election task ended");
+                    }
+                    return;
+                }
+                let leads = *state.borrow_and_update();
+                if leads && confirming.is_none() {
+                    tracing::info!(%identity, "acquired the leader Lease: reconciling");
+                    metrics.leader(true);
+                    leading.send_replace(true);
+                    confirming = Some(Box::pin(confirm(leases.clone(), candidate.name.clone(), identity.clone(), deadline)));
+                } else if !leads && confirming.is_some() {
+                    leading.send_replace(false);
+                    metrics.leader(false);
+                    give_up(&identity, "lost the leader Lease");
+                }
             }
-            led = leads;
+            () = async {
+                match confirming.as_mut() {
+                    Some(confirm) => confirm.await,
+                    None => std::future::pending().await,
+                }
+            } => {}
+            _ = standby.tick(), if confirming.is_none() => {
+                let released = leases.get(&candidate.name).await.ok().and_then(|l| l.spec).is_some_and(|spec| {
+                    spec.holder_identity.is_none_or(|holder| holder.is_empty())
+                });
+                if released {
+                    if let Ok((fresh, task)) = candidate.start().await {
+                        if let Some(old) = manager.lock().expect("lock").replace(task) {
+                            old.abort();
+                        }
+                        state = fresh;
+                    }
+                }
+            }
         }
-    });
-    Ok(receiver)
+    }
+}
+
+/// While leading: reads the Lease every second and ends the process once this host has not
+/// been seen holding an unexpired Lease for `deadline` (the renew deadline).
+async fn confirm(leases: Api<Lease>, name: String, identity: String, deadline: Duration) {
+    let mut last_confirmed = tokio::time::Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        if let Ok(lease) = leases.get(&name).await {
+            let spec = lease.spec.unwrap_or_default();
+            let expires =
+                spec.renew_time.map(|t| t.0).zip(spec.lease_duration_seconds).and_then(|(renewed, seconds)| {
+                    renewed.checked_add(k8s_openapi::jiff::SignedDuration::from_secs(seconds.into())).ok()
+                });
+            let ours = spec.holder_identity.as_deref() == Some(identity.as_str());
+            if ours && expires.is_some_and(|e| e > Timestamp::now()) {
+                last_confirmed = tokio::time::Instant::now();
+            } else if !ours {
+                give_up(&identity, "another host holds the leader Lease");
+            }
+        }
+        if last_confirmed.elapsed() > deadline {
+            give_up(&identity, "could not confirm the leader Lease within its renew deadline");
+        }
+    }
 }

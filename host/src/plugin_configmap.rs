@@ -118,7 +118,7 @@ pub fn read(cm: &ConfigMap) -> Result<PluginPayload, PayloadError> {
 /// # Errors
 /// When even the compressed component exceeds the ConfigMap size limit.
 pub fn build(name: &str, namespace: &str, component: &[u8], config: Option<&str>) -> anyhow::Result<ConfigMap> {
-    let budget = CONFIGMAP_LIMIT - HEADROOM - config.map_or(0, str::len);
+    let budget = (CONFIGMAP_LIMIT - HEADROOM).saturating_sub(config.map_or(0, str::len));
     let (key, payload) = if component.len() <= budget {
         (WASM_KEY, component.to_vec())
     } else {

@@ -5,12 +5,12 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{Host, component};
+use common::{Host, component, create_deployment, labelled};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use serde_json::json;
-use wasmloop_testenv::{TestNamespace, eventually, shared};
+use wasmloop_testenv::{eventually, shared};
 
 const DEPLOYMENTS: &str = r#"{kind="apps/v1/Deployment",namespace=""}"#;
 
@@ -21,29 +21,6 @@ fn dev_on_labeler_v1() -> (Host, tempfile::TempDir, std::path::PathBuf) {
     std::fs::copy(component("labeler_plugin"), &file).unwrap();
     let host = Host::start(["dev".as_ref(), file.as_os_str()]);
     (host, dir, file)
-}
-
-async fn deployment(ns: &TestNamespace, name: &str) {
-    let deployment: Deployment = serde_json::from_value(json!({
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
-        "spec": {"selector": {"matchLabels": {"app": name}},
-                 "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}
-    }))
-    .unwrap();
-    ns.api::<Deployment>().create(&PostParams::default(), &deployment).await.unwrap();
-}
-
-async fn labelled(ns: &TestNamespace, name: &str, version: &str) {
-    let deployments: Api<Deployment> = ns.api();
-    eventually(Duration::from_secs(60), &format!("{name} labelled {version}"), || {
-        let deployments = deployments.clone();
-        async move {
-            let d = deployments.get(name).await.map_err(|e| e.to_string())?;
-            let label = d.metadata.labels.unwrap_or_default().remove("wasmloop.dev/labeled-by");
-            if label.as_deref() == Some(version) { Ok(()) } else { Err(format!("label {label:?}")) }
-        }
-    })
-    .await;
 }
 
 fn write(file: &Path, bytes: &[u8]) {
@@ -57,7 +34,7 @@ fn write(file: &Path, bytes: &[u8]) {
 async fn a_replaced_wasm_is_validated_before_it_serves_then_converges_existing_objects_on_the_warm_watch() {
     let ns = shared().namespace("dev-swap").await.unwrap();
     let (mut host, _dir, file) = dev_on_labeler_v1();
-    deployment(&ns, "web").await;
+    create_deployment(&ns, "web").await;
     labelled(&ns, "web", "v1").await;
     assert_eq!(host.metric(&format!("wasmloop_watches_started_total{DEPLOYMENTS}")).await, 1.0);
 
@@ -66,7 +43,7 @@ async fn a_replaced_wasm_is_validated_before_it_serves_then_converges_existing_o
     host.logged("is not a WebAssembly file").await;
     host.logged("(version 1.0.0 keeps serving)").await;
     assert!(host.metric(r#"wasmloop_plugin_rejections_total{plugin="labeler",reason="NotWasm"}"#).await >= 1.0);
-    deployment(&ns, "second").await;
+    create_deployment(&ns, "second").await;
     labelled(&ns, "second", "v1").await;
 
     // v2 replaces it: existing objects converge, on the same process, watch and cache.

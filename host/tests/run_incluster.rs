@@ -105,14 +105,15 @@ async fn service_account_files() -> tempfile::TempDir {
 /// namespace where the service-account files sit at the path kube reads them from, with no
 /// kubeconfig anywhere.
 fn in_cluster_host(secrets: &Path, home: &Path, args: &[&str]) -> Host {
-    const MOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
-    std::fs::create_dir_all(MOUNT).unwrap();
+    // A tmpfs over /run (where /var/run points), private to this process tree, holds the
+    // mount point: nothing is created on the machine's own filesystem.
+    let script = r#"mount -t tmpfs tmpfs /run && mkdir -p "$2" && mount --bind "$1" "$2" && shift 2 && exec "$@""#;
     let port = shared().server().rsplit(':').next().unwrap().to_owned();
     let mut command = Command::new("unshare");
     command
-        .args(["--mount", "sh", "-c", r#"mount --bind "$1" "$2" && shift 2 && exec "$@""#, "sh"])
+        .args(["--mount", "sh", "-c", script, "sh"])
         .arg(secrets)
-        .arg(MOUNT)
+        .arg("/run/secrets/kubernetes.io/serviceaccount")
         .arg(env!("CARGO_BIN_EXE_wasmloop"))
         .arg("run")
         .args(args)

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Host, component, millis};
+use common::{Host, hostile, millis};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, PostParams};
 use serde_json::Value;
@@ -15,23 +15,20 @@ const LEASE_SECONDS: u64 = 4;
 
 /// A host running hostile in requeue mode (a "tick" log line every 500 ms per ConfigMap),
 /// campaigning for a Lease in `ns`.
-fn candidate(ns: &TestNamespace, config: &tempfile::NamedTempFile) -> Host {
-    let plugin = component("hostile_plugin");
-    let lease = LEASE_SECONDS.to_string();
-    Host::start([
-        "--log-format".as_ref(),
-        "json".as_ref(),
-        "run".as_ref(),
-        "--plugin".as_ref(),
-        plugin.as_os_str(),
-        "--config".as_ref(),
-        config.path().as_os_str(),
+fn candidate(ns: &TestNamespace) -> (Host, tempfile::NamedTempFile) {
+    candidate_with_lease(ns, LEASE_SECONDS)
+}
+
+fn candidate_with_lease(ns: &TestNamespace, seconds: u64) -> (Host, tempfile::NamedTempFile) {
+    let lease = seconds.to_string();
+    let extra: [&std::ffi::OsStr; 5] = [
         "--leader-elect".as_ref(),
         "--leader-election-namespace".as_ref(),
         ns.name.as_ref(),
         "--lease-duration-seconds".as_ref(),
         lease.as_ref(),
-    ])
+    ];
+    hostile("requeue", &extra)
 }
 
 fn ticks(host: &Host, object: &str) -> Vec<f64> {
@@ -53,8 +50,6 @@ fn logged_at(host: &Host, text: &str) -> Option<f64> {
 #[tokio::test]
 async fn only_the_leader_reconciles_and_a_standby_takes_over_within_the_lease_after_a_sigkill() {
     let ns = shared().namespace("leader").await.unwrap();
-    let config = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(config.path(), "plugins:\n  hostile:\n    config: {mode: requeue}\n").unwrap();
     let cm = ConfigMap {
         metadata: ObjectMeta { name: Some("ticker".into()), ..ObjectMeta::default() },
         ..ConfigMap::default()
@@ -62,14 +57,24 @@ async fn only_the_leader_reconciles_and_a_standby_takes_over_within_the_lease_af
     Api::<ConfigMap>::namespaced(ns.client.clone(), &ns.name).create(&PostParams::default(), &cm).await.unwrap();
     let object = format!("{}/ticker", ns.name);
 
-    let mut first = candidate(&ns, &config);
+    let (mut first, _first_config) = candidate(&ns);
     first.logged("acquired the leader Lease").await;
-    let second = candidate(&ns, &config);
-    second.logged("campaigning for the leader Lease").await;
-    assert_eq!(second.get("/readyz").await.0, 200, "a standby is ready: its caches are synced");
-    eventually(Duration::from_secs(30), "the leader ticking", || {
+    let (second, _second_config) = candidate(&ns);
+    // The standby's plugin is installed: caches synced, workers started and waiting for the lead.
+    second.logged("plugin hostile 0.1.0 serving").await;
+    eventually(Duration::from_secs(30), "the standby ready", || {
+        let second = &second;
+        async move {
+            let (status, body) = second.get("/readyz").await;
+            if status == 200 { Ok(()) } else { Err(format!("{status} {body}")) }
+        }
+    })
+    .await;
+    // Give the standby time in which it could have reconciled: the leader ticks meanwhile.
+    let before = ticks(&first, &object).len();
+    eventually(Duration::from_secs(30), "the leader ticking while the standby waits", || {
         let n = ticks(&first, &object).len();
-        async move { if n >= 4 { Ok(()) } else { Err(format!("{n} ticks")) } }
+        async move { if n >= before + 4 { Ok(()) } else { Err(format!("{} new ticks", n - before)) } }
     })
     .await;
     assert!(ticks(&second, &object).is_empty(), "the standby reconciled");
@@ -89,4 +94,22 @@ async fn only_the_leader_reconciles_and_a_standby_takes_over_within_the_lease_af
     .await;
     let (last_of_first, first_of_second) = (*ticks(&first, &object).last().unwrap(), ticks(&second, &object)[0]);
     assert!(last_of_first < first_of_second, "the object was reconciled by both hosts at once");
+}
+
+#[tokio::test]
+async fn a_leader_stopped_with_sigterm_hands_the_lease_over_without_waiting_for_it_to_expire() {
+    let ns = shared().namespace("leader-term").await.unwrap();
+    // A long Lease: a standby that had to wait for it to expire would take 30 s.
+    let (mut first, _first_config) = candidate_with_lease(&ns, 30);
+    first.logged("acquired the leader Lease").await;
+    let (second, _second_config) = candidate_with_lease(&ns, 30);
+    second.logged("plugin hostile 0.1.0 serving").await;
+
+    let status = first.terminate();
+    assert!(status.success(), "a graceful shutdown exits 0, got {status}");
+    assert!(first.json_lines().iter().any(|l| l["fields"]["message"] == "released the leader Lease"));
+    let stopped = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64() * 1000.0;
+    second.logged("acquired the leader Lease").await;
+    let took_over = logged_at(&second, "acquired the leader Lease").unwrap() - stopped % 86_400_000.0;
+    assert!(took_over < 10_000.0, "took over {took_over} ms after the leader stopped, with a 30 s Lease");
 }

@@ -3,7 +3,6 @@
 mod common;
 
 use common::{Host, component};
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
@@ -144,26 +143,8 @@ fn three_plugins_on_deployments() -> (Host, tempfile::NamedTempFile) {
 }
 
 async fn labelled_deployment(ns: &wasmloop_testenv::TestNamespace, name: &str) {
-    let deployments: Api<Deployment> = ns.api();
-    let deployment: Deployment = serde_json::from_value(json!({
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
-        "spec": {"selector": {"matchLabels": {"app": name}},
-                 "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}
-    }))
-    .unwrap();
-    deployments.create(&PostParams::default(), &deployment).await.unwrap();
-    eventually(Duration::from_secs(60), "the labeler's label", || {
-        let deployments = deployments.clone();
-        async move {
-            let d = deployments.get(name).await.map_err(|e| e.to_string())?;
-            let labels = d.metadata.labels.unwrap_or_default();
-            match labels.get("wasmloop.dev/labeled-by") {
-                Some(v) if v == "v1" => Ok(()),
-                other => Err(format!("label {other:?}")),
-            }
-        }
-    })
-    .await;
+    common::create_deployment(ns, name).await;
+    common::labelled(ns, name, "v1").await;
 }
 
 #[tokio::test]

@@ -5,31 +5,13 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{FOO_CRD, Host, component, deployment_with, foo, millis, replicas};
+use common::{FOO_CRD, Host, component, deployment_with, foo, hostile, millis, replicas};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use wasmloop_testenv::{TestNamespace, eventually, shared};
-
-/// The host running the hostile test plugin in one mode, logging JSON lines. The config file
-/// lives as long as the host.
-fn hostile(mode: &str) -> (Host, tempfile::NamedTempFile) {
-    let config = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(config.path(), format!("plugins:\n  hostile:\n    config: {{mode: {mode}}}\n")).unwrap();
-    let plugin = component("hostile_plugin");
-    let host = Host::start([
-        "--log-format".as_ref(),
-        "json".as_ref(),
-        "run".as_ref(),
-        "--plugin".as_ref(),
-        plugin.as_os_str(),
-        "--config".as_ref(),
-        config.path().as_os_str(),
-    ]);
-    (host, config)
-}
 
 /// Log lines inside the reconcile span of `object` whose message contains `text`.
 fn reconcile_lines(host: &(Host, tempfile::NamedTempFile), object: &str, text: &str) -> Vec<Value> {
@@ -50,7 +32,7 @@ async fn configmap(ns: &TestNamespace, name: &str) {
 #[tokio::test]
 async fn a_plugin_that_always_fails_backs_off_with_growing_intervals() {
     let ns = shared().namespace("queue-backoff").await.unwrap();
-    let host = hostile("panic");
+    let host = hostile("panic", &[]);
     configmap(&ns, "victim").await;
     let object = format!("{}/victim", ns.name);
     let failures = eventually(Duration::from_secs(60), "seven failed attempts", || {
@@ -73,7 +55,7 @@ async fn a_plugin_that_always_fails_backs_off_with_growing_intervals() {
 #[tokio::test]
 async fn requeue_after_fires_again_and_again() {
     let ns = shared().namespace("queue-requeue").await.unwrap();
-    let host = hostile("requeue");
+    let host = hostile("requeue", &[]);
     configmap(&ns, "ticker").await;
     let object = format!("{}/ticker", ns.name);
     let ticks = eventually(Duration::from_secs(30), "four ticks", || {

@@ -378,6 +378,17 @@ impl Controller {
             tasks.push(tokio::spawn(pump_watched(shared.clone(), informer.subscribe(), selector)));
         }
         enqueue_all(&shared);
+        {
+            // Taking over the lead: every primary, from the warm cache.
+            let (shared, mut leading) = (shared.clone(), shared.leading.clone());
+            tasks.push(tokio::spawn(async move {
+                while leading.changed().await.is_ok() {
+                    if *leading.borrow_and_update() {
+                        enqueue_all(&shared);
+                    }
+                }
+            }));
+        }
         if let Some(every) = resync {
             let shared = shared.clone();
             tasks.push(tokio::spawn(async move {
@@ -446,7 +457,15 @@ impl Drop for Controller {
 }
 
 impl Shared {
+    fn leads(&self) -> bool {
+        *self.leading.borrow()
+    }
+
     fn enqueue(&self, key: Key) {
+        // A standby keeps its cache, not a backlog: on taking over it enqueues every primary.
+        if !self.leads() {
+            return;
+        }
         self.queue.add(key);
         if self.serving.load(Ordering::Relaxed) {
             self.metrics.queue_depth(&self.manifest.name, self.queue.len());
@@ -484,7 +503,8 @@ async fn pump_primary(shared: Arc<Shared>, mut changes: broadcast::Receiver<Chan
             Ok(Change::Deleted(entry)) => {
                 let key = key_of(&entry.envelope);
                 shared.previous.lock().expect("lock").remove(&key);
-                if shared.manifest.deliver_deleted && selected(&shared, &entry) {
+                // Deletions seen as a standby were the leader's to deliver.
+                if shared.manifest.deliver_deleted && shared.leads() && selected(&shared, &entry) {
                     shared.tombstones.lock().expect("lock").insert(key.clone(), entry);
                     shared.enqueue(key);
                 }
@@ -545,6 +565,11 @@ async fn work(shared: Arc<Shared>) {
             return;
         }
         let Some(key) = shared.queue.get().await else { return };
+        if !shared.leads() {
+            // The lead went while this worker waited for a key.
+            shared.queue.done(&key);
+            continue;
+        }
         shared.metrics.queue_depth(plugin, shared.queue.len());
         let claimed = match running.claim(&key, shared.generation) {
             Claim::Claimed => true,

@@ -18,6 +18,9 @@ pub(super) struct Host {
     pub registry: Arc<Registry>,
     /// The API client the sources use.
     pub client: kube::Client,
+    /// True while this host leads (always, without leader election).
+    pub leading: tokio::sync::watch::Receiver<bool>,
+    election: crate::leader::Election,
     pub metrics: Arc<Metrics>,
     pub readiness: Arc<Readiness>,
     /// How long reconciles in flight get at shutdown and when a version is replaced.
@@ -55,8 +58,8 @@ impl Host {
         let client = kube::Client::try_default().await.context(
             "cannot connect to Kubernetes: set KUBECONFIG (or ~/.kube/config), or run in a pod with a service account",
         )?;
-        let leading = crate::leader::campaign(client.clone(), &args.leader, metrics.clone()).await?;
-        let mut context = Context::new(client.clone(), metrics.clone()).leadership(leading);
+        let election = crate::leader::campaign(client.clone(), &args.leader, metrics.clone()).await?;
+        let mut context = Context::new(client.clone(), metrics.clone()).leadership(election.leading());
         if let Some(sink) = dry_run {
             context = context.dry_run(sink);
         }
@@ -70,6 +73,8 @@ impl Host {
         Ok(Host {
             registry: Arc::new(Registry::new(context, loader, settings, drain)),
             client,
+            leading: election.leading(),
+            election,
             metrics,
             readiness,
             drain,
@@ -80,6 +85,8 @@ impl Host {
     pub async fn shut_down(self) {
         tracing::info!(timeout = ?self.drain, "shutting down: no new reconciles, finishing those in flight");
         self.registry.shut_down(self.drain).await;
+        // Hand the Lease over now rather than make the next leader wait for it to run out.
+        self.election.resign().await;
     }
 }
 

@@ -55,8 +55,13 @@ async fn serve(args: &RunArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
         tracing::info!(plugin = %name, "{loaded}");
     }
     for namespace in &args.plugin_namespaces {
-        let source =
-            ConfigMapSource::new(host.client.clone(), namespace, host.registry.clone(), host.readiness.clone());
+        let source = ConfigMapSource::new(
+            host.client.clone(),
+            namespace,
+            host.registry.clone(),
+            host.readiness.clone(),
+            host.leading.clone(),
+        );
         tokio::spawn(source.run());
         tracing::info!(namespace, "loading plugins from ConfigMaps labelled wasmloop.dev/plugin");
     }

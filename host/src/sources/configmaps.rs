@@ -15,7 +15,7 @@ use kube::runtime::events::{Event, EventType};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use wasmloop_runtime::events::Recorders;
 use wasmloop_runtime::registry::{Candidate, Loaded, Registry, RegistryError};
 
@@ -41,6 +41,10 @@ struct Seen {
     handled: Option<(Vec<u8>, Option<String>)>,
     /// The version serving from this ConfigMap.
     active: Option<(String, String, String)>,
+    /// The last offer was refused.
+    rejected: bool,
+    /// A retry of a plugin that failed to start is scheduled.
+    retry_pending: bool,
 }
 
 /// Watches one namespace for plugin ConfigMaps until the registry's host stops.
@@ -51,13 +55,28 @@ pub struct ConfigMapSource {
     readiness: Arc<Readiness>,
     recorders: Recorders,
     seen: HashMap<String, Seen>,
+    /// Names to offer again (a start failure's retry, or a ConfigMap another one blocked).
+    retry: mpsc::UnboundedSender<String>,
+    retries: Option<mpsc::UnboundedReceiver<String>>,
+    /// Only the leader writes statuses and Events, so replicas do not talk over each other.
+    leading: watch::Receiver<bool>,
 }
 
 impl ConfigMapSource {
     /// A source for `namespace`; ready (for `/readyz`) once its first list is handled.
-    pub fn new(client: kube::Client, namespace: &str, registry: Arc<Registry>, readiness: Arc<Readiness>) -> Self {
+    pub fn new(
+        client: kube::Client,
+        namespace: &str,
+        registry: Arc<Registry>,
+        readiness: Arc<Readiness>,
+        leading: watch::Receiver<bool>,
+    ) -> Self {
         readiness.pending(&Self::readiness_item(namespace), "plugin ConfigMaps not listed yet");
+        let (retry, retries) = mpsc::unbounded_channel();
         ConfigMapSource {
+            retry,
+            retries: Some(retries),
+            leading,
             api: Api::namespaced(client.clone(), namespace),
             namespace: namespace.to_owned(),
             registry,
@@ -75,7 +94,7 @@ impl ConfigMapSource {
     pub async fn run(mut self) {
         let config = watcher::Config::default().labels(PLUGIN_LABEL);
         let mut events = watcher(self.api.clone(), config).default_backoff().boxed();
-        let (retry_tx, mut retries) = mpsc::unbounded_channel::<String>();
+        let mut retries = self.retries.take().expect("run once");
         let mut listed: Option<HashSet<String>> = None;
         loop {
             tokio::select! {
@@ -83,7 +102,7 @@ impl ConfigMapSource {
                     Some(Ok(watcher::Event::Init)) => listed = Some(HashSet::new()),
                     Some(Ok(watcher::Event::InitApply(cm))) => {
                         if let Some(names) = listed.as_mut() { names.insert(cm.name_any()); }
-                        self.offer(&cm, &retry_tx).await;
+                        self.offer(&cm).await;
                     }
                     Some(Ok(watcher::Event::InitDone)) => {
                         // ConfigMaps deleted while the watch was down.
@@ -92,21 +111,25 @@ impl ConfigMapSource {
                         for name in gone { self.unload(&name).await; }
                         self.readiness.ready(&Self::readiness_item(&self.namespace));
                     }
-                    Some(Ok(watcher::Event::Apply(cm))) => self.offer(&cm, &retry_tx).await,
+                    Some(Ok(watcher::Event::Apply(cm))) => self.offer(&cm).await,
                     Some(Ok(watcher::Event::Delete(cm))) => self.unload(&cm.name_any()).await,
                     Some(Err(error)) => tracing::warn!(namespace = %self.namespace, %error, "watching plugin ConfigMaps failed; retrying with backoff (check that the host may list and watch ConfigMaps here)"),
                     None => return,
                 },
                 Some(name) = retries.recv() => {
+                    if let Some(seen) = self.seen.get_mut(&name) {
+                        seen.handled = None;
+                        seen.retry_pending = false;
+                    }
                     if let Ok(Some(cm)) = self.api.get_opt(&name).await {
-                        self.offer(&cm, &retry_tx).await;
+                        self.offer(&cm).await;
                     }
                 }
             }
         }
     }
 
-    async fn offer(&mut self, cm: &ConfigMap, retry: &mpsc::UnboundedSender<String>) {
+    async fn offer(&mut self, cm: &ConfigMap) {
         let name = cm.name_any();
         let source = source_of(&self.namespace, &name);
         let payload = match plugin_configmap::read(cm) {
@@ -114,35 +137,40 @@ impl ConfigMapSource {
             Err(error) => {
                 let content = (Vec::new(), Some(error.to_string()));
                 if self.seen.get(&name).and_then(|s| s.handled.as_ref()) != Some(&content) {
-                    self.seen.entry(name.clone()).or_default().handled = Some(content);
+                    let seen = self.seen.entry(name.clone()).or_default();
+                    (seen.handled, seen.rejected) = (Some(content), true);
                     self.rejected(cm, "InvalidConfigMap", &format!("{error}{}", self.keeps(&name))).await;
                 }
                 return;
             }
         };
         let content = (payload.component.clone(), payload.config.clone());
+        // The same content was handled already: this is the echo of our own status write, or
+        // an edit elsewhere in the ConfigMap.
         if self.seen.get(&name).and_then(|s| s.handled.as_ref()) == Some(&content) {
             return;
         }
+        self.seen.entry(name.clone()).or_default().handled = Some(content);
         tracing::info!(configmap = %source, plugin = %payload.name, "loading the plugin this ConfigMap ships");
         let candidate =
             Candidate { source, expected_name: Some(payload.name), bytes: payload.component, config: payload.config };
         match self.registry.upsert(candidate).await {
             Ok(loaded) => {
-                self.seen.entry(name.clone()).or_default().handled = Some(content);
+                self.seen.entry(name.clone()).or_default().rejected = false;
                 self.loaded(cm, &loaded).await;
             }
             Err(error) => {
-                if matches!(error, RegistryError::Start { .. }) {
-                    // A kind that is not served yet may be soon (a CRD applied after the plugin).
-                    let (retry, again) = (retry.clone(), name.clone());
+                let seen = self.seen.entry(name.clone()).or_default();
+                seen.rejected = true;
+                if matches!(error, RegistryError::Start { .. }) && !seen.retry_pending {
+                    // A kind that is not served yet may be soon (a CRD applied after the
+                    // plugin): one retry at a time, whatever the watch brings meanwhile.
+                    seen.retry_pending = true;
+                    let (retry, again) = (self.retry.clone(), name.clone());
                     tokio::spawn(async move {
                         tokio::time::sleep(START_RETRY).await;
                         let _ = retry.send(again);
                     });
-                    self.seen.entry(name.clone()).or_default().handled = None;
-                } else {
-                    self.seen.entry(name.clone()).or_default().handled = Some(content);
                 }
                 self.rejected(cm, error.reason(), &error.to_string()).await;
             }
@@ -179,6 +207,12 @@ impl ConfigMapSource {
     async fn rejected(&mut self, cm: &ConfigMap, reason: &str, message: &str) {
         let name = cm.name_any();
         tracing::error!(configmap = %source_of(&self.namespace, &name), reason, "{message}");
+        let shown =
+            cm.annotations().get(STATUS_ANNOTATION).and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok());
+        if shown.is_some_and(|s| s["lastError"] == message) {
+            // Already said: writing again would only echo back as another watch event.
+            return;
+        }
         let active = self.seen.get(&name).and_then(|s| s.active.clone());
         let status = match &active {
             Some((plugin, version, loaded_at)) => json!({
@@ -204,10 +238,23 @@ impl ConfigMapSource {
         self.seen.remove(name);
         if let Some(plugin) = self.registry.remove(&source_of(&self.namespace, name)).await {
             tracing::info!(configmap = %source_of(&self.namespace, name), plugin, "ConfigMap deleted: plugin unloaded");
+            // A ConfigMap refused because this one held its plugin (a rename) may load now.
+            for (other, seen) in &self.seen {
+                if seen.rejected && seen.active.is_none() {
+                    let _ = self.retry.send(other.clone());
+                }
+            }
         }
     }
 
+    fn leads(&self) -> bool {
+        *self.leading.borrow()
+    }
+
     async fn write_status(&self, name: &str, status: &serde_json::Value) {
+        if !self.leads() {
+            return;
+        }
         let patch = json!({"metadata": {"annotations": {STATUS_ANNOTATION: status.to_string()}}});
         let params = PatchParams { field_manager: Some(MANAGER.into()), ..PatchParams::default() };
         if let Err(error) = self.api.patch(name, &params, &Patch::Merge(&patch)).await {
@@ -216,6 +263,9 @@ impl ConfigMapSource {
     }
 
     async fn event(&self, cm: &ConfigMap, type_: EventType, reason: &str, note: String) {
+        if !self.leads() {
+            return;
+        }
         let recorder = self.recorders.get(MANAGER, &note);
         let event =
             Event { type_, reason: reason.into(), note: Some(note), action: "LoadPlugin".into(), secondary: None };

@@ -155,6 +155,13 @@ impl Host {
         self.child.wait().unwrap();
     }
 
+    /// Sends SIGTERM, as the kubelet does to stop a pod, and waits for the exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let status = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().unwrap();
+        assert!(status.success(), "kill -TERM failed");
+        self.child.wait().unwrap()
+    }
+
     /// True while the process runs.
     pub fn is_running(&mut self) -> bool {
         self.child.try_wait().unwrap().is_none()
@@ -194,6 +201,45 @@ fn series_value(text: &str, series: &str) -> Option<f64> {
     text.lines()
         .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))
         .map(|v| v.parse().unwrap())
+}
+
+/// `wasmloop --log-format json run --plugin hostile --config {mode} EXTRA...`: the hostile test
+/// plugin misbehaving in `mode` (a YAML flow mapping's content: `mode: requeue, intervalMs: 100`
+/// or just the mode) on every ConfigMap. The config file lives as long as the host.
+pub fn hostile(mode: &str, extra: &[&OsStr]) -> (Host, tempfile::NamedTempFile) {
+    let config = tempfile::NamedTempFile::new().unwrap();
+    let settings = if mode.contains(':') { mode.to_owned() } else { format!("mode: {mode}") };
+    std::fs::write(config.path(), format!("plugins:\n  hostile:\n    config: {{{settings}}}\n")).unwrap();
+    let plugin = component("hostile_plugin");
+    let mut args: Vec<&OsStr> = vec!["--log-format".as_ref(), "json".as_ref(), "run".as_ref()];
+    args.extend(["--plugin".as_ref(), plugin.as_os_str(), "--config".as_ref(), config.path().as_os_str()]);
+    args.extend(extra);
+    (Host::start(args), config)
+}
+
+/// Creates a minimal Deployment `name` in `ns`.
+pub async fn create_deployment(ns: &wasmloop_testenv::TestNamespace, name: &str) {
+    let deployment: Deployment = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+        "spec": {"selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}
+    }))
+    .unwrap();
+    ns.api::<Deployment>().create(&kube::api::PostParams::default(), &deployment).await.unwrap();
+}
+
+/// Waits until the labeler test plugin has labelled Deployment `name` with `version`.
+pub async fn labelled(ns: &wasmloop_testenv::TestNamespace, name: &str, version: &str) {
+    let deployments: Api<Deployment> = ns.api();
+    eventually(Duration::from_secs(60), &format!("{name} labelled {version}"), || {
+        let deployments = deployments.clone();
+        async move {
+            let d = deployments.get(name).await.map_err(|e| e.to_string())?;
+            let label = d.metadata.labels.unwrap_or_default().remove("wasmloop.dev/labeled-by");
+            if label.as_deref() == Some(version) { Ok(()) } else { Err(format!("label {label:?}")) }
+        }
+    })
+    .await;
 }
 
 /// A Foo asking for `replicas` of Deployment `deployment`.

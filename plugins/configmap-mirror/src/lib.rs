@@ -47,8 +47,10 @@ fn copies(source: &Object) -> Result<Vec<Object>, Error> {
 
 fn copy_of(source: &ConfigMap, source_ref: &Object, namespace: &str) -> ConfigMap {
     let mut labels: BTreeMap<String, String> = source.metadata.labels.clone().unwrap_or_default();
-    // A copy carrying the source label would itself be mirrored.
-    labels.remove(MIRROR_LABEL);
+    // No wasmloop label travels: a copy carrying the source label would itself be mirrored,
+    // and one carrying `wasmloop.dev/plugin` into the host's namespace would be loaded as a
+    // plugin, with the host's permissions.
+    labels.retain(|key, _| !key.starts_with("wasmloop.dev/"));
     labels.insert(MIRROR_OF_UID.into(), source_ref.uid.clone());
     ConfigMap {
         metadata: ObjectMeta {
@@ -82,13 +84,31 @@ impl Reconciler for ConfigMapMirror {
         let source: ConfigMap = request.object()?;
         let wanted = targets(&source);
         let mut actions = Vec::new();
-        let mut missing = Vec::new();
+        let (mut missing, mut taken) = (Vec::new(), Vec::new());
         for namespace in &wanted {
             if cache::get_object(&Namespace::gvk(), None, namespace)?.is_none() {
                 missing.push(namespace.as_str());
                 continue;
             }
+            // Never take over a ConfigMap that is not our copy: a forced apply would replace
+            // someone else's data (a plugin's component, say).
+            if let Some(other) = cache::get_object(&ConfigMap::gvk(), Some(namespace), &request.object.name)? {
+                if !existing.iter().any(|c| c.uid == other.uid) {
+                    taken.push(format!("{namespace}/{}", request.object.name));
+                    continue;
+                }
+            }
             actions.push(apply(&copy_of(&source, &request.object, namespace)));
+        }
+        if !taken.is_empty() {
+            actions.push(event(
+                EventType::Warning,
+                "TargetExists",
+                format!(
+                    "ConfigMap(s) {} exist and are not copies of this one; they are left alone: rename the source or remove them",
+                    taken.join(", ")
+                ),
+            ));
         }
         let stale: Vec<&Object> =
             existing.iter().filter(|c| !c.namespace.as_ref().is_some_and(|ns| wanted.contains(ns))).collect();
@@ -97,6 +117,7 @@ impl Reconciler for ConfigMapMirror {
         }
         let created = wanted.len()
             - missing.len()
+            - taken.len()
             - existing.iter().filter(|c| c.namespace.as_ref().is_some_and(|ns| wanted.contains(ns))).count();
         if created > 0 || !stale.is_empty() {
             actions.push(event(
@@ -104,7 +125,7 @@ impl Reconciler for ConfigMapMirror {
                 "Mirrored",
                 format!(
                     "mirrored to {} namespace(s), {} copy(ies) added, {} removed",
-                    wanted.len() - missing.len(),
+                    wanted.len() - missing.len() - taken.len(),
                     created,
                     stale.len()
                 ),
@@ -182,6 +203,32 @@ mod tests {
         assert!(!labels.contains_key(MIRROR_LABEL), "a copy must not be a source");
         assert_eq!(applied[0].data.as_ref().unwrap()["level"], "debug");
         assert_eq!(outcome.events()[0].reason, "Mirrored");
+    }
+
+    #[test]
+    fn no_wasmloop_label_travels_with_a_copy() {
+        let mut src = source("a");
+        src["metadata"]["labels"]["wasmloop.dev/plugin"] = json!("foo-deployment");
+        let outcome = TestCase::new(src).cached(namespace("a")).run::<ConfigMapMirror>();
+        let labels = outcome.applied::<ConfigMap>()[0].metadata.labels.clone().unwrap();
+        assert_eq!(labels.keys().collect::<Vec<_>>(), ["team", MIRROR_OF_UID]);
+    }
+
+    #[test]
+    fn a_configmap_that_is_not_a_copy_is_never_overwritten() {
+        let foreign = json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "settings", "namespace": "a", "uid": "someone-elses"}});
+        let outcome = TestCase::new(source("a, b"))
+            .cached(namespace("a"))
+            .cached(namespace("b"))
+            .cached(foreign)
+            .run::<ConfigMapMirror>();
+        let namespaces: Vec<_> =
+            outcome.applied::<ConfigMap>().iter().map(|c| c.metadata.namespace.clone().unwrap()).collect();
+        assert_eq!(namespaces, ["b"]);
+        let warning =
+            outcome.events().into_iter().find(|e| e.reason == "TargetExists").expect("a TargetExists Warning");
+        assert!(warning.message.contains("a/settings"), "{}", warning.message);
     }
 
     #[test]

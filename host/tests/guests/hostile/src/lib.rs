@@ -11,8 +11,16 @@ use serde_json::json;
 use wasmloop_sdk::prelude::*;
 
 #[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct Config {
     mode: String,
+    /// How often `requeue` ticks.
+    #[serde(default = "default_interval")]
+    interval_ms: u64,
+}
+
+fn default_interval() -> u64 {
+    500
 }
 
 struct Hostile;
@@ -43,7 +51,7 @@ impl Reconciler for Hostile {
             "event" => Ok(vec![event(EventType::Normal, "Hello", "an event on the primary")]),
             "requeue" => {
                 wasmloop_sdk::info!("tick {}", request.object.name);
-                Ok(vec![requeue_after(std::time::Duration::from_millis(500))])
+                Ok(vec![requeue_after(std::time::Duration::from_millis(config.interval_ms))])
             }
             "oversize" => Ok(vec![status(json!({ "blob": "x".repeat(5 << 20) }))]),
             "read-undeclared" => {

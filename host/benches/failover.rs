@@ -8,37 +8,26 @@
 //! cycle the kill lands decides how much of the Lease is left, so the rounds spread.
 //! `scripts/bench-failover` runs it. Knob: `ROUNDS` (default 5).
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
+use common::{JsonLog, component, now_ms};
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ObjectMeta, PostParams};
-use serde_json::Value;
 use wasmloop_testenv::shared;
-
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
-}
-
-fn now_ms() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs_f64() * 1000.0
-}
 
 /// One host and its JSON log lines.
 struct Candidate {
     child: Child,
-    lines: Arc<Mutex<Vec<Value>>>,
+    log: JsonLog,
 }
 
 impl Candidate {
     fn start(namespace: &str, config: &Path) -> Candidate {
-        let plugin = target_dir().join("wasm32-wasip2/release/hostile_plugin.wasm");
+        let plugin = component("hostile_plugin");
         let mut child = Command::new(env!("CARGO_BIN_EXE_wasmloop"))
             .args(["--log-format", "json", "run", "--health-probe-bind-address", "0", "--plugin"])
             .arg(plugin)
@@ -51,39 +40,8 @@ impl Candidate {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let lines: Arc<Mutex<Vec<Value>>> = Arc::default();
-        let (stderr, sink) = (child.stderr.take().unwrap(), lines.clone());
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Ok(value) = serde_json::from_str::<Value>(&line) {
-                    sink.lock().unwrap().push(value);
-                }
-            }
-        });
-        Candidate { child, lines }
-    }
-
-    /// The time (ms since the epoch) of the first line after `after` whose message contains
-    /// `text` and, if given, whose span names `object`.
-    fn first(&self, text: &str, object: Option<&str>, after: f64) -> Option<f64> {
-        self.lines.lock().unwrap().iter().find_map(|l| {
-            let message = l["fields"]["message"].as_str()?;
-            let matches = message.contains(text) && object.is_none_or(|o| l["span"]["object"] == o);
-            let ts: Timestamp = l["timestamp"].as_str()?.parse().ok()?;
-            let at = ts.as_millisecond() as f64;
-            (matches && at > after).then_some(at)
-        })
-    }
-
-    async fn wait(&self, text: &str, object: Option<&str>, after: f64) -> f64 {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            if let Some(at) = self.first(text, object, after) {
-                return at;
-            }
-            assert!(Instant::now() < deadline, "no {text:?} within 120 s");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let log = JsonLog::capture(child.stderr.take().unwrap());
+        Candidate { child, log }
     }
 }
 
@@ -109,16 +67,16 @@ async fn main() {
         Api::<ConfigMap>::namespaced(ns.client.clone(), &ns.name).create(&PostParams::default(), &cm).await.unwrap();
         let object = format!("{}/ticker", ns.name);
         let mut leader = Candidate::start(&ns.name, &config);
-        leader.wait("acquired the leader Lease", None, 0.0).await;
+        leader.log.wait_for("acquired the leader Lease", None, 0.0).await;
         let standby = Candidate::start(&ns.name, &config);
-        standby.wait("plugin hostile", None, 0.0).await;
-        leader.wait("tick ticker", Some(&object), now_ms()).await;
+        standby.log.wait_for("plugin hostile", None, 0.0).await;
+        leader.log.wait_for("tick ticker", Some(&object), now_ms()).await;
         // Land the kill at a different point of the renewal cycle each round.
         tokio::time::sleep(Duration::from_millis(1000 + 1700 * round as u64 % 9000)).await;
         leader.child.kill().unwrap();
         let killed = now_ms();
         leader.child.wait().unwrap();
-        let took_over = standby.wait("tick ticker", Some(&object), killed).await;
+        let took_over = standby.log.wait_for("tick ticker", Some(&object), killed).await;
         let failover = (took_over - killed) / 1000.0;
         println!("  round {round}: first reconcile by the new leader {failover:.2} s after the SIGKILL");
         samples.push(failover);

@@ -11,23 +11,17 @@
 //! (the cluster is quiet, so the old version has nothing to reconcile meanwhile).
 //! `scripts/bench-reload` runs it. Knobs: `COLD` (default 5) and `CACHED` (default 10) rounds.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
+use common::{JsonLog, component, now_ms};
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
-use serde_json::{Value, json};
+use serde_json::json;
 use wasmloop_testenv::shared;
-
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
-}
 
 /// Appends a custom section named `wasmloop-bench` holding `tag`: a valid component with
 /// other bytes.
@@ -59,39 +53,9 @@ fn variant(base: &[u8], tag: &str) -> Vec<u8> {
 fn publish(file: &Path, bytes: &[u8]) -> f64 {
     let staging = file.with_extension("wasm.tmp");
     std::fs::write(&staging, bytes).unwrap();
-    let at = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs_f64() * 1000.0;
+    let at = now_ms();
     std::fs::rename(&staging, file).unwrap();
     at
-}
-
-fn millis(line: &Value) -> Option<f64> {
-    let ts: Timestamp = line["timestamp"].as_str()?.parse().ok()?;
-    Some(ts.as_millisecond() as f64 + f64::from(ts.subsec_nanosecond() % 1_000_000) / 1e6)
-}
-
-/// The host's JSON log lines, as they arrive.
-struct Log(Arc<Mutex<Vec<Value>>>);
-
-impl Log {
-    fn first_after(&self, message: &str, after: f64) -> Option<f64> {
-        let lines = self.0.lock().unwrap();
-        lines
-            .iter()
-            .filter(|l| l["fields"]["message"].as_str().is_some_and(|m| m.contains(message)))
-            .filter_map(millis)
-            .find(|t| *t > after)
-    }
-
-    async fn wait_for(&self, message: &str, after: f64) -> f64 {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Some(t) = self.first_after(message, after) {
-                return t;
-            }
-            assert!(Instant::now() < deadline, "no {message:?} within 60 s");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    }
 }
 
 fn stats(name: &str, mut samples: Vec<f64>) {
@@ -105,12 +69,12 @@ fn stats(name: &str, mut samples: Vec<f64>) {
     );
 }
 
-async fn measure(file: &Path, log: &Log, bytes: &[u8]) -> f64 {
+async fn measure(file: &Path, log: &JsonLog, bytes: &[u8]) -> f64 {
     // Let the previous swap settle, so each round starts from a quiet host.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let written = publish(file, bytes);
-    let live = log.wait_for("reconciled", written).await;
-    log.wait_for("serving, replacing", written).await;
+    let live = log.wait_for("reconciled", None, written).await;
+    log.wait_for("serving, replacing", None, written).await;
     live - written
 }
 
@@ -118,8 +82,7 @@ async fn measure(file: &Path, log: &Log, bytes: &[u8]) -> f64 {
 async fn main() {
     let cold_rounds: usize = std::env::var("COLD").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
     let cached_rounds: usize = std::env::var("CACHED").ok().and_then(|v| v.parse().ok()).unwrap_or(10);
-    let base = std::fs::read(target_dir().join("wasm32-wasip2/release/pod_logger.wasm"))
-        .expect("pod_logger.wasm is missing: run scripts/bench-reload, which builds it");
+    let base = std::fs::read(component("pod_logger")).unwrap();
     let ns = shared().namespace("bench-reload").await.unwrap();
     let pod: Pod = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "subject"},
@@ -143,17 +106,9 @@ async fn main() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let log = Log(Arc::default());
-    let (stderr, lines) = (child.stderr.take().unwrap(), log.0.clone());
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Ok(value) = serde_json::from_str::<Value>(&line) {
-                lines.lock().unwrap().push(value);
-            }
-        }
-    });
-    log.wait_for("watching for changes", 0.0).await;
-    log.wait_for("reconciled", 0.0).await;
+    let log = JsonLog::capture(child.stderr.take().unwrap());
+    log.wait_for("watching for changes", None, 0.0).await;
+    log.wait_for("reconciled", None, 0.0).await;
 
     let mut cold = Vec::new();
     for i in 0..cold_rounds {

@@ -6,7 +6,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{FOO_CRD, Host, component, create_deployment, hostile, labelled, millis};
+use common::{FOO_CRD, Host, component, create_configmap, create_deployment, hostile, labelled, millis};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -130,11 +130,7 @@ async fn reloading_one_plugin_never_pauses_another() {
     let extra: [&std::ffi::OsStr; 3] =
         ["--no-compile-cache".as_ref(), "--plugin-namespace".as_ref(), plugins.name.as_ref()];
     let (host, _config) = hostile("mode: requeue, intervalMs: 100", &extra);
-    let ticker = ConfigMap {
-        metadata: kube::api::ObjectMeta { name: Some("ticker".into()), ..Default::default() },
-        ..Default::default()
-    };
-    apps.api::<ConfigMap>().create(&PostParams::default(), &ticker).await.unwrap();
+    create_configmap(&apps, "ticker").await;
     let configmaps: Api<ConfigMap> = plugins.api();
     configmaps
         .create(&PostParams::default(), &bundle("configmap_mirror", "configmap-mirror", &plugins.name, &[]))
@@ -160,9 +156,9 @@ async fn reloading_one_plugin_never_pauses_another() {
         millis(lines.iter().find(|l| message(l).contains("replacing 0.1.0")).expect("the reload ended")),
     );
     let object = format!("{}/ticker", apps.name);
-    let ticks: Vec<f64> = lines
+    let ticks: Vec<f64> = host
+        .reconcile_lines(&object, "tick ticker")
         .iter()
-        .filter(|l| l["span"]["object"] == object.as_str() && message(l).contains("tick ticker"))
         .map(millis)
         .filter(|t| *t > start - 1000.0 && *t < end + 1000.0)
         .collect();

@@ -5,9 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Host, hostile, millis};
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ObjectMeta, PostParams};
+use common::{Host, create_configmap, hostile, millis};
 use serde_json::Value;
 use wasmloop_testenv::{TestNamespace, eventually, shared};
 
@@ -32,12 +30,7 @@ fn candidate_with_lease(ns: &TestNamespace, seconds: u64) -> (Host, tempfile::Na
 }
 
 fn ticks(host: &Host, object: &str) -> Vec<f64> {
-    host.json_lines()
-        .iter()
-        .filter(|l| l["span"]["object"] == object)
-        .filter(|l| l["fields"]["message"].as_str().is_some_and(|m| m.starts_with("tick ")))
-        .map(millis)
-        .collect()
+    host.reconcile_lines(object, "tick ").iter().map(millis).collect()
 }
 
 fn logged_at(host: &Host, text: &str) -> Option<f64> {
@@ -50,11 +43,7 @@ fn logged_at(host: &Host, text: &str) -> Option<f64> {
 #[tokio::test]
 async fn only_the_leader_reconciles_and_a_standby_takes_over_within_the_lease_after_a_sigkill() {
     let ns = shared().namespace("leader").await.unwrap();
-    let cm = ConfigMap {
-        metadata: ObjectMeta { name: Some("ticker".into()), ..ObjectMeta::default() },
-        ..ConfigMap::default()
-    };
-    Api::<ConfigMap>::namespaced(ns.client.clone(), &ns.name).create(&PostParams::default(), &cm).await.unwrap();
+    create_configmap(&ns, "ticker").await;
     let object = format!("{}/ticker", ns.name);
 
     let (mut first, _first_config) = candidate(&ns);

@@ -5,41 +5,20 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{FOO_CRD, Host, component, deployment_with, foo, hostile, millis, replicas};
+use common::{FOO_CRD, Host, component, create_configmap, deployment_with, foo, hostile, millis, replicas};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
-use serde_json::{Value, json};
-use wasmloop_testenv::{TestNamespace, eventually, shared};
-
-/// Log lines inside the reconcile span of `object` whose message contains `text`.
-fn reconcile_lines(host: &(Host, tempfile::NamedTempFile), object: &str, text: &str) -> Vec<Value> {
-    host.0
-        .json_lines()
-        .into_iter()
-        .filter(|l| l["span"]["object"] == object)
-        .filter(|l| l["fields"]["message"].as_str().is_some_and(|m| m.contains(text)))
-        .collect()
-}
-
-async fn configmap(ns: &TestNamespace, name: &str) {
-    let cm =
-        ConfigMap { metadata: ObjectMeta { name: Some(name.into()), ..ObjectMeta::default() }, ..ConfigMap::default() };
-    Api::<ConfigMap>::namespaced(ns.client.clone(), &ns.name).create(&PostParams::default(), &cm).await.unwrap();
-}
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+use wasmloop_testenv::shared;
 
 #[tokio::test]
 async fn a_plugin_that_always_fails_backs_off_with_growing_intervals() {
     let ns = shared().namespace("queue-backoff").await.unwrap();
     let host = hostile("panic", &[]);
-    configmap(&ns, "victim").await;
+    create_configmap(&ns, "victim").await;
     let object = format!("{}/victim", ns.name);
-    let failures = eventually(Duration::from_secs(60), "seven failed attempts", || {
-        let lines = reconcile_lines(&host, &object, "the guest panicked");
-        async move { if lines.len() >= 7 { Ok(lines) } else { Err(format!("{} so far", lines.len())) } }
-    })
-    .await;
+    let failures = host.0.wait_reconcile_lines(&object, "the guest panicked", 7).await;
     let attempts: Vec<u64> = failures.iter().map(|l| l["span"]["attempt"].as_u64().unwrap()).collect();
     assert_eq!(&attempts[..7], &[0, 1, 2, 3, 4, 5, 6], "attempts count up");
     let times: Vec<f64> = failures.iter().take(7).map(millis).collect();
@@ -56,13 +35,9 @@ async fn a_plugin_that_always_fails_backs_off_with_growing_intervals() {
 async fn requeue_after_fires_again_and_again() {
     let ns = shared().namespace("queue-requeue").await.unwrap();
     let host = hostile("requeue", &[]);
-    configmap(&ns, "ticker").await;
+    create_configmap(&ns, "ticker").await;
     let object = format!("{}/ticker", ns.name);
-    let ticks = eventually(Duration::from_secs(30), "four ticks", || {
-        let lines = reconcile_lines(&host, &object, "tick ticker");
-        async move { if lines.len() >= 4 { Ok(lines) } else { Err(format!("{} so far", lines.len())) } }
-    })
-    .await;
+    let ticks = host.0.wait_reconcile_lines(&object, "tick ticker", 4).await;
     let times: Vec<f64> = ticks.iter().take(4).map(millis).collect();
     for gap in times.windows(2).map(|w| w[1] - w[0]) {
         assert!(gap >= 450.0, "requeued after {gap} ms, asked for 500");

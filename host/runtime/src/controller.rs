@@ -24,7 +24,7 @@ use crate::context::Context;
 use crate::discovery::{DiscoveryError, Kinds};
 use crate::executor::{DryRunReport, ExecError, Executor};
 use crate::informer::{Change, Entry, Informer, InformerScope};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, Outcome as MetricOutcome, PluginMetrics};
 use crate::queue::{QueueConfig, WorkQueue};
 
 /// How long a controller waits for its caches to fill before giving up.
@@ -174,7 +174,7 @@ impl Drop for RunningGuard {
         if self.claimed {
             self.running.release(&self.key, self.shared.generation);
         }
-        self.shared.metrics.in_flight(&self.shared.manifest.name, -1);
+        self.shared.plugin_metrics.in_flight(-1);
     }
 }
 
@@ -199,6 +199,8 @@ struct Shared {
     kinds: Arc<Kinds>,
     client: kube::Client,
     metrics: Arc<Metrics>,
+    /// This plugin's series, resolved once.
+    plugin_metrics: PluginMetrics,
     leading: tokio::sync::watch::Receiver<bool>,
     config: ControllerConfig,
     /// Tells this version's reconciles from its predecessors'.
@@ -250,7 +252,7 @@ impl Prepared {
     fn start(mut self, running: Arc<RunningKeys>) -> Controller {
         let _ = self.shared.running.set(running);
         self.shared.serving.store(true, Ordering::Relaxed);
-        self.shared.metrics.queue_depth(&self.shared.manifest.name, self.shared.queue.len());
+        self.shared.plugin_metrics.queue_depth(self.shared.queue.len());
         for _ in 0..self.concurrency {
             self.tasks.push(tokio::spawn(work(self.shared.clone())));
         }
@@ -345,7 +347,7 @@ impl Controller {
             .map(|s| Duration::from_secs(s.into()))
             .or(config.resync)
             .filter(|every| !every.is_zero());
-        context.metrics.plugin_started(&manifest.name);
+        let plugin_metrics = context.metrics.plugin(&manifest.name);
         let shared = Arc::new(Shared {
             queue: WorkQueue::new(config.queue),
             selector,
@@ -357,6 +359,7 @@ impl Controller {
             executor: context.executor.clone(),
             kinds: context.kinds.clone(),
             client: context.client.clone(),
+            plugin_metrics,
             metrics: context.metrics.clone(),
             leading: context.leading.clone(),
             config,
@@ -468,7 +471,7 @@ impl Shared {
         }
         self.queue.add(key);
         if self.serving.load(Ordering::Relaxed) {
-            self.metrics.queue_depth(&self.manifest.name, self.queue.len());
+            self.plugin_metrics.queue_depth(self.queue.len());
         }
     }
 }
@@ -570,7 +573,7 @@ async fn work(shared: Arc<Shared>) {
             shared.queue.done(&key);
             continue;
         }
-        shared.metrics.queue_depth(plugin, shared.queue.len());
+        shared.plugin_metrics.queue_depth(shared.queue.len());
         let claimed = match running.claim(&key, shared.generation) {
             Claim::Claimed => true,
             Claim::Busy => {
@@ -579,7 +582,7 @@ async fn work(shared: Arc<Shared>) {
                 continue;
             }
             Claim::Overlap => {
-                shared.metrics.overlapped(plugin);
+                shared.plugin_metrics.overlapped();
                 tracing::error!(plugin, object = %key, "two reconciles of one object at once; this is a wasmloop bug, please report it");
                 false
             }
@@ -587,7 +590,7 @@ async fn work(shared: Arc<Shared>) {
         let attempt = shared.queue.retries(&key);
         let span = tracing::info_span!("reconcile", plugin, object = %key, attempt, actions = tracing::field::Empty, duration_ms = tracing::field::Empty);
         let started = Instant::now();
-        shared.metrics.in_flight(plugin, 1);
+        shared.plugin_metrics.in_flight(1);
         let guard = RunningGuard { shared: shared.clone(), running: running.clone(), key: key.clone(), claimed };
         // Its own task: a panic in host code must not strand the key in `processing`, and a
         // worker aborted at shutdown leaves the reconcile (and its guard) to finish.
@@ -613,21 +616,21 @@ async fn work(shared: Arc<Shared>) {
                     shared.queue.add_after(key.clone(), after);
                 }
                 span.in_scope(|| tracing::debug!("reconciled"));
-                "success"
+                MetricOutcome::Success
             }
             Outcome::Retry => {
                 shared.queue.add_rate_limited(key.clone());
-                shared.metrics.retried(plugin);
-                "retry"
+                shared.plugin_metrics.retried();
+                MetricOutcome::Retry
             }
             Outcome::Wait => {
                 shared.queue.forget(&key);
-                "failed"
+                MetricOutcome::Failed
             }
         };
-        shared.metrics.reconciled(plugin, result, took);
+        shared.plugin_metrics.reconciled(result, took);
         shared.queue.done(&key);
-        shared.metrics.queue_depth(plugin, shared.queue.len());
+        shared.plugin_metrics.queue_depth(shared.queue.len());
     }
 }
 
@@ -803,7 +806,7 @@ async fn call(shared: &Arc<Shared>, key: &Key, entry: Arc<Entry>, phase: Phase, 
     })
     .await
     .map(|(result, timings)| {
-        shared.metrics.instantiated(&shared.manifest.name, timings.instantiate);
+        shared.plugin_metrics.instantiated(timings.instantiate);
         result
     });
     let response = match result {

@@ -4,14 +4,17 @@
 //! the binary serves [`Metrics::encode`] on `/metrics`. Labels stay bounded: plugin, kind,
 //! verb, result and reason, never an object name.
 //!
+//! A controller resolves its plugin's series once ([`Metrics::plugin`]) and counts into the
+//! handles, so a reconcile allocates no label sets and takes no family locks.
+//!
 //! ```
-//! use wasmloop_runtime::metrics::Metrics;
+//! use wasmloop_runtime::metrics::{Metrics, Outcome};
 //! let metrics = Metrics::new();
-//! metrics.reconciled("foo-deployment", "success", std::time::Duration::from_millis(3));
+//! let plugin = metrics.plugin("foo-deployment");
+//! plugin.reconciled(Outcome::Success, std::time::Duration::from_millis(3));
 //! assert!(metrics.encode().contains(r#"wasmloop_reconciles_total{plugin="foo-deployment",result="success"} 1"#));
 //! ```
 
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -82,7 +85,6 @@ pub struct Metrics {
     plugins_active: Gauge,
     instantiate: HistogramFamily<PluginLabels>,
     leader: Gauge,
-    open_watches: AtomicI64,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -118,7 +120,6 @@ impl Metrics {
             plugins_active: Gauge::default(),
             instantiate: HistogramFamily::new_with_constructor(seconds_histogram),
             leader: Gauge::default(),
-            open_watches: AtomicI64::new(0),
         };
         let r = &mut m.registry;
         r.register("reconciles", "Reconciles by plugin and result (success, retry, failed)", m.reconciles.clone());
@@ -171,32 +172,37 @@ impl Metrics {
         out
     }
 
-    fn plugin(plugin: &str) -> PluginLabels {
+    fn plugin_labels(plugin: &str) -> PluginLabels {
         PluginLabels { plugin: plugin.to_owned() }
     }
 
-    /// Creates a plugin's series at zero, so that dashboards and alerts see them before the
-    /// first event (a counter that appears only on its first increment hides that increment).
-    pub fn plugin_started(&self, plugin: &str) {
-        let labels = Self::plugin(plugin);
-        let _ = self.queue_depth.get_or_create(&labels);
-        let _ = self.queue_retries.get_or_create(&labels);
-        let _ = self.in_flight.get_or_create(&labels);
-        let _ = self.overlaps.get_or_create(&labels);
+    /// The series of one plugin, created at zero (so that dashboards and alerts see them
+    /// before the first event: a counter that appears only on its first increment hides that
+    /// increment) and resolved once.
+    pub fn plugin(&self, plugin: &str) -> PluginMetrics {
+        let labels = Self::plugin_labels(plugin);
+        let result = |result: &str| {
+            self.reconciles.get_or_create(&ResultLabels { plugin: plugin.into(), result: result.into() }).clone()
+        };
+        PluginMetrics {
+            queue_depth: self.queue_depth.get_or_create(&labels).clone(),
+            queue_retries: self.queue_retries.get_or_create(&labels).clone(),
+            in_flight: self.in_flight.get_or_create(&labels).clone(),
+            overlaps: self.overlaps.get_or_create(&labels).clone(),
+            duration: self.reconcile_duration.get_or_create(&labels).clone(),
+            instantiate: self.instantiate.get_or_create(&labels).clone(),
+            success: result(Outcome::Success.label()),
+            retry: result(Outcome::Retry.label()),
+            failed: result(Outcome::Failed.label()),
+        }
     }
 
     /// Removes a plugin's gauges when it stops serving, so they do not report a last value
     /// forever (counters stay: they are totals).
     pub fn plugin_stopped(&self, plugin: &str) {
-        let labels = Self::plugin(plugin);
+        let labels = Self::plugin_labels(plugin);
         self.queue_depth.remove(&labels);
         self.in_flight.remove(&labels);
-    }
-
-    /// A reconcile ended with `result` after `took`.
-    pub fn reconciled(&self, plugin: &str, result: &str, took: Duration) {
-        self.reconciles.get_or_create(&ResultLabels { plugin: plugin.into(), result: result.into() }).inc();
-        self.reconcile_duration.get_or_create(&Self::plugin(plugin)).observe(took.as_secs_f64());
     }
 
     /// A reconcile failed for `reason`.
@@ -204,37 +210,15 @@ impl Metrics {
         self.reconcile_errors.get_or_create(&ReasonLabels { plugin: plugin.into(), reason: reason.into() }).inc();
     }
 
-    /// A reconcile started (`+1`) or ended (`-1`).
-    pub fn in_flight(&self, plugin: &str, delta: i64) {
-        self.in_flight.get_or_create(&Self::plugin(plugin)).inc_by(delta);
-    }
-
-    /// A reconcile started while another of the same key ran.
-    pub fn overlapped(&self, plugin: &str) {
-        self.overlaps.get_or_create(&Self::plugin(plugin)).inc();
-    }
-
-    /// The plugin's queue holds `depth` keys.
-    pub fn queue_depth(&self, plugin: &str, depth: usize) {
-        self.queue_depth.get_or_create(&Self::plugin(plugin)).set(depth as i64);
-    }
-
-    /// A key went back to the queue with backoff.
-    pub fn retried(&self, plugin: &str) {
-        self.queue_retries.get_or_create(&Self::plugin(plugin)).inc();
-    }
-
     /// A watch started.
     pub fn watch_started(&self, watch: &WatchLabels) {
         self.watches_started.get_or_create(watch).inc();
         self.watches_active.get_or_create(watch).inc();
-        self.open_watches.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A watch stopped (its last holder released it).
     pub fn watch_stopped(&self, watch: &WatchLabels) {
         self.watches_active.get_or_create(watch).dec();
-        self.open_watches.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// A watch listed every object.
@@ -247,11 +231,6 @@ impl Metrics {
         self.watches_active.get(watch).map_or(0, |g| g.get())
     }
 
-    /// Watches open now, all kinds.
-    pub fn total_active_watches(&self) -> i64 {
-        self.open_watches.load(Ordering::Relaxed)
-    }
-
     /// An action succeeded.
     pub fn action(&self, plugin: &str, kind: &str, verb: &str) {
         self.actions.get_or_create(&ActionLabels { plugin: plugin.into(), kind: kind.into(), verb: verb.into() }).inc();
@@ -259,7 +238,7 @@ impl Metrics {
 
     /// A plugin version was loaded and now serves.
     pub fn plugin_loaded(&self, plugin: &str) {
-        self.plugin_loads.get_or_create(&Self::plugin(plugin)).inc();
+        self.plugin_loads.get_or_create(&Self::plugin_labels(plugin)).inc();
     }
 
     /// A plugin version was refused.
@@ -272,13 +251,81 @@ impl Metrics {
         self.plugins_active.set(count as i64);
     }
 
-    /// A guest instance took `took` to create.
-    pub fn instantiated(&self, plugin: &str, took: Duration) {
-        self.instantiate.get_or_create(&Self::plugin(plugin)).observe(took.as_secs_f64());
-    }
-
     /// Whether this host leads.
     pub fn leader(&self, leads: bool) {
         self.leader.set(i64::from(leads));
+    }
+}
+
+/// How a reconcile ended, as the `result` label says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Done; the key is forgotten.
+    Success,
+    /// Failed transiently; the key goes back with backoff.
+    Retry,
+    /// Failed permanently; the key waits for a change.
+    Failed,
+}
+
+impl Outcome {
+    fn label(self) -> &'static str {
+        match self {
+            Outcome::Success => "success",
+            Outcome::Retry => "retry",
+            Outcome::Failed => "failed",
+        }
+    }
+}
+
+/// One plugin's series, resolved once: counting into them is an atomic operation.
+#[derive(Debug, Clone)]
+pub struct PluginMetrics {
+    queue_depth: Gauge,
+    queue_retries: Counter,
+    in_flight: Gauge,
+    overlaps: Counter,
+    duration: Histogram,
+    instantiate: Histogram,
+    success: Counter,
+    retry: Counter,
+    failed: Counter,
+}
+
+impl PluginMetrics {
+    /// The plugin's queue holds `depth` keys.
+    pub fn queue_depth(&self, depth: usize) {
+        self.queue_depth.set(depth as i64);
+    }
+
+    /// A key went back to the queue with backoff.
+    pub fn retried(&self) {
+        self.queue_retries.inc();
+    }
+
+    /// A reconcile started (`+1`) or ended (`-1`).
+    pub fn in_flight(&self, delta: i64) {
+        self.in_flight.inc_by(delta);
+    }
+
+    /// A reconcile started while another of the same key ran.
+    pub fn overlapped(&self) {
+        self.overlaps.inc();
+    }
+
+    /// A reconcile ended with `outcome` after `took`.
+    pub fn reconciled(&self, outcome: Outcome, took: Duration) {
+        match outcome {
+            Outcome::Success => &self.success,
+            Outcome::Retry => &self.retry,
+            Outcome::Failed => &self.failed,
+        }
+        .inc();
+        self.duration.observe(took.as_secs_f64());
+    }
+
+    /// A guest instance took `took` to create.
+    pub fn instantiated(&self, took: Duration) {
+        self.instantiate.observe(took.as_secs_f64());
     }
 }

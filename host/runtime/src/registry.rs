@@ -23,7 +23,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sha2::{Digest, Sha256};
 use wasmloop_sandbox::{LoadError, Plugin};
 
 use crate::context::Context;
@@ -189,16 +188,12 @@ pub struct Registry {
     slots: tokio::sync::Mutex<HashMap<String, Slot>>,
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// What identifies a serving version: the component's SHA-256 (as the sandbox computes it)
 /// and the configuration it runs with.
-fn digest(component: &str, config: Option<&str>) -> String {
+fn version_digest(component: &str, config: Option<&str>) -> String {
     match config {
         None => component.to_owned(),
-        Some(config) => hex(&Sha256::new().chain_update(component).chain_update([0]).chain_update(config).finalize()),
+        Some(config) => wasmloop_sandbox::digest(format!("{component}\0{config}").as_bytes()),
     }
 }
 
@@ -217,7 +212,7 @@ impl Registry {
     /// When the candidate does not load, contradicts its source or cannot start; what served
     /// before still serves.
     pub async fn upsert(&self, candidate: Candidate) -> Result<Loaded, RegistryError> {
-        let digest = digest(&hex(&Sha256::digest(&candidate.bytes)), candidate.config.as_deref());
+        let digest = version_digest(&wasmloop_sandbox::digest(&candidate.bytes), candidate.config.as_deref());
         let mut slots = self.slots.lock().await;
         if let Some((name, _)) = slots.iter().find(|(_, s)| s.source == candidate.source && s.digest == digest) {
             return Ok(Loaded::Unchanged { name: name.clone(), digest });
@@ -251,7 +246,7 @@ impl Registry {
         plugin: Plugin,
         config: Option<String>,
     ) -> Result<Loaded, RegistryError> {
-        let digest = digest(plugin.digest(), config.as_deref());
+        let digest = version_digest(plugin.digest(), config.as_deref());
         let mine = slots.iter().find(|(_, s)| s.source == source).map(|(n, _)| n.clone());
         if let Some(name) = mine.as_ref().filter(|n| slots[*n].digest == digest) {
             return Ok(Loaded::Unchanged { name: name.clone(), digest });

@@ -35,7 +35,7 @@ mod state;
 
 pub use action::{Action, EventType, ObjectRef, PatchKind, Response};
 pub use bindings::{Gvk, Object, Phase, Request};
-pub use compile_cache::CompileCache;
+pub use compile_cache::{CompileCache, digest};
 pub use config::{Limits, SandboxConfig};
 pub use contract::{CONTRACT_PACKAGE, CONTRACT_VERSION};
 pub use error::{CallError, CallFailure, LoadError};

@@ -21,7 +21,6 @@ pub(super) struct Host {
     /// True while this host leads (always, without leader election).
     pub leading: tokio::sync::watch::Receiver<bool>,
     election: crate::leader::Election,
-    pub metrics: Arc<Metrics>,
     pub readiness: Arc<Readiness>,
     /// How long reconciles in flight get at shutdown and when a version is replaced.
     pub drain: Duration,
@@ -59,7 +58,7 @@ impl Host {
             "cannot connect to Kubernetes: set KUBECONFIG (or ~/.kube/config), or run in a pod with a service account",
         )?;
         let election = crate::leader::campaign(client.clone(), &args.leader, metrics.clone()).await?;
-        let mut context = Context::new(client.clone(), metrics.clone()).leadership(election.leading());
+        let mut context = Context::new(client.clone(), metrics).leadership(election.leading());
         if let Some(sink) = dry_run {
             context = context.dry_run(sink);
         }
@@ -75,7 +74,6 @@ impl Host {
             client,
             leading: election.leading(),
             election,
-            metrics,
             readiness,
             drain,
         })

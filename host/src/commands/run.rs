@@ -65,11 +65,7 @@ async fn serve(args: &RunArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
         tokio::spawn(source.run());
         tracing::info!(namespace, "loading plugins from ConfigMaps labelled wasmloop.dev/plugin");
     }
-    tracing::info!(
-        plugins = host.registry.names().await.len(),
-        watches = host.metrics.total_active_watches(),
-        "wasmloop running"
-    );
+    tracing::info!(plugins = host.registry.names().await.len(), "wasmloop running");
     shutdown_signal().await;
     host.shut_down().await;
     Ok(ExitCode::SUCCESS)

@@ -40,11 +40,20 @@ struct Seen {
     /// host's own annotation writes do not reload anything.
     handled: Option<(Vec<u8>, Option<String>)>,
     /// The version serving from this ConfigMap.
-    active: Option<(String, String, String)>,
-    /// The last offer was refused.
-    rejected: bool,
+    active: Option<Active>,
+    /// Why the last offer was refused; none when it was accepted.
+    last_error: Option<String>,
     /// A retry of a plugin that failed to start is scheduled.
     retry_pending: bool,
+}
+
+/// A version serving from a ConfigMap, as its status shows it.
+#[derive(Clone)]
+struct Active {
+    plugin: String,
+    version: String,
+    digest: String,
+    loaded_at: String,
 }
 
 /// Watches one namespace for plugin ConfigMaps until the registry's host stops.
@@ -138,7 +147,7 @@ impl ConfigMapSource {
                 let content = (Vec::new(), Some(error.to_string()));
                 if self.seen.get(&name).and_then(|s| s.handled.as_ref()) != Some(&content) {
                     let seen = self.seen.entry(name.clone()).or_default();
-                    (seen.handled, seen.rejected) = (Some(content), true);
+                    seen.handled = Some(content);
                     self.rejected(cm, "InvalidConfigMap", &format!("{error}{}", self.keeps(&name))).await;
                 }
                 return;
@@ -156,12 +165,10 @@ impl ConfigMapSource {
             Candidate { source, expected_name: Some(payload.name), bytes: payload.component, config: payload.config };
         match self.registry.upsert(candidate).await {
             Ok(loaded) => {
-                self.seen.entry(name.clone()).or_default().rejected = false;
                 self.loaded(cm, &loaded).await;
             }
             Err(error) => {
                 let seen = self.seen.entry(name.clone()).or_default();
-                seen.rejected = true;
                 if matches!(error, RegistryError::Start { .. }) && !seen.retry_pending {
                     // A kind that is not served yet may be soon (a CRD applied after the
                     // plugin): one retry at a time, whatever the watch brings meanwhile.
@@ -179,7 +186,7 @@ impl ConfigMapSource {
 
     fn keeps(&self, name: &str) -> String {
         match self.seen.get(name).and_then(|s| s.active.as_ref()) {
-            Some((plugin, version, _)) => format!(" (plugin {plugin} {version} keeps serving)"),
+            Some(active) => format!(" (plugin {} {} keeps serving)", active.plugin, active.version),
             None => String::new(),
         }
     }
@@ -194,11 +201,18 @@ impl ConfigMapSource {
             Loaded::Started { name, version, .. } | Loaded::Replaced { name, version, .. } => (name, version),
             Loaded::Unchanged { .. } => unreachable!("returned above"),
         };
-        let loaded_at = Timestamp::now().to_string();
-        self.seen.entry(name.clone()).or_default().active = Some((plugin.clone(), version.clone(), loaded_at.clone()));
+        let active = Active {
+            plugin: plugin.clone(),
+            version: version.clone(),
+            digest: loaded.digest().to_owned(),
+            loaded_at: Timestamp::now().to_string(),
+        };
         let status = json!({
-            "plugin": plugin, "version": version, "activeDigest": loaded.digest(), "loadedAt": loaded_at, "lastError": null,
+            "plugin": active.plugin, "version": active.version, "activeDigest": active.digest,
+            "loadedAt": active.loaded_at, "lastError": null,
         });
+        let seen = self.seen.entry(name.clone()).or_default();
+        (seen.active, seen.last_error) = (Some(active), None);
         self.write_status(&name, &status).await;
         let note = format!("plugin {plugin} {version} serving (sha256 {})", short(loaded.digest()));
         self.event(cm, EventType::Normal, "PluginLoaded", note).await;
@@ -207,31 +221,22 @@ impl ConfigMapSource {
     async fn rejected(&mut self, cm: &ConfigMap, reason: &str, message: &str) {
         let name = cm.name_any();
         tracing::error!(configmap = %source_of(&self.namespace, &name), reason, "{message}");
-        let shown =
-            cm.annotations().get(STATUS_ANNOTATION).and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok());
-        if shown.is_some_and(|s| s["lastError"] == message) {
+        let seen = self.seen.entry(name.clone()).or_default();
+        if seen.last_error.as_deref() == Some(message) {
             // Already said: writing again would only echo back as another watch event.
             return;
         }
-        let active = self.seen.get(&name).and_then(|s| s.active.clone());
-        let status = match &active {
-            Some((plugin, version, loaded_at)) => json!({
-                "plugin": plugin, "version": version, "loadedAt": loaded_at,
-                "activeDigest": self.active_digest(cm), "lastError": message, "lastErrorAt": Timestamp::now().to_string(),
+        seen.last_error = Some(message.to_owned());
+        let failed_at = Timestamp::now().to_string();
+        let status = match &seen.active {
+            Some(active) => json!({
+                "plugin": active.plugin, "version": active.version, "activeDigest": active.digest,
+                "loadedAt": active.loaded_at, "lastError": message, "lastErrorAt": failed_at,
             }),
-            None => json!({"activeDigest": null, "lastError": message, "lastErrorAt": Timestamp::now().to_string()}),
+            None => json!({"activeDigest": null, "lastError": message, "lastErrorAt": failed_at}),
         };
         self.write_status(&name, &status).await;
         self.event(cm, EventType::Warning, "PluginRejected", format!("{reason}: {message}")).await;
-    }
-
-    /// The digest the annotation already shows as active (the registry's, written at load).
-    fn active_digest(&self, cm: &ConfigMap) -> serde_json::Value {
-        cm.annotations()
-            .get(STATUS_ANNOTATION)
-            .and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
-            .map(|s| s["activeDigest"].clone())
-            .unwrap_or(serde_json::Value::Null)
     }
 
     async fn unload(&mut self, name: &str) {
@@ -240,7 +245,7 @@ impl ConfigMapSource {
             tracing::info!(configmap = %source_of(&self.namespace, name), plugin, "ConfigMap deleted: plugin unloaded");
             // A ConfigMap refused because this one held its plugin (a rename) may load now.
             for (other, seen) in &self.seen {
-                if seen.rejected && seen.active.is_none() {
+                if seen.last_error.is_some() && seen.active.is_none() {
                     let _ = self.retry.send(other.clone());
                 }
             }

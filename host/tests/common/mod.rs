@@ -167,6 +167,25 @@ impl Host {
         self.child.try_wait().unwrap().is_none()
     }
 
+    /// JSON log lines (with `--log-format json`) inside the reconcile span of `object`
+    /// (`namespace/name`) whose message contains `text`.
+    pub fn reconcile_lines(&self, object: &str, text: &str) -> Vec<Value> {
+        self.json_lines()
+            .into_iter()
+            .filter(|l| l["span"]["object"] == object)
+            .filter(|l| l["fields"]["message"].as_str().is_some_and(|m| m.contains(text)))
+            .collect()
+    }
+
+    /// Waits until [`Host::reconcile_lines`] holds `count` lines, and returns them.
+    pub async fn wait_reconcile_lines(&self, object: &str, text: &str, count: usize) -> Vec<Value> {
+        eventually(Duration::from_secs(60), &format!("{count} {text:?} lines for {object}"), || {
+            let lines = self.reconcile_lines(object, text);
+            async move { if lines.len() >= count { Ok(lines) } else { Err(format!("{} so far", lines.len())) } }
+        })
+        .await
+    }
+
     /// The lines logged so far that parse as JSON (with `--log-format json`).
     pub fn json_lines(&self) -> Vec<Value> {
         self.output.lock().unwrap().lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
@@ -215,6 +234,15 @@ pub fn hostile(mode: &str, extra: &[&OsStr]) -> (Host, tempfile::NamedTempFile) 
     args.extend(["--plugin".as_ref(), plugin.as_os_str(), "--config".as_ref(), config.path().as_os_str()]);
     args.extend(extra);
     (Host::start(args), config)
+}
+
+/// Creates an empty ConfigMap `name` in `ns`.
+pub async fn create_configmap(ns: &wasmloop_testenv::TestNamespace, name: &str) {
+    let cm = k8s_openapi::api::core::v1::ConfigMap {
+        metadata: kube::api::ObjectMeta { name: Some(name.into()), ..Default::default() },
+        ..Default::default()
+    };
+    ns.api::<k8s_openapi::api::core::v1::ConfigMap>().create(&kube::api::PostParams::default(), &cm).await.unwrap();
 }
 
 /// Creates a minimal Deployment `name` in `ns`.

@@ -83,14 +83,16 @@ impl PathSource {
     /// When the watch cannot be set up.
     pub fn watch(&self) -> anyhow::Result<Changes> {
         let (sender, receiver) = mpsc::unbounded_channel();
-        let source = self.clone();
+        let (source, label) = (self.clone(), self.label());
         let mut debouncer = new_debouncer(DEBOUNCE, None, move |result: DebounceEventResult| match result {
             Ok(events) => {
                 if events.iter().flat_map(|e| &e.paths).any(|p| source.relevant(p)) {
                     let _ = sender.send(());
                 }
             }
-            Err(errors) => errors.iter().for_each(|e| tracing::warn!(error = %e, "watching for changes failed")),
+            Err(errors) => errors.iter().for_each(|e| {
+                tracing::warn!(source = %label, error = %e, "watching for changes failed; if the directory was removed, restart wasmloop dev")
+            }),
         })
         .context("cannot watch for changes")?;
         let roots: Vec<(PathBuf, RecursiveMode)> = match self {

@@ -152,6 +152,9 @@ pub struct SandboxArgs {
     /// Response size cap in bytes [default: the plugin's, else 4 MiB].
     #[arg(long)]
     pub response_limit: Option<usize>,
+    /// Most actions in one response [default: 10000].
+    #[arg(long)]
+    pub max_actions: Option<usize>,
 }
 
 /// `wasmloop inspect`.

@@ -22,6 +22,32 @@ pub struct HostConfig {
     /// Per-plugin settings, by plugin name.
     #[serde(default)]
     pub plugins: HashMap<String, PluginSettings>,
+    /// Ceilings on what a plugin may propose for itself.
+    #[serde(default)]
+    pub limits: Ceilings,
+    /// The wasm sandbox.
+    #[serde(default)]
+    pub sandbox: SandboxSettings,
+}
+
+/// The most a plugin may ask for itself; the operator's per-plugin settings are not held to
+/// these.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Ceilings {
+    /// The most reconciles at once a plugin may propose (default 16).
+    #[serde(default)]
+    pub max_concurrent_reconciles: Option<u32>,
+}
+
+/// Settings of the wasm sandbox.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SandboxSettings {
+    /// Guest instances alive at once across all plugins (default 256). Each plugin reserves
+    /// its concurrency plus one; a plugin that does not fit is refused, naming the figures.
+    #[serde(default)]
+    pub max_instances: Option<u32>,
 }
 
 /// Settings of one plugin.

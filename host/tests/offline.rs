@@ -269,6 +269,58 @@ fn guest_stuck_in_a_loop_is_stopped_at_its_deadline() {
 }
 
 #[test]
+fn guest_sleeping_in_a_clock_wait_is_stopped_at_its_deadline() {
+    let out = hostile("sleep", &["--deadline-ms", "300"]);
+    fails_with(
+        &out,
+        3,
+        &["plugin hostile failed on ConfigMap default/victim", "ran past its 300 ms deadline", "raise deadline-ms"],
+    );
+    // The host reports when it stopped the guest; a clock wait must not outlast the deadline
+    // by more than the host's reaction time (generous here; the benchmark measures it).
+    let stopped = stopped_after_ms(&stderr(&out));
+    assert!((300..1300).contains(&stopped), "stopped after {stopped} ms:\n{}", stderr(&out));
+}
+
+/// The `stopped after N ms` figure of a deadline error.
+fn stopped_after_ms(stderr: &str) -> u64 {
+    let (_, rest) = stderr.split_once("stopped after ").unwrap_or_else(|| panic!("no elapsed time in:\n{stderr}"));
+    rest.split_once(" ms").and_then(|(n, _)| n.parse().ok()).unwrap_or_else(|| panic!("bad elapsed time in:\n{stderr}"))
+}
+
+#[test]
+fn a_namespace_that_would_change_the_url_path_is_refused() {
+    let out = hostile("namespace-escape", &[]);
+    fails_with(&out, 3, &["actions[0]", "namespace \"tenant-a/secrets/victim?x=\"", "not a valid namespace"]);
+}
+
+#[test]
+fn an_object_name_that_would_change_the_url_path_is_refused() {
+    let out = hostile("bad-name", &[]);
+    fails_with(&out, 3, &["actions[0]", "name \"../../secrets/x\"", "not a valid object name"]);
+}
+
+#[test]
+fn a_malformed_api_version_is_refused() {
+    let out = hostile("bad-api-version", &[]);
+    fails_with(&out, 3, &["actions[0]", "apiVersion \"v1/../../apis\""]);
+}
+
+#[test]
+fn an_event_reason_over_the_cap_is_refused() {
+    let out = hostile("long-event", &[]);
+    fails_with(&out, 3, &["actions[0]", "event reason", "128"]);
+}
+
+#[test]
+fn a_flood_of_actions_is_refused_at_the_action_limit() {
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(config.path(), "mode: flood\ncount: 200000\n").unwrap();
+    let out = reconcile("hostile_plugin", "hostile/configmap.yaml", &["--config", config.path().to_str().unwrap()]);
+    fails_with(&out, 3, &["200000 actions", "limit of 10000", "max-actions"]);
+}
+
+#[test]
 fn guest_allocating_without_bound_hits_the_memory_limit() {
     let out = hostile("alloc", &["--memory-limit", "16777216"]);
     fails_with(&out, 3, &["hit its memory limit of 16777216 bytes", "raise memory-limit-bytes"]);

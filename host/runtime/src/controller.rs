@@ -42,6 +42,14 @@ pub enum StartError {
         #[source]
         source: DiscoveryError,
     },
+    /// A declared label selector does not parse.
+    #[error("plugin {plugin}: {reason}; fix the selector in the plugin's manifest")]
+    Selector {
+        /// The plugin.
+        plugin: String,
+        /// Which selector, and why.
+        reason: String,
+    },
     /// A cache did not fill in time.
     #[error("plugin {plugin}: the cache of {kind} did not sync within {} s; check that the host may list and watch {kind} (RBAC) and that the API server is reachable", SYNC_TIMEOUT.as_secs())]
     NotSynced {
@@ -50,6 +58,15 @@ pub enum StartError {
         /// The kind.
         kind: String,
     },
+}
+
+/// A selector the manifest declared. The sandbox checked it at load; a failure here is a bug,
+/// and it refuses the plugin rather than fall back to selecting everything.
+fn parse_selector(plugin: &str, role: &str, text: Option<&str>) -> Result<Selector, StartError> {
+    text.unwrap_or_default().parse().map_err(|e: wasmloop_sandbox::SelectorError| StartError::Selector {
+        plugin: plugin.to_owned(),
+        reason: format!("the {role} label selector {:?} does not parse: {e}", text.unwrap_or_default()),
+    })
 }
 
 /// A primary's place: namespace (none for cluster-scoped) and name.
@@ -71,6 +88,10 @@ impl std::fmt::Display for Key {
 }
 
 /// How a controller runs.
+///
+/// Settings win in this order: the operator's setting for the plugin (`*_override`, from
+/// `host.yaml`'s `plugins.<name>`), then the plugin's proposal held to the operator's
+/// ceiling, then the host default.
 #[derive(Debug, Clone)]
 pub struct ControllerConfig {
     /// Reconciles at once when neither the operator (`concurrency_override`) nor the plugin
@@ -78,12 +99,31 @@ pub struct ControllerConfig {
     pub concurrency: usize,
     /// The operator's setting for this plugin; wins over the plugin's own.
     pub concurrency_override: Option<usize>,
+    /// The most reconciles at once a plugin may propose for itself.
+    pub max_concurrency: usize,
+    /// The shortest resync a plugin may propose for itself.
+    pub min_resync: Duration,
     /// The queue's backoff and bucket.
     pub queue: QueueConfig,
     /// The plugin's configuration as JSON text.
     pub plugin_config: String,
-    /// Requeue every primary this often (the plugin's setting wins when it has one).
+    /// Requeue every primary this often: the operator's setting, which wins over the
+    /// plugin's.
     pub resync: Option<Duration>,
+}
+
+impl ControllerConfig {
+    /// Reconciles at once, given what the plugin proposes.
+    pub fn concurrency_for(&self, proposed: Option<u32>) -> usize {
+        let proposed = proposed.map(|n| (n as usize).min(self.max_concurrency));
+        self.concurrency_override.or(proposed).unwrap_or(self.concurrency).max(1)
+    }
+
+    /// How often every primary is requeued, given what the plugin proposes.
+    pub fn resync_for(&self, proposed_seconds: Option<u32>) -> Option<Duration> {
+        let proposed = proposed_seconds.map(|s| Duration::from_secs(s.into()).max(self.min_resync));
+        self.resync.or(proposed).filter(|every| !every.is_zero())
+    }
 }
 
 impl Default for ControllerConfig {
@@ -91,6 +131,8 @@ impl Default for ControllerConfig {
         ControllerConfig {
             concurrency: 4,
             concurrency_override: None,
+            max_concurrency: 16,
+            min_resync: Duration::from_secs(10),
             queue: QueueConfig::default(),
             plugin_config: "{}".into(),
             resync: None,
@@ -334,19 +376,14 @@ impl Controller {
                 }
             }
         }
-        let selector: Selector =
-            manifest.primary.label_selector.as_deref().unwrap_or_default().parse().unwrap_or_default();
-        let concurrency = config
-            .concurrency_override
-            .or(manifest.settings.max_concurrent_reconciles.map(|n| n as usize))
-            .unwrap_or(config.concurrency)
-            .max(1);
-        let resync = manifest
-            .settings
-            .resync_seconds
-            .map(|s| Duration::from_secs(s.into()))
-            .or(config.resync)
-            .filter(|every| !every.is_zero());
+        let selector = parse_selector(&manifest.name, "primary", manifest.primary.label_selector.as_deref())?;
+        let concurrency = config.concurrency_for(manifest.settings.max_concurrent_reconciles);
+        let resync = config.resync_for(manifest.settings.resync_seconds);
+        let watch_selectors = manifest
+            .watches
+            .iter()
+            .map(|w| parse_selector(&manifest.name, "watched", w.label_selector.as_deref()))
+            .collect::<Result<Vec<_>, _>>()?;
         let plugin_metrics = context.metrics.plugin(&manifest.name);
         let shared = Arc::new(Shared {
             queue: WorkQueue::new(config.queue),
@@ -375,9 +412,8 @@ impl Controller {
         for informer in shared.owned.clone() {
             tasks.push(tokio::spawn(pump_owned(shared.clone(), informer.subscribe())));
         }
-        for (informer, watch) in watched.iter().zip(&shared.manifest.watches) {
+        for (informer, selector) in watched.iter().zip(watch_selectors) {
             // Watches share informers by kind; each applies its own label selector.
-            let selector: Selector = watch.label_selector.as_deref().unwrap_or_default().parse().unwrap_or_default();
             tasks.push(tokio::spawn(pump_watched(shared.clone(), informer.subscribe(), selector)));
         }
         enqueue_all(&shared);
@@ -538,19 +574,16 @@ async fn pump_watched(shared: Arc<Shared>, mut changes: broadcast::Receiver<Chan
             continue;
         }
         let related_namespace = entry.envelope.namespace.clone();
-        let (plugin, cache, config) =
-            (shared.plugin.clone(), shared.cache.clone(), shared.config.plugin_config.clone());
-        let mapped = tokio::task::spawn_blocking(move || plugin.map(&entry.envelope, &config, cache)).await;
-        match mapped {
-            Ok(Ok(refs)) => refs.into_iter().for_each(|r: ObjectRef| {
+        let services: Arc<dyn HostServices> = shared.cache.clone();
+        match shared.plugin.map(&entry.envelope, &shared.config.plugin_config, services).await {
+            Ok(refs) => refs.into_iter().for_each(|r: ObjectRef| {
                 // One object, one key: a namespaced primary named without a namespace is in the
                 // related object's; a cluster-scoped primary has none.
                 let namespace =
                     if shared.primary.namespaced() { r.namespace.or_else(|| related_namespace.clone()) } else { None };
                 shared.enqueue(Key { namespace, name: r.name })
             }),
-            Ok(Err(error)) => tracing::warn!(plugin = %shared.manifest.name, %error, "map failed"),
-            Err(error) => tracing::error!(plugin = %shared.manifest.name, %error, "map task failed"),
+            Err(error) => tracing::warn!(plugin = %shared.manifest.name, %error, "map failed"),
         }
     }
 }
@@ -796,34 +829,16 @@ async fn call(shared: &Arc<Shared>, key: &Key, entry: Arc<Entry>, phase: Phase, 
         attempt,
         config: shared.config.plugin_config.clone(),
     };
-    let (plugin, cache) = (shared.plugin.clone(), shared.cache.clone());
-    // The plugin's log lines belong in this reconcile's span, on the blocking thread too.
-    let span = tracing::Span::current();
-    let result = tokio::task::spawn_blocking(move || {
-        let _entered = span.enter();
-        let services: Arc<dyn HostServices> = cache;
-        plugin.reconcile_timed(&request, services)
-    })
-    .await
-    .map(|(result, timings)| {
-        shared.plugin_metrics.instantiated(timings.instantiate);
-        result
-    });
+    let services: Arc<dyn HostServices> = shared.cache.clone();
+    // A future on this task: the guest's log lines stay in the reconcile's span, and the
+    // deadline holds even while the guest waits in a host call.
+    let (result, timings) = shared.plugin.reconcile_timed(&request, services).await;
+    shared.plugin_metrics.instantiated(timings.instantiate);
     let response = match result {
-        Ok(Ok(response)) => response,
-        Ok(Err(error)) => {
+        Ok(response) => response,
+        Err(error) => {
             let transient = error.failure.is_transient();
             return failed(shared, &entry.envelope, &error.to_string(), error.failure.event_reason(), transient).await;
-        }
-        Err(join) => {
-            return failed(
-                shared,
-                &entry.envelope,
-                &format!("the reconcile task failed: {join}"),
-                "PluginCrashed",
-                true,
-            )
-            .await;
         }
     };
     let applied = match shared.executor.execute(&shared.manifest, &entry.envelope, &response.actions).await {
@@ -887,4 +902,42 @@ async fn failed(shared: &Shared, primary: &Object, message: &str, reason: &str, 
         }
     }
     if transient { Outcome::Retry } else { Outcome::Wait }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn concurrency_settings_win_in_order_operator_then_capped_plugin_then_default() {
+        let config = ControllerConfig { concurrency: 4, max_concurrency: 16, ..ControllerConfig::default() };
+        let operator = ControllerConfig { concurrency_override: Some(32), ..config.clone() };
+        let cases = [
+            (&config, None, 4),
+            (&config, Some(2), 2),
+            (&config, Some(u32::MAX), 16),
+            (&operator, Some(2), 32),
+            (&operator, None, 32),
+            (&ControllerConfig { concurrency_override: Some(0), ..config.clone() }, None, 1),
+        ];
+        for (config, proposed, expected) in cases {
+            assert_eq!(config.concurrency_for(proposed), expected, "{config:?} {proposed:?}");
+        }
+    }
+
+    #[test]
+    fn the_operators_resync_wins_and_a_plugins_is_held_to_the_floor() {
+        let config = ControllerConfig { min_resync: Duration::from_secs(10), ..ControllerConfig::default() };
+        let operator = ControllerConfig { resync: Some(Duration::from_secs(300)), ..config.clone() };
+        let cases = [
+            (&config, None, None),
+            (&config, Some(60), Some(Duration::from_secs(60))),
+            (&config, Some(1), Some(Duration::from_secs(10))),
+            (&operator, Some(1), Some(Duration::from_secs(300))),
+            (&operator, None, Some(Duration::from_secs(300))),
+        ];
+        for (config, proposed, expected) in cases {
+            assert_eq!(config.resync_for(proposed), expected, "{config:?} {proposed:?}");
+        }
+    }
 }

@@ -11,7 +11,7 @@
 //! ```no_run
 //! # async fn demo(registry: &wasmloop_runtime::registry::Registry, bytes: Vec<u8>) {
 //! use wasmloop_runtime::registry::Candidate;
-//! let candidate = Candidate { source: "file labeler.wasm".into(), expected_name: None, bytes, config: None };
+//! let candidate = Candidate { source: "file labeler.wasm".into(), expected_name: None, bytes: bytes.into(), config: None };
 //! match registry.upsert(candidate).await {
 //!     Ok(loaded) => println!("{loaded}"),
 //!     Err(error) => eprintln!("{error}"), // the previous version, if any, still serves
@@ -23,13 +23,16 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use wasmloop_sandbox::{LoadError, Plugin};
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use wasmloop_sandbox::{LoadError, Plugin, Sandbox};
 
 use crate::context::Context;
 use crate::controller::{Controller, ControllerConfig, StartError};
 
-/// Compiles and validates a component: the sandbox with the operator's limits applied.
-pub type Loader = Arc<dyn Fn(&[u8], &str) -> Result<Plugin, LoadError> + Send + Sync>;
+/// Compiles and validates a component (its bytes, its source): the sandbox with the
+/// operator's limits applied.
+pub type Loader = Arc<dyn Fn(Arc<[u8]>, String) -> BoxFuture<'static, Result<Plugin, LoadError>> + Send + Sync>;
 
 /// The operator's controller settings for a plugin, by name.
 pub type Settings = Arc<dyn Fn(&str) -> ControllerConfig + Send + Sync>;
@@ -43,7 +46,7 @@ pub struct Candidate {
     /// The plugin name the source promises (a ConfigMap's label); the manifest must agree.
     pub expected_name: Option<String>,
     /// The component.
-    pub bytes: Vec<u8>,
+    pub bytes: Arc<[u8]>,
     /// The plugin's configuration as JSON text; none for the host configuration's.
     pub config: Option<String>,
 }
@@ -182,6 +185,7 @@ struct Slot {
 /// The running plugins of one host, by name.
 pub struct Registry {
     context: Context,
+    sandbox: Sandbox,
     loader: Loader,
     settings: Settings,
     drain: Duration,
@@ -198,11 +202,12 @@ fn version_digest(component: &str, config: Option<&str>) -> String {
 }
 
 impl Registry {
-    /// A registry starting controllers from `context`, compiling with `loader`, configuring
-    /// each plugin with `settings`, and giving an old version up to `drain` to finish its
-    /// reconciles in flight when it is replaced or removed.
-    pub fn new(context: Context, loader: Loader, settings: Settings, drain: Duration) -> Registry {
-        Registry { context, loader, settings, drain, slots: tokio::sync::Mutex::default() }
+    /// A registry starting controllers from `context`, compiling with `loader`, reserving each
+    /// plugin's instances from `sandbox`, configuring each plugin with `settings`, and giving
+    /// an old version up to `drain` to finish its reconciles in flight when it is replaced or
+    /// removed.
+    pub fn new(context: Context, sandbox: Sandbox, loader: Loader, settings: Settings, drain: Duration) -> Registry {
+        Registry { context, sandbox, loader, settings, drain, slots: tokio::sync::Mutex::default() }
     }
 
     /// Loads, replaces or keeps the plugin `candidate` offers. Replacements and loads are one
@@ -213,18 +218,22 @@ impl Registry {
     /// before still serves.
     pub async fn upsert(&self, candidate: Candidate) -> Result<Loaded, RegistryError> {
         let digest = version_digest(&wasmloop_sandbox::digest(&candidate.bytes), candidate.config.as_deref());
-        let mut slots = self.slots.lock().await;
-        if let Some((name, _)) = slots.iter().find(|(_, s)| s.source == candidate.source && s.digest == digest) {
-            return Ok(Loaded::Unchanged { name: name.clone(), digest });
-        }
-        let running = running_version(&slots, &candidate.source);
+        let (running, serving) = {
+            let slots = self.slots.lock().await;
+            if let Some((name, _)) = slots.iter().find(|(_, s)| s.source == candidate.source && s.digest == digest) {
+                return Ok(Loaded::Unchanged { name: name.clone(), digest });
+            }
+            let serving = slots.iter().find(|(_, s)| s.source == candidate.source).map(|(n, _)| n.clone());
+            (running_version(&slots, &candidate.source), serving)
+        };
+        // Compiling takes seconds: outside the lock, so other sources' loads and removals go on.
         let plugin = self.compile(&candidate).await.map_err(|source| {
             // Name the plugin by what the source promised or what it serves now.
-            let serving = slots.iter().find(|(_, s)| s.source == candidate.source).map(|(n, _)| n.as_str());
-            let name = candidate.expected_name.as_deref().or(serving).unwrap_or("unknown");
+            let name = candidate.expected_name.as_deref().or(serving.as_deref()).unwrap_or("unknown");
             self.context.metrics.plugin_rejected(name, source.reason());
             RegistryError::Load { source, running }
         })?;
+        let mut slots = self.slots.lock().await;
         self.install_locked(&mut slots, candidate.source, candidate.expected_name, plugin, candidate.config).await
     }
 
@@ -271,6 +280,12 @@ impl Registry {
         if let Some(text) = config {
             controller_config.plugin_config = text;
         }
+        // One instance per worker, and one for `map`: a call never waits for another plugin.
+        let concurrency = controller_config.concurrency_for(plugin.manifest().settings.max_concurrent_reconciles);
+        let plugin = self
+            .sandbox
+            .reserve(&plugin.with_limits(plugin.limits().instances(concurrency + 1)))
+            .map_err(|source| reject(RegistryError::Load { source, running: running.clone() }))?;
         let version = plugin.manifest().version.clone();
         let prepared = Controller::prepare(plugin, &self.context, controller_config)
             .await
@@ -292,9 +307,19 @@ impl Registry {
     }
 
     async fn compile(&self, candidate: &Candidate) -> Result<Plugin, LoadError> {
-        let (loader, bytes, source) = (self.loader.clone(), candidate.bytes.clone(), candidate.source.clone());
-        // Compiling is seconds of CPU: off the async workers, so reconciles keep running.
-        tokio::task::spawn_blocking(move || loader(&bytes, &source)).await.expect("the compile task does not panic")
+        let load = (self.loader)(candidate.bytes.clone(), candidate.source.clone());
+        // A panic while loading one candidate is that candidate's failure, not the source's end.
+        match std::panic::AssertUnwindSafe(load).catch_unwind().await {
+            Ok(result) => result,
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic".to_owned());
+                Err(LoadError::Panicked { origin: candidate.source.clone(), message: what })
+            }
+        }
     }
 
     /// Stops the plugin `source` serves, letting its reconciles in flight finish; its informers

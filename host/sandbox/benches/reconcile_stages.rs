@@ -155,7 +155,7 @@ fn run_wasm(sandbox_plugin: &wasmloop_sandbox::Plugin, primary: &Value, owned: &
         let start = Instant::now();
         let request = wasm_request(&primary, &owned);
         let marshal = start.elapsed();
-        let (result, timings) = sandbox_plugin.reconcile_timed(&request, host.clone());
+        let (result, timings) = runtime().block_on(sandbox_plugin.reconcile_timed(&request, host.clone()));
         let total = start.elapsed();
         let response = result.expect("foo-deployment reconciles");
         assert_eq!(response.actions.len(), 3);
@@ -227,10 +227,17 @@ fn run_native(primary: &Value, owned: &[Value]) -> Stages {
     stages
 }
 
+/// One current-thread runtime for the whole bench: guest calls are futures.
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    RUNTIME.get_or_init(|| tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime"))
+}
+
 fn load(sandbox: &Sandbox, var: &str) -> wasmloop_sandbox::Plugin {
     let path = std::env::var(var).unwrap_or_else(|_| panic!("set {var}; scripts/bench-reconcile does"));
     let bytes = std::fs::read(&path).expect("component readable");
-    sandbox.load(&bytes, &path).expect("component loads")
+    let plugin = runtime().block_on(sandbox.load(&bytes, &path)).expect("component loads");
+    sandbox.reserve(&plugin).expect("the pool holds one plugin")
 }
 
 fn serialization(primary: &Value, owned: &[Value]) -> Samples {

@@ -9,6 +9,7 @@ use serde_json::Value;
 use crate::bindings::{Gvk, wit};
 use crate::error::CallFailure;
 use crate::manifest::Manifest;
+use crate::validate;
 
 /// Names one object.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -107,26 +108,6 @@ fn duration_text<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::
     }
 }
 
-/// Total bytes of every string in a response: what the guest made the host copy.
-pub(crate) fn response_size(r: &wit::Response) -> usize {
-    let ref_size = |o: &wit::ObjectRef| {
-        o.api_version.len()
-            + o.kind.len()
-            + o.name.len()
-            + o.namespace.as_ref().map_or(0, String::len)
-            + o.uid.as_ref().map_or(0, String::len)
-    };
-    r.actions
-        .iter()
-        .map(|a| match a {
-            wit::Action::Apply(j) | wit::Action::Status(j) => j.len(),
-            wit::Action::Delete(o) => ref_size(o),
-            wit::Action::Patch(p) => ref_size(&p.target) + p.patch.len(),
-            wit::Action::Event(e) => e.reason.len() + e.message.len() + e.action.as_ref().map_or(0, String::len),
-        })
-        .sum()
-}
-
 fn parse(json: &str, what: &str) -> Result<Value, CallFailure> {
     serde_json::from_str(json).map_err(|e| CallFailure::InvalidAction(format!("{what} is not valid JSON: {e}")))
 }
@@ -142,8 +123,32 @@ fn declared(manifest: &Manifest, api_version: &str, kind: &str, verb: &str) -> R
     }
 }
 
-pub(crate) fn object_ref(o: wit::ObjectRef) -> ObjectRef {
-    ObjectRef { api_version: o.api_version, kind: o.kind, name: o.name, namespace: o.namespace, uid: o.uid }
+fn invalid(e: String) -> CallFailure {
+    CallFailure::InvalidAction(e)
+}
+
+/// Checks what names the target's kind: a well-formed `apiVersion` and kind.
+fn check_type(api_version: &str, kind: &str) -> Result<(), CallFailure> {
+    validate::api_version(api_version).map_err(invalid)?;
+    validate::kind(kind).map_err(invalid)
+}
+
+/// Checks an object's place: a valid name and, when given, a valid namespace.
+fn check_place(namespace: Option<&str>, name: &str) -> Result<(), CallFailure> {
+    if let Some(ns) = namespace {
+        validate::namespace(ns).map_err(invalid)?;
+    }
+    validate::name(name).map_err(invalid)
+}
+
+/// A checked object reference: every part valid before it can reach a URL.
+pub(crate) fn object_ref(o: wit::ObjectRef) -> Result<ObjectRef, CallFailure> {
+    check_type(&o.api_version, &o.kind)?;
+    check_place(o.namespace.as_deref(), &o.name)?;
+    if let Some(uid) = &o.uid {
+        validate::uid(uid).map_err(invalid)?;
+    }
+    Ok(ObjectRef { api_version: o.api_version, kind: o.kind, name: o.name, namespace: o.namespace, uid: o.uid })
 }
 
 fn decode_action(manifest: &Manifest, deleted: bool, action: wit::Action) -> Result<Action, CallFailure> {
@@ -157,23 +162,30 @@ fn decode_action(manifest: &Manifest, deleted: bool, action: wit::Action) -> Res
         wit::Action::Apply(json) => {
             let object = parse(&json, "an apply action's object")?;
             let field = |p: &str| object.pointer(p).and_then(Value::as_str).filter(|s| !s.is_empty());
-            let (Some(api_version), Some(kind), Some(_)) =
+            let (Some(api_version), Some(kind), Some(name)) =
                 (field("/apiVersion"), field("/kind"), field("/metadata/name"))
             else {
                 return Err(CallFailure::InvalidAction(
                     "an apply action's object needs apiVersion, kind and metadata.name".into(),
                 ));
             };
+            check_type(api_version, kind)?;
+            let namespace = match object.pointer("/metadata/namespace") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(ns)) => Some(ns.as_str()),
+                Some(_) => return Err(invalid("an apply action's metadata.namespace must be a string".into())),
+            };
+            check_place(namespace, name)?;
             declared(manifest, api_version, kind, "apply")?;
             Action::Apply(object)
         }
         wit::Action::Delete(target) => {
-            let target = object_ref(target);
+            let target = object_ref(target)?;
             declared(manifest, &target.api_version, &target.kind, "delete")?;
             Action::Delete(target)
         }
         wit::Action::Patch(p) => {
-            let target = object_ref(p.target);
+            let target = object_ref(p.target)?;
             declared(manifest, &target.api_version, &target.kind, "patch")?;
             let patch = parse(&p.patch, "a patch document")?;
             let kind = match p.kind {
@@ -197,8 +209,9 @@ fn decode_action(manifest: &Manifest, deleted: bool, action: wit::Action) -> Res
             }
         },
         wit::Action::Event(e) => {
-            if e.reason.is_empty() {
-                return Err(CallFailure::InvalidAction("an event needs a reason".into()));
+            validate::event_word("reason", &e.reason).map_err(invalid)?;
+            if let Some(action) = &e.action {
+                validate::event_word("action", action).map_err(invalid)?;
             }
             Action::Event {
                 event_type: match e.event_type {
@@ -206,7 +219,7 @@ fn decode_action(manifest: &Manifest, deleted: bool, action: wit::Action) -> Res
                     wit::EventType::Warning => EventType::Warning,
                 },
                 reason: e.reason,
-                message: e.message,
+                message: validate::event_note(e.message),
                 action: e.action,
             }
         }

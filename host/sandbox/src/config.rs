@@ -10,13 +10,25 @@ pub struct Limits {
     pub deadline: Duration,
     /// Linear-memory ceiling of one instance, in bytes.
     pub memory_bytes: usize,
-    /// Largest response, summed over every string in it, in bytes.
+    /// Largest response, summed over every string in it (counted each time it is used), in
+    /// bytes.
     pub response_bytes: usize,
+    /// Most actions in one response (and references in one `map` result).
+    pub max_actions: usize,
+    /// Instances of this plugin alive at once: its concurrency plus one for `map`. Calls past
+    /// it wait for a slot of their own plugin.
+    pub instances: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { deadline: Duration::from_secs(1), memory_bytes: 64 << 20, response_bytes: 4 << 20 }
+        Limits {
+            deadline: Duration::from_secs(1),
+            memory_bytes: 64 << 20,
+            response_bytes: 4 << 20,
+            max_actions: 10_000,
+            instances: 5,
+        }
     }
 }
 
@@ -41,6 +53,35 @@ impl Limits {
         self.response_bytes = bytes;
         self
     }
+
+    /// Sets the action limit.
+    #[must_use]
+    pub fn max_actions(mut self, n: usize) -> Self {
+        self.max_actions = n;
+        self
+    }
+
+    /// Sets the instance quota.
+    #[must_use]
+    pub fn instances(mut self, n: usize) -> Self {
+        self.instances = n;
+        self
+    }
+
+    /// Within what the sandbox can hold: memory within a pool slot, at least one instance and
+    /// no more than the pool.
+    pub(crate) fn clamp_to(mut self, config: &SandboxConfig) -> Limits {
+        if self.memory_bytes > config.max_memory_bytes {
+            tracing::warn!(
+                requested = self.memory_bytes,
+                max_memory = config.max_memory_bytes,
+                "memory limit above the sandbox maximum; using the maximum"
+            );
+            self.memory_bytes = config.max_memory_bytes;
+        }
+        self.instances = self.instances.clamp(1, config.max_instances as usize);
+        self
+    }
 }
 
 /// How the [`crate::Sandbox`] is built.
@@ -50,12 +91,22 @@ pub struct SandboxConfig {
     pub cache_dir: Option<PathBuf>,
     /// How often the epoch ticks; deadlines are rounded up to whole ticks.
     pub epoch_tick: Duration,
-    /// Guest instances that may be alive at once, across all plugins.
+    /// Guest instances that may be alive at once, across all plugins: the pool. Each plugin
+    /// reserves its quota ([`Limits::instances`]) from it when it is given its limits, and
+    /// [`SandboxConfig::loading_instances`] of it serve loads and offline calls.
     pub max_instances: u32,
+    /// Instances kept for loading plugins (reading manifests) and for calls of plugins that
+    /// hold no quota of their own.
+    pub loading_instances: u32,
     /// The largest memory ceiling any plugin may get; sizes the pooling allocator's slots.
     pub max_memory_bytes: usize,
     /// Limits for plugins that neither propose nor are given their own.
     pub default_limits: Limits,
+    /// The most a plugin may propose for itself; an operator's explicit per-plugin setting
+    /// is not held to these.
+    pub ceilings: Limits,
+    /// How long compiling one component may take before the load is refused.
+    pub compile_timeout: Duration,
     /// Bytes of each freed instance memory that are reset with memset instead of being
     /// returned to the kernel: the next instance then finds them without page faults, but
     /// every instance pays the memset when it is dropped.
@@ -68,8 +119,17 @@ impl Default for SandboxConfig {
             cache_dir: dirs::cache_dir().map(|d| d.join("wasmloop").join("components")),
             epoch_tick: Duration::from_millis(5),
             max_instances: 256,
+            loading_instances: 4,
             max_memory_bytes: 256 << 20,
             default_limits: Limits::default(),
+            ceilings: Limits {
+                deadline: Duration::from_secs(10),
+                memory_bytes: 256 << 20,
+                response_bytes: 16 << 20,
+                max_actions: 10_000,
+                instances: 17,
+            },
+            compile_timeout: Duration::from_secs(60),
             keep_resident_bytes: 64 << 10,
         }
     }
@@ -80,6 +140,20 @@ impl SandboxConfig {
     #[must_use]
     pub fn cache_dir(mut self, dir: Option<PathBuf>) -> Self {
         self.cache_dir = dir;
+        self
+    }
+
+    /// Sets the ceilings of what plugins may propose.
+    #[must_use]
+    pub fn ceilings(mut self, limits: Limits) -> Self {
+        self.ceilings = limits;
+        self
+    }
+
+    /// Sets the compile timeout.
+    #[must_use]
+    pub fn compile_timeout(mut self, timeout: Duration) -> Self {
+        self.compile_timeout = timeout;
         self
     }
 
@@ -107,6 +181,7 @@ impl SandboxConfig {
     pub(crate) fn wasmtime_config(&self) -> wasmtime::Config {
         let mut pool = wasmtime::PoolingAllocationConfig::default();
         pool.total_component_instances(self.max_instances)
+            .total_stacks(self.max_instances)
             // A Rust component holds a few core instances and up to two memories and tables.
             .total_core_instances(self.max_instances * 8)
             .total_memories(self.max_instances * 2)
@@ -117,6 +192,9 @@ impl SandboxConfig {
         let mut config = wasmtime::Config::new();
         config
             .wasm_component_model(true)
+            // Calls are futures (see `plugin`), but no guest uses component-model async: leave
+            // its per-call bookkeeping off.
+            .concurrency_support(false)
             .epoch_interruption(true)
             .allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
         config

@@ -57,19 +57,22 @@ pub(crate) enum Mismatch {
     Version { found: String },
 }
 
-pub(crate) fn check(engine: &Engine, component: &Component) -> Result<(), Mismatch> {
+/// Checks the component against the contract; returns the full name of the plugin interface
+/// it exports (`wasmloop:plugin/plugin@0.1.0`).
+pub(crate) fn check(engine: &Engine, component: &Component) -> Result<String, Mismatch> {
     let versions = contract_versions(engine, component);
     let supported = compat_class(CONTRACT_VERSION);
     if let Some(found) = versions.iter().find(|v| compat_class(v) != supported) {
         return Err(Mismatch::Version { found: found.clone() });
     }
-    let exports_plugin =
-        component.component_type().exports(engine).any(|(n, _)| n.starts_with(&format!("{CONTRACT_PACKAGE}/plugin@")));
-    if !exports_plugin {
-        let exports = component.component_type().exports(engine).map(|(n, _)| n.to_owned()).collect();
-        return Err(Mismatch::NotAPlugin { exports });
+    let plugin = format!("{CONTRACT_PACKAGE}/plugin@");
+    match component.component_type().exports(engine).find(|(n, _)| n.starts_with(&plugin)) {
+        Some((name, _)) => Ok(name.to_owned()),
+        None => {
+            let exports = component.component_type().exports(engine).map(|(n, _)| n.to_owned()).collect();
+            Err(Mismatch::NotAPlugin { exports })
+        }
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -59,6 +59,38 @@ pub enum LoadError {
         #[source]
         source: wasmtime::Error,
     },
+    /// Compiling took longer than the sandbox allows.
+    #[error("{origin} did not compile within {} s; a plugin that large or complex is refused (raise the compile timeout if it is genuine)", timeout.as_secs())]
+    CompileTimeout {
+        /// Where the bytes came from.
+        origin: String,
+        /// The limit.
+        timeout: Duration,
+    },
+    /// The instance pool cannot hold the plugin's quota.
+    #[error(
+        "plugin {plugin} needs {wanted} instances (its concurrency plus one), but only {free} of the host's pool of {total} are free; lower the plugin's maxConcurrentReconciles, or raise sandbox.maxInstances in the host configuration"
+    )]
+    PoolFull {
+        /// The plugin.
+        plugin: String,
+        /// Its quota.
+        wanted: usize,
+        /// Instances not reserved by other plugins.
+        free: usize,
+        /// The pool.
+        total: usize,
+    },
+    /// Loading panicked: a wasmloop bug, contained to this candidate.
+    #[error(
+        "loading {origin} panicked ({message}); this is a wasmloop bug, please report it: the candidate is refused and the host carries on"
+    )]
+    Panicked {
+        /// Where the bytes came from.
+        origin: String,
+        /// The panic's message.
+        message: String,
+    },
     /// Calling `manifest()` failed.
     #[error("calling manifest() of {origin} failed: {failure}")]
     ManifestCall {
@@ -84,6 +116,9 @@ impl LoadError {
             LoadError::NotWasm { .. } => "NotWasm",
             LoadError::CoreModule { .. } => "CoreModule",
             LoadError::Compile { .. } => "CompileFailed",
+            LoadError::CompileTimeout { .. } => "CompileTimeout",
+            LoadError::PoolFull { .. } => "PoolFull",
+            LoadError::Panicked { .. } => "LoadPanicked",
             LoadError::IncompatibleContract { .. } => "IncompatibleContract",
             LoadError::NotAPlugin { .. } => "NotAPlugin",
             LoadError::Link { .. } => "LinkFailed",
@@ -128,11 +163,13 @@ pub enum CallFailure {
         /// The wasm backtrace, for logs at debug level.
         backtrace: String,
     },
-    /// The guest ran past its deadline.
-    #[error("the guest ran past its {} ms deadline and was stopped; make the reconcile cheaper, or raise deadline-ms in the plugin's settings", deadline.as_millis())]
+    /// The guest ran past its deadline, computing or waiting in a host call.
+    #[error("the guest ran past its {} ms deadline and was stopped after {} ms; make the reconcile cheaper (and do not sleep in it: return requeue-after instead), or raise deadline-ms in the plugin's settings", deadline.as_millis(), elapsed.as_millis())]
     Deadline {
         /// The deadline.
         deadline: Duration,
+        /// When the host stopped the guest, from the start of the call.
+        elapsed: Duration,
     },
     /// The guest asked for more memory than allowed.
     #[error(
@@ -146,12 +183,25 @@ pub enum CallFailure {
     },
     /// The response was larger than the cap.
     #[error(
-        "the response is {size} bytes, over the {limit}-byte cap; return fewer or smaller actions, or raise response-limit-bytes in the plugin's settings"
+        "the response is at least {size} bytes, over the {limit}-byte cap (strings count each time they are used); return fewer or smaller actions, or raise response-limit-bytes in the plugin's settings"
     )]
     ResponseTooLarge {
         /// Its size.
         size: usize,
         /// The cap.
+        limit: usize,
+    },
+    /// A response (or a manifest, or a map result) with more entries than allowed; refused
+    /// before any entry was read.
+    #[error(
+        "it returned {count} {what}, over the limit of {limit}; return fewer, or raise max-actions in the operator's per-plugin settings"
+    )]
+    TooManyItems {
+        /// What was counted.
+        what: &'static str,
+        /// How many the guest returned.
+        count: usize,
+        /// The limit.
         limit: usize,
     },
     /// An action the host cannot carry out.
@@ -184,7 +234,8 @@ impl CallFailure {
             // changes or a new plugin version is loaded (which requeues every primary).
             CallFailure::InvalidAction(_)
             | CallFailure::UndeclaredKind { .. }
-            | CallFailure::ResponseTooLarge { .. } => false,
+            | CallFailure::ResponseTooLarge { .. }
+            | CallFailure::TooManyItems { .. } => false,
             // A trap, a deadline or memory can depend on load and on what the cache holds.
             CallFailure::Trap { .. }
             | CallFailure::Deadline { .. }
@@ -202,6 +253,7 @@ impl CallFailure {
             CallFailure::Deadline { .. } => "PluginDeadlineExceeded",
             CallFailure::MemoryLimit { .. } => "PluginMemoryLimit",
             CallFailure::ResponseTooLarge { .. } => "PluginResponseTooLarge",
+            CallFailure::TooManyItems { .. } => "PluginTooManyActions",
             CallFailure::InvalidAction(_) => "PluginInvalidAction",
             CallFailure::UndeclaredKind { .. } => "PluginUndeclaredKind",
             CallFailure::Instantiate(_) => "PluginInstantiateFailed",

@@ -11,13 +11,16 @@
 //! use std::sync::Arc;
 //! use wasmloop_sandbox::{Sandbox, SandboxConfig, EmptyHost};
 //!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let sandbox = Sandbox::new(SandboxConfig::default())?;
 //! let bytes = std::fs::read("foo_deployment.wasm")?;
-//! let plugin = sandbox.load(&bytes, "foo_deployment.wasm")?;
+//! let plugin = sandbox.load(&bytes, "foo_deployment.wasm").await?;
 //! println!("{} watches {}", plugin.manifest().name, plugin.manifest().primary.kind);
+//! // Its own share of the instance pool, so its calls never wait for another plugin's.
+//! let plugin = sandbox.reserve(&plugin)?;
 //! # let request: wasmloop_sandbox::Request = todo!();
-//! let response = plugin.reconcile(&request, Arc::new(EmptyHost))?;
-//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! let response = plugin.reconcile(&request, Arc::new(EmptyHost)).await?;
+//! # Ok(()) }
 //! ```
 
 mod action;
@@ -27,11 +30,13 @@ mod config;
 mod contract;
 mod error;
 mod host_services;
+mod lift;
 mod manifest;
 mod object;
 mod plugin;
 mod sandbox;
 mod state;
+pub mod validate;
 
 pub use action::{Action, EventType, ObjectRef, PatchKind, Response};
 pub use bindings::{Gvk, Object, Phase, Request};

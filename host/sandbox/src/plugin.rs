@@ -1,25 +1,67 @@
 //! A loaded plugin and the calls into it: a fresh Store and instance per call.
+//!
+//! # Guarantees
+//! - **The deadline holds in every case.** Guests run on wasmtime's async support: each call
+//!   is a future under [`tokio::time::timeout_at`], so a guest waiting in a host call (a WASI
+//!   clock, a poll) is dropped at its deadline like one spinning in wasm code, and a guest
+//!   that computes yields to the executor at every epoch tick, so it never holds a runtime
+//!   thread for longer than a tick.
+//! - **A call waits for its own plugin's slot**, never for another plugin's: each plugin
+//!   holds a quota of instances ([`Limits::instances`]).
+//! - **Responses are bounded** in entries and bytes (see `lift` for what is checked when).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wasmtime::Store;
+use tokio::sync::Semaphore;
+use wasmtime::component::{Component, ComponentExportIndex, Instance};
+use wasmtime::{Store, UpdateDeadline};
 
 use crate::action::{self, Response};
-use crate::bindings::{Object, Reconciler, ReconcilerPre, Request, wit};
+use crate::bindings::{Object, Request, wit};
 use crate::config::Limits;
 use crate::error::{CallError, CallFailure};
 use crate::host_services::HostServices;
+use crate::lift::{self, Budget};
 use crate::manifest::Manifest;
-use crate::sandbox::SandboxInner;
+use crate::sandbox::{Reservation, SandboxInner};
 use crate::state::State;
 
-/// What it takes to make one call: the pre-linked component and the limits.
+/// Manifest lists (owns, watches, reads together) hold at most this many kinds.
+const MAX_MANIFEST_KINDS: usize = 256;
+/// A manifest's strings add up to at most this many bytes.
+const MAX_MANIFEST_BYTES: usize = 64 << 10;
+
+/// Where the plugin's exports are, found once per component.
+pub(crate) struct Exports {
+    manifest: ComponentExportIndex,
+    reconcile: ComponentExportIndex,
+    map: ComponentExportIndex,
+}
+
+impl Exports {
+    /// Finds the exports of the plugin interface `interface` (its full, versioned name).
+    pub(crate) fn find(component: &Component, interface: &str) -> Result<Exports, String> {
+        let iface =
+            component.get_export_index(None, interface).ok_or_else(|| format!("it does not export {interface}"))?;
+        let func = |name: &str| {
+            component
+                .get_export_index(Some(&iface), name)
+                .ok_or_else(|| format!("{interface} lacks the function {name}"))
+        };
+        Ok(Exports { manifest: func("manifest")?, reconcile: func("reconcile")?, map: func("map")? })
+    }
+}
+
+/// What it takes to make one call: the pre-linked component, its exports and the limits.
 pub(crate) struct CallSetup {
     pub(crate) sandbox: Arc<SandboxInner>,
-    pub(crate) pre: ReconcilerPre<State>,
+    pub(crate) pre: wasmtime::component::InstancePre<State>,
+    pub(crate) exports: Arc<Exports>,
     pub(crate) limits: Limits,
     pub(crate) name: Arc<str>,
+    /// The plugin's instance quota: one permit per instance alive at once.
+    pub(crate) slots: Arc<Semaphore>,
 }
 
 /// Where the host's time went in one reconcile, for benchmarks.
@@ -33,27 +75,36 @@ pub struct StageTimings {
     pub host_decode: Duration,
 }
 
-impl CallSetup {
-    fn ticks(&self) -> u64 {
-        let tick = self.sandbox.config.epoch_tick.as_nanos().max(1);
-        // Round up, plus one: the first tick may come right after the deadline is set.
-        (self.limits.deadline.as_nanos().div_ceil(tick) as u64).saturating_add(1)
-    }
+/// A failure inside a call, before it is classified against the Store's state.
+enum Fail {
+    Wasm(wasmtime::Error),
+    Failure(CallFailure),
+}
 
-    fn store(&self, manifest: Option<Arc<Manifest>>, services: Arc<dyn HostServices>) -> Store<State> {
+impl CallSetup {
+    fn store(
+        &self,
+        manifest: Option<Arc<Manifest>>,
+        services: Arc<dyn HostServices>,
+        deadline: Instant,
+    ) -> Store<State> {
         let state = State::new(self.name.clone(), manifest, services, self.limits.memory_bytes);
         let mut store = Store::new(&self.sandbox.engine, state);
         store.limiter(|s| &mut s.limiter);
-        store.set_epoch_deadline(self.ticks());
-        store.epoch_deadline_trap();
+        // Every tick, a guest in wasm code yields to the executor (so a loop cannot hold a
+        // runtime thread), and stops once its deadline has passed.
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            Ok(if Instant::now() >= deadline { UpdateDeadline::Interrupt } else { UpdateDeadline::Yield(1) })
+        });
         store
     }
 
-    fn classify(&self, store: &Store<State>, error: wasmtime::Error) -> CallFailure {
+    fn classify(&self, store: &Store<State>, error: wasmtime::Error, elapsed: Duration) -> CallFailure {
         let state = store.data();
         // The deadline first: a guest may have survived a refused growth and then looped.
         if error.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt) {
-            return CallFailure::Deadline { deadline: self.limits.deadline };
+            return CallFailure::Deadline { deadline: self.limits.deadline, elapsed };
         }
         if let Some(requested) = state.limiter.refused {
             return CallFailure::MemoryLimit { limit: self.limits.memory_bytes, requested };
@@ -66,45 +117,62 @@ impl CallSetup {
         CallFailure::Trap { trap, panic: crate::error::panic_message(&output), backtrace: format!("{error:?}") }
     }
 
-    /// Instantiates in a fresh Store and runs `f`; traps, deadlines and memory limits become
-    /// [`CallFailure`]s.
-    pub(crate) fn call<T>(
+    /// Waits for one of the plugin's slots, instantiates in a fresh Store and runs `body`,
+    /// all under the deadline. Traps, deadlines and memory limits become [`CallFailure`]s.
+    async fn call<T>(
         &self,
         manifest: Option<Arc<Manifest>>,
         services: Arc<dyn HostServices>,
-        f: impl FnOnce(&Reconciler, &mut Store<State>) -> wasmtime::Result<T>,
-    ) -> Result<T, CallFailure> {
-        self.call_timed(manifest, services, f).0
-    }
-
-    fn call_timed<T>(
-        &self,
-        manifest: Option<Arc<Manifest>>,
-        services: Arc<dyn HostServices>,
-        f: impl FnOnce(&Reconciler, &mut Store<State>) -> wasmtime::Result<T>,
+        body: impl AsyncFnOnce(&mut Store<State>, Instance, &Exports) -> Result<T, Fail>,
     ) -> (Result<T, CallFailure>, StageTimings) {
         let mut timings = StageTimings::default();
-        let start = Instant::now();
-        let mut store = self.store(manifest, services);
-        let bindings = match self.pre.instantiate(&mut store) {
-            Ok(b) => b,
-            // A start function can trap or run out of memory; anything else (an exhausted
-            // pool) keeps wasmtime's own error.
-            Err(e) if e.downcast_ref::<wasmtime::Trap>().is_some() => return (Err(self.classify(&store, e)), timings),
-            Err(e) => return (Err(CallFailure::Instantiate(e)), timings),
+        // Waiting for a slot is not the guest's time: the deadline starts once it has one.
+        let _slot = self.slots.acquire().await.expect("the plugin's slots are never closed");
+        let started = Instant::now();
+        let deadline = started + self.limits.deadline;
+        let mut store = self.store(manifest, services, deadline);
+        let work = async {
+            let instance = self.pre.instantiate_async(&mut store).await.map_err(|e| {
+                // A start function can trap or run out of memory; anything else (an exhausted
+                // pool) keeps wasmtime's own error.
+                if e.downcast_ref::<wasmtime::Trap>().is_some() {
+                    Fail::Wasm(e)
+                } else {
+                    Fail::Failure(CallFailure::Instantiate(e))
+                }
+            })?;
+            timings.instantiate = started.elapsed();
+            body(&mut store, instance, &self.exports).await
         };
-        timings.instantiate = start.elapsed();
-        let start = Instant::now();
-        let out = f(&bindings, &mut store);
-        timings.call = start.elapsed();
+        let out = tokio::time::timeout_at(deadline.into(), work).await;
+        let elapsed = started.elapsed();
+        timings.call = elapsed.saturating_sub(timings.instantiate);
         let out = match out {
-            Ok(v) => match store.data_mut().undeclared.take() {
+            Err(_) => Err(CallFailure::Deadline { deadline: self.limits.deadline, elapsed }),
+            Ok(Err(Fail::Wasm(e))) => Err(self.classify(&store, e, elapsed)),
+            Ok(Err(Fail::Failure(f))) => Err(f),
+            Ok(Ok(v)) => match store.data_mut().undeclared.take() {
                 Some((verb, kind)) => Err(CallFailure::UndeclaredKind { verb, kind }),
                 None => Ok(v),
             },
-            Err(e) => Err(self.classify(&store, e)),
         };
         (out, timings)
+    }
+
+    /// Calls `manifest()`.
+    pub(crate) async fn manifest(&self, services: Arc<dyn HostServices>) -> Result<wit::PluginManifest, CallFailure> {
+        let budget = Budget::new(MAX_MANIFEST_KINDS, MAX_MANIFEST_BYTES, "manifest kinds");
+        let (out, _) = self
+            .call(None, services, async |store, instance, exports| {
+                let f = instance
+                    .get_typed_func::<(), (wit::PluginManifest,)>(&mut *store, &exports.manifest)
+                    .map_err(Fail::Wasm)?;
+                let (manifest,) = f.call_async(&mut *store, ()).await.map_err(Fail::Wasm)?;
+                lift::manifest(&manifest, budget).map_err(Fail::Failure)?;
+                Ok(manifest)
+            })
+            .await;
+        out
     }
 }
 
@@ -113,10 +181,12 @@ pub(crate) struct PluginInner {
     pub(crate) manifest: Arc<Manifest>,
     pub(crate) digest: String,
     pub(crate) origin: String,
-    pub(crate) compiled: bool,
+    /// The plugin's share of the pool, when it has one (see [`crate::Sandbox::reserve`]).
+    pub(crate) reservation: Option<Reservation>,
 }
 
-/// A loaded, validated plugin. Cheap to clone; calls may run concurrently.
+/// A loaded, validated plugin. Cheap to clone; calls may run concurrently, up to its
+/// instance quota.
 #[derive(Clone)]
 pub struct Plugin {
     inner: Arc<PluginInner>,
@@ -146,33 +216,45 @@ impl Plugin {
         &self.inner.origin
     }
 
-    /// True when this load compiled the component, false when the compile cache had it.
-    pub fn was_compiled(&self) -> bool {
-        self.inner.compiled
-    }
-
     /// The limits every call runs under.
     pub fn limits(&self) -> Limits {
         self.inner.setup.limits
     }
 
-    /// The same plugin with other limits (the operator's settings).
-    #[must_use]
-    pub fn with_limits(&self, limits: Limits) -> Plugin {
-        let max = self.inner.setup.sandbox.config.max_memory_bytes;
+    fn derive(&self, limits: Limits, slots: Arc<Semaphore>, reservation: Option<Reservation>) -> Plugin {
+        let setup = &self.inner.setup;
         let setup = CallSetup {
-            sandbox: self.inner.setup.sandbox.clone(),
-            pre: self.inner.setup.pre.clone(),
-            limits: limits.clamp_memory(max),
-            name: self.inner.setup.name.clone(),
+            sandbox: setup.sandbox.clone(),
+            pre: setup.pre.clone(),
+            exports: setup.exports.clone(),
+            slots,
+            limits,
+            name: setup.name.clone(),
         };
         Plugin::new(PluginInner {
             setup,
             manifest: self.inner.manifest.clone(),
             digest: self.inner.digest.clone(),
             origin: self.inner.origin.clone(),
-            compiled: self.inner.compiled,
+            reservation,
         })
+    }
+
+    /// The same plugin with other limits (the operator's settings). It holds no instance
+    /// quota: reserve one with [`crate::Sandbox::reserve`] after settling its limits.
+    #[must_use]
+    pub fn with_limits(&self, limits: Limits) -> Plugin {
+        let sandbox = &self.inner.setup.sandbox;
+        self.derive(limits.clamp_to(&sandbox.config), sandbox.loading.clone(), None)
+    }
+
+    pub(crate) fn with_reservation(&self, slots: Arc<Semaphore>, reservation: Reservation) -> Plugin {
+        self.derive(self.limits(), slots, Some(reservation))
+    }
+
+    /// True when the plugin holds an instance quota of its own.
+    pub fn is_reserved(&self) -> bool {
+        self.inner.reservation.is_some()
     }
 
     fn error(&self, object: &Object, failure: CallFailure) -> CallError {
@@ -184,20 +266,31 @@ impl Plugin {
     /// # Errors
     /// A [`CallError`] naming the plugin and the object: the plugin's own error, a trap, a
     /// deadline, a memory limit, an oversized response or an invalid action.
-    pub fn reconcile(&self, request: &Request, services: Arc<dyn HostServices>) -> Result<Response, CallError> {
-        self.reconcile_timed(request, services).0
+    pub async fn reconcile(&self, request: &Request, services: Arc<dyn HostServices>) -> Result<Response, CallError> {
+        self.reconcile_timed(request, services).await.0
     }
 
     /// [`Plugin::reconcile`], also reporting where the time went.
-    pub fn reconcile_timed(
+    pub async fn reconcile_timed(
         &self,
         request: &Request,
         services: Arc<dyn HostServices>,
     ) -> (Result<Response, CallError>, StageTimings) {
         let setup = &self.inner.setup;
-        let (out, mut timings) = setup.call_timed(Some(self.inner.manifest.clone()), services, |b, store| {
-            b.wasmloop_plugin_plugin().call_reconcile(store, request)
-        });
+        let budget = Budget::new(setup.limits.max_actions, setup.limits.response_bytes, "actions");
+        let (out, mut timings) = setup
+            .call(Some(self.inner.manifest.clone()), services, async |store, instance, exports| {
+                let f = instance
+                    .get_typed_func::<(&Request,), (Result<wit::Response, wit::ReconcileError>,)>(
+                        &mut *store,
+                        &exports.reconcile,
+                    )
+                    .map_err(Fail::Wasm)?;
+                let (result,) = f.call_async(&mut *store, (request,)).await.map_err(Fail::Wasm)?;
+                lift::response(&result, budget).map_err(Fail::Failure)?;
+                Ok(result)
+            })
+            .await;
         let start = Instant::now();
         let deleted = request.phase == crate::Phase::Deleted;
         let result = out.and_then(|r| self.decode(r, deleted));
@@ -212,11 +305,6 @@ impl Plugin {
     ) -> Result<Response, CallFailure> {
         let response =
             result.map_err(|e| CallFailure::Plugin { message: e.message, transient: e.transient, reason: e.reason })?;
-        let size = action::response_size(&response);
-        let limit = self.inner.setup.limits.response_bytes;
-        if size > limit {
-            return Err(CallFailure::ResponseTooLarge { size, limit });
-        }
         action::decode(&self.inner.manifest, deleted, response)
     }
 
@@ -224,21 +312,40 @@ impl Plugin {
     ///
     /// # Errors
     /// A [`CallError`] naming the plugin and the related object.
-    pub fn map(
+    pub async fn map(
         &self,
         related: &Object,
         config: &str,
         services: Arc<dyn HostServices>,
     ) -> Result<Vec<crate::ObjectRef>, CallError> {
-        let out = self.inner.setup.call(Some(self.inner.manifest.clone()), services, |b, store| {
-            b.wasmloop_plugin_plugin().call_map(store, related, config)
-        });
+        let setup = &self.inner.setup;
+        let budget = Budget::new(setup.limits.max_actions, setup.limits.response_bytes, "references");
+        let (out, _) = setup
+            .call(Some(self.inner.manifest.clone()), services, async |store, instance, exports| {
+                let f = instance
+                    .get_typed_func::<(&Object, &str), (Vec<wit::ObjectRef>,)>(&mut *store, &exports.map)
+                    .map_err(Fail::Wasm)?;
+                let (refs,) = f.call_async(&mut *store, (related, config)).await.map_err(Fail::Wasm)?;
+                lift::object_refs(&refs, budget).map_err(Fail::Failure)?;
+                Ok(refs)
+            })
+            .await;
         let refs = out.map_err(|f| self.error(related, f))?;
         let primary = &self.inner.manifest.primary.kind;
         refs.into_iter()
-            .map(action::object_ref)
+            .enumerate()
+            .map(|(i, r)| {
+                action::object_ref(r).map_err(|failure| {
+                    let failure = match failure {
+                        CallFailure::InvalidAction(m) => CallFailure::InvalidAction(format!("map result [{i}]: {m}")),
+                        other => other,
+                    };
+                    self.error(related, failure)
+                })
+            })
             .map(|r| {
-                if r.gvk() != *primary || r.name.is_empty() {
+                let r = r?;
+                if r.gvk() != *primary {
                     let failure = CallFailure::InvalidAction(format!(
                         "map returned {} {:?}, but it must name primaries ({primary}) by name",
                         r.gvk(),

@@ -1,19 +1,20 @@
 //! The sandbox: one Engine, its epoch ticker, the Linker, the compile cache, and loading.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use tokio::sync::Semaphore;
 use wasmtime::Engine;
 use wasmtime::component::{HasSelf, Linker};
 
-use crate::bindings::{Reconciler, ReconcilerPre};
+use crate::bindings::Reconciler;
 use crate::compile_cache::{self, CompileCache};
 use crate::config::{Limits, SandboxConfig};
 use crate::contract::{self, Binary, Mismatch};
 use crate::error::LoadError;
 use crate::host_services::EmptyHost;
 use crate::manifest::Manifest;
-use crate::plugin::{CallSetup, Plugin, PluginInner};
+use crate::plugin::{CallSetup, Exports, Plugin, PluginInner};
 use crate::state::State;
 
 /// The plugin sandbox. Cheap to clone; all clones share one Engine.
@@ -25,8 +26,26 @@ pub struct Sandbox {
 pub(crate) struct SandboxInner {
     pub(crate) engine: Engine,
     linker: Linker<State>,
-    cache: CompileCache,
+    cache: Arc<CompileCache>,
     pub(crate) config: SandboxConfig,
+    /// Instances of the pool that no plugin has reserved.
+    free: Mutex<usize>,
+    /// Slots for loads and for plugins without a quota of their own.
+    pub(crate) loading: Arc<Semaphore>,
+    /// One compile at a time: a flood of candidates queues instead of taking every core.
+    compiling: Arc<Semaphore>,
+}
+
+/// A plugin's share of the instance pool, given back when the plugin is dropped.
+pub(crate) struct Reservation {
+    sandbox: Arc<SandboxInner>,
+    instances: usize,
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        *self.sandbox.free.lock().expect("lock") += self.instances;
+    }
 }
 
 /// Ticks the engine's epoch so deadlines fire even in a guest that never yields. Stops when
@@ -53,10 +72,20 @@ impl Sandbox {
         let engine = Engine::new(&config.wasmtime_config())?;
         start_ticker(&engine, config.epoch_tick)?;
         let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         Reconciler::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
-        let cache = CompileCache::new(config.cache_dir.clone());
-        Ok(Sandbox { inner: Arc::new(SandboxInner { engine, linker, cache, config }) })
+        let cache = Arc::new(CompileCache::new(config.cache_dir.clone()));
+        let loading = config.loading_instances.clamp(1, config.max_instances);
+        let inner = SandboxInner {
+            engine,
+            linker,
+            cache,
+            free: Mutex::new((config.max_instances - loading) as usize),
+            loading: Arc::new(Semaphore::new(loading as usize)),
+            compiling: Arc::new(Semaphore::new(1)),
+            config,
+        };
+        Ok(Sandbox { inner: Arc::new(inner) })
     }
 
     /// The shared Engine.
@@ -69,13 +98,46 @@ impl Sandbox {
         &self.inner.cache
     }
 
+    /// Instances of the pool not reserved by any plugin.
+    pub fn free_instances(&self) -> usize {
+        *self.inner.free.lock().expect("lock")
+    }
+
+    /// Compiles off the async workers, one component at a time, within the compile timeout.
+    /// A compile that overruns keeps its thread until Cranelift is done (it cannot be
+    /// interrupted) and holds the compile slot meanwhile, so overruns cannot pile up.
+    async fn compile(
+        &self,
+        bytes: &[u8],
+        digest: &str,
+        origin: &str,
+    ) -> Result<(wasmtime::component::Component, compile_cache::CacheOutcome), LoadError> {
+        let permit = self.inner.compiling.clone().acquire_owned().await.expect("never closed");
+        let (engine, cache) = (self.inner.engine.clone(), self.inner.cache.clone());
+        let (bytes, digest) = (bytes.to_vec(), digest.to_owned());
+        let task = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            cache.load(&engine, &bytes, &digest)
+        });
+        let timeout = self.inner.config.compile_timeout;
+        match tokio::time::timeout(timeout, task).await {
+            Ok(Ok(result)) => result.map_err(|source| LoadError::Compile { origin: origin.to_owned(), source }),
+            Ok(Err(join)) => Err(LoadError::Compile {
+                origin: origin.to_owned(),
+                source: wasmtime::Error::msg(format!("the compiler panicked: {join}")),
+            }),
+            Err(_) => Err(LoadError::CompileTimeout { origin: origin.to_owned(), timeout }),
+        }
+    }
+
     /// Loads a component: checks it is a component for a compatible contract, compiles it
     /// (or takes it from the compile cache), links it and reads its manifest. `origin` names
-    /// the source (a path, a ConfigMap) in errors.
+    /// the source (a path, a ConfigMap) in errors. The plugin holds no instance quota yet:
+    /// its calls share the sandbox's loading slots until [`Sandbox::reserve`] gives it one.
     ///
     /// # Errors
     /// A [`LoadError`] naming `origin`, the problem and the fix.
-    pub fn load(&self, bytes: &[u8], origin: &str) -> Result<Plugin, LoadError> {
+    pub async fn load(&self, bytes: &[u8], origin: &str) -> Result<Plugin, LoadError> {
         let started = Instant::now();
         let origin_owned = || origin.to_owned();
         match contract::classify(bytes) {
@@ -84,68 +146,117 @@ impl Sandbox {
             Binary::NotWasm => return Err(LoadError::NotWasm { origin: origin_owned() }),
         }
         let digest = compile_cache::digest(bytes);
-        let (component, cached) = self
-            .inner
-            .cache
-            .load(&self.inner.engine, bytes, &digest)
-            .map_err(|source| LoadError::Compile { origin: origin_owned(), source })?;
-        contract::check(&self.inner.engine, &component).map_err(|m| match m {
+        let (component, cached) = self.compile(bytes, &digest, origin).await?;
+        let interface = contract::check(&self.inner.engine, &component).map_err(|m| match m {
             Mismatch::Version { found } => LoadError::IncompatibleContract { origin: origin_owned(), found },
             Mismatch::NotAPlugin { exports } => LoadError::NotAPlugin { origin: origin_owned(), exports },
         })?;
-        let instance_pre = self
+        let exports = Exports::find(&component, &interface)
+            .map_err(|reason| LoadError::NotAPlugin { origin: origin_owned(), exports: vec![reason] })?;
+        let pre = self
             .inner
             .linker
             .instantiate_pre(&component)
             .map_err(|source| LoadError::Link { origin: origin_owned(), source })?;
-        let pre =
-            ReconcilerPre::new(instance_pre).map_err(|source| LoadError::Link { origin: origin_owned(), source })?;
-
-        let limits = self.inner.config.default_limits;
-        let setup = CallSetup { sandbox: self.inner.clone(), pre: pre.clone(), limits, name: Arc::from(origin) };
+        let config = &self.inner.config;
+        let setup = CallSetup {
+            sandbox: self.inner.clone(),
+            pre,
+            exports: Arc::new(exports),
+            limits: config.default_limits,
+            name: Arc::from(origin),
+            slots: self.inner.loading.clone(),
+        };
         let raw = setup
-            .call(None, Arc::new(EmptyHost), |bindings, store| bindings.wasmloop_plugin_plugin().call_manifest(store))
+            .manifest(Arc::new(EmptyHost))
+            .await
             .map_err(|failure| LoadError::ManifestCall { origin: origin_owned(), failure })?;
         let manifest =
             Manifest::from_wit(raw).map_err(|reason| LoadError::InvalidManifest { origin: origin_owned(), reason })?;
-        let limits = Limits::resolve(limits, &manifest.settings, self.inner.config.max_memory_bytes);
+        let limits = Limits::resolve(config.default_limits, &manifest.settings, &config.ceilings).clamp_to(config);
         tracing::debug!(plugin = %manifest.name, %origin, ?cached, elapsed = ?started.elapsed(), "loaded plugin");
         Ok(Plugin::new(PluginInner {
-            setup: CallSetup { sandbox: self.inner.clone(), pre, limits, name: Arc::from(manifest.name.as_str()) },
+            setup: CallSetup { limits, name: Arc::from(manifest.name.as_str()), ..setup },
             manifest: Arc::new(manifest),
             digest,
             origin: origin_owned(),
-            compiled: cached == compile_cache::CacheOutcome::Compiled,
+            reservation: None,
         }))
+    }
+
+    /// Reserves `plugin`'s instance quota ([`Limits::instances`]) from the pool: calls of the
+    /// returned plugin wait only for their own slots. The quota goes back to the pool when
+    /// the last clone of the returned plugin is dropped.
+    ///
+    /// # Errors
+    /// [`LoadError::PoolFull`] when the pool has fewer free instances than the quota.
+    pub fn reserve(&self, plugin: &Plugin) -> Result<Plugin, LoadError> {
+        let wanted = plugin.limits().instances;
+        let mut free = self.inner.free.lock().expect("lock");
+        if *free < wanted {
+            return Err(LoadError::PoolFull {
+                plugin: plugin.manifest().name.clone(),
+                wanted,
+                free: *free,
+                total: self.inner.config.max_instances as usize,
+            });
+        }
+        *free -= wanted;
+        drop(free);
+        let reservation = Reservation { sandbox: self.inner.clone(), instances: wanted };
+        Ok(plugin.with_reservation(Arc::new(Semaphore::new(wanted)), reservation))
     }
 }
 
 impl Limits {
-    /// The plugin's proposals over the host defaults, within what the sandbox can hold.
-    pub(crate) fn resolve(defaults: Limits, settings: &crate::Settings, max_memory: usize) -> Limits {
+    /// The plugin's proposals over the host defaults, each within the operator's ceiling.
+    pub(crate) fn resolve(defaults: Limits, settings: &crate::Settings, ceilings: &Limits) -> Limits {
         let mut limits = defaults;
         if let Some(ms) = settings.deadline_ms {
-            limits.deadline = Duration::from_millis(ms.into());
+            limits.deadline = Duration::from_millis(ms.into()).min(ceilings.deadline);
         }
         if let Some(bytes) = settings.memory_limit_bytes {
-            limits.memory_bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+            limits.memory_bytes = usize::try_from(bytes).unwrap_or(usize::MAX).min(ceilings.memory_bytes);
         }
         if let Some(bytes) = settings.response_limit_bytes {
-            limits.response_bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+            limits.response_bytes = usize::try_from(bytes).unwrap_or(usize::MAX).min(ceilings.response_bytes);
         }
-        limits.clamp_memory(max_memory)
+        if let Some(n) = settings.max_concurrent_reconciles {
+            limits.instances = (n as usize).saturating_add(1).min(ceilings.instances);
+        }
+        limits
     }
+}
 
-    /// Caps the memory ceiling at what the sandbox's pool can hold, saying so when it bites.
-    pub(crate) fn clamp_memory(mut self, max_memory: usize) -> Limits {
-        if self.memory_bytes > max_memory {
-            tracing::warn!(
-                requested = self.memory_bytes,
-                max_memory,
-                "memory limit above the sandbox maximum; using the maximum (raise SandboxConfig::max_memory_bytes to allow more)"
-            );
-            self.memory_bytes = max_memory;
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Settings;
+
+    #[test]
+    fn plugin_proposals_are_clamped_to_the_ceilings() {
+        let defaults = Limits::default();
+        let ceilings = Limits::default().deadline(Duration::from_secs(10)).instances(17);
+        let cases = [
+            (Settings::default(), defaults),
+            (
+                Settings { deadline_ms: Some(u32::MAX), ..Settings::default() },
+                defaults.deadline(Duration::from_secs(10)),
+            ),
+            (Settings { deadline_ms: Some(200), ..Settings::default() }, defaults.deadline(Duration::from_millis(200))),
+            (Settings { max_concurrent_reconciles: Some(u32::MAX), ..Settings::default() }, defaults.instances(17)),
+            (Settings { max_concurrent_reconciles: Some(2), ..Settings::default() }, defaults.instances(3)),
+            (
+                Settings {
+                    memory_limit_bytes: Some(u64::MAX),
+                    response_limit_bytes: Some(u64::MAX),
+                    ..Settings::default()
+                },
+                defaults,
+            ),
+        ];
+        for (settings, expected) in cases {
+            assert_eq!(Limits::resolve(defaults, &settings, &ceilings), expected, "{settings:?}");
         }
-        self
     }
 }

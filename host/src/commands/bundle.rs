@@ -8,9 +8,9 @@ use crate::cli::BundleArgs;
 use crate::plugin_configmap;
 
 pub(super) fn run(args: &BundleArgs) -> anyhow::Result<ExitCode> {
-    let sandbox = super::sandbox(&args.sandbox)?;
+    let sandbox = super::sandbox(&args.sandbox, None)?;
     // Validate now, not when the host refuses it in the cluster.
-    let plugin = super::load(&sandbox, &args.plugin, &args.sandbox)?;
+    let plugin = super::block_on(super::load(&sandbox, &args.plugin, &args.sandbox))??;
     let manifest_name = &plugin.manifest().name;
     anyhow::ensure!(
         *manifest_name == args.name,

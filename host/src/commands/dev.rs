@@ -19,7 +19,7 @@ pub(super) fn run(args: &DevArgs) -> anyhow::Result<ExitCode> {
 
 /// Offers the current component to the registry and says what happened. A failure leaves the
 /// version already serving in place.
-async fn reload(host: &Host, source: &PathSource, last: &mut Vec<u8>) -> bool {
+async fn reload(host: &Host, source: &PathSource, last: &mut String) -> bool {
     let bytes = match source.component().await {
         Ok(bytes) => bytes,
         Err(error) => {
@@ -30,11 +30,11 @@ async fn reload(host: &Host, source: &PathSource, last: &mut Vec<u8>) -> bool {
     // Editors and builds touch files without changing them; bytes already accepted, or
     // refused as a component, would be refused again. (A start failure, such as a CRD not
     // installed yet, is retried on the next save.)
-    if bytes == *last {
+    let tried = wasmloop_sandbox::digest(&bytes);
+    if tried == *last {
         return false;
     }
-    let candidate = Candidate { source: source.label(), expected_name: None, bytes, config: None };
-    let tried = candidate.bytes.clone();
+    let candidate = Candidate { source: source.label(), expected_name: None, bytes: bytes.into(), config: None };
     match host.registry.upsert(candidate).await {
         Ok(loaded) => {
             *last = tried;
@@ -53,7 +53,7 @@ async fn reload(host: &Host, source: &PathSource, last: &mut Vec<u8>) -> bool {
 
 async fn serve(args: &DevArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
     let source = PathSource::new(&args.path)?;
-    let sandbox = super::sandbox(&args.host.sandbox)?;
+    let sandbox = super::sandbox(&args.host.sandbox, config.sandbox.max_instances)?;
     let item = source.label();
     let dry_run = args.dry_run.then(crate::dry_run::to_stdout);
     if dry_run.is_some() {
@@ -62,7 +62,7 @@ async fn serve(args: &DevArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
     let host = Host::start(&args.host, config, &sandbox, std::slice::from_ref(&item), dry_run).await?;
     // Watch before the first load, so a save during it is not missed.
     let mut changes = source.watch()?;
-    let mut last = Vec::new();
+    let mut last = String::new();
     if reload(&host, &source, &mut last).await {
         host.readiness.ready(&item);
     }

@@ -28,9 +28,11 @@ pub(super) struct Host {
 
 fn controller_config(config: &HostConfig, plugin: &str) -> ControllerConfig {
     let settings = config.plugins.get(plugin);
+    let defaults = ControllerConfig::default();
     ControllerConfig {
         concurrency: config.max_concurrent_reconciles.map_or(4, |n| n as usize),
         concurrency_override: settings.and_then(|s| s.max_concurrent_reconciles).map(|n| n as usize),
+        max_concurrency: config.limits.max_concurrent_reconciles.map_or(defaults.max_concurrency, |n| n as usize),
         plugin_config: settings.and_then(|s| s.config.as_ref()).map_or_else(|| "{}".to_owned(), ToString::to_string),
         resync: config.resync_seconds.map(Duration::from_secs),
         ..ControllerConfig::default()
@@ -65,12 +67,15 @@ impl Host {
         let drain = Duration::from_secs(config.shutdown_timeout_seconds.unwrap_or(30));
         let loader: Loader = {
             let (sandbox, limits) = (sandbox.clone(), args.sandbox.clone());
-            Arc::new(move |bytes: &[u8], origin: &str| super::load_bytes(&sandbox, bytes, origin, &limits))
+            Arc::new(move |bytes: Arc<[u8]>, origin: String| {
+                let (sandbox, limits) = (sandbox.clone(), limits.clone());
+                Box::pin(async move { super::load_bytes(&sandbox, &bytes, &origin, &limits).await })
+            })
         };
         let config = Arc::new(config);
         let settings: Settings = Arc::new(move |plugin: &str| controller_config(&config, plugin));
         Ok(Host {
-            registry: Arc::new(Registry::new(context, loader, settings, drain)),
+            registry: Arc::new(Registry::new(context, sandbox.clone(), loader, settings, drain)),
             client,
             leading: election.leading(),
             election,

@@ -33,8 +33,19 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn sandbox(args: &SandboxArgs) -> anyhow::Result<Sandbox> {
-    let mut config = SandboxConfig::default().max_instances(16);
+/// Runs an offline command's async work (loading, one call) on a runtime of its own.
+fn block_on<F: std::future::Future>(work: F) -> anyhow::Result<F::Output> {
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start the async runtime")?;
+    Ok(runtime.block_on(work))
+}
+
+/// The sandbox, its pool sized from the host configuration.
+fn sandbox(args: &SandboxArgs, pool: Option<u32>) -> anyhow::Result<Sandbox> {
+    let mut config = SandboxConfig::default();
+    if let Some(n) = pool {
+        config = config.max_instances(n);
+    }
     if args.no_compile_cache {
         config = config.cache_dir(None);
     } else if let Some(dir) = &args.cache_dir {
@@ -44,15 +55,16 @@ fn sandbox(args: &SandboxArgs) -> anyhow::Result<Sandbox> {
 }
 
 /// Loads a plugin file, applying the command line's limits over the plugin's own.
-fn load(sandbox: &Sandbox, path: &Path, args: &SandboxArgs) -> anyhow::Result<Plugin> {
+async fn load(sandbox: &Sandbox, path: &Path, args: &SandboxArgs) -> anyhow::Result<Plugin> {
     let bytes =
         std::fs::read(path).with_context(|| format!("cannot read plugin {}; check the path", path.display()))?;
-    Ok(load_bytes(sandbox, &bytes, &path.display().to_string(), args)?)
+    Ok(load_bytes(sandbox, &bytes, &path.display().to_string(), args).await?)
 }
 
-/// Compiles and validates a component, applying the command line's limits over the plugin's own.
-fn load_bytes(sandbox: &Sandbox, bytes: &[u8], origin: &str, args: &SandboxArgs) -> Result<Plugin, LoadError> {
-    let plugin = sandbox.load(bytes, origin)?;
+/// Compiles and validates a component, applying the command line's limits over the plugin's own:
+/// the operator's explicit settings win over what the plugin proposes.
+async fn load_bytes(sandbox: &Sandbox, bytes: &[u8], origin: &str, args: &SandboxArgs) -> Result<Plugin, LoadError> {
+    let plugin = sandbox.load(bytes, origin).await?;
     let mut limits = plugin.limits();
     if let Some(ms) = args.deadline_ms {
         limits = limits.deadline(Duration::from_millis(ms));
@@ -62,6 +74,9 @@ fn load_bytes(sandbox: &Sandbox, bytes: &[u8], origin: &str, args: &SandboxArgs)
     }
     if let Some(bytes) = args.response_limit {
         limits = limits.response_bytes(bytes);
+    }
+    if let Some(n) = args.max_actions {
+        limits = limits.max_actions(n);
     }
     Ok(plugin.with_limits(limits))
 }

@@ -54,8 +54,17 @@ pub(super) fn run(args: &ReconcileArgs) -> anyhow::Result<ExitCode> {
         config,
     };
 
-    let sandbox = super::sandbox(&args.sandbox)?;
-    let plugin = super::load(&sandbox, &args.plugin, &args.sandbox).context("cannot load the plugin")?;
+    let sandbox = super::sandbox(&args.sandbox, None)?;
+    super::block_on(reconcile(args, &sandbox, request, cache))?
+}
+
+async fn reconcile(
+    args: &ReconcileArgs,
+    sandbox: &wasmloop_sandbox::Sandbox,
+    request: Request,
+    cache: OfflineCache,
+) -> anyhow::Result<ExitCode> {
+    let plugin = super::load(sandbox, &args.plugin, &args.sandbox).await.context("cannot load the plugin")?;
     let primary_kind = &plugin.manifest().primary.kind;
     if request.object.gvk() != *primary_kind {
         anyhow::bail!(
@@ -65,7 +74,7 @@ pub(super) fn run(args: &ReconcileArgs) -> anyhow::Result<ExitCode> {
             request.object.gvk(),
         );
     }
-    match plugin.reconcile(&request, Arc::new(cache)) {
+    match plugin.reconcile(&request, Arc::new(cache)).await {
         Ok(response) => {
             super::print(&response, args.output)?;
             Ok(ExitCode::SUCCESS)

@@ -17,10 +17,10 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Compiles every plugin file before anything connects, so a bad file fails the command at once.
-fn load_all(args: &RunArgs, sandbox: &Sandbox) -> anyhow::Result<Vec<Plugin>> {
+async fn load_all(args: &RunArgs, sandbox: &Sandbox) -> anyhow::Result<Vec<Plugin>> {
     let mut plugins: Vec<Plugin> = Vec::new();
     for path in &args.plugins {
-        let plugin = super::load(sandbox, path, &args.host.sandbox)?;
+        let plugin = super::load(sandbox, path, &args.host.sandbox).await?;
         if let Some(other) = plugins.iter().find(|p| p.manifest().name == plugin.manifest().name) {
             anyhow::bail!(
                 "{} and {} are both plugin {:?}; plugin names must be unique (they name the field manager); load one of them",
@@ -39,8 +39,8 @@ fn readiness_item(plugin: &Plugin) -> String {
 }
 
 async fn serve(args: &RunArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
-    let sandbox = super::sandbox(&args.host.sandbox)?;
-    let plugins = load_all(args, &sandbox)?;
+    let sandbox = super::sandbox(&args.host.sandbox, config.sandbox.max_instances)?;
+    let plugins = load_all(args, &sandbox).await?;
     let pending: Vec<String> = plugins.iter().map(readiness_item).collect();
     let host = Host::start(&args.host, config, &sandbox, &pending, None).await?;
     for plugin in plugins {

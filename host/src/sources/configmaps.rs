@@ -36,9 +36,10 @@ fn source_of(namespace: &str, name: &str) -> String {
 /// What the source remembers of one ConfigMap.
 #[derive(Default)]
 struct Seen {
-    /// The resourceVersion-independent content last handled (component, config), so that the
-    /// host's own annotation writes do not reload anything.
-    handled: Option<(Vec<u8>, Option<String>)>,
+    /// The resourceVersion-independent content last handled (the component's digest, the
+    /// config), so that the host's own annotation writes do not reload anything. A digest, not
+    /// the bytes: a rejected component is not kept in memory.
+    handled: Option<(String, Option<String>)>,
     /// The version serving from this ConfigMap.
     active: Option<Active>,
     /// Why the last offer was refused; none when it was accepted.
@@ -144,7 +145,7 @@ impl ConfigMapSource {
         let payload = match plugin_configmap::read(cm) {
             Ok(payload) => payload,
             Err(error) => {
-                let content = (Vec::new(), Some(error.to_string()));
+                let content = (String::new(), Some(error.to_string()));
                 if self.seen.get(&name).and_then(|s| s.handled.as_ref()) != Some(&content) {
                     let seen = self.seen.entry(name.clone()).or_default();
                     seen.handled = Some(content);
@@ -153,7 +154,7 @@ impl ConfigMapSource {
                 return;
             }
         };
-        let content = (payload.component.clone(), payload.config.clone());
+        let content = (wasmloop_sandbox::digest(&payload.component), payload.config.clone());
         // The same content was handled already: this is the echo of our own status write, or
         // an edit elsewhere in the ConfigMap.
         if self.seen.get(&name).and_then(|s| s.handled.as_ref()) == Some(&content) {
@@ -161,8 +162,12 @@ impl ConfigMapSource {
         }
         self.seen.entry(name.clone()).or_default().handled = Some(content);
         tracing::info!(configmap = %source, plugin = %payload.name, "loading the plugin this ConfigMap ships");
-        let candidate =
-            Candidate { source, expected_name: Some(payload.name), bytes: payload.component, config: payload.config };
+        let candidate = Candidate {
+            source,
+            expected_name: Some(payload.name),
+            bytes: payload.component.into(),
+            config: payload.config,
+        };
         match self.registry.upsert(candidate).await {
             Ok(loaded) => {
                 self.loaded(cm, &loaded).await;

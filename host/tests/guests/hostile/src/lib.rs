@@ -17,6 +17,9 @@ struct Config {
     /// How often `requeue` ticks.
     #[serde(default = "default_interval")]
     interval_ms: u64,
+    /// How many actions `flood` and `shared-strings` return.
+    #[serde(default)]
+    count: usize,
 }
 
 fn default_interval() -> u64 {
@@ -73,9 +76,44 @@ impl Reconciler for Hostile {
                     "connect": net.map_or_else(|e| json!({"error": e}), |_| json!("connected")),
                 }))])
             }
+            "sleep" => {
+                // A WASI clock wait, not a busy loop: epoch interruption alone never fires here.
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+                Ok(Vec::new())
+            }
+            "namespace-escape" => {
+                // A namespace that would splice another resource into the URL path.
+                let target = ObjectRef::new::<ConfigMap>("y").namespace("tenant-a/secrets/victim?x=");
+                Ok(vec![delete(target)])
+            }
+            "bad-name" => {
+                let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "../../secrets/x"}});
+                Ok(vec![apply(&object)])
+            }
+            "bad-api-version" => {
+                let object = json!({"apiVersion": "v1/../../apis", "kind": "ConfigMap", "metadata": {"name": "x"}});
+                Ok(vec![apply(&object)])
+            }
+            "long-event" => Ok(vec![event(EventType::Normal, "R".repeat(1 << 10), "m".repeat(1 << 20))]),
+            "flood" => Ok((0..config.count).map(|i| event(EventType::Normal, "Flood", format!("{i}"))).collect()),
+            "shared-strings" => Ok(shared_strings(config.count)),
             other => Err(Error::permanent(format!("unknown mode {other:?}"))),
         }
     }
+}
+
+/// `count` status actions whose strings all alias one 1 MiB buffer. The canonical ABI lowers
+/// each string as a pointer and a length, so the host sees `count` MiB of strings while the
+/// guest holds one: a host that copies before it counts runs out of memory.
+#[allow(unsafe_code)]
+fn shared_strings(count: usize) -> Vec<Action> {
+    let mut blob = std::mem::ManuallyDrop::new(format!("{{\"blob\":\"{}\"}}", "x".repeat(1 << 20)));
+    let (ptr, len, cap) = (blob.as_mut_ptr(), blob.len(), blob.capacity());
+    (0..count)
+        // SAFETY: deliberately unsound aliasing; these strings are only ever lowered to the
+        // host, and the instance is discarded after the call.
+        .map(|_| Action::Status(unsafe { String::from_raw_parts(ptr, len, cap) }))
+        .collect()
 }
 
 wasmloop_sdk::export_plugin!(Hostile);

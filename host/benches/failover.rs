@@ -29,7 +29,9 @@ impl Candidate {
     fn start(namespace: &str, config: &Path) -> Candidate {
         let plugin = component("hostile_plugin");
         let mut child = Command::new(env!("CARGO_BIN_EXE_wasmloop"))
-            .args(["--log-format", "json", "run", "--health-probe-bind-address", "0", "--plugin"])
+            // As the admin, like the native baseline: identity is not what this measures.
+            .args(["--log-format", "json", "run", "--plugin-identity", "host", "--health-probe-bind-address", "0"])
+            .arg("--plugin")
             .arg(plugin)
             .arg("--config")
             .arg(config)
@@ -56,7 +58,7 @@ impl Drop for Candidate {
 async fn main() {
     let rounds: usize = std::env::var("ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
     let config = std::env::temp_dir().join(format!("wasmloop-bench-failover-{}.yaml", std::process::id()));
-    std::fs::write(&config, "plugins:\n  hostile:\n    config: {mode: requeue}\n").unwrap();
+    std::fs::write(&config, "plugins:\n  hostile:\n    minRequeueAfterMs: 100\n    config: {mode: requeue}\n").unwrap();
     let mut samples = Vec::new();
     for round in 0..rounds {
         let ns = shared().namespace(&format!("bench-failover-{round}")).await.unwrap();

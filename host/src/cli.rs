@@ -37,6 +37,15 @@ pub enum OutputFormat {
     Json,
 }
 
+/// Whom plugins' requests act as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PluginIdentity {
+    /// Each plugin impersonates its own ServiceAccount.
+    Impersonate,
+    /// Every plugin uses the host's credentials.
+    Host,
+}
+
 /// Reconcile phases, as on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum PhaseArg {
@@ -126,6 +135,19 @@ pub struct HostArgs {
     /// Serve /healthz and /readyz here: HOST:PORT, :PORT for every interface, 0 for off.
     #[arg(long, default_value = ":8081", value_name = "ADDRESS")]
     pub health_probe_bind_address: BindAddress,
+    /// Whom plugins' requests act as: `impersonate` (each plugin its own ServiceAccount, so
+    /// Kubernetes RBAC holds each to its own grants) or `host` (the host's credentials)
+    /// [default: impersonate for run, host for dev].
+    #[arg(long, value_enum)]
+    pub plugin_identity: Option<PluginIdentity>,
+    /// Namespace of the ServiceAccounts of plugins loaded from files, unless host.yaml names
+    /// one (plugins.<name>.serviceAccount).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "wasmloop-system", value_name = "NAMESPACE")]
+    pub plugin_identity_namespace: String,
+    /// How often each plugin's read access is reviewed again (SubjectAccessReview), in seconds:
+    /// a revoked grant stops the plugin within this time.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub access_review_seconds: u64,
     /// Leader election.
     #[command(flatten)]
     pub leader: LeaderArgs,

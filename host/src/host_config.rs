@@ -1,10 +1,12 @@
 //! The host configuration file of `wasmloop run --config`.
 
 use std::collections::HashMap;
+use std::num::NonZeroU32;
 use std::path::Path;
 
 use anyhow::Context;
 use serde::Deserialize;
+use wasmloop_runtime::identity::ServiceAccount;
 
 /// What operators set for the whole host.
 #[derive(Debug, Default, Deserialize)]
@@ -38,6 +40,15 @@ pub struct Ceilings {
     /// The most reconciles at once a plugin may propose (default 16).
     #[serde(default)]
     pub max_concurrent_reconciles: Option<u32>,
+    /// API writes per second a plugin may make, sustained (default 50).
+    #[serde(default)]
+    pub writes_per_second: Option<NonZeroU32>,
+    /// API writes a plugin may make at once before the rate applies (default 100).
+    #[serde(default)]
+    pub write_burst: Option<NonZeroU32>,
+    /// The shortest `requeue_after` a plugin gets, in milliseconds (default 1000).
+    #[serde(default)]
+    pub min_requeue_after_ms: Option<u64>,
 }
 
 /// Settings of the wasm sandbox.
@@ -60,6 +71,25 @@ pub struct PluginSettings {
     /// Reconciles at once for this plugin.
     #[serde(default)]
     pub max_concurrent_reconciles: Option<u32>,
+    /// The ServiceAccount a plugin loaded from a file acts as, `NAMESPACE/NAME` (default: the
+    /// one named like the plugin in `--plugin-identity-namespace`). ConfigMap plugins name
+    /// theirs with the `wasmloop.dev/service-account` annotation instead.
+    #[serde(default)]
+    pub service_account: Option<String>,
+    /// The one namespace the plugin is served its primaries, children, watches and reads
+    /// from; a plugin that declares another namespace is refused.
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// This plugin's writes per second (wins over `limits.writesPerSecond`).
+    #[serde(default)]
+    pub writes_per_second: Option<NonZeroU32>,
+    /// This plugin's write burst (wins over `limits.writeBurst`).
+    #[serde(default)]
+    pub write_burst: Option<NonZeroU32>,
+    /// This plugin's floor on `requeue_after`, in milliseconds (wins over
+    /// `limits.minRequeueAfterMs`).
+    #[serde(default)]
+    pub min_requeue_after_ms: Option<u64>,
 }
 
 impl HostConfig {
@@ -69,7 +99,24 @@ impl HostConfig {
     /// When it cannot be read or does not match the schema (unknown fields included).
     pub fn read(path: &Path) -> anyhow::Result<HostConfig> {
         let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-        serde_yaml::from_str(&text)
-            .with_context(|| format!("{} is not a valid wasmloop host configuration", path.display()))
+        let config: HostConfig = serde_yaml::from_str(&text)
+            .with_context(|| format!("{} is not a valid wasmloop host configuration", path.display()))?;
+        for (plugin, settings) in &config.plugins {
+            if let Some(namespace) = &settings.namespace {
+                wasmloop_sandbox::validate::namespace(namespace)
+                    .map_err(|e| anyhow::anyhow!("{}: plugins.{plugin}.namespace: {e}", path.display()))?;
+            }
+            if let Some(account) = &settings.service_account {
+                account
+                    .parse::<ServiceAccount>()
+                    .map_err(|e| anyhow::anyhow!("{}: plugins.{plugin}.serviceAccount: {e}", path.display()))?;
+            }
+        }
+        Ok(config)
+    }
+
+    /// The ServiceAccount the operator configured for `plugin` (checked when read).
+    pub fn service_account(&self, plugin: &str) -> Option<ServiceAccount> {
+        self.plugins.get(plugin)?.service_account.as_deref()?.parse().ok()
     }
 }

@@ -1,7 +1,7 @@
 //! `deploy/` on the real control plane, and the host running as the deployed ServiceAccount:
 //! a token from the TokenRequest API, the in-cluster environment (service host and port, the
 //! token and CA under /var/run/secrets, bind-mounted in a private mount namespace), and
-//! exactly the RBAC in `deploy/`. Needs `kubectl` (to render kustomize) and root for `unshare
+//! exactly the RBAC in `deploy/`, each plugin impersonating its own ServiceAccount. Needs `kubectl` (to render kustomize) and root for `unshare
 //! --mount` (to place the service-account files where kube looks for them).
 
 mod common;
@@ -179,8 +179,12 @@ async fn deploy_and_its_example_plugins_overlay_are_accepted_by_the_api_server_a
     assert_eq!(waiting.get("/healthz").await.0, 200, "alive while not ready");
     let overlay = render(&tree.path().join("deploy/overlays/example-plugins"));
     apply_all(&overlay).await;
+    // The host caches the plugins' kinds and writes none of them: plugins write as their own
+    // ServiceAccounts.
     aggregated_rules_cover("foos", "list", true).await;
-    aggregated_rules_cover("nodes", "patch", true).await;
+    aggregated_rules_cover("nodes", "watch", true).await;
+    aggregated_rules_cover("nodes", "patch", false).await;
+    aggregated_rules_cover("deployments", "create", false).await;
     eventually(Duration::from_secs(90), "/readyz to turn ready once Pods can be listed", || {
         let waiting = &waiting;
         async move {
@@ -236,12 +240,14 @@ async fn deploy_and_its_example_plugins_overlay_are_accepted_by_the_api_server_a
     })
     .await;
 
-    // Take patch on nodes away: the next annotation is an action outside the RBAC, refused
-    // with an error that names the plugin, the object and the fix.
+    // Take patch on nodes away from the plugin's ServiceAccount: the next annotation is an
+    // action outside its RBAC, refused with an error that names the plugin, its identity, the
+    // object and the fix. The host's own rights never included it.
     let read_only = json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-        "metadata": {"name": "wasmloop-plugin-node-image-watch", "labels": {"wasmloop.dev/aggregate-to-host": "true"}},
-        "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
+        "metadata": {"name": "wasmloop-plugin-node-image-watch"},
+        "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+                  {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}]
     });
     let roles: Api<ClusterRole> = Api::all(shared().client().await.unwrap());
     roles
@@ -252,7 +258,6 @@ async fn deploy_and_its_example_plugins_overlay_are_accepted_by_the_api_server_a
         )
         .await
         .unwrap();
-    aggregated_rules_cover("nodes", "patch", false).await;
     nodes.patch_status(&name, &PatchParams::default(), &Patch::Merge(images(2000))).await.unwrap();
     // Events about cluster-scoped objects live in "default" on 1.20.
     let events: Api<Event> = Api::namespaced(shared().client().await.unwrap(), "default");
@@ -262,9 +267,12 @@ async fn deploy_and_its_example_plugins_overlay_are_accepted_by_the_api_server_a
     })
     .await;
     let note = refused.note.unwrap();
-    for part in
-        ["node-image-watch", "system:serviceaccount:wasmloop-system:wasmloop", "grant the host's service account"]
-    {
+    for part in [
+        "plugin node-image-watch",
+        "failed as ServiceAccount wasmloop-system/node-image-watch",
+        "system:serviceaccount:wasmloop-system:node-image-watch",
+        "grant ServiceAccount wasmloop-system/node-image-watch",
+    ] {
         assert!(note.contains(part), "{part:?} missing from: {note}");
     }
 }

@@ -152,6 +152,8 @@ async fn three_plugins_on_one_kind_share_one_watch() {
     let ns = shared().namespace("share-watch").await.unwrap();
     ns.install_crd(std::path::Path::new(common::FOO_CRD)).await;
     let (host, _config) = three_plugins_on_deployments();
+    // Plugins load one after another: wait for the last before counting watches.
+    host.logged("wasmloop running").await;
     labelled_deployment(&ns, "shared").await;
     let deployments = r#"{kind="apps/v1/Deployment",namespace=""}"#;
     assert_eq!(host.metric(&format!("wasmloop_watches_active{deployments}")).await, 1.0);

@@ -56,7 +56,8 @@ impl Which {
             Which::Wasmloop => {
                 let mut c = Command::new(binary("WASMLOOP_BIN", target_dir().join("release/wasmloop")));
                 let component = target_dir().join("wasm32-wasip2/release/foo_deployment.wasm");
-                c.args(["run", "--health-probe-bind-address", "0", "--plugin"])
+                // As the admin, like the native controller: both send the same requests.
+                c.args(["run", "--plugin-identity", "host", "--health-probe-bind-address", "0", "--plugin"])
                     .arg(component)
                     .arg("--cache-dir")
                     .arg(cache);

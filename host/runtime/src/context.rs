@@ -6,13 +6,14 @@ use tokio::sync::watch;
 
 use crate::discovery::Kinds;
 use crate::executor::{DryRunSink, Executor};
+use crate::identity::Identities;
 use crate::informer::Informers;
 use crate::metrics::Metrics;
 
 /// One host's connection to the cluster: the client, the discovery cache, the shared
-/// informers, the executor, the metrics and whether this host may reconcile. Cheap to clone;
-/// every plugin's controller starts from the same one, which is what lets plugins share
-/// watches.
+/// informers, the executor, the metrics, whom plugins act as and whether this host may
+/// reconcile. Cheap to clone; every plugin's controller starts from the same one, which is
+/// what lets plugins share watches.
 #[derive(Clone)]
 pub struct Context {
     /// The API client.
@@ -25,6 +26,8 @@ pub struct Context {
     pub executor: Arc<Executor>,
     /// The host's metrics.
     pub metrics: Arc<Metrics>,
+    /// Whom plugins act as, and the clients that act as them.
+    pub identities: Arc<Identities>,
     /// True while this host may reconcile (it leads, or runs without leader election).
     /// Informers and queues run either way, so a standby's caches are warm when it takes over.
     pub leading: watch::Receiver<bool>,
@@ -38,6 +41,7 @@ impl Context {
             informers: Arc::new(Informers::new(client.clone(), kinds.clone(), metrics.clone())),
             executor: Arc::new(Executor::new(client.clone(), kinds.clone(), metrics.clone())),
             leading: watch::channel(true).1,
+            identities: Arc::new(Identities::host(client.clone())),
             client,
             kinds,
             metrics,
@@ -49,6 +53,12 @@ impl Context {
     pub fn dry_run(mut self, sink: DryRunSink) -> Context {
         let executor = Executor::new(self.client.clone(), self.kinds.clone(), self.metrics.clone());
         self.executor = Arc::new(executor.with_dry_run(sink));
+        self
+    }
+
+    /// This context with plugins acting as `identities` says.
+    pub fn identities(mut self, identities: Identities) -> Context {
+        self.identities = Arc::new(identities);
         self
     }
 

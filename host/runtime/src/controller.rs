@@ -22,7 +22,8 @@ use wasmloop_sandbox::{
 
 use crate::context::Context;
 use crate::discovery::{DiscoveryError, Kinds};
-use crate::executor::{DryRunReport, ExecError, Executor};
+use crate::executor::{DryRunReport, ExecError, Executor, WriteBudget};
+use crate::identity::{Access, Identities, Identity, IdentityError, ServiceAccount};
 use crate::informer::{Change, Entry, Informer, InformerScope};
 use crate::metrics::{Metrics, Outcome as MetricOutcome, PluginMetrics};
 use crate::queue::{QueueConfig, WorkQueue};
@@ -48,6 +49,26 @@ pub enum StartError {
         /// The plugin.
         plugin: String,
         /// Which selector, and why.
+        reason: String,
+    },
+    /// The plugin's identity cannot be used: its ServiceAccount is missing, or may not read what
+    /// the plugin declares.
+    #[error("plugin {plugin}: {source}")]
+    Identity {
+        /// The plugin.
+        plugin: String,
+        /// Why.
+        #[source]
+        source: IdentityError,
+    },
+    /// The plugin declares a namespace other than the one the operator confines it to.
+    #[error("plugin {plugin}: {what}: {reason}")]
+    Confined {
+        /// The plugin.
+        plugin: String,
+        /// Which declaration.
+        what: String,
+        /// The conflict, and what to change.
         reason: String,
     },
     /// A cache did not fill in time.
@@ -110,7 +131,24 @@ pub struct ControllerConfig {
     /// Requeue every primary this often: the operator's setting, which wins over the
     /// plugin's.
     pub resync: Option<Duration>,
+    /// Whom the plugin's requests act as; set by the registry from the source's choice and
+    /// `service_account`.
+    pub identity: Identity,
+    /// The operator's ServiceAccount for this plugin, for plugins loaded from files.
+    pub service_account: Option<ServiceAccount>,
+    /// The one namespace the operator confines the plugin to (`host.yaml`'s
+    /// `plugins.<name>.namespace`): its primaries, children, watches and reads are served from
+    /// there only, so its ServiceAccount needs grants there only.
+    pub namespace: Option<String>,
+    /// The plugin's budget of API writes.
+    pub write_budget: WriteBudget,
+    /// The shortest `requeue_after` the plugin gets: a plugin asking for less waits this long,
+    /// so a requeue storm cannot spin a worker.
+    pub min_requeue: Duration,
 }
+
+/// The default floor on `requeue_after`.
+pub const DEFAULT_MIN_REQUEUE: Duration = Duration::from_secs(1);
 
 impl ControllerConfig {
     /// Reconciles at once, given what the plugin proposes.
@@ -136,6 +174,11 @@ impl Default for ControllerConfig {
             queue: QueueConfig::default(),
             plugin_config: "{}".into(),
             resync: None,
+            identity: Identity::Host,
+            service_account: None,
+            namespace: None,
+            write_budget: WriteBudget::default(),
+            min_requeue: DEFAULT_MIN_REQUEUE,
         }
     }
 }
@@ -237,9 +280,16 @@ struct Shared {
     owned: Vec<Arc<Informer>>,
     cache: Arc<CacheView>,
     queue: WorkQueue<Key>,
+    /// Writes as the plugin's identity.
     executor: Arc<Executor>,
+    /// Writes as the host: Events about the plugin's failures, which its identity may not be
+    /// allowed to write.
+    host_executor: Arc<Executor>,
     kinds: Arc<Kinds>,
+    /// Acts as the plugin's identity (finalizers).
     client: kube::Client,
+    /// Why the plugin may not be served its caches now (a revoked grant); none while it may.
+    denied: tokio::sync::watch::Receiver<Option<String>>,
     metrics: Arc<Metrics>,
     /// This plugin's series, resolved once.
     plugin_metrics: PluginMetrics,
@@ -346,7 +396,14 @@ impl Controller {
     pub async fn prepare(plugin: Plugin, context: &Context, config: ControllerConfig) -> Result<Prepared, StartError> {
         let informers = &context.informers;
         let manifest = plugin.manifest().clone();
-        let namespace = manifest.primary.namespace.clone();
+        let confined = |what: &str, declared: Option<&str>| {
+            effective_namespace(declared, config.namespace.as_deref()).map_err(|reason| StartError::Confined {
+                plugin: manifest.name.clone(),
+                what: what.to_owned(),
+                reason,
+            })
+        };
+        let namespace = confined("its primary kind", manifest.primary.namespace.as_deref())?;
         let scope = |kind: &Gvk, namespace: Option<String>| InformerScope { kind: kind.clone(), namespace };
         let discovery = |source| StartError::Discovery { plugin: manifest.name.clone(), source };
         let primary = informers.acquire(&scope(&manifest.primary.kind, namespace.clone())).await.map_err(discovery)?;
@@ -356,11 +413,14 @@ impl Controller {
         }
         let mut watched = Vec::new();
         for w in &manifest.watches {
-            watched.push(informers.acquire(&scope(&w.kind, w.namespace.clone())).await.map_err(discovery)?);
+            let within = confined(&format!("watched kind {}", w.kind), w.namespace.as_deref())?;
+            watched.push(informers.acquire(&scope(&w.kind, within)).await.map_err(discovery)?);
         }
+        // Reads are served from the primary's namespace when it has one: a plugin confined to
+        // one namespace must not see every namespace's objects of a kind it reads.
         let mut read = Vec::new();
         for kind in &manifest.reads {
-            read.push(informers.acquire(&scope(kind, None)).await.map_err(discovery)?);
+            read.push(informers.acquire(&scope(kind, namespace.clone())).await.map_err(discovery)?);
         }
         let mut by_kind: HashMap<Gvk, Vec<Arc<Informer>>> = HashMap::new();
         for informer in std::iter::once(&primary).chain(&owned).chain(&watched).chain(&read) {
@@ -385,6 +445,22 @@ impl Controller {
             .map(|w| parse_selector(&manifest.name, "watched", w.label_selector.as_deref()))
             .collect::<Result<Vec<_>, _>>()?;
         let plugin_metrics = context.metrics.plugin(&manifest.name);
+        let identity_error = |source| StartError::Identity { plugin: manifest.name.clone(), source };
+        let reads = reads_needed(&context.kinds, by_kind.values().flatten())
+            .await
+            .map_err(|source| StartError::Discovery { plugin: manifest.name.clone(), source })?;
+        if let Identity::ServiceAccount(account) = &config.identity {
+            context.identities.ensure_exists(account).await.map_err(identity_error)?;
+            context.identities.review(account, &reads).await.map_err(identity_error)?;
+        }
+        let client = context.identities.client_for(&config.identity).map_err(identity_error)?;
+        let executor = Arc::new(
+            context
+                .executor
+                .acting_as(client.clone(), config.identity.to_string())
+                .with_write_budget(config.write_budget),
+        );
+        let (deny, denied) = tokio::sync::watch::channel(None);
         let shared = Arc::new(Shared {
             queue: WorkQueue::new(config.queue),
             selector,
@@ -393,9 +469,11 @@ impl Controller {
             owned,
             plugin,
             manifest,
-            executor: context.executor.clone(),
+            executor,
+            host_executor: context.executor.clone(),
             kinds: context.kinds.clone(),
-            client: context.client.clone(),
+            client,
+            denied,
             plugin_metrics,
             metrics: context.metrics.clone(),
             leading: context.leading.clone(),
@@ -427,6 +505,10 @@ impl Controller {
                     }
                 }
             }));
+        }
+        if let Identity::ServiceAccount(account) = &shared.config.identity {
+            let review = review_again(shared.clone(), context.identities.clone(), account.clone(), reads, deny);
+            tasks.push(tokio::spawn(review));
         }
         if let Some(every) = resync {
             let shared = shared.clone();
@@ -513,8 +595,79 @@ impl Shared {
 }
 
 fn enqueue_all(shared: &Shared) {
-    for entry in shared.primary.list(shared.manifest.primary.namespace.as_deref(), &shared.selector) {
+    for entry in shared.primary.list(shared.primary.scope().namespace.as_deref(), &shared.selector) {
         shared.enqueue(key_of(&entry.envelope));
+    }
+}
+
+/// The namespace a plugin is served a kind from, given the one it declares and the one the
+/// operator confines it to: the operator's, which a declaration may only repeat.
+///
+/// # Errors
+/// When the two differ, saying what to change.
+fn effective_namespace(declared: Option<&str>, operator: Option<&str>) -> Result<Option<String>, String> {
+    match (declared, operator) {
+        (Some(declared), Some(operator)) if declared != operator => Err(format!(
+            "declares namespace {declared} but the operator confines the plugin to namespace {operator}; \
+             change plugins.<name>.namespace in host.yaml or the plugin's manifest"
+        )),
+        (declared, operator) => Ok(operator.or(declared).map(str::to_owned)),
+    }
+}
+
+/// The reads a plugin is served from the shared caches: `list` and `watch` of every kind it
+/// declares, in the scope it declares it.
+async fn reads_needed<'a>(
+    kinds: &Kinds,
+    informers: impl Iterator<Item = &'a Arc<Informer>>,
+) -> Result<Vec<Access>, DiscoveryError> {
+    let mut needed: Vec<Access> = Vec::new();
+    for informer in informers {
+        let resolved = kinds.resolve(&informer.scope().kind).await?;
+        let namespace = informer.scope().namespace.clone().filter(|_| resolved.namespaced);
+        for verb in ["list", "watch"] {
+            let access = Access { verb, resource: resolved.resource.clone(), namespace: namespace.clone() };
+            if !needed.contains(&access) {
+                needed.push(access);
+            }
+        }
+    }
+    Ok(needed)
+}
+
+/// Asks again, every review interval, whether the plugin's ServiceAccount may still read what
+/// it is served. A revoked grant stops its reconciles and `map` calls until it is granted
+/// again, when every primary is requeued.
+async fn review_again(
+    shared: Arc<Shared>,
+    identities: Arc<Identities>,
+    account: ServiceAccount,
+    reads: Vec<Access>,
+    deny: tokio::sync::watch::Sender<Option<String>>,
+) {
+    let plugin = shared.manifest.name.clone();
+    let mut tick = tokio::time::interval(identities.review_interval());
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        match identities.review(&account, &reads).await {
+            Ok(()) => {
+                if deny.send_replace(None).is_some() {
+                    tracing::info!(plugin, "access granted again to {account}; requeueing every primary");
+                    enqueue_all(&shared);
+                }
+            }
+            Err(error @ IdentityError::Denied { .. }) => {
+                let message = error.to_string();
+                if deny.send_replace(Some(message.clone())).is_none() {
+                    shared.metrics.plugin_rejected(&plugin, "AccessRevoked");
+                    tracing::error!(plugin, "access revoked, reconciles stop until it is granted again: {message}");
+                }
+            }
+            // The API server could not answer: keep what we knew, ask again next time.
+            Err(error) => tracing::warn!(plugin, %error, "could not review the plugin's access"),
+        }
     }
 }
 
@@ -570,7 +723,7 @@ async fn pump_owned(shared: Arc<Shared>, mut changes: broadcast::Receiver<Change
 
 async fn pump_watched(shared: Arc<Shared>, mut changes: broadcast::Receiver<Change>, selector: Selector) {
     while let Some(entry) = next_related(&shared, &mut changes).await {
-        if !entry.selected_by(&selector) {
+        if !entry.selected_by(&selector) || shared.denied.borrow().is_some() {
             continue;
         }
         let related_namespace = entry.envelope.namespace.clone();
@@ -581,7 +734,11 @@ async fn pump_watched(shared: Arc<Shared>, mut changes: broadcast::Receiver<Chan
                 // related object's; a cluster-scoped primary has none.
                 let namespace =
                     if shared.primary.namespaced() { r.namespace.or_else(|| related_namespace.clone()) } else { None };
-                shared.enqueue(Key { namespace, name: r.name })
+                // A key outside the primary's scope names nothing the plugin is served.
+                let scope = shared.primary.scope().namespace.as_ref().filter(|_| shared.primary.namespaced());
+                if scope.is_none_or(|scope| namespace.as_ref() == Some(scope)) {
+                    shared.enqueue(Key { namespace, name: r.name });
+                }
             }),
             Err(error) => tracing::warn!(plugin = %shared.manifest.name, %error, "map failed"),
         }
@@ -607,6 +764,14 @@ async fn work(shared: Arc<Shared>) {
             continue;
         }
         shared.plugin_metrics.queue_depth(shared.queue.len());
+        if shared.denied.borrow().is_some() {
+            // Served nothing while its grant is revoked; every primary is requeued when it is
+            // granted again.
+            tracing::info!(plugin, %key, "skipped: access revoked");
+            shared.queue.forget(&key);
+            shared.queue.done(&key);
+            continue;
+        }
         let claimed = match running.claim(&key, shared.generation) {
             Claim::Claimed => true,
             Claim::Busy => {
@@ -646,7 +811,7 @@ async fn work(shared: Arc<Shared>) {
                 span.record("actions", actions);
                 shared.queue.forget(&key);
                 if let Some(after) = requeue_after {
-                    shared.queue.add_after(key.clone(), after);
+                    shared.queue.add_after(key.clone(), after.max(shared.config.min_requeue));
                 }
                 span.in_scope(|| tracing::debug!("reconciled"));
                 MetricOutcome::Success
@@ -777,6 +942,7 @@ async fn release_finalizer(shared: &Shared, entry: &Entry, finalizer: &str) -> R
 fn finalizer_error(shared: &Shared, entry: &Entry, source: kube::Error) -> ExecError {
     ExecError::Api {
         plugin: shared.manifest.name.clone(),
+        actor: shared.config.identity.to_string(),
         verb: "update finalizers of",
         target: format!("{} {}", entry.envelope.kind, entry.envelope.display_name()),
         source,
@@ -895,8 +1061,9 @@ async fn failed(shared: &Shared, primary: &Object, message: &str, reason: &str, 
     if !primary.uid.is_empty() {
         let next = if transient { "retrying with backoff" } else { "waiting for the object or the plugin to change" };
         let note = format!("{message} ({next})");
+        // As the host: the plugin's own identity may not be allowed to record Events.
         if let Err(error) =
-            shared.executor.event(&shared.manifest, primary, EventType::Warning, reason, &note, None).await
+            shared.host_executor.event(&shared.manifest, primary, EventType::Warning, reason, &note, None).await
         {
             tracing::warn!(%error, "could not record the failure as an Event");
         }
@@ -907,6 +1074,25 @@ async fn failed(shared: &Shared, primary: &Object, message: &str, reason: &str, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_operators_namespace_confines_a_plugin_and_a_declaration_may_only_repeat_it() {
+        let cases = [
+            (None, None, Ok(None)),
+            (Some("a"), None, Ok(Some("a"))),
+            (None, Some("t"), Ok(Some("t"))),
+            (Some("t"), Some("t"), Ok(Some("t"))),
+            (Some("a"), Some("t"), Err("declares namespace a but the operator confines the plugin to namespace t")),
+        ];
+        for (declared, operator, expected) in cases {
+            let got = effective_namespace(declared, operator);
+            match (got, expected) {
+                (Ok(got), Ok(expected)) => assert_eq!(got.as_deref(), expected, "{declared:?} {operator:?}"),
+                (Err(got), Err(expected)) => assert!(got.starts_with(expected), "{got}"),
+                (got, expected) => panic!("{declared:?} {operator:?}: got {got:?}, expected {expected:?}"),
+            }
+        }
+    }
 
     #[test]
     fn concurrency_settings_win_in_order_operator_then_capped_plugin_then_default() {

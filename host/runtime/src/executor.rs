@@ -12,8 +12,10 @@
 //! The kinds were checked against the manifest when the response was decoded (in the
 //! sandbox); here they are resolved to resources.
 
+use std::num::NonZeroU32;
 use std::sync::Arc;
 
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use kube::runtime::events::{Event, EventType as KubeEventType};
@@ -29,10 +31,12 @@ use crate::metrics::Metrics;
 #[derive(Debug, thiserror::Error)]
 pub enum ExecError {
     /// The API server refused or failed the request.
-    #[error("plugin {plugin}: {verb} {target} failed: {source}; {}", next_step(source))]
+    #[error("plugin {plugin}: {verb} {target} failed as {actor}: {source}; {}", next_step(source, actor))]
     Api {
         /// The plugin.
         plugin: String,
+        /// Whom the request acted as ("ServiceAccount ns/name", or the host).
+        actor: String,
         /// apply, status, patch, delete or event.
         verb: &'static str,
         /// The object acted on.
@@ -66,16 +70,16 @@ pub enum ExecError {
 
 /// What an API error means for the user, for the message; whether the key is retried is
 /// said by the controller, which knows the error's class.
-fn next_step(error: &kube::Error) -> &'static str {
+fn next_step(error: &kube::Error, actor: &str) -> String {
     match error {
         kube::Error::Api(status) => match status.code {
-            403 => "grant the host's service account this verb on this kind (RBAC)",
-            404 => "the object or its namespace does not exist (yet)",
-            409 => "a concurrent write won",
-            400 | 422 => "the server rejected what the plugin asked for; fix the plugin",
-            _ => "the API server failed the request",
+            403 => format!("grant {actor} this verb on this kind (RBAC; docs/security.md)"),
+            404 => "the object or its namespace does not exist (yet)".into(),
+            409 => "a concurrent write won".into(),
+            400 | 422 => "the server rejected what the plugin asked for; fix the plugin".into(),
+            _ => "the API server failed the request".into(),
         },
-        _ => "the API server could not be reached",
+        _ => "the API server could not be reached".into(),
     }
 }
 
@@ -119,10 +123,36 @@ pub struct Applied {
 /// Runs actions. One per host; cheap to share.
 pub struct Executor {
     client: Client,
+    /// Whom `client` acts as, for messages.
+    actor: String,
     kinds: Arc<Kinds>,
     recorders: Recorders,
     metrics: Arc<Metrics>,
     dry_run: Option<DryRunSink>,
+    /// The plugin's write budget: each write takes a token, and waits for one when the bucket
+    /// is empty, so one plugin's storm slows itself and neither other plugins nor the API
+    /// server.
+    budget: Option<Arc<DefaultDirectRateLimiter>>,
+}
+
+/// A token bucket on a plugin's API writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteBudget {
+    /// Writes per second, sustained.
+    pub per_second: NonZeroU32,
+    /// Writes at once before the rate applies.
+    pub burst: NonZeroU32,
+}
+
+impl Default for WriteBudget {
+    /// 50 writes per second, bursts of 100: a plugin reconciling thousands of objects still
+    /// converges in a minute, and a runaway one costs the API server a bounded rate.
+    fn default() -> Self {
+        WriteBudget {
+            per_second: NonZeroU32::new(50).expect("non-zero"),
+            burst: NonZeroU32::new(100).expect("non-zero"),
+        }
+    }
 }
 
 /// What a write would have done, in a dry run.
@@ -166,7 +196,52 @@ fn label(kind: &str, namespace: Option<&str>, name: &str) -> String {
 impl Executor {
     /// An executor writing with `client`.
     pub fn new(client: Client, kinds: Arc<Kinds>, metrics: Arc<Metrics>) -> Executor {
-        Executor { recorders: Recorders::new(client.clone()), client, kinds, metrics, dry_run: None }
+        let actor = "the host's own identity".to_owned();
+        Executor {
+            recorders: Recorders::new(client.clone()),
+            client,
+            actor,
+            kinds,
+            metrics,
+            dry_run: None,
+            budget: None,
+        }
+    }
+
+    /// This executor writing with `client`, which acts as `actor` (named in errors); a dry run
+    /// stays one.
+    pub fn acting_as(&self, client: Client, actor: String) -> Executor {
+        Executor {
+            recorders: Recorders::new(client.clone()),
+            client,
+            actor,
+            kinds: self.kinds.clone(),
+            metrics: self.metrics.clone(),
+            dry_run: self.dry_run.clone(),
+            budget: None,
+        }
+    }
+
+    /// This executor, its writes held to `budget`.
+    pub fn with_write_budget(mut self, budget: WriteBudget) -> Executor {
+        let quota = Quota::per_second(budget.per_second).allow_burst(budget.burst);
+        self.budget = Some(Arc::new(RateLimiter::direct(quota)));
+        self
+    }
+
+    /// Takes a write token, waiting for one when the budget is spent.
+    async fn spend(&self, plugin: &str) {
+        if let Some(budget) = &self.budget {
+            if budget.check().is_err() {
+                self.metrics.write_throttled(plugin);
+                budget.until_ready().await;
+            }
+        }
+    }
+
+    /// The error of a request the API server refused or failed.
+    fn api_error(&self, manifest: &Manifest, verb: &'static str, target: String, source: kube::Error) -> ExecError {
+        ExecError::Api { plugin: manifest.name.clone(), actor: self.actor.clone(), verb, target, source }
     }
 
     /// An executor that writes nothing: every write goes to the API server with
@@ -241,6 +316,7 @@ impl Executor {
     ) -> Result<Vec<Applied>, ExecError> {
         let mut applied = Vec::new();
         for action in actions {
+            self.spend(&manifest.name).await;
             let (kind, verb) = match action {
                 Action::Apply(object) => {
                     let done = self.apply(manifest, primary, object).await?;
@@ -316,12 +392,7 @@ impl Executor {
         params.dry_run = self.is_dry_run();
         let api = self.api(&resolved, namespace.as_deref());
         let result = api.patch(&name, &params, &Patch::Apply(&object)).await;
-        let live = result.map_err(|source| ExecError::Api {
-            plugin: manifest.name.clone(),
-            verb: "apply",
-            target: target.clone(),
-            source,
-        })?;
+        let live = result.map_err(|source| self.api_error(manifest, "apply", target.clone(), source))?;
         self.report_write(&api, manifest, "apply", &target, &name, Some(&live)).await;
         Ok(Applied { kind: gvk, namespace, name, uid: live.uid() })
     }
@@ -333,9 +404,10 @@ impl Executor {
         let patch = json!({ "metadata": { "uid": primary.uid }, "status": status });
         let api = self.api(&resolved, primary.namespace.as_deref());
         let target = label(&primary.kind, primary.namespace.as_deref(), &primary.name);
-        let after = api.patch_status(&primary.name, &params, &Patch::Merge(&patch)).await.map_err(|source| {
-            ExecError::Api { plugin: manifest.name.clone(), verb: "status", target: target.clone(), source }
-        })?;
+        let after = api
+            .patch_status(&primary.name, &params, &Patch::Merge(&patch))
+            .await
+            .map_err(|source| self.api_error(manifest, "status", target.clone(), source))?;
         self.report_write(&api, manifest, "status", &target, &primary.name, Some(&after)).await;
         Ok(())
     }
@@ -410,12 +482,7 @@ impl Executor {
                 api.patch(&target.name, &params, &Patch::<()>::Json(operations)).await
             }
         };
-        let after = result.map_err(|source| ExecError::Api {
-            plugin: manifest.name.clone(),
-            verb: "patch",
-            target: name.clone(),
-            source,
-        })?;
+        let after = result.map_err(|source| self.api_error(manifest, "patch", name.clone(), source))?;
         self.report_write(&api, manifest, "patch", &name, &target.name, Some(&after)).await;
         Ok(())
     }
@@ -436,12 +503,12 @@ impl Executor {
             }
             // Gone already, or the name now belongs to another object: nothing of ours to delete.
             Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
-            Err(source) => Err(ExecError::Api {
-                plugin: manifest.name.clone(),
-                verb: "delete",
-                target: label(&target.kind, target.namespace.as_deref(), &target.name),
+            Err(source) => Err(self.api_error(
+                manifest,
+                "delete",
+                label(&target.kind, target.namespace.as_deref(), &target.name),
                 source,
-            }),
+            )),
         }
     }
 
@@ -502,11 +569,13 @@ impl Executor {
                 result = recorder.publish(&event, &reference).await;
             }
         }
-        result.map_err(|source| ExecError::Api {
-            plugin: manifest.name.clone(),
-            verb: "event",
-            target: label(&regarding.kind, regarding.namespace.as_deref(), &regarding.name),
-            source,
+        result.map_err(|source| {
+            self.api_error(
+                manifest,
+                "event",
+                label(&regarding.kind, regarding.namespace.as_deref(), &regarding.name),
+                source,
+            )
         })
     }
 }

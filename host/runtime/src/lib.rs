@@ -9,6 +9,7 @@ pub mod controller;
 pub mod discovery;
 pub mod events;
 pub mod executor;
+pub mod identity;
 pub mod informer;
 pub mod metrics;
 pub mod queue;

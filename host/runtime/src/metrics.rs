@@ -83,6 +83,7 @@ pub struct Metrics {
     plugin_loads: Family<PluginLabels, Counter>,
     plugin_rejections: Family<ReasonLabels, Counter>,
     plugins_active: Gauge,
+    writes_throttled: Family<PluginLabels, Counter>,
     instantiate: HistogramFamily<PluginLabels>,
     leader: Gauge,
 }
@@ -118,6 +119,7 @@ impl Metrics {
             plugin_loads: Family::default(),
             plugin_rejections: Family::default(),
             plugins_active: Gauge::default(),
+            writes_throttled: Family::default(),
             instantiate: HistogramFamily::new_with_constructor(seconds_histogram),
             leader: Gauge::default(),
         };
@@ -156,6 +158,11 @@ impl Metrics {
         r.register("plugin_loads", "Plugin versions loaded", m.plugin_loads.clone());
         r.register("plugin_rejections", "Plugin versions refused, by plugin and reason", m.plugin_rejections.clone());
         r.register("plugins_active", "Plugins serving now", m.plugins_active.clone());
+        r.register(
+            "writes_throttled",
+            "API writes a plugin made wait for its write budget (token bucket)",
+            m.writes_throttled.clone(),
+        );
         r.register(
             "instantiate_duration_seconds",
             "Creating a fresh guest instance for one call",
@@ -244,6 +251,11 @@ impl Metrics {
     /// A plugin version was refused.
     pub fn plugin_rejected(&self, plugin: &str, reason: &str) {
         self.plugin_rejections.get_or_create(&ReasonLabels { plugin: plugin.into(), reason: reason.into() }).inc();
+    }
+
+    /// A write of `plugin` waited for its write budget.
+    pub fn write_throttled(&self, plugin: &str) {
+        self.writes_throttled.get_or_create(&Self::plugin_labels(plugin)).inc();
     }
 
     /// Plugins serving now.

@@ -11,7 +11,9 @@
 //! ```no_run
 //! # async fn demo(registry: &wasmloop_runtime::registry::Registry, bytes: Vec<u8>) {
 //! use wasmloop_runtime::registry::Candidate;
-//! let candidate = Candidate { source: "file labeler.wasm".into(), expected_name: None, bytes: bytes.into(), config: None };
+//! use wasmloop_runtime::identity::AccountChoice;
+//! let account = AccountChoice::Operator { namespace: "wasmloop-system".into() };
+//! let candidate = Candidate { source: "file labeler.wasm".into(), expected_name: None, bytes: bytes.into(), config: None, account };
 //! match registry.upsert(candidate).await {
 //!     Ok(loaded) => println!("{loaded}"),
 //!     Err(error) => eprintln!("{error}"), // the previous version, if any, still serves
@@ -29,6 +31,7 @@ use wasmloop_sandbox::{LoadError, Plugin, Sandbox};
 
 use crate::context::Context;
 use crate::controller::{Controller, ControllerConfig, StartError};
+use crate::identity::AccountChoice;
 
 /// Compiles and validates a component (its bytes, its source): the sandbox with the
 /// operator's limits applied.
@@ -49,6 +52,8 @@ pub struct Candidate {
     pub bytes: Arc<[u8]>,
     /// The plugin's configuration as JSON text; none for the host configuration's.
     pub config: Option<String>,
+    /// Which ServiceAccount the plugin acts as, when plugins act as their own.
+    pub account: AccountChoice,
 }
 
 /// What an accepted candidate did.
@@ -171,13 +176,23 @@ impl RegistryError {
             RegistryError::Load { source, .. } => source.reason(),
             RegistryError::NameMismatch { .. } => "NameMismatch",
             RegistryError::NameTaken { .. } => "NameTaken",
+            RegistryError::Start { source: StartError::Identity { .. }, .. } => "IdentityRefused",
             RegistryError::Start { .. } => "StartFailed",
         }
     }
 }
 
+/// Where a version comes from, as `install_locked` needs it.
+struct Offer {
+    source: String,
+    expected_name: Option<String>,
+    account: AccountChoice,
+}
+
 struct Slot {
     source: String,
+    /// How the version serving picked its ServiceAccount: a new choice is a new version.
+    account: AccountChoice,
     digest: String,
     controller: Controller,
 }
@@ -220,7 +235,8 @@ impl Registry {
         let digest = version_digest(&wasmloop_sandbox::digest(&candidate.bytes), candidate.config.as_deref());
         let (running, serving) = {
             let slots = self.slots.lock().await;
-            if let Some((name, _)) = slots.iter().find(|(_, s)| s.source == candidate.source && s.digest == digest) {
+            let same = |s: &Slot| s.source == candidate.source && s.digest == digest && s.account == candidate.account;
+            if let Some((name, _)) = slots.iter().find(|(_, s)| same(s)) {
                 return Ok(Loaded::Unchanged { name: name.clone(), digest });
             }
             let serving = slots.iter().find(|(_, s)| s.source == candidate.source).map(|(n, _)| n.clone());
@@ -234,7 +250,9 @@ impl Registry {
             RegistryError::Load { source, running }
         })?;
         let mut slots = self.slots.lock().await;
-        self.install_locked(&mut slots, candidate.source, candidate.expected_name, plugin, candidate.config).await
+        let offer =
+            Offer { source: candidate.source, expected_name: candidate.expected_name, account: candidate.account };
+        self.install_locked(&mut slots, offer, plugin, candidate.config).await
     }
 
     /// Serves an already compiled `plugin` for `source`, as [`Registry::upsert`] does after
@@ -242,22 +260,29 @@ impl Registry {
     ///
     /// # Errors
     /// As [`Registry::upsert`], compiling aside.
-    pub async fn install(&self, source: &str, plugin: Plugin, config: Option<String>) -> Result<Loaded, RegistryError> {
+    pub async fn install(
+        &self,
+        source: &str,
+        account: AccountChoice,
+        plugin: Plugin,
+        config: Option<String>,
+    ) -> Result<Loaded, RegistryError> {
         let mut slots = self.slots.lock().await;
-        self.install_locked(&mut slots, source.to_owned(), None, plugin, config).await
+        let offer = Offer { source: source.to_owned(), expected_name: None, account };
+        self.install_locked(&mut slots, offer, plugin, config).await
     }
 
     async fn install_locked(
         &self,
         slots: &mut HashMap<String, Slot>,
-        source: String,
-        expected_name: Option<String>,
+        offer: Offer,
         plugin: Plugin,
         config: Option<String>,
     ) -> Result<Loaded, RegistryError> {
+        let Offer { source, expected_name, account } = offer;
         let digest = version_digest(plugin.digest(), config.as_deref());
         let mine = slots.iter().find(|(_, s)| s.source == source).map(|(n, _)| n.clone());
-        if let Some(name) = mine.as_ref().filter(|n| slots[*n].digest == digest) {
+        if let Some(name) = mine.as_ref().filter(|n| slots[*n].digest == digest && slots[*n].account == account) {
             return Ok(Loaded::Unchanged { name: name.clone(), digest });
         }
         let running = running_version(slots, &source);
@@ -280,6 +305,13 @@ impl Registry {
         if let Some(text) = config {
             controller_config.plugin_config = text;
         }
+        controller_config.identity =
+            self.context.identities.identity_for(&account, &name, controller_config.service_account.as_ref()).map_err(
+                |source| {
+                    let source = StartError::Identity { plugin: name.clone(), source };
+                    reject(RegistryError::Start { source, running: running.clone() })
+                },
+            )?;
         // One instance per worker, and one for `map`: a call never waits for another plugin.
         let concurrency = controller_config.concurrency_for(plugin.manifest().settings.max_concurrent_reconciles);
         let plugin = self
@@ -297,7 +329,7 @@ impl Registry {
             Some(old) => prepared.run_after(old.controller.shut_down(self.drain).await),
             None => prepared.run(),
         };
-        slots.insert(name.clone(), Slot { source, digest: digest.clone(), controller });
+        slots.insert(name.clone(), Slot { source, account, digest: digest.clone(), controller });
         self.context.metrics.plugin_loaded(&name);
         self.context.metrics.plugins_active(slots.len());
         Ok(match previous {

@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use wasmloop_runtime::registry::{Candidate, RegistryError};
 
 use super::host::{Host, shutdown_signal};
-use crate::cli::DevArgs;
+use crate::cli::{DevArgs, PluginIdentity};
 use crate::host_config::HostConfig;
 use crate::sources::path::PathSource;
 
@@ -34,7 +34,13 @@ async fn reload(host: &Host, source: &PathSource, last: &mut String) -> bool {
     if tried == *last {
         return false;
     }
-    let candidate = Candidate { source: source.label(), expected_name: None, bytes: bytes.into(), config: None };
+    let candidate = Candidate {
+        source: source.label(),
+        expected_name: None,
+        bytes: bytes.into(),
+        config: None,
+        account: host.file_account(),
+    };
     match host.registry.upsert(candidate).await {
         Ok(loaded) => {
             *last = tried;
@@ -59,7 +65,8 @@ async fn serve(args: &DevArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
     if dry_run.is_some() {
         tracing::info!("dry run: nothing is written; each reconcile's writes are printed as diffs");
     }
-    let host = Host::start(&args.host, config, &sandbox, std::slice::from_ref(&item), dry_run).await?;
+    let host =
+        Host::start(&args.host, config, &sandbox, std::slice::from_ref(&item), dry_run, PluginIdentity::Host).await?;
     // Watch before the first load, so a save during it is not missed.
     let mut changes = source.watch()?;
     let mut last = String::new();

@@ -4,12 +4,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use wasmloop_runtime::executor::DryRunSink;
+use wasmloop_runtime::executor::{DryRunSink, WriteBudget};
+use wasmloop_runtime::identity::{AccountChoice, Identities};
 use wasmloop_runtime::registry::{Loader, Registry, Settings};
 use wasmloop_runtime::{Context, ControllerConfig, Metrics};
 use wasmloop_sandbox::Sandbox;
 
-use crate::cli::HostArgs;
+use crate::cli::{HostArgs, PluginIdentity};
 use crate::endpoints::{self, Readiness};
 use crate::host_config::HostConfig;
 
@@ -24,6 +25,8 @@ pub(super) struct Host {
     pub readiness: Arc<Readiness>,
     /// How long reconciles in flight get at shutdown and when a version is replaced.
     pub drain: Duration,
+    /// The namespace of file plugins' ServiceAccounts.
+    identity_namespace: String,
 }
 
 fn controller_config(config: &HostConfig, plugin: &str) -> ControllerConfig {
@@ -35,6 +38,22 @@ fn controller_config(config: &HostConfig, plugin: &str) -> ControllerConfig {
         max_concurrency: config.limits.max_concurrent_reconciles.map_or(defaults.max_concurrency, |n| n as usize),
         plugin_config: settings.and_then(|s| s.config.as_ref()).map_or_else(|| "{}".to_owned(), ToString::to_string),
         resync: config.resync_seconds.map(Duration::from_secs),
+        service_account: config.service_account(plugin),
+        namespace: settings.and_then(|s| s.namespace.clone()),
+        write_budget: WriteBudget {
+            per_second: settings
+                .and_then(|s| s.writes_per_second)
+                .or(config.limits.writes_per_second)
+                .unwrap_or(defaults.write_budget.per_second),
+            burst: settings
+                .and_then(|s| s.write_burst)
+                .or(config.limits.write_burst)
+                .unwrap_or(defaults.write_budget.burst),
+        },
+        min_requeue: settings
+            .and_then(|s| s.min_requeue_after_ms)
+            .or(config.limits.min_requeue_after_ms)
+            .map_or(defaults.min_requeue, Duration::from_millis),
         ..ControllerConfig::default()
     }
 }
@@ -48,7 +67,9 @@ impl Host {
         sandbox: &Sandbox,
         pending: &[String],
         dry_run: Option<DryRunSink>,
+        default_identity: PluginIdentity,
     ) -> anyhow::Result<Host> {
+        let identity = args.plugin_identity.unwrap_or(default_identity);
         let metrics = Arc::new(Metrics::new());
         let readiness = Arc::new(Readiness::default());
         for what in pending {
@@ -56,11 +77,23 @@ impl Host {
         }
         endpoints::serve(args.metrics_bind_address, args.health_probe_bind_address, metrics.clone(), readiness.clone())
             .await?;
-        let client = kube::Client::try_default().await.context(
-            "cannot connect to Kubernetes: set KUBECONFIG (or ~/.kube/config), or run in a pod with a service account",
-        )?;
+        let connect =
+            "cannot connect to Kubernetes: set KUBECONFIG (or ~/.kube/config), or run in a pod with a service account";
+        let kube_config = kube::Config::infer().await.context(connect)?;
+        let client = kube::Client::try_from(kube_config.clone()).context(connect)?;
         let election = crate::leader::campaign(client.clone(), &args.leader, metrics.clone()).await?;
-        let mut context = Context::new(client.clone(), metrics).leadership(election.leading());
+        let identities = match identity {
+            PluginIdentity::Host => Identities::host(client.clone()),
+            PluginIdentity::Impersonate => {
+                let every = Duration::from_secs(args.access_review_seconds);
+                Identities::impersonating(client.clone(), kube_config, every)
+            }
+        };
+        tracing::info!(plugin_identity = ?identity, "plugins act as {}", match identity {
+            PluginIdentity::Host => "the host".to_owned(),
+            PluginIdentity::Impersonate => "their own ServiceAccounts".to_owned(),
+        });
+        let mut context = Context::new(client.clone(), metrics).identities(identities).leadership(election.leading());
         if let Some(sink) = dry_run {
             context = context.dry_run(sink);
         }
@@ -81,7 +114,13 @@ impl Host {
             election,
             readiness,
             drain,
+            identity_namespace: args.plugin_identity_namespace.clone(),
         })
+    }
+
+    /// How a plugin loaded from a file picks its ServiceAccount.
+    pub fn file_account(&self) -> AccountChoice {
+        AccountChoice::Operator { namespace: self.identity_namespace.clone() }
     }
 
     /// Stops every plugin, letting reconciles in flight finish.
@@ -99,5 +138,42 @@ pub(super) async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(yaml: &str) -> HostConfig {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn write_budgets_and_requeue_floors_win_in_order_plugin_then_limits_then_default() {
+        let cases = [
+            ("{}", (50, 100, 1000)),
+            ("limits: {writesPerSecond: 5, writeBurst: 7, minRequeueAfterMs: 200}", (5, 7, 200)),
+            (
+                "limits: {writesPerSecond: 5, writeBurst: 7, minRequeueAfterMs: 200}\nplugins: {p: {writesPerSecond: 9, writeBurst: 11, minRequeueAfterMs: 20}}",
+                (9, 11, 20),
+            ),
+            ("plugins: {p: {writesPerSecond: 9}}", (9, 100, 1000)),
+            // Another plugin's settings are not this one's.
+            ("plugins: {q: {writesPerSecond: 9, minRequeueAfterMs: 20}}", (50, 100, 1000)),
+        ];
+        for (yaml, (rate, burst, floor)) in cases {
+            let got = controller_config(&config(yaml), "p");
+            assert_eq!(
+                (got.write_budget.per_second.get(), got.write_budget.burst.get(), got.min_requeue.as_millis()),
+                (rate, burst, floor),
+                "{yaml}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_zero_write_rate_is_refused_rather_than_read_as_unlimited() {
+        assert!(serde_yaml::from_str::<HostConfig>("limits: {writesPerSecond: 0}").is_err());
     }
 }

@@ -6,7 +6,7 @@ use anyhow::Context as _;
 use wasmloop_sandbox::{Plugin, Sandbox};
 
 use super::host::{Host, shutdown_signal};
-use crate::cli::RunArgs;
+use crate::cli::{PluginIdentity, RunArgs};
 use crate::host_config::HostConfig;
 use crate::sources::configmaps::ConfigMapSource;
 
@@ -42,13 +42,13 @@ async fn serve(args: &RunArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
     let sandbox = super::sandbox(&args.host.sandbox, config.sandbox.max_instances)?;
     let plugins = load_all(args, &sandbox).await?;
     let pending: Vec<String> = plugins.iter().map(readiness_item).collect();
-    let host = Host::start(&args.host, config, &sandbox, &pending, None).await?;
+    let host = Host::start(&args.host, config, &sandbox, &pending, None, PluginIdentity::Impersonate).await?;
     for plugin in plugins {
         let (name, item, source) =
             (plugin.manifest().name.clone(), readiness_item(&plugin), format!("file {}", plugin.origin()));
         let loaded = host
             .registry
-            .install(&source, plugin, None)
+            .install(&source, host.file_account(), plugin, None)
             .await
             .with_context(|| format!("cannot start plugin {name}"))?;
         host.readiness.ready(&item);

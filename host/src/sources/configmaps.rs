@@ -17,6 +17,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 use tokio::sync::{mpsc, watch};
 use wasmloop_runtime::events::Recorders;
+use wasmloop_runtime::identity::{AccountChoice, SERVICE_ACCOUNT_ANNOTATION, ServiceAccount};
 use wasmloop_runtime::registry::{Candidate, Loaded, Registry, RegistryError};
 
 use crate::endpoints::Readiness;
@@ -39,7 +40,7 @@ struct Seen {
     /// The resourceVersion-independent content last handled (the component's digest, the
     /// config), so that the host's own annotation writes do not reload anything. A digest, not
     /// the bytes: a rejected component is not kept in memory.
-    handled: Option<(String, Option<String>)>,
+    handled: Option<Content>,
     /// The version serving from this ConfigMap.
     active: Option<Active>,
     /// Why the last offer was refused; none when it was accepted.
@@ -47,6 +48,10 @@ struct Seen {
     /// A retry of a plugin that failed to start is scheduled.
     retry_pending: bool,
 }
+
+/// What a ConfigMap offers, as far as loading goes: the component's digest, the configuration
+/// and the ServiceAccount annotation.
+type Content = (String, Option<String>, Option<String>);
 
 /// A version serving from a ConfigMap, as its status shows it.
 #[derive(Clone)]
@@ -145,7 +150,7 @@ impl ConfigMapSource {
         let payload = match plugin_configmap::read(cm) {
             Ok(payload) => payload,
             Err(error) => {
-                let content = (String::new(), Some(error.to_string()));
+                let content = (String::new(), Some(error.to_string()), None);
                 if self.seen.get(&name).and_then(|s| s.handled.as_ref()) != Some(&content) {
                     let seen = self.seen.entry(name.clone()).or_default();
                     seen.handled = Some(content);
@@ -154,7 +159,8 @@ impl ConfigMapSource {
                 return;
             }
         };
-        let content = (wasmloop_sandbox::digest(&payload.component), payload.config.clone());
+        let annotation = cm.annotations().get(SERVICE_ACCOUNT_ANNOTATION).cloned();
+        let content = (wasmloop_sandbox::digest(&payload.component), payload.config.clone(), annotation.clone());
         // The same content was handled already: this is the echo of our own status write, or
         // an edit elsewhere in the ConfigMap.
         if self.seen.get(&name).and_then(|s| s.handled.as_ref()) == Some(&content) {
@@ -162,11 +168,30 @@ impl ConfigMapSource {
         }
         self.seen.entry(name.clone()).or_default().handled = Some(content);
         tracing::info!(configmap = %source, plugin = %payload.name, "loading the plugin this ConfigMap ships");
+        let account = match annotation {
+            // The ServiceAccount is always in the ConfigMap's namespace: whoever may write
+            // plugin ConfigMaps there chooses among that namespace's accounts, as a pod's
+            // author chooses among its namespace's.
+            Some(named) => match ServiceAccount::new(&self.namespace, &named) {
+                Ok(account) => AccountChoice::Named(account),
+                Err(error) => {
+                    let message = format!(
+                        "the {SERVICE_ACCOUNT_ANNOTATION} annotation: {error}; name a ServiceAccount of namespace {}{}",
+                        self.namespace,
+                        self.keeps(&name)
+                    );
+                    self.rejected(cm, "InvalidConfigMap", &message).await;
+                    return;
+                }
+            },
+            None => AccountChoice::LikePlugin { namespace: self.namespace.clone() },
+        };
         let candidate = Candidate {
             source,
             expected_name: Some(payload.name),
             bytes: payload.component.into(),
             config: payload.config,
+            account,
         };
         match self.registry.upsert(candidate).await {
             Ok(loaded) => {

@@ -66,11 +66,17 @@ impl Host {
     }
 
     /// `wasmloop <args>`; `run` and `dev` get their metrics and probes on one loopback port.
+    /// `run` acts as the host (the test's admin) unless the arguments say `--plugin-identity`:
+    /// the tests of impersonation (`run_identity`) say so, the others test something else.
     pub fn start(args: impl IntoIterator<Item = impl AsRef<OsStr>>) -> Host {
         let mut args: Vec<OsString> = args.into_iter().map(|a| a.as_ref().to_owned()).collect();
+        let identity_given = args.iter().any(|a| a.to_string_lossy().starts_with("--plugin-identity"));
         if let Some(run) = args.iter().position(|a| a == "run" || a == "dev") {
             let endpoints = ["--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0"];
             args.splice(run + 1..run + 1, endpoints.map(OsString::from));
+            if args[run] == "run" && !identity_given {
+                args.splice(run + 1..run + 1, ["--plugin-identity", "host"].map(OsString::from));
+            }
         }
         let mut command = Command::new(env!("CARGO_BIN_EXE_wasmloop"));
         command.args(args).env("KUBECONFIG", shared().kubeconfig()).env("WASMLOOP_LOG", "info");
@@ -162,6 +168,22 @@ impl Host {
         self.child.wait().unwrap()
     }
 
+    /// Sends SIGTERM without waiting: a test then waits for the exit it expects.
+    pub fn send_sigterm(&self) {
+        let status = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().unwrap();
+        assert!(status.success(), "kill -TERM failed");
+    }
+
+    /// The exit status of a process that has ended.
+    pub fn exit_status(&mut self) -> std::process::ExitStatus {
+        self.child.try_wait().unwrap().expect("the process has ended")
+    }
+
+    /// Everything logged on stderr so far.
+    pub fn output(&self) -> String {
+        self.output.lock().unwrap().clone()
+    }
+
     /// True while the process runs.
     pub fn is_running(&mut self) -> bool {
         self.child.try_wait().unwrap().is_none()
@@ -228,7 +250,9 @@ fn series_value(text: &str, series: &str) -> Option<f64> {
 pub fn hostile(mode: &str, extra: &[&OsStr]) -> (Host, tempfile::NamedTempFile) {
     let config = tempfile::NamedTempFile::new().unwrap();
     let settings = if mode.contains(':') { mode.to_owned() } else { format!("mode: {mode}") };
-    std::fs::write(config.path(), format!("plugins:\n  hostile:\n    config: {{{settings}}}\n")).unwrap();
+    // Its requeue tests tick faster than the default 1 s floor on requeue_after.
+    let yaml = format!("plugins:\n  hostile:\n    minRequeueAfterMs: 10\n    config: {{{settings}}}\n");
+    std::fs::write(config.path(), yaml).unwrap();
     let plugin = component("hostile_plugin");
     let mut args: Vec<&OsStr> = vec!["--log-format".as_ref(), "json".as_ref(), "run".as_ref()];
     args.extend(["--plugin".as_ref(), plugin.as_os_str(), "--config".as_ref(), config.path().as_os_str()]);

@@ -20,6 +20,9 @@ struct Config {
     /// How many actions `flood` and `shared-strings` return.
     #[serde(default)]
     count: usize,
+    /// The ConfigMap `steal` reads and overwrites, `NAMESPACE/NAME`.
+    #[serde(default)]
+    target: String,
 }
 
 fn default_interval() -> u64 {
@@ -77,6 +80,7 @@ impl Reconciler for Hostile {
                 }))])
             }
             "sleep" => {
+                wasmloop_sdk::info!("sleeping on {}", request.object.name);
                 // A WASI clock wait, not a busy loop: epoch interruption alone never fires here.
                 std::thread::sleep(std::time::Duration::from_secs(3600));
                 Ok(Vec::new())
@@ -95,6 +99,17 @@ impl Reconciler for Hostile {
                 Ok(vec![apply(&object)])
             }
             "long-event" => Ok(vec![event(EventType::Normal, "R".repeat(1 << 10), "m".repeat(1 << 20))]),
+            "steal" => {
+                // Another tenant's ConfigMap: whether the cache serves it, then an overwrite.
+                let (namespace, name) =
+                    config.target.split_once('/').ok_or_else(|| Error::permanent("target is not NS/NAME"))?;
+                let visible = cache::get::<ConfigMap>(Some(namespace), name)?.is_some();
+                let target = ObjectRef::new::<ConfigMap>(name).namespace(namespace);
+                Ok(vec![
+                    event(EventType::Normal, "Read", format!("visible: {visible}")),
+                    patch(target, PatchKind::Merge, &json!({"data": {"stolen": "yes"}})),
+                ])
+            }
             "flood" => Ok((0..config.count).map(|i| event(EventType::Normal, "Flood", format!("{i}"))).collect()),
             "shared-strings" => Ok(shared_strings(config.count)),
             other => Err(Error::permanent(format!("unknown mode {other:?}"))),

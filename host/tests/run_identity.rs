@@ -1,0 +1,192 @@
+//! Plugins acting as their own ServiceAccounts (`run --plugin-identity impersonate`), on the
+//! real control plane: Kubernetes RBAC, not the host, decides what each plugin may read and
+//! write.
+
+mod common;
+
+use std::ffi::OsStr;
+use std::time::Duration;
+
+use common::{Host, component, create_configmap, create_deployment, labelled};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use kube::api::{Api, DeleteParams, PostParams};
+use serde_json::json;
+use wasmloop_testenv::{TestNamespace, eventually, shared, wait_for_event};
+
+/// Creates ServiceAccount `name` in `ns`.
+async fn service_account(ns: &TestNamespace, name: &str) {
+    let account: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+    ns.api::<ServiceAccount>().create(&PostParams::default(), &account).await.unwrap();
+}
+
+/// Grants ServiceAccount `account` in `plugins` the `rules` in `ns`, through a Role and a
+/// RoleBinding both named `name`.
+async fn grant(ns: &TestNamespace, name: &str, plugins: &TestNamespace, account: &str, rules: serde_json::Value) {
+    let role: Role = serde_json::from_value(json!({"metadata": {"name": name}, "rules": rules})).unwrap();
+    ns.api::<Role>().create(&PostParams::default(), &role).await.unwrap();
+    bind(ns, name, plugins, account).await;
+}
+
+async fn bind(ns: &TestNamespace, name: &str, plugins: &TestNamespace, account: &str) {
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": plugins.name}],
+    }))
+    .unwrap();
+    ns.api::<RoleBinding>().create(&PostParams::default(), &binding).await.unwrap();
+}
+
+/// Rules a plugin needs to record its own Events.
+fn events() -> serde_json::Value {
+    json!({"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]})
+}
+
+/// `wasmloop --log-format json run --plugin-identity impersonate ...` with `plugins` (test
+/// components) and a host.yaml holding `settings` (its `plugins:` mapping), reviewing access
+/// every 2 s. The config file lives as long as the host.
+fn run_as_service_accounts(
+    identity_namespace: &TestNamespace,
+    plugins: &[&str],
+    settings: &str,
+) -> (Host, tempfile::NamedTempFile) {
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(config.path(), format!("plugins:\n{settings}")).unwrap();
+    let mut args: Vec<std::ffi::OsString> =
+        ["--log-format", "json", "run", "--plugin-identity", "impersonate"].into_iter().map(Into::into).collect();
+    args.extend(["--plugin-identity-namespace".into(), identity_namespace.name.clone().into()]);
+    args.extend(["--access-review-seconds".into(), "2".into(), "--config".into(), config.path().into()]);
+    for plugin in plugins {
+        args.extend(["--plugin".into(), component(plugin).into()]);
+    }
+    (Host::start(args.iter().map(|a| a as &OsStr)), config)
+}
+
+/// Waits for an Event in `ns` with `reason` whose note contains every one of `parts`.
+async fn event_with(ns: &TestNamespace, reason: &'static str, parts: &[&str]) -> String {
+    let events: Api<Event> = ns.api();
+    let parts: Vec<String> = parts.iter().map(|p| (*p).to_owned()).collect();
+    let event = wait_for_event(&events, Duration::from_secs(60), reason, move |e| {
+        e.reason.as_deref() == Some(reason) && e.note.as_deref().is_some_and(|n| parts.iter().all(|p| n.contains(p)))
+    })
+    .await;
+    event.note.unwrap_or_default()
+}
+
+/// Waits until the host has logged a line with `message` for object `key`.
+async fn logged_for(host: &Host, message: &str, key: &str) {
+    eventually(Duration::from_secs(60), &format!("{message:?} for {key}"), || {
+        let found = host
+            .json_lines()
+            .iter()
+            .any(|l| l["fields"]["message"].as_str().is_some_and(|m| m.contains(message)) && l["fields"]["key"] == key);
+        async move { if found { Ok(()) } else { Err("not yet".to_owned()) } }
+    })
+    .await;
+}
+
+/// Waits for the process to end.
+async fn exited(host: &mut Host) {
+    eventually(Duration::from_secs(60), "the host to exit", || {
+        let running = host.is_running();
+        async move { if running { Err("still running".to_owned()) } else { Ok(()) } }
+    })
+    .await;
+}
+
+fn labeler_rules() -> serde_json::Value {
+    json!([{"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list", "watch", "patch"]}, events()])
+}
+
+#[tokio::test]
+async fn a_plugin_without_a_grant_is_forbidden_named_and_cannot_touch_another_tenants_configmap() {
+    let plugins = shared().namespace("id-plugins").await.unwrap();
+    let tenant = shared().namespace("id-tenant").await.unwrap();
+    service_account(&plugins, "hostile").await;
+    service_account(&plugins, "labeler").await;
+    // hostile may read ConfigMaps and Deployments in its tenant's namespace, and nothing else.
+    let reads =
+        json!({"apiGroups": ["", "apps"], "resources": ["configmaps", "deployments"], "verbs": ["list", "watch"]});
+    grant(&tenant, "hostile", &plugins, "hostile", json!([reads, events()])).await;
+    grant(&tenant, "labeler", &plugins, "labeler", labeler_rules()).await;
+    // Another plugin's ConfigMap, in the plugin namespace.
+    let victim: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "victim", "labels": {"wasmloop.dev/plugin": "other"}}, "data": {"owner": "other"}
+    }))
+    .unwrap();
+    plugins.api::<ConfigMap>().create(&PostParams::default(), &victim).await.unwrap();
+    let settings = format!(
+        "  hostile: {{namespace: {t}, config: {{mode: steal, target: {p}/victim}}}}\n  labeler: {{namespace: {t}}}\n",
+        t = tenant.name,
+        p = plugins.name
+    );
+    let (host, _config) = run_as_service_accounts(&plugins, &["hostile_plugin", "labeler_plugin"], &settings);
+
+    create_configmap(&tenant, "trigger").await;
+    // Served from a cache confined to its namespace, it never sees the victim...
+    event_with(&tenant, "Read", &["visible: false"]).await;
+    // ...and its overwrite, made as its ServiceAccount, is Forbidden by RBAC, in a Warning
+    // that names the plugin and the ServiceAccount.
+    let account = format!("ServiceAccount {}/hostile", plugins.name);
+    let note = event_with(&tenant, "Forbidden", &["plugin hostile", &format!("failed as {account}")]).await;
+    assert!(note.contains(&format!("grant {account}")), "{note}");
+    let victim = plugins.api::<ConfigMap>().get("victim").await.unwrap();
+    assert_eq!(victim.data.unwrap_or_default().get("stolen"), None, "the victim was overwritten");
+
+    // The other plugin, granted what it needs, keeps working in the same process.
+    create_deployment(&tenant, "web").await;
+    labelled(&tenant, "web", "v1").await;
+    drop(host);
+}
+
+#[tokio::test]
+async fn revoking_a_grant_stops_the_plugin_within_the_review_interval_and_restoring_it_resumes() {
+    let plugins = shared().namespace("id-revoke").await.unwrap();
+    let tenant = shared().namespace("id-revoke-apps").await.unwrap();
+    service_account(&plugins, "labeler").await;
+    grant(&tenant, "labeler", &plugins, "labeler", labeler_rules()).await;
+    let settings = format!("  labeler: {{namespace: {}}}\n", tenant.name);
+    let (host, _config) = run_as_service_accounts(&plugins, &["labeler_plugin"], &settings);
+    create_deployment(&tenant, "before").await;
+    labelled(&tenant, "before", "v1").await;
+
+    tenant.api::<RoleBinding>().delete("labeler", &DeleteParams::default()).await.unwrap();
+    host.logged("access revoked").await;
+    create_deployment(&tenant, "during").await;
+    // The host saw the new Deployment and chose not to serve it.
+    logged_for(&host, "skipped: access revoked", &format!("{}/during", tenant.name)).await;
+    let during = tenant.api::<Deployment>().get("during").await.unwrap();
+    assert!(!during.metadata.labels.unwrap_or_default().contains_key("wasmloop.dev/labeled-by"));
+
+    bind(&tenant, "labeler", &plugins, "labeler").await;
+    host.logged("access granted again").await;
+    labelled(&tenant, "during", "v1").await;
+}
+
+#[tokio::test]
+async fn a_plugin_whose_service_account_is_missing_is_refused_with_how_to_create_it() {
+    let plugins = shared().namespace("id-missing").await.unwrap();
+    let (mut host, _config) = run_as_service_accounts(&plugins, &["labeler_plugin"], "  {}\n");
+    exited(&mut host).await;
+    host.logged(&format!("ServiceAccount {}/labeler does not exist; create it", plugins.name)).await;
+    host.logged(&format!("kubectl -n {} create serviceaccount labeler", plugins.name)).await;
+}
+
+#[tokio::test]
+async fn a_plugin_whose_service_account_may_not_list_its_kinds_is_refused_with_a_role_that_would() {
+    let plugins = shared().namespace("id-denied").await.unwrap();
+    let tenant = shared().namespace("id-denied-apps").await.unwrap();
+    service_account(&plugins, "labeler").await;
+    // Watch but not list.
+    let rules = json!([{"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["watch"]}]);
+    grant(&tenant, "labeler", &plugins, "labeler", rules).await;
+    let settings = format!("  labeler: {{namespace: {}}}\n", tenant.name);
+    let (mut host, _config) = run_as_service_accounts(&plugins, &["labeler_plugin"], &settings);
+    exited(&mut host).await;
+    host.logged(&format!("may not list deployments.apps in namespace {};", tenant.name)).await;
+    host.logged(&format!("metadata: {{name: wasmloop-plugin-labeler, namespace: {}}}", tenant.name)).await;
+    host.logged(r#"rules: [{apiGroups: ["apps"], resources: [deployments], verbs: [list]}]"#).await;
+}

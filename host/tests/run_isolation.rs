@@ -1,0 +1,143 @@
+//! One plugin's misbehaving guest, contained in `wasmloop run` on the real control plane: it
+//! frees its worker at its deadline, and SIGTERM stops it. The hostile plugin is confined to
+//! its test's namespace (`plugins.hostile.namespace`), so it touches no other test's objects.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Host, component, create_configmap, create_deployment, labelled, millis};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::Api;
+use wasmloop_testenv::{TestNamespace, eventually, shared, wait_for_event};
+
+/// `wasmloop --log-format json run` with `plugins` (test components), host.yaml `yaml` and
+/// `extra` arguments. The config file lives as long as the host.
+fn run_with(plugins: &[&str], yaml: &str, extra: &[&str]) -> (Host, tempfile::NamedTempFile) {
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(config.path(), yaml).unwrap();
+    let mut args: Vec<std::ffi::OsString> = ["--log-format", "json", "run", "--config"].map(Into::into).into();
+    args.push(config.path().into());
+    for plugin in plugins {
+        args.extend(["--plugin".into(), component(plugin).into()]);
+    }
+    args.extend(extra.iter().map(Into::into));
+    (Host::start(args), config)
+}
+
+/// The hostile plugin in `mode`, confined to `ns`, with more of its settings
+/// (`plugin_settings`, starting with a comma), top-level host.yaml lines and `extra` arguments.
+fn hostile_in(
+    ns: &TestNamespace,
+    mode: &str,
+    plugin_settings: &str,
+    host_settings: &str,
+    extra: &[&str],
+) -> (Host, tempfile::NamedTempFile) {
+    let yaml = format!(
+        "{host_settings}plugins:\n  hostile: {{namespace: {}, config: {{{mode}}}{plugin_settings}}}\n",
+        ns.name
+    );
+    run_with(&["hostile_plugin"], &yaml, extra)
+}
+
+async fn deadline_exceeded_on(ns: &TestNamespace, name: &'static str) {
+    let events: Api<Event> = ns.api();
+    wait_for_event(&events, Duration::from_secs(60), "a deadline Warning", move |e| {
+        e.reason.as_deref() == Some("PluginDeadlineExceeded")
+            && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+            && e.note.as_deref().is_some_and(|n| n.contains("ran past its 300 ms deadline"))
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_guest_sleeping_in_a_clock_wait_fails_at_its_deadline_and_frees_its_only_worker() {
+    let ns = shared().namespace("iso-sleep").await.unwrap();
+    let (_host, _config) =
+        hostile_in(&ns, "mode: sleep", ", maxConcurrentReconciles: 1", "", &["--deadline-ms", "300"]);
+    create_configmap(&ns, "first").await;
+    create_configmap(&ns, "second").await;
+    // One worker: the second object is reconciled only if the first sleeper let it go.
+    deadline_exceeded_on(&ns, "first").await;
+    deadline_exceeded_on(&ns, "second").await;
+}
+
+#[tokio::test]
+async fn sigterm_stops_a_guest_stuck_past_the_shutdown_timeout_and_exits_cleanly() {
+    let ns = shared().namespace("iso-term").await.unwrap();
+    // The guest may sleep for ten minutes; the host may drain for one second.
+    let (mut host, _config) =
+        hostile_in(&ns, "mode: sleep", "", "shutdownTimeoutSeconds: 1\n", &["--deadline-ms", "600000"]);
+    create_configmap(&ns, "stuck").await;
+    host.logged("sleeping on stuck").await;
+    host.send_sigterm();
+    eventually(Duration::from_secs(30), "the host to exit after its 1 s drain", || {
+        let running = host.is_running();
+        async move { if running { Err("still running".to_owned()) } else { Ok(()) } }
+    })
+    .await;
+    let status = host.exit_status();
+    assert!(status.success(), "exit status {status}");
+    let output = host.output();
+    assert!(!output.contains("panicked"), "the host panicked on the way out:\n{output}");
+    host.logged("shutting down").await;
+}
+
+#[tokio::test]
+async fn a_plugin_asking_to_requeue_at_once_is_held_to_the_floor() {
+    let ns = shared().namespace("iso-floor").await.unwrap();
+    // Asks for 1 ms; the default floor is 1 s.
+    let (host, _config) = hostile_in(&ns, "mode: requeue, intervalMs: 1", "", "", &[]);
+    create_configmap(&ns, "storm").await;
+    let ticks = host.wait_reconcile_lines(&format!("{}/storm", ns.name), "tick storm", 3).await;
+    let times: Vec<f64> = ticks.iter().map(millis).collect();
+    for pair in times.windows(2) {
+        // Each requeue waits the floor after the reconcile that logged the previous tick.
+        assert!(pair[1] - pair[0] >= 990.0, "requeued after {} ms: {times:?}", pair[1] - pair[0]);
+    }
+}
+
+#[tokio::test]
+async fn a_plugin_over_its_write_budget_waits_for_tokens_while_others_keep_writing() {
+    let flooded = shared().namespace("iso-flood").await.unwrap();
+    let apps = shared().namespace("iso-flood-apps").await.unwrap();
+    // hostile: 12 Events per reconcile, 2 writes per second, bursts of 2.
+    let yaml = format!(
+        "plugins:\n  hostile: {{namespace: {}, writesPerSecond: 2, writeBurst: 2, config: {{mode: flood, count: 12}}}}\n  labeler: {{namespace: {}}}\n",
+        flooded.name, apps.name
+    );
+    let (host, _config) = run_with(&["hostile_plugin", "labeler_plugin"], &yaml, &[]);
+    create_configmap(&flooded, "trigger").await;
+    eventually(Duration::from_secs(60), "hostile throttled", || {
+        let host = &host;
+        async move {
+            let throttled = host.metric_or_zero(r#"wasmloop_writes_throttled_total{plugin="hostile"}"#).await;
+            if throttled > 0.0 { Ok(()) } else { Err("not yet".to_owned()) }
+        }
+    })
+    .await;
+    // The other plugin's budget is its own.
+    create_deployment(&apps, "web").await;
+    labelled(&apps, "web", "v1").await;
+    // Every flood Event is written, none lost, and the bucket spaced them: 10 beyond the
+    // burst at 2 per second take at least 5 s.
+    let events: Api<Event> = flooded.api();
+    let times = eventually(Duration::from_secs(60), "all 12 flood Events", || {
+        let events = events.clone();
+        async move {
+            let list = events.list(&Default::default()).await.map_err(|e| e.to_string())?;
+            let mut times: Vec<_> = list
+                .items
+                .iter()
+                .filter(|e| e.reason.as_deref() == Some("Flood"))
+                .filter_map(|e| e.event_time.as_ref().map(|t| t.0))
+                .collect();
+            times.sort();
+            if times.len() == 12 { Ok(times) } else { Err(format!("{} so far", times.len())) }
+        }
+    })
+    .await;
+    let span = times[11].duration_since(times[0]).as_secs_f64();
+    assert!(span >= 4.5, "12 Events in {span} s at 2 per second, burst 2");
+}

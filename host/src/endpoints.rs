@@ -12,6 +12,7 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use wasmloop_runtime::Metrics;
+use wasmloop_runtime::quarantine::Board;
 
 /// Where to listen: `host:port`, `:port` (every interface), or `0` for not at all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,13 +32,21 @@ impl FromStr for BindAddress {
     }
 }
 
-/// What `/readyz` waits for: named conditions not met yet. Ready when there are none.
+/// What `/readyz` waits for: named conditions not met yet. Ready when there are none. Its
+/// details also list quarantined plugins, which do not make the host unready: the other
+/// plugins serve.
 #[derive(Debug, Default)]
 pub struct Readiness {
     pending: Mutex<BTreeMap<String, String>>,
+    quarantines: Arc<Board>,
 }
 
 impl Readiness {
+    /// Readiness whose details list the plugins on `quarantines`.
+    pub fn new(quarantines: Arc<Board>) -> Readiness {
+        Readiness { pending: Mutex::default(), quarantines }
+    }
+
     /// `what` is not ready, because of `why`.
     pub fn pending(&self, what: &str, why: &str) {
         self.pending.lock().expect("lock").insert(what.to_owned(), why.to_owned());
@@ -48,12 +57,17 @@ impl Readiness {
         self.pending.lock().expect("lock").remove(what);
     }
 
-    fn report(&self) -> Result<(), String> {
+    /// Ready or not, and the details.
+    fn report(&self) -> (bool, String) {
         let pending = self.pending.lock().expect("lock");
+        let mut details: String = pending.iter().map(|(what, why)| format!("{what}: {why}\n")).collect();
         if pending.is_empty() {
-            return Ok(());
+            details.push_str("ok\n");
         }
-        Err(pending.iter().map(|(what, why)| format!("{what}: {why}\n")).collect())
+        for (plugin, reason) in self.quarantines.list() {
+            details.push_str(&format!("plugin {plugin} quarantined: {reason}\n"));
+        }
+        (pending.is_empty(), details)
     }
 }
 
@@ -79,8 +93,8 @@ fn probe_routes(readiness: Arc<Readiness>) -> Router {
             let readiness = readiness.clone();
             async move {
                 match readiness.report() {
-                    Ok(()) => (StatusCode::OK, "ok\n".to_owned()).into_response(),
-                    Err(pending) => (StatusCode::SERVICE_UNAVAILABLE, pending).into_response(),
+                    (true, details) => (StatusCode::OK, details).into_response(),
+                    (false, details) => (StatusCode::SERVICE_UNAVAILABLE, details).into_response(),
                 }
             }
         }),
@@ -147,8 +161,18 @@ mod tests {
     fn readiness_lists_what_it_waits_for() {
         let readiness = Readiness::default();
         readiness.pending("plugin foo", "cache of v1/Pod not synced");
-        assert_eq!(readiness.report(), Err("plugin foo: cache of v1/Pod not synced\n".into()));
+        assert_eq!(readiness.report(), (false, "plugin foo: cache of v1/Pod not synced\n".into()));
         readiness.ready("plugin foo");
-        assert_eq!(readiness.report(), Ok(()));
+        assert_eq!(readiness.report(), (true, "ok\n".into()));
+    }
+
+    #[test]
+    fn readiness_details_name_quarantined_plugins_without_failing() {
+        let board = Arc::new(Board::default());
+        let readiness = Readiness::new(board.clone());
+        board.set("hostile", Some("every call failed for 60 s"));
+        assert_eq!(readiness.report(), (true, "ok\nplugin hostile quarantined: every call failed for 60 s\n".into()));
+        board.set("hostile", None);
+        assert_eq!(readiness.report(), (true, "ok\n".into()));
     }
 }

@@ -3,10 +3,12 @@
 use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::path::Path;
+use std::time::Duration;
 
 use anyhow::Context;
 use serde::Deserialize;
 use wasmloop_runtime::identity::ServiceAccount;
+use wasmloop_runtime::quarantine::Policy as QuarantinePolicy;
 
 /// What operators set for the whole host.
 #[derive(Debug, Default, Deserialize)]
@@ -30,6 +32,65 @@ pub struct HostConfig {
     /// The wasm sandbox.
     #[serde(default)]
     pub sandbox: SandboxSettings,
+    /// When a plugin whose calls keep failing is quarantined.
+    #[serde(default)]
+    pub quarantine: QuarantineSettings,
+}
+
+/// When a plugin whose guest calls keep failing (traps, deadlines, limits) is quarantined, and
+/// how it is probed.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct QuarantineSettings {
+    /// How long every call must have failed (default 60).
+    #[serde(default)]
+    pub after_seconds: Option<u64>,
+    /// How many failures, at least, in that time (default 10).
+    #[serde(default)]
+    pub min_failures: Option<u32>,
+    /// The first wait between probe calls (default 5); it doubles after each failed probe.
+    #[serde(default)]
+    pub first_probe_seconds: Option<u64>,
+    /// The longest wait between probe calls (default 300).
+    #[serde(default)]
+    pub max_probe_seconds: Option<u64>,
+}
+
+/// The longest any quarantine duration may be: a day.
+const MAX_QUARANTINE_SECONDS: u64 = 86_400;
+
+impl QuarantineSettings {
+    /// The policy, defaults filled in (checked when read).
+    pub fn policy(&self) -> QuarantinePolicy {
+        let defaults = QuarantinePolicy::default();
+        let seconds = |value: Option<u64>, default: Duration| value.map_or(default, Duration::from_secs);
+        QuarantinePolicy {
+            after: seconds(self.after_seconds, defaults.after),
+            min_failures: self.min_failures.unwrap_or(defaults.min_failures),
+            first_probe: seconds(self.first_probe_seconds, defaults.first_probe),
+            max_probe: seconds(self.max_probe_seconds, defaults.max_probe),
+        }
+    }
+
+    fn check(&self) -> Result<(), String> {
+        for (name, value) in [
+            ("afterSeconds", self.after_seconds),
+            ("firstProbeSeconds", self.first_probe_seconds),
+            ("maxProbeSeconds", self.max_probe_seconds),
+        ] {
+            if let Some(value) = value.filter(|v| !(1..=MAX_QUARANTINE_SECONDS).contains(v)) {
+                return Err(format!("quarantine.{name}: {value} is not between 1 and {MAX_QUARANTINE_SECONDS}"));
+            }
+        }
+        if self.min_failures == Some(0) {
+            return Err("quarantine.minFailures: must be at least 1".into());
+        }
+        let policy = self.policy();
+        if policy.first_probe > policy.max_probe {
+            return Err("quarantine.firstProbeSeconds: must not exceed maxProbeSeconds".into());
+        }
+        Ok(())
+    }
 }
 
 /// The most a plugin may ask for itself; the operator's per-plugin settings are not held to
@@ -101,6 +162,7 @@ impl HostConfig {
         let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
         let config: HostConfig = serde_yaml::from_str(&text)
             .with_context(|| format!("{} is not a valid wasmloop host configuration", path.display()))?;
+        config.quarantine.check().map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         for (plugin, settings) in &config.plugins {
             if let Some(namespace) = &settings.namespace {
                 wasmloop_sandbox::validate::namespace(namespace)

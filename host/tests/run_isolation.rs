@@ -141,3 +141,44 @@ async fn a_plugin_over_its_write_budget_waits_for_tokens_while_others_keep_writi
     let span = times[11].duration_since(times[0]).as_secs_f64();
     assert!(span >= 4.5, "12 Events in {span} s at 2 per second, burst 2");
 }
+
+#[tokio::test]
+async fn a_plugin_whose_calls_all_fail_is_quarantined_others_serve_and_a_success_lifts_it() {
+    let ns = shared().namespace("iso-quarantine").await.unwrap();
+    let apps = shared().namespace("iso-quarantine-apps").await.unwrap();
+    let yaml = format!(
+        "quarantine: {{afterSeconds: 1, minFailures: 3, firstProbeSeconds: 1, maxProbeSeconds: 2}}\nplugins:\n  hostile: {{namespace: {}, config: {{mode: panic-until-healed}}}}\n  labeler: {{namespace: {}}}\n",
+        ns.name, apps.name
+    );
+    let (host, _config) = run_with(&["hostile_plugin", "labeler_plugin"], &yaml, &[]);
+    create_configmap(&ns, "sick").await;
+
+    // Every call traps: quarantined, and said so in the log, an Event, /readyz and a metric.
+    host.logged("plugin quarantined: every call failed").await;
+    let events: Api<Event> = ns.api();
+    wait_for_event(&events, Duration::from_secs(60), "PluginQuarantined", |e| {
+        e.reason.as_deref() == Some("PluginQuarantined")
+            && e.note.as_deref().is_some_and(|n| n.contains("plugin hostile quarantined"))
+    })
+    .await;
+    let quarantined = r#"wasmloop_plugin_quarantined{plugin="hostile"}"#;
+    assert_eq!(host.metric(quarantined).await, 1.0);
+    let (status, body) = host.get("/readyz").await;
+    assert_eq!(status, 200, "one plugin's quarantine does not make the host unready: {body}");
+    assert!(body.contains("plugin hostile quarantined: every call failed"), "{body}");
+
+    // The other plugin serves meanwhile.
+    create_deployment(&apps, "web").await;
+    labelled(&apps, "web", "v1").await;
+
+    // The next probe succeeds: lifted, everywhere.
+    let patch = serde_json::json!({"metadata": {"labels": {"wasmloop.dev/healed": "true"}}});
+    ns.api::<k8s_openapi::api::core::v1::ConfigMap>()
+        .patch("sick", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
+        .await
+        .unwrap();
+    host.logged("quarantine lifted").await;
+    assert_eq!(host.metric(quarantined).await, 0.0);
+    let (_, body) = host.get("/readyz").await;
+    assert!(!body.contains("quarantined"), "{body}");
+}

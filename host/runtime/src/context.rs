@@ -9,6 +9,7 @@ use crate::executor::{DryRunSink, Executor};
 use crate::identity::Identities;
 use crate::informer::Informers;
 use crate::metrics::Metrics;
+use crate::quarantine::Board;
 
 /// One host's connection to the cluster: the client, the discovery cache, the shared
 /// informers, the executor, the metrics, whom plugins act as and whether this host may
@@ -28,6 +29,8 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// Whom plugins act as, and the clients that act as them.
     pub identities: Arc<Identities>,
+    /// Plugins quarantined now.
+    pub quarantines: Arc<Board>,
     /// True while this host may reconcile (it leads, or runs without leader election).
     /// Informers and queues run either way, so a standby's caches are warm when it takes over.
     pub leading: watch::Receiver<bool>,
@@ -42,6 +45,7 @@ impl Context {
             executor: Arc::new(Executor::new(client.clone(), kinds.clone(), metrics.clone())),
             leading: watch::channel(true).1,
             identities: Arc::new(Identities::host(client.clone())),
+            quarantines: Arc::default(),
             client,
             kinds,
             metrics,

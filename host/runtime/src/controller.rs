@@ -17,7 +17,7 @@ use serde_json::json;
 use tokio::sync::broadcast::{self, error::RecvError};
 use tracing::Instrument;
 use wasmloop_sandbox::{
-    Action, EventType, Gvk, HostServices, Manifest, Object, ObjectRef, Phase, Plugin, Request, Selector,
+    Action, CallFailure, EventType, Gvk, HostServices, Manifest, Object, ObjectRef, Phase, Plugin, Request, Selector,
 };
 
 use crate::context::Context;
@@ -26,6 +26,7 @@ use crate::executor::{DryRunReport, ExecError, Executor, WriteBudget};
 use crate::identity::{Access, Identities, Identity, IdentityError, ServiceAccount};
 use crate::informer::{Change, Entry, Informer, InformerScope};
 use crate::metrics::{Metrics, Outcome as MetricOutcome, PluginMetrics};
+use crate::quarantine::{Admission, Board, Health, Policy as QuarantinePolicy, Transition};
 use crate::queue::{QueueConfig, WorkQueue};
 
 /// How long a controller waits for its caches to fill before giving up.
@@ -145,6 +146,8 @@ pub struct ControllerConfig {
     /// The shortest `requeue_after` the plugin gets: a plugin asking for less waits this long,
     /// so a requeue storm cannot spin a worker.
     pub min_requeue: Duration,
+    /// When the plugin is quarantined, and how it is probed.
+    pub quarantine: QuarantinePolicy,
 }
 
 /// The default floor on `requeue_after`.
@@ -179,6 +182,7 @@ impl Default for ControllerConfig {
             namespace: None,
             write_budget: WriteBudget::default(),
             min_requeue: DEFAULT_MIN_REQUEUE,
+            quarantine: QuarantinePolicy::default(),
         }
     }
 }
@@ -290,6 +294,10 @@ struct Shared {
     client: kube::Client,
     /// Why the plugin may not be served its caches now (a revoked grant); none while it may.
     denied: tokio::sync::watch::Receiver<Option<String>>,
+    /// Whether its guest calls keep failing, and its quarantine.
+    health: Mutex<Health>,
+    /// The host's list of quarantined plugins.
+    quarantines: Arc<Board>,
     metrics: Arc<Metrics>,
     /// This plugin's series, resolved once.
     plugin_metrics: PluginMetrics,
@@ -474,6 +482,8 @@ impl Controller {
             kinds: context.kinds.clone(),
             client,
             denied,
+            health: Mutex::default(),
+            quarantines: context.quarantines.clone(),
             plugin_metrics,
             metrics: context.metrics.clone(),
             leading: context.leading.clone(),
@@ -551,6 +561,11 @@ impl Controller {
                 objects = ?running,
                 "reconciles still running after {timeout:?}; they finish in the background, and a successor version waits for them (raise shutdownTimeoutSeconds if this repeats)"
             );
+        }
+        // A version that stops takes its quarantine with it; its successor starts healthy.
+        if shared.health.lock().expect("lock").quarantined().is_some() {
+            shared.quarantines.set(&shared.manifest.name, None);
+            shared.metrics.quarantined(&shared.manifest.name, false);
         }
         // Dropping `self` aborts the pumps and workers, which releases the informers.
         Handover {
@@ -769,6 +784,14 @@ async fn work(shared: Arc<Shared>) {
             // granted again.
             tracing::info!(plugin, %key, "skipped: access revoked");
             shared.queue.forget(&key);
+            shared.queue.done(&key);
+            continue;
+        }
+        let admission = shared.health.lock().expect("lock").admit(Instant::now());
+        if let Admission::Defer(wait) = admission {
+            // Quarantined: the key waits for the next probe instead of holding a worker.
+            tracing::debug!(plugin, %key, ?wait, "deferred: plugin quarantined");
+            shared.queue.add_after(key.clone(), wait);
             shared.queue.done(&key);
             continue;
         }
@@ -1000,6 +1023,10 @@ async fn call(shared: &Arc<Shared>, key: &Key, entry: Arc<Entry>, phase: Phase, 
     // deadline holds even while the guest waits in a host call.
     let (result, timings) = shared.plugin.reconcile_timed(&request, services).await;
     shared.plugin_metrics.instantiated(timings.instantiate);
+    // The guest answered, even with an error of its own; traps and broken limits are the
+    // failures that say the plugin itself is sick.
+    let healthy = result.as_ref().err().is_none_or(|e| matches!(e.failure, CallFailure::Plugin { .. }));
+    record_health(shared, &entry.envelope, healthy).await;
     let response = match result {
         Ok(response) => response,
         Err(error) => {
@@ -1052,6 +1079,35 @@ async fn call(shared: &Arc<Shared>, key: &Key, entry: Arc<Entry>, phase: Phase, 
         shared.previous.lock().expect("lock").insert(key.clone(), entry);
     }
     Outcome::Done { actions: response.actions.len(), requeue_after: response.requeue_after }
+}
+
+/// Records how a guest call ended in the plugin's health, and reports a quarantine entered or
+/// lifted: in the log, the metrics, the host's board (`/readyz`) and an Event on `primary`.
+async fn record_health(shared: &Shared, primary: &Object, healthy: bool) {
+    let plugin = shared.manifest.name.as_str();
+    let transition = shared.health.lock().expect("lock").record(healthy, Instant::now(), &shared.config.quarantine);
+    match transition {
+        Some(Transition::Entered(reason)) => {
+            shared.quarantines.set(plugin, Some(&reason));
+            shared.metrics.quarantined(plugin, true);
+            tracing::error!(plugin, "plugin quarantined: {reason}");
+            let note = format!("plugin {plugin} quarantined: {reason}; fix the plugin or its limits");
+            if let Err(error) = shared
+                .host_executor
+                .event(&shared.manifest, primary, EventType::Warning, "PluginQuarantined", &note, None)
+                .await
+            {
+                tracing::warn!(%error, "could not record the quarantine as an Event");
+            }
+        }
+        Some(Transition::Lifted) => {
+            shared.quarantines.set(plugin, None);
+            shared.metrics.quarantined(plugin, false);
+            tracing::info!(plugin, "quarantine lifted: a call succeeded; requeueing every primary");
+            enqueue_all(shared);
+        }
+        None => {}
+    }
 }
 
 /// Logs a failed reconcile and records it as a Warning Event on the primary.

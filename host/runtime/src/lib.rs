@@ -12,6 +12,7 @@ pub mod executor;
 pub mod identity;
 pub mod informer;
 pub mod metrics;
+pub mod quarantine;
 pub mod queue;
 pub mod registry;
 

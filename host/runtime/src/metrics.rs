@@ -84,6 +84,7 @@ pub struct Metrics {
     plugin_rejections: Family<ReasonLabels, Counter>,
     plugins_active: Gauge,
     writes_throttled: Family<PluginLabels, Counter>,
+    quarantined: Family<PluginLabels, Gauge>,
     instantiate: HistogramFamily<PluginLabels>,
     leader: Gauge,
 }
@@ -120,6 +121,7 @@ impl Metrics {
             plugin_rejections: Family::default(),
             plugins_active: Gauge::default(),
             writes_throttled: Family::default(),
+            quarantined: Family::default(),
             instantiate: HistogramFamily::new_with_constructor(seconds_histogram),
             leader: Gauge::default(),
         };
@@ -162,6 +164,11 @@ impl Metrics {
             "writes_throttled",
             "API writes a plugin made wait for its write budget (token bucket)",
             m.writes_throttled.clone(),
+        );
+        r.register(
+            "plugin_quarantined",
+            "1 while a plugin is quarantined: its calls all failed for a sustained time",
+            m.quarantined.clone(),
         );
         r.register(
             "instantiate_duration_seconds",
@@ -256,6 +263,11 @@ impl Metrics {
     /// A write of `plugin` waited for its write budget.
     pub fn write_throttled(&self, plugin: &str) {
         self.writes_throttled.get_or_create(&Self::plugin_labels(plugin)).inc();
+    }
+
+    /// Whether `plugin` is quarantined.
+    pub fn quarantined(&self, plugin: &str, quarantined: bool) {
+        self.quarantined.get_or_create(&Self::plugin_labels(plugin)).set(i64::from(quarantined));
     }
 
     /// Plugins serving now.

@@ -6,6 +6,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use wasmloop_runtime::executor::{DryRunSink, WriteBudget};
 use wasmloop_runtime::identity::{AccountChoice, Identities};
+use wasmloop_runtime::quarantine::Board;
 use wasmloop_runtime::registry::{Loader, Registry, Settings};
 use wasmloop_runtime::{Context, ControllerConfig, Metrics};
 use wasmloop_sandbox::Sandbox;
@@ -54,6 +55,7 @@ fn controller_config(config: &HostConfig, plugin: &str) -> ControllerConfig {
             .and_then(|s| s.min_requeue_after_ms)
             .or(config.limits.min_requeue_after_ms)
             .map_or(defaults.min_requeue, Duration::from_millis),
+        quarantine: config.quarantine.policy(),
         ..ControllerConfig::default()
     }
 }
@@ -71,7 +73,8 @@ impl Host {
     ) -> anyhow::Result<Host> {
         let identity = args.plugin_identity.unwrap_or(default_identity);
         let metrics = Arc::new(Metrics::new());
-        let readiness = Arc::new(Readiness::default());
+        let quarantines = Arc::new(Board::default());
+        let readiness = Arc::new(Readiness::new(quarantines.clone()));
         for what in pending {
             readiness.pending(what, "starting: caches not synced yet");
         }
@@ -94,6 +97,7 @@ impl Host {
             PluginIdentity::Impersonate => "their own ServiceAccounts".to_owned(),
         });
         let mut context = Context::new(client.clone(), metrics).identities(identities).leadership(election.leading());
+        context.quarantines = quarantines;
         if let Some(sink) = dry_run {
             context = context.dry_run(sink);
         }

@@ -41,6 +41,16 @@ impl Reconciler for Hostile {
         let config: Config = request.config()?;
         match config.mode.as_str() {
             "panic" => panic!("hostile plugin panicked on purpose"),
+            "panic-until-healed" => {
+                // Traps on every object until the object is labelled healed.
+                let object: ConfigMap = request.object()?;
+                if object.metadata.labels.unwrap_or_default().contains_key("wasmloop.dev/healed") {
+                    wasmloop_sdk::info!("healed {}", request.object.name);
+                    Ok(Vec::new())
+                } else {
+                    panic!("hostile plugin panicked on purpose")
+                }
+            }
             "loop" => {
                 let mut n = 0u64;
                 loop {

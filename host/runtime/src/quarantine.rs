@@ -16,7 +16,7 @@
 //! let policy = Policy { after: Duration::from_secs(60), min_failures: 3, ..Policy::default() };
 //! let start = Instant::now();
 //! let mut health = Health::default();
-//! for s in [10, 40, 61] {
+//! for s in [0, 30, 61] {
 //!     health.record(false, start + Duration::from_secs(s), &policy);
 //! }
 //! assert!(health.quarantined().is_some());

@@ -1,6 +1,9 @@
 //! What the benchmarks that drive the `wasmloop` binary share: where the built components
 //! are, and the host's JSON log as timestamps to measure against.
 
+// Each bench binary compiles this module and uses part of it.
+#![allow(dead_code)]
+
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

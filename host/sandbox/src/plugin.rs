@@ -10,9 +10,11 @@
 //!   holds a quota of instances ([`Limits::instances`]).
 //! - **Responses are bounded** in entries and bytes (see `lift` for what is checked when).
 
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use tokio::sync::Semaphore;
 use wasmtime::component::{Component, ComponentExportIndex, Instance};
 use wasmtime::{Store, UpdateDeadline};
@@ -62,6 +64,19 @@ pub(crate) struct CallSetup {
     pub(crate) name: Arc<str>,
     /// The plugin's instance quota: one permit per instance alive at once.
     pub(crate) slots: Arc<Semaphore>,
+    /// The plugin's CPU budget, in epoch ticks of guest code: one core's worth per second,
+    /// across all its calls. A guest that finds it spent waits at its next tick, so a plugin
+    /// whose every call spins leaves the other cores to the other plugins (and, on a shared
+    /// node, to the API server).
+    pub(crate) cpu: Arc<DefaultDirectRateLimiter>,
+}
+
+/// A CPU budget of one core: as many epoch ticks per second as fit in one, and a second's
+/// worth of burst.
+pub(crate) fn one_core(epoch_tick: Duration) -> Arc<DefaultDirectRateLimiter> {
+    let per_second = (Duration::from_secs(1).as_nanos() / epoch_tick.as_nanos().max(1)).clamp(1, u128::from(u32::MAX));
+    let per_second = NonZeroU32::new(per_second as u32).unwrap_or(NonZeroU32::MIN);
+    Arc::new(RateLimiter::direct(Quota::per_second(per_second).allow_burst(per_second)))
 }
 
 /// Where the host's time went in one reconcile, for benchmarks.
@@ -94,8 +109,17 @@ impl CallSetup {
         // Every tick, a guest in wasm code yields to the executor (so a loop cannot hold a
         // runtime thread), and stops once its deadline has passed.
         store.set_epoch_deadline(1);
+        let cpu = self.cpu.clone();
         store.epoch_deadline_callback(move |_| {
-            Ok(if Instant::now() >= deadline { UpdateDeadline::Interrupt } else { UpdateDeadline::Yield(1) })
+            if Instant::now() >= deadline {
+                return Ok(UpdateDeadline::Interrupt);
+            }
+            if cpu.check().is_ok() {
+                return Ok(UpdateDeadline::Yield(1));
+            }
+            // Over its CPU budget: wait for a tick's worth (the call's timeout still applies).
+            let cpu = cpu.clone();
+            Ok(UpdateDeadline::YieldCustom(1, Box::pin(async move { cpu.until_ready().await })))
         });
         store
     }
@@ -230,6 +254,7 @@ impl Plugin {
             slots,
             limits,
             name: setup.name.clone(),
+            cpu: one_core(setup.sandbox.config.epoch_tick),
         };
         Plugin::new(PluginInner {
             setup,

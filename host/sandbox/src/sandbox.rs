@@ -166,6 +166,7 @@ impl Sandbox {
             limits: config.default_limits,
             name: Arc::from(origin),
             slots: self.inner.loading.clone(),
+            cpu: crate::plugin::one_core(config.epoch_tick),
         };
         let raw = setup
             .manifest(Arc::new(EmptyHost))

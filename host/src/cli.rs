@@ -144,6 +144,11 @@ pub struct HostArgs {
     /// one (plugins.<name>.serviceAccount).
     #[arg(long, env = "POD_NAMESPACE", default_value = "wasmloop-system", value_name = "NAMESPACE")]
     pub plugin_identity_namespace: String,
+    /// The host's own ServiceAccount, which no plugin may act as [default in a pod: from the
+    /// POD_NAMESPACE and POD_SERVICE_ACCOUNT variables, which deploy/ sets from the downward
+    /// API].
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    pub host_service_account: Option<wasmloop_runtime::identity::ServiceAccount>,
     /// How often each plugin's read access is reviewed again (SubjectAccessReview), in seconds:
     /// a revoked grant stops the plugin within this time.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]

@@ -207,3 +207,40 @@ async fn a_plugin_whose_kind_is_not_served_yet_waits_quietly_and_loads_once_it_i
     .await;
     assert!(loaded["lastError"].is_null(), "{loaded}");
 }
+
+#[tokio::test]
+async fn a_quarantined_configmap_plugin_says_so_on_its_status_until_a_success_lifts_it() {
+    let plugins = shared().namespace("cm-quarantine").await.unwrap();
+    let apps = shared().namespace("cm-quarantine-apps").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (host_yaml, plugin_yaml) = (dir.path().join("host.yaml"), dir.path().join("config.yaml"));
+    let settings = format!(
+        "quarantine: {{afterSeconds: 1, minFailures: 3, firstProbeSeconds: 1, maxProbeSeconds: 2}}\nplugins:\n  hostile: {{namespace: {}}}\n",
+        apps.name
+    );
+    std::fs::write(&host_yaml, settings).unwrap();
+    std::fs::write(&plugin_yaml, "mode: panic-until-healed\n").unwrap();
+    let config = plugin_yaml.to_str().unwrap();
+    let host =
+        Host::start(["run", "--plugin-namespace", plugins.name.as_str(), "--config", host_yaml.to_str().unwrap()]);
+    let configmaps: Api<ConfigMap> = plugins.api();
+    configmaps
+        .create(&PostParams::default(), &bundle("hostile_plugin", "hostile", &plugins.name, &["--config", config]))
+        .await
+        .unwrap();
+    create_configmap(&apps, "sick").await;
+
+    let sick = status(&configmaps, "hostile", "the plugin quarantined", |s| {
+        s["quarantined"].as_str().is_some_and(|q| q.contains("every call failed"))
+    })
+    .await;
+    assert_eq!(sick["version"], "0.1.0", "the quarantined version is the serving one: {sick}");
+
+    let healed = json!({"metadata": {"labels": {"wasmloop.dev/healed": "true"}}});
+    apps.api::<ConfigMap>().patch("sick", &PatchParams::default(), &Patch::Merge(&healed)).await.unwrap();
+    host.logged("quarantine lifted").await;
+    status(&configmaps, "hostile", "the quarantine lifted", |s| {
+        s.get("quarantined").is_none() && s["version"] == "0.1.0"
+    })
+    .await;
+}

@@ -12,12 +12,20 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use wasmloop_testenv::{TestNamespace, eventually, shared, wait_for_event};
 
-/// Creates ServiceAccount `name` in `ns`.
+/// Creates ServiceAccount `name` in `ns`, marked for plugin use.
 async fn service_account(ns: &TestNamespace, name: &str) {
+    let annotations = json!({"wasmloop.dev/plugin-identity": "true"});
+    let account: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": name, "annotations": annotations}})).unwrap();
+    ns.api::<ServiceAccount>().create(&PostParams::default(), &account).await.unwrap();
+}
+
+/// Creates ServiceAccount `name` in `ns`, not marked for plugin use (a workload's, say).
+async fn unmarked_service_account(ns: &TestNamespace, name: &str) {
     let account: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
     ns.api::<ServiceAccount>().create(&PostParams::default(), &account).await.unwrap();
 }
@@ -40,6 +48,12 @@ async fn bind(ns: &TestNamespace, name: &str, plugins: &TestNamespace, account: 
     ns.api::<RoleBinding>().create(&PostParams::default(), &binding).await.unwrap();
 }
 
+/// Replaces the rules of Role `name` in `ns`.
+async fn set_rules(ns: &TestNamespace, name: &str, rules: serde_json::Value) {
+    let patch = json!({"rules": rules});
+    ns.api::<Role>().patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+}
+
 /// Rules a plugin needs to record its own Events.
 fn events() -> serde_json::Value {
     json!({"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]})
@@ -53,6 +67,16 @@ fn run_as_service_accounts(
     plugins: &[&str],
     settings: &str,
 ) -> (Host, tempfile::NamedTempFile) {
+    run_as_service_accounts_with(identity_namespace, plugins, settings, &[])
+}
+
+/// [`run_as_service_accounts`] with more arguments to `run`.
+fn run_as_service_accounts_with(
+    identity_namespace: &TestNamespace,
+    plugins: &[&str],
+    settings: &str,
+    more: &[&str],
+) -> (Host, tempfile::NamedTempFile) {
     let config = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(config.path(), format!("plugins:\n{settings}")).unwrap();
     let mut args: Vec<std::ffi::OsString> =
@@ -62,6 +86,7 @@ fn run_as_service_accounts(
     for plugin in plugins {
         args.extend(["--plugin".into(), component(plugin).into()]);
     }
+    args.extend(more.iter().map(Into::into));
     (Host::start(args.iter().map(|a| a as &OsStr)), config)
 }
 
@@ -153,7 +178,13 @@ async fn revoking_a_grant_stops_the_plugin_within_the_review_interval_and_restor
     create_deployment(&tenant, "before").await;
     labelled(&tenant, "before", "v1").await;
 
-    tenant.api::<RoleBinding>().delete("labeler", &DeleteParams::default()).await.unwrap();
+    // Only the reads go: the plugin could still patch, so only the review stops it.
+    set_rules(
+        &tenant,
+        "labeler",
+        json!([{"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["patch"]}, events()]),
+    )
+    .await;
     host.logged("access revoked").await;
     create_deployment(&tenant, "during").await;
     // The host saw the new Deployment and chose not to serve it.
@@ -161,7 +192,7 @@ async fn revoking_a_grant_stops_the_plugin_within_the_review_interval_and_restor
     let during = tenant.api::<Deployment>().get("during").await.unwrap();
     assert!(!during.metadata.labels.unwrap_or_default().contains_key("wasmloop.dev/labeled-by"));
 
-    bind(&tenant, "labeler", &plugins, "labeler").await;
+    set_rules(&tenant, "labeler", labeler_rules()).await;
     host.logged("access granted again").await;
     labelled(&tenant, "during", "v1").await;
 }
@@ -189,4 +220,61 @@ async fn a_plugin_whose_service_account_may_not_list_its_kinds_is_refused_with_a
     host.logged(&format!("may not list deployments.apps in namespace {};", tenant.name)).await;
     host.logged(&format!("metadata: {{name: wasmloop-plugin-labeler, namespace: {}}}", tenant.name)).await;
     host.logged(r#"rules: [{apiGroups: ["apps"], resources: [deployments], verbs: [list]}]"#).await;
+}
+
+#[tokio::test]
+async fn a_plugin_may_not_act_as_a_service_account_not_marked_for_plugin_use() {
+    let plugins = shared().namespace("id-unmarked").await.unwrap();
+    // A workload's account, with the grants the plugin needs: being granted is not consent.
+    unmarked_service_account(&plugins, "workload").await;
+    grant(&plugins, "workload", &plugins, "workload", labeler_rules()).await;
+    let settings = format!("  labeler: {{serviceAccount: {}/workload}}\n", plugins.name);
+    let (mut host, _config) = run_as_service_accounts(&plugins, &["labeler_plugin"], &settings);
+    exited(&mut host).await;
+    host.logged(&format!("ServiceAccount {}/workload is not marked for plugin use", plugins.name)).await;
+    host.logged(&format!(
+        "kubectl -n {} annotate serviceaccount workload wasmloop.dev/plugin-identity=true",
+        plugins.name
+    ))
+    .await;
+}
+
+#[tokio::test]
+async fn a_plugin_may_not_act_as_the_hosts_own_service_account_even_when_marked() {
+    let plugins = shared().namespace("id-own").await.unwrap();
+    // A plugin named like the host's account, in the host's namespace.
+    service_account(&plugins, "labeler").await;
+    grant(&plugins, "labeler", &plugins, "labeler", labeler_rules()).await;
+    let own = format!("{}/labeler", plugins.name);
+    let (mut host, _config) =
+        run_as_service_accounts_with(&plugins, &["labeler_plugin"], "  {}\n", &["--host-service-account", &own]);
+    exited(&mut host).await;
+    host.logged(&format!("ServiceAccount {own} is the host's own")).await;
+}
+
+#[tokio::test]
+async fn a_plugins_own_error_is_recorded_as_the_plugin_not_as_the_host() {
+    let plugins = shared().namespace("id-fail").await.unwrap();
+    let tenant = shared().namespace("id-fail-apps").await.unwrap();
+    service_account(&plugins, "hostile").await;
+    // It may read, but not record Events.
+    let reads =
+        json!({"apiGroups": ["", "apps"], "resources": ["configmaps", "deployments"], "verbs": ["list", "watch"]});
+    grant(&tenant, "hostile", &plugins, "hostile", json!([reads])).await;
+    let settings = format!("  hostile: {{namespace: {}, config: {{mode: fail}}}}\n", tenant.name);
+    let (host, _config) = run_as_service_accounts(&plugins, &["hostile_plugin"], &settings);
+    create_configmap(&tenant, "trigger").await;
+    // The Event with the plugin's own reason and words was attempted as the plugin, and RBAC
+    // refused it...
+    host.logged("could not record the failure as an Event").await;
+    let refused = host.json_lines().into_iter().any(|l| {
+        l["fields"]["message"].as_str().is_some_and(|m| m.contains("could not record the failure"))
+            && l["fields"]["error"]
+                .as_str()
+                .is_some_and(|e| e.contains(&format!("ServiceAccount {}/hostile", plugins.name)))
+    });
+    assert!(refused, "the failure Event was not written as the plugin's ServiceAccount");
+    // ...so no Event carries the reason the plugin chose.
+    let events = tenant.api::<Event>().list(&Default::default()).await.unwrap();
+    assert!(events.items.iter().all(|e| e.reason.as_deref() != Some("PluginChosenReason")), "{events:?}");
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use crate::discovery::Kinds;
-use crate::executor::{DryRunSink, Executor};
+use crate::executor::{DryRunSink, Executor, WriteBuckets};
 use crate::identity::Identities;
 use crate::informer::Informers;
 use crate::metrics::Metrics;
@@ -31,6 +31,8 @@ pub struct Context {
     pub identities: Arc<Identities>,
     /// Plugins quarantined now.
     pub quarantines: Arc<Board>,
+    /// The plugins' write buckets, which outlive any one version.
+    pub write_buckets: Arc<WriteBuckets>,
     /// True while this host may reconcile (it leads, or runs without leader election).
     /// Informers and queues run either way, so a standby's caches are warm when it takes over.
     pub leading: watch::Receiver<bool>,
@@ -46,6 +48,7 @@ impl Context {
             leading: watch::channel(true).1,
             identities: Arc::new(Identities::host(client.clone())),
             quarantines: Arc::default(),
+            write_buckets: Arc::default(),
             client,
             kinds,
             metrics,

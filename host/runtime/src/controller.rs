@@ -17,7 +17,8 @@ use serde_json::json;
 use tokio::sync::broadcast::{self, error::RecvError};
 use tracing::Instrument;
 use wasmloop_sandbox::{
-    Action, CallFailure, EventType, Gvk, HostServices, Manifest, Object, ObjectRef, Phase, Plugin, Request, Selector,
+    Action, CallError, CallFailure, EventType, Gvk, HostServices, Manifest, Object, ObjectRef, Phase, Plugin, Request,
+    Selector,
 };
 
 use crate::context::Context;
@@ -190,14 +191,28 @@ impl Default for ControllerConfig {
 /// The cache a plugin reads through its imports: every informer of the kinds it declared.
 struct CacheView {
     by_kind: HashMap<Gvk, Vec<Arc<Informer>>>,
+    /// Set while the plugin's grant is revoked: a call already running is served nothing more.
+    denied: tokio::sync::watch::Receiver<Option<String>>,
+}
+
+impl CacheView {
+    fn serves(&self) -> bool {
+        self.denied.borrow().is_none()
+    }
 }
 
 impl HostServices for CacheView {
     fn get(&self, kind: &Gvk, namespace: Option<&str>, name: &str) -> Option<Object> {
+        if !self.serves() {
+            return None;
+        }
         self.by_kind.get(kind)?.iter().find_map(|i| i.get(namespace, name)).map(|e| e.envelope.clone())
     }
 
     fn list(&self, kind: &Gvk, namespace: Option<&str>, selector: &Selector) -> Vec<Object> {
+        if !self.serves() {
+            return Vec::new();
+        }
         let mut seen = HashSet::new();
         self.by_kind
             .get(kind)
@@ -458,21 +473,22 @@ impl Controller {
             .await
             .map_err(|source| StartError::Discovery { plugin: manifest.name.clone(), source })?;
         if let Identity::ServiceAccount(account) = &config.identity {
-            context.identities.ensure_exists(account).await.map_err(identity_error)?;
+            context.identities.ensure_usable(account).await.map_err(identity_error)?;
             context.identities.review(account, &reads).await.map_err(identity_error)?;
         }
         let client = context.identities.client_for(&config.identity).map_err(identity_error)?;
-        let executor = Arc::new(
-            context
-                .executor
-                .acting_as(client.clone(), config.identity.to_string())
-                .with_write_budget(config.write_budget),
-        );
+        let holder = match &config.identity {
+            Identity::ServiceAccount(account) => account.user(),
+            Identity::Host => format!("plugin {}", manifest.name),
+        };
+        let bucket = context.write_buckets.bucket(&holder, config.write_budget);
+        let executor =
+            Arc::new(context.executor.acting_as(client.clone(), config.identity.to_string()).with_write_bucket(bucket));
         let (deny, denied) = tokio::sync::watch::channel(None);
         let shared = Arc::new(Shared {
             queue: WorkQueue::new(config.queue),
             selector,
-            cache: Arc::new(CacheView { by_kind }),
+            cache: Arc::new(CacheView { by_kind, denied: denied.clone() }),
             primary,
             owned,
             plugin,
@@ -650,9 +666,10 @@ async fn reads_needed<'a>(
     Ok(needed)
 }
 
-/// Asks again, every review interval, whether the plugin's ServiceAccount may still read what
-/// it is served. A revoked grant stops its reconciles and `map` calls until it is granted
-/// again, when every primary is requeued.
+/// Asks again, every review interval, whether the plugin's ServiceAccount may still be acted
+/// as and may still read what it is served. A revoked grant, a deleted or no longer opted-in
+/// account, or an API server that cannot answer [`UNANSWERED_REVIEWS`] times in a row stops its
+/// reconciles and `map` calls until the answer is yes again, when every primary is requeued.
 async fn review_again(
     shared: Arc<Shared>,
     identities: Arc<Identities>,
@@ -664,27 +681,42 @@ async fn review_again(
     let mut tick = tokio::time::interval(identities.review_interval());
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
+    let mut unanswered = 0;
     loop {
         tick.tick().await;
-        match identities.review(&account, &reads).await {
+        let answer = match identities.ensure_usable(&account).await {
+            Ok(()) => identities.review(&account, &reads).await,
+            Err(error) => Err(error),
+        };
+        let refusal = match answer {
             Ok(()) => {
+                unanswered = 0;
                 if deny.send_replace(None).is_some() {
                     tracing::info!(plugin, "access granted again to {account}; requeueing every primary");
                     enqueue_all(&shared);
                 }
+                continue;
             }
-            Err(error @ IdentityError::Denied { .. }) => {
-                let message = error.to_string();
-                if deny.send_replace(Some(message.clone())).is_none() {
-                    shared.metrics.plugin_rejected(&plugin, "AccessRevoked");
-                    tracing::error!(plugin, "access revoked, reconciles stop until it is granted again: {message}");
+            Err(error @ IdentityError::Api { .. }) => {
+                unanswered += 1;
+                if unanswered < UNANSWERED_REVIEWS {
+                    // Keep what we knew for a while: one failed request is no revocation.
+                    tracing::warn!(plugin, %error, "could not review the plugin's access; asking again");
+                    continue;
                 }
+                format!("its access could not be reviewed {unanswered} times in a row: {error}")
             }
-            // The API server could not answer: keep what we knew, ask again next time.
-            Err(error) => tracing::warn!(plugin, %error, "could not review the plugin's access"),
+            Err(error) => error.to_string(),
+        };
+        if deny.send_replace(Some(refusal.clone())).is_none() {
+            shared.metrics.plugin_rejected(&plugin, "AccessRevoked");
+            tracing::error!(plugin, "access revoked, reconciles stop until it is granted again: {refusal}");
         }
     }
 }
+
+/// How many reviews in a row may go unanswered before a plugin is treated as revoked.
+const UNANSWERED_REVIEWS: u32 = 3;
 
 fn selected(shared: &Shared, entry: &Entry) -> bool {
     entry.selected_by(&shared.selector)
@@ -952,6 +984,7 @@ async fn release_finalizer(shared: &Shared, entry: &Entry, finalizer: &str) -> R
             return Ok(());
         }
         let patch = json!({"metadata": {"finalizers": rest, "resourceVersion": live.resource_version()}});
+        shared.executor.charge(&shared.manifest.name).await;
         let params = PatchParams { field_manager: Some(shared.manifest.field_manager()), ..PatchParams::default() };
         match api.patch(&entry.envelope.name, &params, &Patch::Merge(&patch)).await {
             Ok(_) => return Ok(()),
@@ -989,6 +1022,7 @@ async fn set_finalizers(shared: &Shared, entry: &Entry, finalizers: Vec<String>)
     // The resourceVersion makes this a compare-and-swap: a concurrent change is a conflict
     // and a retry, never a lost finalizer.
     let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": entry.object.resource_version()}});
+    shared.executor.charge(&shared.manifest.name).await;
     let params = PatchParams { field_manager: Some(shared.manifest.field_manager()), ..PatchParams::default() };
     api.patch(&entry.envelope.name, &params, &Patch::Merge(&patch))
         .await
@@ -1027,11 +1061,17 @@ async fn call(shared: &Arc<Shared>, key: &Key, entry: Arc<Entry>, phase: Phase, 
     // failures that say the plugin itself is sick.
     let healthy = result.as_ref().err().is_none_or(|e| matches!(e.failure, CallFailure::Plugin { .. }));
     record_health(shared, &entry.envelope, healthy).await;
+    if shared.denied.borrow().is_some() {
+        // Revoked while the guest ran: what it answered rests on reads it may no longer make.
+        // Every primary is requeued when access is granted again.
+        tracing::info!(plugin = %shared.manifest.name, %key, "skipped: access revoked");
+        return Outcome::Done { actions: 0, requeue_after: None };
+    }
     let response = match result {
         Ok(response) => response,
         Err(error) => {
             let transient = error.failure.is_transient();
-            return failed(shared, &entry.envelope, &error.to_string(), error.failure.event_reason(), transient).await;
+            return guest_failed(shared, &entry.envelope, &error, transient).await;
         }
     };
     let applied = match shared.executor.execute(&shared.manifest, &entry.envelope, &response.actions).await {
@@ -1110,17 +1150,43 @@ async fn record_health(shared: &Shared, primary: &Object, healthy: bool) {
     }
 }
 
-/// Logs a failed reconcile and records it as a Warning Event on the primary.
-async fn failed(shared: &Shared, primary: &Object, message: &str, reason: &str, transient: bool) -> Outcome {
+/// Logs a failed reconcile and records it as a Warning Event on the primary, written as the
+/// host: only for failures the host detected and names with a reason of its own.
+async fn failed(shared: &Shared, primary: &Object, message: &str, reason: &'static str, transient: bool) -> Outcome {
+    failed_as(shared, &shared.host_executor, primary, message, (reason, reason), transient).await
+}
+
+/// A failed guest call. Traps, deadlines and broken limits are the host's findings, reported
+/// as the host; an error the plugin returned carries the plugin's own reason and words, so it
+/// is recorded as the plugin, and paid from its write budget, like any Event it emits.
+async fn guest_failed(shared: &Shared, primary: &Object, error: &CallError, transient: bool) -> Outcome {
+    let (message, reason) = (error.to_string(), error.failure.event_reason());
+    let writer = if matches!(error.failure, CallFailure::Plugin { .. }) {
+        if !primary.uid.is_empty() {
+            shared.executor.charge(&shared.manifest.name).await;
+        }
+        &shared.executor
+    } else {
+        &shared.host_executor
+    };
+    failed_as(shared, writer, primary, &message, (reason, error.failure.metric_reason()), transient).await
+}
+
+async fn failed_as(
+    shared: &Shared,
+    writer: &Executor,
+    primary: &Object,
+    message: &str,
+    (reason, metric): (&str, &'static str),
+    transient: bool,
+) -> Outcome {
     tracing::warn!(reason, transient, "{message}");
-    shared.metrics.reconcile_failed(&shared.manifest.name, reason);
+    // The metric's reason label comes from a fixed set; a plugin's own reasons would not be.
+    shared.metrics.reconcile_failed(&shared.manifest.name, metric);
     if !primary.uid.is_empty() {
         let next = if transient { "retrying with backoff" } else { "waiting for the object or the plugin to change" };
         let note = format!("{message} ({next})");
-        // As the host: the plugin's own identity may not be allowed to record Events.
-        if let Err(error) =
-            shared.host_executor.event(&shared.manifest, primary, EventType::Warning, reason, &note, None).await
-        {
+        if let Err(error) = writer.event(&shared.manifest, primary, EventType::Warning, reason, &note, None).await {
             tracing::warn!(%error, "could not record the failure as an Event");
         }
     }

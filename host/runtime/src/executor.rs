@@ -12,8 +12,9 @@
 //! The kinds were checked against the manifest when the response was decoded (in the
 //! sandbox); here they are resolved to resources.
 
+use std::collections::HashMap;
 use std::num::NonZeroU32;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -136,7 +137,7 @@ pub struct Executor {
 }
 
 /// A token bucket on a plugin's API writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct WriteBudget {
     /// Writes per second, sustained.
     pub per_second: NonZeroU32,
@@ -152,6 +153,36 @@ impl Default for WriteBudget {
             per_second: NonZeroU32::new(50).expect("non-zero"),
             burst: NonZeroU32::new(100).expect("non-zero"),
         }
+    }
+}
+
+/// The write buckets of one host, one per holder (a ServiceAccount, or a plugin's name when
+/// plugins act as the host) and budget. Every version of a plugin, and every plugin acting as
+/// one ServiceAccount, draws from the same bucket: a new version, a renamed plugin or a second
+/// ConfigMap does not start with a full one. A bucket lasts while a running plugin holds it.
+///
+/// ```
+/// use wasmloop_runtime::executor::{WriteBudget, WriteBuckets};
+/// let buckets = WriteBuckets::default();
+/// let (a, b) = (buckets.bucket("system:serviceaccount:t:p", WriteBudget::default()), buckets.bucket("system:serviceaccount:t:p", WriteBudget::default()));
+/// assert!(std::sync::Arc::ptr_eq(&a, &b));
+/// ```
+#[derive(Default)]
+pub struct WriteBuckets(Mutex<HashMap<(String, WriteBudget), Weak<DefaultDirectRateLimiter>>>);
+
+impl WriteBuckets {
+    /// The bucket of `holder` with `budget`, shared with whoever else holds it now.
+    pub fn bucket(&self, holder: &str, budget: WriteBudget) -> Arc<DefaultDirectRateLimiter> {
+        let mut buckets = self.0.lock().expect("lock");
+        buckets.retain(|_, bucket| bucket.strong_count() > 0);
+        let key = (holder.to_owned(), budget);
+        if let Some(bucket) = buckets.get(&key).and_then(Weak::upgrade) {
+            return bucket;
+        }
+        let quota = Quota::per_second(budget.per_second).allow_burst(budget.burst);
+        let bucket = Arc::new(RateLimiter::direct(quota));
+        buckets.insert(key, Arc::downgrade(&bucket));
+        bucket
     }
 }
 
@@ -222,15 +253,16 @@ impl Executor {
         }
     }
 
-    /// This executor, its writes held to `budget`.
-    pub fn with_write_budget(mut self, budget: WriteBudget) -> Executor {
-        let quota = Quota::per_second(budget.per_second).allow_burst(budget.burst);
-        self.budget = Some(Arc::new(RateLimiter::direct(quota)));
+    /// This executor, its writes paid from `bucket` (see [`WriteBuckets`]).
+    pub fn with_write_bucket(mut self, bucket: Arc<DefaultDirectRateLimiter>) -> Executor {
+        self.budget = Some(bucket);
         self
     }
 
-    /// Takes a write token, waiting for one when the budget is spent.
-    async fn spend(&self, plugin: &str) {
+    /// Takes a write token for `plugin`, waiting for one when its budget is spent: every write
+    /// made as the plugin pays, including those the host makes for it outside `execute`
+    /// (finalizers, its failure Events).
+    pub async fn charge(&self, plugin: &str) {
         if let Some(budget) = &self.budget {
             if budget.check().is_err() {
                 self.metrics.write_throttled(plugin);
@@ -316,7 +348,7 @@ impl Executor {
     ) -> Result<Vec<Applied>, ExecError> {
         let mut applied = Vec::new();
         for action in actions {
-            self.spend(&manifest.name).await;
+            self.charge(&manifest.name).await;
             let (kind, verb) = match action {
                 Action::Apply(object) => {
                     let done = self.apply(manifest, primary, object).await?;

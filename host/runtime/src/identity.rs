@@ -36,6 +36,12 @@ use wasmloop_sandbox::validate;
 /// ConfigMap's namespace.
 pub const SERVICE_ACCOUNT_ANNOTATION: &str = "wasmloop.dev/service-account";
 
+/// The annotation, set to `"true"` by whoever administers a ServiceAccount, that lets plugins
+/// act as it. Plugin authors and ConfigMap writers pick their account by name; without this
+/// opt-in they could pick any account of the namespace, such as the host's own or one made for
+/// a workload with wider rights.
+pub const OPT_IN_ANNOTATION: &str = "wasmloop.dev/plugin-identity";
+
 /// A ServiceAccount a plugin acts as.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ServiceAccount {
@@ -191,8 +197,22 @@ pub enum IdentityError {
     )]
     Invalid(#[from] InvalidServiceAccount),
     /// The ServiceAccount does not exist.
-    #[error("{account} does not exist; create it and bind the roles the plugin needs: kubectl -n {ns} create serviceaccount {name} && kubectl -n {ns} create rolebinding {name} --role=ROLE --serviceaccount={ns}:{name} (docs/security.md)", ns = .account.namespace, name = .account.name)]
+    #[error("{account} does not exist; create it, mark it for plugin use and bind the roles the plugin needs: kubectl -n {ns} create serviceaccount {name} && kubectl -n {ns} annotate serviceaccount {name} {OPT_IN_ANNOTATION}=true && kubectl -n {ns} create rolebinding {name} --role=ROLE --serviceaccount={ns}:{name} (docs/security.md)", ns = .account.namespace, name = .account.name)]
     Missing {
+        /// The ServiceAccount.
+        account: ServiceAccount,
+    },
+    /// The ServiceAccount exists but its administrator has not let plugins act as it.
+    #[error("{account} is not marked for plugin use; if plugins may act as it, its administrator runs: kubectl -n {ns} annotate serviceaccount {name} {OPT_IN_ANNOTATION}=true (docs/security.md)", ns = .account.namespace, name = .account.name)]
+    NotOptedIn {
+        /// The ServiceAccount.
+        account: ServiceAccount,
+    },
+    /// The ServiceAccount is the host's own, which no plugin may act as.
+    #[error(
+        "{account} is the host's own; a plugin needs a ServiceAccount of its own (name it with the {SERVICE_ACCOUNT_ANNOTATION} annotation or plugins.<name>.serviceAccount)"
+    )]
+    HostsOwn {
         /// The ServiceAccount.
         account: ServiceAccount,
     },
@@ -291,9 +311,32 @@ pub fn review_for(account: &ServiceAccount, access: &Access) -> SubjectAccessRev
     }
 }
 
+/// Whether plugins may act as `account`, given the object found under its name and the host's
+/// own account.
+///
+/// # Errors
+/// The first reason it may not: the host's own, missing, not opted in.
+pub fn usable(
+    account: &ServiceAccount,
+    found: Option<&ServiceAccountObject>,
+    own: Option<&ServiceAccount>,
+) -> Result<(), IdentityError> {
+    if own == Some(account) {
+        return Err(IdentityError::HostsOwn { account: account.clone() });
+    }
+    let found = found.ok_or_else(|| IdentityError::Missing { account: account.clone() })?;
+    let annotations = found.metadata.annotations.as_ref();
+    if annotations.and_then(|a| a.get(OPT_IN_ANNOTATION)).map(String::as_str) != Some("true") {
+        return Err(IdentityError::NotOptedIn { account: account.clone() });
+    }
+    Ok(())
+}
+
 /// How plugins' requests are made: as the host, or each as its own ServiceAccount.
 pub struct Identities {
     host: Client,
+    /// The host's own ServiceAccount, when known: no plugin may act as it.
+    own: Option<ServiceAccount>,
     /// The host's connection settings, from which impersonating clients are built; none when
     /// plugins act as the host.
     config: Option<kube::Config>,
@@ -304,14 +347,21 @@ pub struct Identities {
 impl Identities {
     /// Every plugin acts as the host (`--plugin-identity host`).
     pub fn host(client: Client) -> Identities {
-        Identities { host: client, config: None, clients: Mutex::default(), review_interval: Duration::MAX }
+        Identities { host: client, own: None, config: None, clients: Mutex::default(), review_interval: Duration::MAX }
     }
 
     /// Every plugin acts as its own ServiceAccount, impersonated through a client built from
     /// `config` (the host's own connection settings); reads are reviewed every
     /// `review_interval`.
     pub fn impersonating(host: Client, config: kube::Config, review_interval: Duration) -> Identities {
-        Identities { host, config: Some(config), clients: Mutex::default(), review_interval }
+        Identities { host, own: None, config: Some(config), clients: Mutex::default(), review_interval }
+    }
+
+    /// These identities, knowing the host's own ServiceAccount (in a pod: from the downward
+    /// API), which no plugin may act as.
+    pub fn with_own_account(mut self, own: Option<ServiceAccount>) -> Identities {
+        self.own = own;
+        self
     }
 
     /// True when plugins act as their own ServiceAccounts.
@@ -372,15 +422,15 @@ impl Identities {
         Ok(client)
     }
 
-    /// Checks that `account` exists.
+    /// Checks that plugins may act as `account`: it exists, its administrator opted it in, and
+    /// it is not the host's own.
     ///
     /// # Errors
-    /// [`IdentityError::Missing`] with how to create it, or the API error.
-    pub async fn ensure_exists(&self, account: &ServiceAccount) -> Result<(), IdentityError> {
+    /// Why not, with what fixes it, or the API error.
+    pub async fn ensure_usable(&self, account: &ServiceAccount) -> Result<(), IdentityError> {
         let api: Api<ServiceAccountObject> = Api::namespaced(self.host.clone(), &account.namespace);
         match api.get_opt(&account.name).await {
-            Ok(Some(_)) => Ok(()),
-            Ok(None) => Err(IdentityError::Missing { account: account.clone() }),
+            Ok(found) => usable(account, found.as_ref(), self.own.as_ref()),
             Err(source) => Err(IdentityError::Api { what: account.to_string(), source }),
         }
     }
@@ -497,6 +547,32 @@ mod tests {
     /// The snippet is flow-style YAML; JSON-compatible enough to check with a YAML parser.
     fn serde_yaml_like(document: &str) -> serde_json::Value {
         serde_yaml::from_str(document).unwrap_or_else(|e| panic!("not YAML: {e}\n{document}"))
+    }
+
+    #[test]
+    fn only_an_existing_opted_in_account_that_is_not_the_hosts_may_be_acted_as() {
+        let account = ServiceAccount::new("plugins", "p").unwrap();
+        let host = ServiceAccount::new("plugins", "wasmloop").unwrap();
+        let object = |annotation: Option<&str>| -> ServiceAccountObject {
+            let annotations = annotation.map(|v| serde_json::json!({OPT_IN_ANNOTATION: v}));
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "p", "annotations": annotations}})).unwrap()
+        };
+        let (opted, other_value, plain) = (object(Some("true")), object(Some("yes")), object(None));
+        let cases: [(&ServiceAccount, Option<&ServiceAccountObject>, Option<&ServiceAccount>, &str); 6] = [
+            (&account, Some(&opted), None, "ok"),
+            (&account, Some(&opted), Some(&host), "ok"),
+            (&account, None, None, "does not exist"),
+            (&account, Some(&plain), None, "is not marked for plugin use"),
+            (&account, Some(&other_value), None, "is not marked for plugin use"),
+            // The host's own account is refused even when someone marked it.
+            (&host, Some(&opted), Some(&host), "is the host's own"),
+        ];
+        for (account, found, own, expected) in cases {
+            match usable(account, found, own) {
+                Ok(()) => assert_eq!(expected, "ok", "{account} {own:?}"),
+                Err(error) => assert!(error.to_string().contains(expected), "{account} {own:?}: {error}"),
+            }
+        }
     }
 
     #[test]

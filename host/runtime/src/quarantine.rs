@@ -25,8 +25,9 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
 
 /// When a plugin is quarantined, and how it is probed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,23 +153,40 @@ impl Health {
     }
 }
 
-/// Which plugins are quarantined now, and why: what `/readyz` details and operators read.
-#[derive(Debug, Default)]
-pub struct Board(Mutex<BTreeMap<String, String>>);
+/// Which plugins are quarantined now, and why: what `/readyz` details, operators and the
+/// ConfigMap source (for each plugin's status annotation) read. Readers that must follow
+/// changes [`subscribe`](Board::subscribe).
+#[derive(Debug)]
+pub struct Board(watch::Sender<BTreeMap<String, String>>);
+
+impl Default for Board {
+    fn default() -> Self {
+        Board(watch::Sender::new(BTreeMap::new()))
+    }
+}
 
 impl Board {
     /// Plugin `plugin` is quarantined for `reason`, or (none) no longer is.
     pub fn set(&self, plugin: &str, reason: Option<&str>) {
-        let mut board = self.0.lock().expect("lock");
-        match reason {
-            Some(reason) => board.insert(plugin.to_owned(), reason.to_owned()),
-            None => board.remove(plugin),
-        };
+        self.0.send_if_modified(|board| match reason {
+            Some(reason) => board.insert(plugin.to_owned(), reason.to_owned()).as_deref() != Some(reason),
+            None => board.remove(plugin).is_some(),
+        });
+    }
+
+    /// Why plugin `plugin` is quarantined; none when it is not.
+    pub fn get(&self, plugin: &str) -> Option<String> {
+        self.0.borrow().get(plugin).cloned()
     }
 
     /// Every quarantined plugin and why, by name.
     pub fn list(&self) -> Vec<(String, String)> {
-        self.0.lock().expect("lock").iter().map(|(p, r)| (p.clone(), r.clone())).collect()
+        self.0.borrow().iter().map(|(p, r)| (p.clone(), r.clone())).collect()
+    }
+
+    /// A receiver that wakes at every change of the board.
+    pub fn subscribe(&self) -> watch::Receiver<BTreeMap<String, String>> {
+        self.0.subscribe()
     }
 }
 

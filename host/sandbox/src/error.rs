@@ -244,11 +244,11 @@ impl CallFailure {
         }
     }
 
-    /// The reason of the Warning Event the host records for this failure.
-    pub fn event_reason(&self) -> &str {
+    /// The reason label of `wasmloop_reconcile_errors_total` for this failure: one of a fixed
+    /// set, whatever reason the plugin gave.
+    pub fn metric_reason(&self) -> &'static str {
         match self {
-            CallFailure::Plugin { reason: Some(r), .. } => r,
-            CallFailure::Plugin { reason: None, .. } => "ReconcileError",
+            CallFailure::Plugin { .. } => "ReconcileError",
             CallFailure::Trap { .. } => "PluginTrapped",
             CallFailure::Deadline { .. } => "PluginDeadlineExceeded",
             CallFailure::MemoryLimit { .. } => "PluginMemoryLimit",
@@ -257,6 +257,14 @@ impl CallFailure {
             CallFailure::InvalidAction(_) => "PluginInvalidAction",
             CallFailure::UndeclaredKind { .. } => "PluginUndeclaredKind",
             CallFailure::Instantiate(_) => "PluginInstantiateFailed",
+        }
+    }
+
+    /// The reason of the Warning Event the host records for this failure.
+    pub fn event_reason(&self) -> &str {
+        match self {
+            CallFailure::Plugin { reason: Some(r), .. } => r,
+            other => other.metric_reason(),
         }
     }
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use wasmloop_runtime::executor::{DryRunSink, WriteBudget};
-use wasmloop_runtime::identity::{AccountChoice, Identities};
+use wasmloop_runtime::identity::{AccountChoice, Identities, ServiceAccount};
 use wasmloop_runtime::quarantine::Board;
 use wasmloop_runtime::registry::{Loader, Registry, Settings};
 use wasmloop_runtime::{Context, ControllerConfig, Metrics};
@@ -24,6 +24,8 @@ pub(super) struct Host {
     pub leading: tokio::sync::watch::Receiver<bool>,
     election: crate::leader::Election,
     pub readiness: Arc<Readiness>,
+    /// The plugins quarantined now.
+    pub quarantines: Arc<Board>,
     /// How long reconciles in flight get at shutdown and when a version is replaced.
     pub drain: Duration,
     /// The namespace of file plugins' ServiceAccounts.
@@ -60,6 +62,13 @@ fn controller_config(config: &HostConfig, plugin: &str) -> ControllerConfig {
     }
 }
 
+/// The host's own ServiceAccount, as the downward API gives it to a pod of `deploy/`.
+fn own_account_in_pod() -> Option<ServiceAccount> {
+    let namespace = std::env::var("POD_NAMESPACE").ok()?;
+    let name = std::env::var("POD_SERVICE_ACCOUNT").ok()?;
+    ServiceAccount::new(&namespace, &name).ok()
+}
+
 impl Host {
     /// Starts the endpoints (with `pending` readiness conditions already set), connects and
     /// builds the registry.
@@ -89,7 +98,8 @@ impl Host {
             PluginIdentity::Host => Identities::host(client.clone()),
             PluginIdentity::Impersonate => {
                 let every = Duration::from_secs(args.access_review_seconds);
-                Identities::impersonating(client.clone(), kube_config, every)
+                let own = args.host_service_account.clone().or_else(own_account_in_pod);
+                Identities::impersonating(client.clone(), kube_config, every).with_own_account(own)
             }
         };
         tracing::info!(plugin_identity = ?identity, "plugins act as {}", match identity {
@@ -97,7 +107,7 @@ impl Host {
             PluginIdentity::Impersonate => "their own ServiceAccounts".to_owned(),
         });
         let mut context = Context::new(client.clone(), metrics).identities(identities).leadership(election.leading());
-        context.quarantines = quarantines;
+        context.quarantines = quarantines.clone();
         if let Some(sink) = dry_run {
             context = context.dry_run(sink);
         }
@@ -117,6 +127,7 @@ impl Host {
             leading: election.leading(),
             election,
             readiness,
+            quarantines,
             drain,
             identity_namespace: args.plugin_identity_namespace.clone(),
         })

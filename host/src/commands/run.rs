@@ -61,6 +61,7 @@ async fn serve(args: &RunArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
             host.registry.clone(),
             host.readiness.clone(),
             host.leading.clone(),
+            host.quarantines.clone(),
         );
         tokio::spawn(source.run());
         tracing::info!(namespace, "loading plugins from ConfigMaps labelled wasmloop.dev/plugin");

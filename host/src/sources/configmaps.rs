@@ -18,6 +18,7 @@ use serde_json::json;
 use tokio::sync::{mpsc, watch};
 use wasmloop_runtime::events::Recorders;
 use wasmloop_runtime::identity::{AccountChoice, SERVICE_ACCOUNT_ANNOTATION, ServiceAccount};
+use wasmloop_runtime::quarantine::Board;
 use wasmloop_runtime::registry::{Candidate, Loaded, Registry, RegistryError};
 
 use crate::endpoints::Readiness;
@@ -43,8 +44,11 @@ struct Seen {
     handled: Option<Content>,
     /// The version serving from this ConfigMap.
     active: Option<Active>,
-    /// Why the last offer was refused; none when it was accepted.
+    /// Why the last offer was refused, and when; none when it was accepted.
     last_error: Option<String>,
+    last_error_at: Option<String>,
+    /// Why the serving version is quarantined; none when it is not.
+    quarantined: Option<String>,
     /// A retry of a plugin that failed to start is scheduled.
     retry_pending: bool,
 }
@@ -75,6 +79,28 @@ pub struct ConfigMapSource {
     retries: Option<mpsc::UnboundedReceiver<String>>,
     /// Only the leader writes statuses and Events, so replicas do not talk over each other.
     leading: watch::Receiver<bool>,
+    /// The host's quarantined plugins, shown on their ConfigMaps' status.
+    quarantines: Arc<Board>,
+}
+
+/// The `wasmloop.dev/status` annotation of a ConfigMap: what serves from it, the last refusal,
+/// and a quarantine.
+fn status_of(seen: &Seen) -> serde_json::Value {
+    let mut status = match &seen.active {
+        Some(active) => json!({
+            "plugin": active.plugin, "version": active.version, "activeDigest": active.digest,
+            "loadedAt": active.loaded_at,
+        }),
+        None => json!({"activeDigest": null}),
+    };
+    status["lastError"] = json!(seen.last_error);
+    if let Some(at) = &seen.last_error_at {
+        status["lastErrorAt"] = json!(at);
+    }
+    if let Some(reason) = &seen.quarantined {
+        status["quarantined"] = json!(reason);
+    }
+    status
 }
 
 impl ConfigMapSource {
@@ -85,6 +111,7 @@ impl ConfigMapSource {
         registry: Arc<Registry>,
         readiness: Arc<Readiness>,
         leading: watch::Receiver<bool>,
+        quarantines: Arc<Board>,
     ) -> Self {
         readiness.pending(&Self::readiness_item(namespace), "plugin ConfigMaps not listed yet");
         let (retry, retries) = mpsc::unbounded_channel();
@@ -92,6 +119,7 @@ impl ConfigMapSource {
             retry,
             retries: Some(retries),
             leading,
+            quarantines,
             api: Api::namespaced(client.clone(), namespace),
             namespace: namespace.to_owned(),
             registry,
@@ -110,9 +138,11 @@ impl ConfigMapSource {
         let config = watcher::Config::default().labels(PLUGIN_LABEL);
         let mut events = watcher(self.api.clone(), config).default_backoff().boxed();
         let mut retries = self.retries.take().expect("run once");
+        let mut quarantines = self.quarantines.subscribe();
         let mut listed: Option<HashSet<String>> = None;
         loop {
             tokio::select! {
+                Ok(()) = quarantines.changed() => self.show_quarantines().await,
                 event = events.next() => match event {
                     Some(Ok(watcher::Event::Init)) => listed = Some(HashSet::new()),
                     Some(Ok(watcher::Event::InitApply(cm))) => {
@@ -237,12 +267,11 @@ impl ConfigMapSource {
             digest: loaded.digest().to_owned(),
             loaded_at: Timestamp::now().to_string(),
         };
-        let status = json!({
-            "plugin": active.plugin, "version": active.version, "activeDigest": active.digest,
-            "loadedAt": active.loaded_at, "lastError": null,
-        });
         let seen = self.seen.entry(name.clone()).or_default();
-        (seen.active, seen.last_error) = (Some(active), None);
+        (seen.active, seen.last_error, seen.last_error_at) = (Some(active), None, None);
+        // A new version starts healthy.
+        seen.quarantined = None;
+        let status = status_of(seen);
         self.write_status(&name, &status).await;
         let note = format!("plugin {plugin} {version} serving (sha256 {})", short(loaded.digest()));
         self.event(cm, EventType::Normal, "PluginLoaded", note).await;
@@ -257,16 +286,26 @@ impl ConfigMapSource {
             return;
         }
         seen.last_error = Some(message.to_owned());
-        let failed_at = Timestamp::now().to_string();
-        let status = match &seen.active {
-            Some(active) => json!({
-                "plugin": active.plugin, "version": active.version, "activeDigest": active.digest,
-                "loadedAt": active.loaded_at, "lastError": message, "lastErrorAt": failed_at,
-            }),
-            None => json!({"activeDigest": null, "lastError": message, "lastErrorAt": failed_at}),
-        };
+        seen.last_error_at = Some(Timestamp::now().to_string());
+        let status = status_of(seen);
         self.write_status(&name, &status).await;
         self.event(cm, EventType::Warning, "PluginRejected", format!("{reason}: {message}")).await;
+    }
+
+    /// Shows each serving plugin's quarantine, entered or lifted, on its ConfigMap's status.
+    async fn show_quarantines(&mut self) {
+        let mut changed = Vec::new();
+        for (name, seen) in &mut self.seen {
+            let Some(active) = &seen.active else { continue };
+            let now = self.quarantines.get(&active.plugin);
+            if now != seen.quarantined {
+                seen.quarantined = now;
+                changed.push((name.clone(), status_of(seen)));
+            }
+        }
+        for (name, status) in changed {
+            self.write_status(&name, &status).await;
+        }
     }
 
     async fn unload(&mut self, name: &str) {

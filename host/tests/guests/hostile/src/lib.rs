@@ -120,6 +120,8 @@ impl Reconciler for Hostile {
                     patch(target, PatchKind::Merge, &json!({"data": {"stolen": "yes"}})),
                 ])
             }
+            // An error in the plugin's own words, with a reason of its own choosing.
+            "fail" => Err(Error::permanent("the plugin's own words").reason("PluginChosenReason")),
             "flood" => Ok((0..config.count).map(|i| event(EventType::Normal, "Flood", format!("{i}"))).collect()),
             "shared-strings" => Ok(shared_strings(config.count)),
             other => Err(Error::permanent(format!("unknown mode {other:?}"))),

@@ -20,7 +20,7 @@ use bindings::wasmloop::plugin::types as wit_types;
 
 use crate::action::{Action, EventType, PatchKind};
 use crate::kind::Gvk;
-use crate::manifest::{KindSelector, Manifest};
+use crate::manifest::{Grant, KindSelector, Manifest, WriteScope};
 use crate::request::{Config, Object, ObjectRef, Phase, Request};
 use crate::{Reconciler, timing};
 
@@ -49,6 +49,25 @@ fn selector_to_wit(s: KindSelector) -> wit_types::KindSelector {
     wit_types::KindSelector { kind: gvk_to_wit(s.kind), namespace: s.namespace, label_selector: s.label_selector }
 }
 
+fn grant_to_wit(g: Grant) -> wit_types::WriteGrant {
+    let mut verbs = wit_types::WriteVerbs::empty();
+    for (on, verb) in [
+        (g.apply, wit_types::WriteVerbs::APPLY),
+        (g.patch, wit_types::WriteVerbs::PATCH),
+        (g.delete, wit_types::WriteVerbs::DELETE),
+    ] {
+        if on {
+            verbs = verbs | verb;
+        }
+    }
+    let scope = match g.scope {
+        WriteScope::PrimaryNamespace => wit_types::WriteScope::PrimaryNamespace,
+        WriteScope::Namespaces(list) => wit_types::WriteScope::Namespaces(list),
+        WriteScope::Any => wit_types::WriteScope::Any,
+    };
+    wit_types::WriteGrant { kind: gvk_to_wit(g.kind), verbs, scope }
+}
+
 fn ref_to_wit(r: ObjectRef) -> WitObjectRef {
     WitObjectRef { api_version: r.api_version, kind: r.kind, name: r.name, namespace: r.namespace, uid: r.uid }
 }
@@ -63,6 +82,8 @@ pub fn manifest<P: Reconciler>() -> WitManifest {
         owns: m.owns.into_iter().map(gvk_to_wit).collect(),
         watches: m.watches.into_iter().map(selector_to_wit).collect(),
         reads: m.reads.into_iter().map(gvk_to_wit).collect(),
+        metadata_only: m.metadata_only.into_iter().map(gvk_to_wit).collect(),
+        writes: m.writes.into_iter().map(grant_to_wit).collect(),
         finalizer: m.finalizer,
         prune: m.prune,
         deliver_deleted: m.deliver_deleted,
@@ -136,6 +157,9 @@ pub fn reconcile<P: Reconciler>(request: WitRequest) -> Result<WitResponse, WitR
         message: e.message,
         transient: e.transient,
         reason: e.reason,
+        retry_after_ms: e.retry_after.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        // A requeue-after among them means nothing on failure: retry-after-ms says when.
+        actions: response_to_wit(e.actions).actions,
     });
     if let Some(start) = start {
         let encode = encode + start.elapsed().as_nanos() as u64;

@@ -1,6 +1,13 @@
 //! Read-only look-ups in the host's informer cache. No API calls, no network.
 //!
-//! Only kinds the manifest declares are readable; anything else is an error naming the kind.
+//! Only kinds the manifest declares (primary, owns, watches, reads) are readable. A refusal is
+//! a [`CacheError`] saying why; `?` turns it into a reconcile [`Error`] (permanent, except a
+//! revoked grant, which the host retries once the grant is back).
+//!
+//! Lists come from the host a page at a time ([`list_page`]); [`list_objects`] and [`list`]
+//! walk the pages for you.
+
+use std::fmt;
 
 use serde::de::DeserializeOwned;
 
@@ -8,32 +15,113 @@ use crate::error::Error;
 use crate::kind::{Gvk, Kind};
 use crate::request::Object;
 
-fn cache_error(message: String) -> Error {
-    // A kind missing from the manifest or a bad selector will not fix itself on retry.
-    Error::permanent(message)
+/// Why the host refused a look-up. Each case holds a sentence for humans.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CacheError {
+    /// The kind is not declared under primary, owns, watches or reads.
+    UndeclaredKind(String),
+    /// The label selector does not parse.
+    InvalidSelector(String),
+    /// The namespace is outside what the plugin is served.
+    OutOfScope(String),
+    /// The plugin's identity lost its read grant during the call; the host drops the call's
+    /// answer and retries once the grant is back.
+    AccessRevoked(String),
+    /// A continue token the host did not produce.
+    InvalidContinue(String),
+}
+
+impl CacheError {
+    /// The host's sentence.
+    pub fn message(&self) -> &str {
+        match self {
+            CacheError::UndeclaredKind(m)
+            | CacheError::InvalidSelector(m)
+            | CacheError::OutOfScope(m)
+            | CacheError::AccessRevoked(m)
+            | CacheError::InvalidContinue(m) => m,
+        }
+    }
+}
+
+impl fmt::Display for CacheError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.message())
+    }
+}
+
+impl std::error::Error for CacheError {}
+
+impl From<CacheError> for Error {
+    fn from(e: CacheError) -> Error {
+        match e {
+            // Nothing the plugin can do; the host retries when access is back.
+            CacheError::AccessRevoked(m) => Error::transient(m),
+            // A kind missing from the manifest, a bad selector or namespace: the same call
+            // fails the same way until the plugin or the object changes.
+            other => Error::permanent(other.message()),
+        }
+    }
+}
+
+/// One page of a list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page {
+    /// Objects in (namespace, name) order.
+    pub items: Vec<Object>,
+    /// Pass it to [`list_page`] for the next page; none after the last.
+    pub continue_token: Option<String>,
 }
 
 /// Reads one object of a declared kind, unparsed.
 ///
 /// # Errors
-/// A permanent error when the kind is not declared in the manifest.
-pub fn get_object(kind: &Gvk, namespace: Option<&str>, name: &str) -> Result<Option<Object>, Error> {
-    crate::host::get(kind, namespace, name).map_err(cache_error)
+/// A [`CacheError`] when the host refuses the look-up.
+pub fn get_object(kind: &Gvk, namespace: Option<&str>, name: &str) -> Result<Option<Object>, CacheError> {
+    crate::host::get(kind, namespace, name)
 }
 
-/// Lists objects of a declared kind, unparsed, optionally in one namespace and filtered by a
-/// label selector (`app=web,tier!=cache`).
+/// One page of objects of a declared kind, optionally in one namespace and filtered by a
+/// label selector (`app=web,tier!=cache`). `limit` 0 asks for the host's page size (500),
+/// which is also the most a page holds.
 ///
 /// # Errors
-/// A permanent error when the kind is not declared or the selector is malformed.
-pub fn list_objects(kind: &Gvk, namespace: Option<&str>, label_selector: Option<&str>) -> Result<Vec<Object>, Error> {
-    crate::host::list(kind, namespace, label_selector).map_err(cache_error)
+/// A [`CacheError`] when the host refuses the look-up or the token.
+pub fn list_page(
+    kind: &Gvk,
+    namespace: Option<&str>,
+    label_selector: Option<&str>,
+    limit: u32,
+    continue_token: Option<&str>,
+) -> Result<Page, CacheError> {
+    crate::host::list_page(kind, namespace, label_selector, limit, continue_token)
+}
+
+/// Lists every object of a declared kind, unparsed, page by page.
+///
+/// # Errors
+/// A [`CacheError`] when the host refuses the look-up.
+pub fn list_objects(
+    kind: &Gvk,
+    namespace: Option<&str>,
+    label_selector: Option<&str>,
+) -> Result<Vec<Object>, CacheError> {
+    let mut all = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let page = list_page(kind, namespace, label_selector, 0, token.as_deref())?;
+        all.extend(page.items);
+        match page.continue_token {
+            Some(next) => token = Some(next),
+            None => return Ok(all),
+        }
+    }
 }
 
 /// Reads and parses one object of kind `K`.
 ///
 /// # Errors
-/// A permanent error when `K` is not declared or the object does not fit `K`.
+/// When the host refuses the look-up or the object does not fit `K`.
 pub fn get<K: Kind + DeserializeOwned>(namespace: Option<&str>, name: &str) -> Result<Option<K>, Error> {
     get_object(&K::gvk(), namespace, name)?.map(|o| o.parse()).transpose()
 }
@@ -41,8 +129,7 @@ pub fn get<K: Kind + DeserializeOwned>(namespace: Option<&str>, name: &str) -> R
 /// Lists and parses objects of kind `K`.
 ///
 /// # Errors
-/// A permanent error when `K` is not declared, the selector is malformed or an object does
-/// not fit `K`.
+/// When the host refuses the look-up or an object does not fit `K`.
 pub fn list<K: Kind + DeserializeOwned>(
     namespace: Option<&str>,
     label_selector: Option<&str>,

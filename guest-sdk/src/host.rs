@@ -1,6 +1,7 @@
 //! The host imports, behind one set of functions: the WIT imports in a component, the
 //! thread-local test host of [`crate::testing`] in native builds.
 
+use crate::cache::{CacheError, Page};
 use crate::kind::Gvk;
 use crate::log::Level;
 use crate::request::Object;
@@ -8,11 +9,21 @@ use crate::request::Object;
 #[cfg(target_arch = "wasm32")]
 mod imp {
     use super::*;
-    use crate::__private::bindings::wasmloop::plugin::host;
     use crate::__private::bindings::wasmloop::plugin::types as wit;
+    use crate::__private::bindings::wasmloop::plugin::{cache, log};
 
     fn wit_gvk(kind: &Gvk) -> wit::Gvk {
         wit::Gvk { group: kind.group.clone(), version: kind.version.clone(), kind: kind.kind.clone() }
+    }
+
+    fn error(e: cache::CacheError) -> CacheError {
+        match e {
+            cache::CacheError::UndeclaredKind(m) => CacheError::UndeclaredKind(m),
+            cache::CacheError::InvalidSelector(m) => CacheError::InvalidSelector(m),
+            cache::CacheError::OutOfScope(m) => CacheError::OutOfScope(m),
+            cache::CacheError::AccessRevoked(m) => CacheError::AccessRevoked(m),
+            cache::CacheError::InvalidContinue(m) => CacheError::InvalidContinue(m),
+        }
     }
 
     pub(crate) fn log(level: Level, message: &str) {
@@ -23,16 +34,27 @@ mod imp {
             Level::Warn => wit::LogLevel::Warn,
             Level::Error => wit::LogLevel::Error,
         };
-        host::log(level, message);
+        log::log(level, message);
     }
 
-    pub(crate) fn get(kind: &Gvk, namespace: Option<&str>, name: &str) -> Result<Option<Object>, String> {
-        host::get_object(&wit_gvk(kind), namespace, name).map(|o| o.map(crate::__private::object_from_wit))
+    pub(crate) fn get(kind: &Gvk, namespace: Option<&str>, name: &str) -> Result<Option<Object>, CacheError> {
+        cache::get_object(&wit_gvk(kind), namespace, name)
+            .map(|o| o.map(crate::__private::object_from_wit))
+            .map_err(error)
     }
 
-    pub(crate) fn list(kind: &Gvk, namespace: Option<&str>, selector: Option<&str>) -> Result<Vec<Object>, String> {
-        host::list_objects(&wit_gvk(kind), namespace, selector)
-            .map(|objects| objects.into_iter().map(crate::__private::object_from_wit).collect())
+    pub(crate) fn list_page(
+        kind: &Gvk,
+        namespace: Option<&str>,
+        selector: Option<&str>,
+        limit: u32,
+        token: Option<&str>,
+    ) -> Result<Page, CacheError> {
+        let page = cache::list_objects(&wit_gvk(kind), namespace, selector, limit, token).map_err(error)?;
+        Ok(Page {
+            items: page.items.into_iter().map(crate::__private::object_from_wit).collect(),
+            continue_token: page.continue_token,
+        })
     }
 }
 
@@ -44,12 +66,18 @@ mod imp {
         crate::testing::host_log(level, message);
     }
 
-    pub(crate) fn get(kind: &Gvk, namespace: Option<&str>, name: &str) -> Result<Option<Object>, String> {
+    pub(crate) fn get(kind: &Gvk, namespace: Option<&str>, name: &str) -> Result<Option<Object>, CacheError> {
         crate::testing::host_get(kind, namespace, name)
     }
 
-    pub(crate) fn list(kind: &Gvk, namespace: Option<&str>, selector: Option<&str>) -> Result<Vec<Object>, String> {
-        crate::testing::host_list(kind, namespace, selector)
+    pub(crate) fn list_page(
+        kind: &Gvk,
+        namespace: Option<&str>,
+        selector: Option<&str>,
+        limit: u32,
+        token: Option<&str>,
+    ) -> Result<Page, CacheError> {
+        crate::testing::host_list_page(kind, namespace, selector, limit, token)
     }
 }
 

@@ -62,7 +62,7 @@ pub mod __private;
 pub use action::{Action, EventAction, EventType, PatchKind, apply, delete, event, patch, requeue_after, status};
 pub use error::Error;
 pub use kind::{Gvk, Kind};
-pub use manifest::{KindSelector, Manifest, Settings};
+pub use manifest::{Grant, KindSelector, Manifest, Settings, WriteScope};
 pub use request::{Config, Object, ObjectRef, Phase, Request};
 
 /// Re-exported so plugins use the same k8s-openapi version as the SDK.
@@ -96,7 +96,7 @@ pub mod prelude {
     pub use crate::action::{Action, EventType, PatchKind, apply, delete, event, patch, requeue_after, status};
     pub use crate::error::Error;
     pub use crate::kind::{Gvk, Kind};
-    pub use crate::manifest::{KindSelector, Manifest, Settings};
+    pub use crate::manifest::{Grant, KindSelector, Manifest, Settings};
     pub use crate::request::{Config, Object, ObjectRef, Phase, Request};
     pub use crate::{Reconciler, cache};
 }

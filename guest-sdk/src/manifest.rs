@@ -49,6 +49,85 @@ pub struct Settings {
     pub resync_seconds: Option<u32>,
 }
 
+/// Where a write grant applies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteScope {
+    /// The primary's namespace (cluster-scoped objects, for a cluster-scoped primary).
+    PrimaryNamespace,
+    /// These namespaces.
+    Namespaces(Vec<String>),
+    /// Every namespace, and cluster-scoped objects.
+    Any,
+}
+
+/// Leave to write a kind beyond what is implied: `status` and `event` on the primary, and
+/// `apply` and `delete` of owned kinds in the primary's namespace, need no grant.
+///
+/// ```
+/// use k8s_openapi::api::core::v1::{ConfigMap, Node};
+/// use wasmloop_sdk::manifest::Grant;
+///
+/// let copies = Grant::of::<ConfigMap>().apply().delete().anywhere();
+/// let annotate = Grant::of::<Node>().patch();
+/// let quotas = Grant::of::<ConfigMap>().patch().in_namespaces(["team-a", "team-b"]);
+/// # let _ = (copies, annotate, quotas);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// The kind.
+    pub kind: Gvk,
+    /// Server-side apply.
+    pub apply: bool,
+    /// Merge and JSON patch.
+    pub patch: bool,
+    /// Delete.
+    pub delete: bool,
+    /// Where; the primary's namespace unless set.
+    pub scope: WriteScope,
+}
+
+impl Grant {
+    /// A grant on kind `K`, in the primary's namespace, with no verb yet.
+    pub fn of<K: Kind>() -> Grant {
+        Grant { kind: K::gvk(), apply: false, patch: false, delete: false, scope: WriteScope::PrimaryNamespace }
+    }
+
+    /// Allows server-side apply.
+    #[must_use]
+    pub fn apply(mut self) -> Grant {
+        self.apply = true;
+        self
+    }
+
+    /// Allows patches.
+    #[must_use]
+    pub fn patch(mut self) -> Grant {
+        self.patch = true;
+        self
+    }
+
+    /// Allows deletes.
+    #[must_use]
+    pub fn delete(mut self) -> Grant {
+        self.delete = true;
+        self
+    }
+
+    /// In these namespaces instead of the primary's.
+    #[must_use]
+    pub fn in_namespaces<S: Into<String>>(mut self, namespaces: impl IntoIterator<Item = S>) -> Grant {
+        self.scope = WriteScope::Namespaces(namespaces.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// In every namespace, and cluster-scoped objects.
+    #[must_use]
+    pub fn anywhere(mut self) -> Grant {
+        self.scope = WriteScope::Any;
+        self
+    }
+}
+
 /// A plugin's declaration, built with chained setters.
 ///
 /// ```
@@ -75,8 +154,12 @@ pub struct Manifest {
     pub owns: Vec<Gvk>,
     /// Related kinds, mapped to primaries by [`crate::Reconciler::map`].
     pub watches: Vec<KindSelector>,
-    /// Kinds only read from the cache or patched.
+    /// Kinds only read from the cache.
     pub reads: Vec<Gvk>,
+    /// Kinds served as metadata only (also under owns, watches or reads).
+    pub metadata_only: Vec<Gvk>,
+    /// What the plugin writes beyond the implied grants.
+    pub writes: Vec<Grant>,
     /// A finalizer to hold on every primary until cleanup succeeds.
     pub finalizer: Option<String>,
     /// Delete owned children a reconcile did not apply.
@@ -105,6 +188,8 @@ impl Manifest {
             owns: Vec::new(),
             watches: Vec::new(),
             reads: Vec::new(),
+            metadata_only: Vec::new(),
+            writes: Vec::new(),
             finalizer: None,
             prune: false,
             deliver_deleted: false,
@@ -140,10 +225,28 @@ impl Manifest {
         self
     }
 
-    /// Declares a kind the plugin only reads from the cache or patches.
+    /// Declares a kind the plugin only reads from the cache. Reading grants no write: see
+    /// [`Manifest::writes`].
     #[must_use]
     pub fn reads<K: Kind>(mut self) -> Self {
         self.reads.push(K::gvk());
+        self
+    }
+
+    /// Declares that the plugin needs only the metadata of kind `K`'s objects (it counts or
+    /// names them): they reach it without spec, status and managed fields. `K` must also be
+    /// under owns, watches or reads.
+    #[must_use]
+    pub fn metadata_only<K: Kind>(mut self) -> Self {
+        self.metadata_only.push(K::gvk());
+        self
+    }
+
+    /// Declares a write beyond the implied ones; the host refuses any write no grant covers,
+    /// before it reaches the API server.
+    #[must_use]
+    pub fn writes(mut self, grant: Grant) -> Self {
+        self.writes.push(grant);
         self
     }
 

@@ -28,6 +28,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::action::{Action, EventAction, PatchKind};
+use crate::cache::{CacheError, Page};
 use crate::error::Error;
 use crate::kind::{Gvk, Kind};
 use crate::log::Level;
@@ -63,18 +64,51 @@ pub(crate) fn host_log(level: Level, message: &str) {
     });
 }
 
-pub(crate) fn host_get(kind: &Gvk, namespace: Option<&str>, name: &str) -> Result<Option<Object>, String> {
+pub(crate) fn host_get(kind: &Gvk, namespace: Option<&str>, name: &str) -> Result<Option<Object>, CacheError> {
     Ok(host_list(kind, namespace, None)?.into_iter().find(|o| o.name == name))
 }
 
-pub(crate) fn host_list(kind: &Gvk, namespace: Option<&str>, selector: Option<&str>) -> Result<Vec<Object>, String> {
-    let selector: Selector = selector.unwrap_or_default().parse().map_err(|e| format!("{e}"))?;
+/// The host's page size, as in the host: the test host pages like it, so a plugin's paging
+/// runs in `cargo test` too.
+pub const PAGE_SIZE: usize = 500;
+
+pub(crate) fn host_list_page(
+    kind: &Gvk,
+    namespace: Option<&str>,
+    selector: Option<&str>,
+    limit: u32,
+    token: Option<&str>,
+) -> Result<Page, CacheError> {
+    let key = |o: &Object| (o.namespace.clone().unwrap_or_default(), o.name.clone());
+    let mut all = host_list(kind, namespace, selector)?;
+    all.sort_by_key(key);
+    let after = match token.map(|t| t.split_once('/')) {
+        None => None,
+        Some(Some((ns, name))) => Some((ns.to_owned(), name.to_owned())),
+        Some(None) => {
+            let token = token.unwrap_or_default();
+            return Err(CacheError::InvalidContinue(format!(
+                "continue token {token:?} was not produced by this cache"
+            )));
+        }
+    };
+    let limit = if limit == 0 { PAGE_SIZE } else { (limit as usize).min(PAGE_SIZE) };
+    let rest: Vec<Object> = all.into_iter().filter(|o| after.as_ref().is_none_or(|a| &key(o) > a)).collect();
+    let more = rest.len() > limit;
+    let items: Vec<Object> = rest.into_iter().take(limit).collect();
+    let continue_token = if more { items.last().map(|o| format!("{}/{}", key(o).0, key(o).1)) } else { None };
+    Ok(Page { items, continue_token })
+}
+
+fn host_list(kind: &Gvk, namespace: Option<&str>, selector: Option<&str>) -> Result<Vec<Object>, CacheError> {
+    let selector: Selector =
+        selector.unwrap_or_default().parse().map_err(|e| CacheError::InvalidSelector(format!("{e}")))?;
     HOST.with(|h| {
         let mut host = h.borrow_mut();
         let Some(host) = host.as_mut() else { return Ok(Vec::new()) };
         if let Some(message) = undeclared(&host.manifest, kind) {
             host.undeclared = Some(message.clone());
-            return Err(message);
+            return Err(CacheError::UndeclaredKind(message));
         }
         Ok(host
             .cache

@@ -169,6 +169,63 @@ fn configmap_mirror_cleanup_deletes_every_copy() {
     assert_eq!(stdout_yaml(&out), expected("configmap-mirror/expected-cleanup.yaml"));
 }
 
+// ---- contract 0.1, through the adapter ---------------------------------------------------
+
+/// configmap-mirror as built for contract 0.1 (see tests/fixtures/contract-0.1/README.md).
+fn legacy_mirror() -> PathBuf {
+    fixture("contract-0.1/configmap_mirror.wasm")
+}
+
+fn reconcile_legacy(extra: &[&str]) -> Output {
+    let (plugin, object) = (legacy_mirror(), fixture("configmap-mirror/source.yaml"));
+    let mut args = vec!["reconcile", "--plugin", plugin.to_str().unwrap(), "--object", object.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    wasmloop(&args)
+}
+
+#[test]
+fn a_component_built_for_contract_0_1_reconciles_as_it_did_through_the_adapter() {
+    let cluster = path_arg("configmap-mirror/cluster.yaml");
+    assert_eq!(
+        stdout_yaml(&reconcile_legacy(&["--cache", &cluster])),
+        expected("configmap-mirror/expected-apply.yaml")
+    );
+    let cleanup = reconcile_legacy(&["--cache", &cluster, "--phase", "cleanup"]);
+    assert_eq!(stdout_yaml(&cleanup), expected("configmap-mirror/expected-cleanup.yaml"));
+}
+
+#[test]
+fn inspect_names_the_contract_a_component_was_built_for() {
+    let legacy = stdout_yaml(&wasmloop(&["inspect", legacy_mirror().to_str().unwrap()]));
+    assert_eq!(legacy["contract"], "0.1");
+    assert_eq!(legacy["name"], "configmap-mirror");
+    let current = stdout_yaml(&wasmloop(&["inspect", component("configmap_mirror").to_str().unwrap()]));
+    assert_eq!(current["contract"], "0.2");
+    assert_eq!(current["metadataOnly"], serde_json::json!(["v1/Namespace"]));
+    assert_eq!(current["writes"][0]["kind"], "v1/ConfigMap");
+    assert_eq!(current["writes"][0]["scope"], "any");
+}
+
+// ---- declared writes -----------------------------------------------------------------------
+
+#[test]
+fn a_write_no_grant_covers_is_refused_naming_the_verb_the_object_and_what_to_declare() {
+    let out = hostile("patch-ungranted", &[]);
+    fails_with(
+        &out,
+        3,
+        &["plugin hostile", "patch apps/v1/Deployment in namespace default", "under writes", "verb patch"],
+    );
+}
+
+#[test]
+fn a_failed_reconcile_still_reports_its_status_and_says_when_to_retry() {
+    let out = hostile("fail-with-status", &[]);
+    fails_with(&out, 3, &["waiting for something", "event: Warning Waiting", "retry: after 500 ms"]);
+    let actions: Value = serde_yaml::from_slice(&out.stdout).expect("the failure's actions are printed");
+    assert_eq!(actions["actions"][0]["status"], serde_json::json!({"waiting": true}), "{actions}");
+}
+
 // ---- inspect and the compile cache -----------------------------------------------------
 
 #[test]
@@ -218,8 +275,9 @@ fn component_of_another_contract_version_is_refused_naming_both_versions() {
         &out,
         1,
         &[
-            "future_contract_plugin.wasm was built for contract wasmloop:plugin@0.2.0",
-            "this host serves wasmloop:plugin@0.1.0",
+            "future_contract_plugin.wasm was built for contract wasmloop:plugin@0.3.0",
+            "this host serves wasmloop:plugin@0.2.0",
+            "wasmloop:plugin@0.1.0 (0.1.x, through an adapter)",
             "rebuild the plugin",
         ],
     );

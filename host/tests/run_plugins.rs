@@ -75,12 +75,29 @@ async fn node_image_watch_annotates_the_total_and_reports_the_change() {
     nodes.delete(&name, &DeleteParams::default()).await.unwrap();
 }
 
+/// Both builds of configmap-mirror act on every mirrored source in the cluster: one at a time.
+static MIRROR: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test]
 async fn configmap_mirror_copies_prunes_and_cleans_up_behind_its_finalizer() {
+    let _one = MIRROR.lock().await;
+    mirror_round(component("configmap_mirror"), "mirror").await;
+}
+
+#[tokio::test]
+async fn configmap_mirror_built_for_contract_0_1_still_copies_prunes_and_cleans_up() {
+    let _one = MIRROR.lock().await;
+    let legacy =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/contract-0.1/configmap_mirror.wasm");
+    mirror_round(legacy, "mirror01").await;
+}
+
+async fn mirror_round(plugin: std::path::PathBuf, prefix: &str) {
     let client = shared().client().await.unwrap();
-    let source_ns = shared().namespace("mirror-src").await.unwrap();
-    let (a, b) = (shared().namespace("mirror-a").await.unwrap(), shared().namespace("mirror-b").await.unwrap());
-    let _host = Host::run(&["configmap_mirror"]);
+    let source_ns = shared().namespace(&format!("{prefix}-src")).await.unwrap();
+    let a = shared().namespace(&format!("{prefix}-a")).await.unwrap();
+    let b = shared().namespace(&format!("{prefix}-b")).await.unwrap();
+    let _host = Host::start([std::ffi::OsString::from("run"), "--plugin".into(), plugin.into()]);
     let sources: Api<ConfigMap> = source_ns.api();
     let source = ConfigMap {
         metadata: ObjectMeta {

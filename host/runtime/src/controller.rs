@@ -6,7 +6,7 @@
 //! reads that primary and its children from the cache when it runs, so a burst of changes
 //! is one reconcile of the latest state.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -17,8 +17,8 @@ use serde_json::json;
 use tokio::sync::broadcast::{self, error::RecvError};
 use tracing::Instrument;
 use wasmloop_sandbox::{
-    Action, CallError, CallFailure, EventType, Gvk, HostServices, Manifest, Object, ObjectRef, Phase, Plugin, Request,
-    Selector,
+    Action, CacheDenied, CallError, CallFailure, EventType, Gvk, HostServices, ListKey, Manifest, Object, ObjectRef,
+    Phase, Plugin, Request, Selector, WriteScope,
 };
 
 use crate::context::Context;
@@ -222,6 +222,50 @@ impl HostServices for CacheView {
             .filter(|e| seen.insert((e.envelope.namespace.clone(), e.envelope.name.clone())))
             .map(|e| e.envelope.clone())
             .collect()
+    }
+
+    fn list_page(
+        &self,
+        kind: &Gvk,
+        namespace: Option<&str>,
+        selector: &Selector,
+        after: Option<&ListKey>,
+        limit: usize,
+    ) -> Vec<Object> {
+        if !self.serves() {
+            return Vec::new();
+        }
+        // Each informer's page is in order; merged, deduplicated and cut, they are the page.
+        let mut page: BTreeMap<ListKey, Object> = BTreeMap::new();
+        for informer in self.by_kind.get(kind).into_iter().flatten() {
+            for entry in informer.list_after(namespace, selector, after, limit) {
+                let key = (entry.envelope.namespace.clone().unwrap_or_default(), entry.envelope.name.clone());
+                page.entry(key).or_insert_with(|| entry.envelope.clone());
+            }
+        }
+        page.into_values().take(limit).collect()
+    }
+
+    fn denied(&self, kind: &Gvk, namespace: Option<&str>) -> Option<CacheDenied> {
+        if let Some(why) = self.denied.borrow().as_ref() {
+            return Some(CacheDenied::Revoked(format!(
+                "its read access was revoked ({why}); the call's answer is dropped"
+            )));
+        }
+        let informers = self.by_kind.get(kind)?;
+        let wanted = namespace?;
+        let served: Vec<&str> = informers
+            .iter()
+            .filter(|i| i.namespaced())
+            .map(|i| i.scope().namespace.as_deref())
+            .collect::<Option<Vec<&str>>>()?;
+        if served.is_empty() || served.contains(&wanted) {
+            return None;
+        }
+        Some(CacheDenied::OutOfScope(format!(
+            "{kind} is served to it from namespace {} only, not {wanted}",
+            served.join(", ")
+        )))
     }
 }
 
@@ -427,6 +471,13 @@ impl Controller {
             })
         };
         let namespace = confined("its primary kind", manifest.primary.namespace.as_deref())?;
+        if let Some(operator) = config.namespace.as_deref() {
+            grants_within(&manifest, operator).map_err(|(what, reason)| StartError::Confined {
+                plugin: manifest.name.clone(),
+                what,
+                reason,
+            })?;
+        }
         let scope = |kind: &Gvk, namespace: Option<String>| InformerScope { kind: kind.clone(), namespace };
         let discovery = |source| StartError::Discovery { plugin: manifest.name.clone(), source };
         let primary = informers.acquire(&scope(&manifest.primary.kind, namespace.clone())).await.map_err(discovery)?;
@@ -644,6 +695,29 @@ fn effective_namespace(declared: Option<&str>, operator: Option<&str>) -> Result
         )),
         (declared, operator) => Ok(operator.or(declared).map(str::to_owned)),
     }
+}
+
+/// A plugin the operator confines to one namespace may not be granted writes beyond it: its
+/// grants must be `primary-namespace` or list that namespace only. Returns the grant that
+/// reaches further, and what to change.
+fn grants_within(manifest: &Manifest, operator: &str) -> Result<(), (String, String)> {
+    for grant in &manifest.writes {
+        let beyond = match &grant.scope {
+            WriteScope::PrimaryNamespace => continue,
+            WriteScope::Any => "every namespace".to_owned(),
+            WriteScope::Namespaces(list) => match list.iter().find(|ns| *ns != operator) {
+                Some(other) => format!("namespace {other}"),
+                None => continue,
+            },
+        };
+        return Err((
+            format!("its write grant on {}", grant.kind),
+            format!(
+                "reaches {beyond}, but the operator confines the plugin to namespace {operator}; narrow the grant to primary-namespace, or change plugins.<name>.namespace in host.yaml"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The reads a plugin is served from the shared caches: `list` and `watch` of every kind it
@@ -876,6 +950,12 @@ async fn work(shared: Arc<Shared>) {
                 shared.plugin_metrics.retried();
                 MetricOutcome::Retry
             }
+            Outcome::RetryAfter(after) => {
+                // Held to the requeue floor here and to the backoff's ceiling by the queue.
+                shared.queue.add_retry_after(key.clone(), after.max(shared.config.min_requeue));
+                shared.plugin_metrics.retried();
+                MetricOutcome::Retry
+            }
             Outcome::Wait => {
                 shared.queue.forget(&key);
                 MetricOutcome::Failed
@@ -894,6 +974,8 @@ enum Outcome {
     },
     /// Back off and retry.
     Retry,
+    /// Retry after this delay, which the plugin chose.
+    RetryAfter(Duration),
     /// Do not retry until something changes.
     Wait,
 }
@@ -905,7 +987,7 @@ async fn reconcile(shared: &Arc<Shared>, key: &Key, attempt: u32) -> Outcome {
         return match tombstone {
             Some(last) => {
                 let outcome = call(shared, key, last.clone(), Phase::Deleted, attempt).await;
-                if matches!(outcome, Outcome::Retry) {
+                if matches!(outcome, Outcome::Retry | Outcome::RetryAfter(_)) {
                     // Keep the last state for the retry, unless the name was reused meanwhile.
                     shared.tombstones.lock().expect("lock").entry(key.clone()).or_insert(last);
                 }
@@ -1159,17 +1241,28 @@ async fn failed(shared: &Shared, primary: &Object, message: &str, reason: &'stat
 /// A failed guest call. Traps, deadlines and broken limits are the host's findings, reported
 /// as the host; an error the plugin returned carries the plugin's own reason and words, so it
 /// is recorded as the plugin, and paid from its write budget, like any Event it emits.
+///
+/// A plugin's error may carry status and event actions (a condition saying why): they are
+/// carried out first, as the plugin, and a retry delay it chose replaces the backoff.
 async fn guest_failed(shared: &Shared, primary: &Object, error: &CallError, transient: bool) -> Outcome {
     let (message, reason) = (error.to_string(), error.failure.event_reason());
-    let writer = if matches!(error.failure, CallFailure::Plugin { .. }) {
-        if !primary.uid.is_empty() {
-            shared.executor.charge(&shared.manifest.name).await;
-        }
-        &shared.executor
-    } else {
-        &shared.host_executor
+    let CallFailure::Plugin { retry_after, actions, .. } = &error.failure else {
+        let metric = error.failure.metric_reason();
+        return failed_as(shared, &shared.host_executor, primary, &message, (reason, metric), transient).await;
     };
-    failed_as(shared, writer, primary, &message, (reason, error.failure.metric_reason()), transient).await
+    if !primary.uid.is_empty() {
+        if let Err(e) = shared.executor.execute(&shared.manifest, primary, actions).await {
+            tracing::warn!(error = %e, "could not carry out the actions of a failed reconcile");
+        }
+        shared.executor.charge(&shared.manifest.name).await;
+    }
+    let outcome =
+        failed_as(shared, &shared.executor, primary, &message, (reason, error.failure.metric_reason()), transient)
+            .await;
+    match (outcome, retry_after) {
+        (Outcome::Retry, Some(after)) => Outcome::RetryAfter(*after),
+        (outcome, _) => outcome,
+    }
 }
 
 async fn failed_as(
@@ -1212,6 +1305,50 @@ mod tests {
                 (Ok(got), Ok(expected)) => assert_eq!(got.as_deref(), expected, "{declared:?} {operator:?}"),
                 (Err(got), Err(expected)) => assert!(got.starts_with(expected), "{got}"),
                 (got, expected) => panic!("{declared:?} {operator:?}: got {got:?}, expected {expected:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn an_operator_confined_plugin_may_only_hold_grants_inside_its_namespace() {
+        use wasmloop_sandbox::{Contract, KindSelector, Settings, WriteGrant, WriteVerbs};
+        let configmap = Gvk::from_api_version("v1", "ConfigMap");
+        let manifest = |scope: WriteScope| Manifest {
+            name: "p".into(),
+            version: "1".into(),
+            primary: KindSelector { kind: configmap.clone(), namespace: None, label_selector: None },
+            owns: Vec::new(),
+            watches: Vec::new(),
+            reads: Vec::new(),
+            metadata_only: Vec::new(),
+            writes: vec![WriteGrant {
+                kind: configmap.clone(),
+                verbs: WriteVerbs { patch: true, ..Default::default() },
+                scope,
+            }],
+            contract: Contract::V0_2,
+            finalizer: None,
+            prune: false,
+            deliver_deleted: false,
+            deliver_previous: false,
+            settings: Settings::default(),
+        };
+        let list = |l: &[&str]| WriteScope::Namespaces(l.iter().map(|s| (*s).to_owned()).collect());
+        let cases = [
+            (WriteScope::PrimaryNamespace, None),
+            (list(&["t"]), None),
+            (list(&["t", "kube-system"]), Some("reaches namespace kube-system")),
+            (WriteScope::Any, Some("reaches every namespace")),
+        ];
+        for (scope, expected) in cases {
+            let got = grants_within(&manifest(scope.clone()), "t").err().map(|(what, reason)| {
+                assert_eq!(what, "its write grant on v1/ConfigMap");
+                reason
+            });
+            match (got, expected) {
+                (None, None) => {}
+                (Some(reason), Some(part)) => assert!(reason.starts_with(part), "{reason}"),
+                (got, expected) => panic!("{scope:?}: got {got:?}, expected {expected:?}"),
             }
         }
     }

@@ -22,6 +22,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditi
 use kube::runtime::events::{Event, EventType as KubeEventType};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
+use wasmloop_sandbox::capability::{self, NotGranted, Verb};
 use wasmloop_sandbox::{Action, EventType, Gvk, Manifest, Object, ObjectRef, PatchKind};
 
 use crate::discovery::{DiscoveryError, Kinds, Resolved};
@@ -67,6 +68,16 @@ pub enum ExecError {
         /// Why.
         reason: String,
     },
+    /// No write grant of the plugin covers the action; refused before any API call.
+    #[error("plugin {plugin}: refused to {target}: {refusal}")]
+    NotGranted {
+        /// The plugin.
+        plugin: String,
+        /// The object, as `Kind namespace/name`.
+        target: String,
+        /// What was missing, and what to declare.
+        refusal: NotGranted,
+    },
 }
 
 /// What an API error means for the user, for the message; whether the key is retried is
@@ -92,7 +103,7 @@ impl ExecError {
         match self {
             ExecError::Api { source: kube::Error::Api(status), .. } => !matches!(status.code, 400 | 422),
             ExecError::Api { .. } | ExecError::Discovery { .. } => true,
-            ExecError::Invalid { .. } => false,
+            ExecError::Invalid { .. } | ExecError::NotGranted { .. } => false,
         }
     }
 
@@ -104,6 +115,7 @@ impl ExecError {
             ExecError::Api { .. } => "ActionFailed",
             ExecError::Discovery { .. } => "UnknownKind",
             ExecError::Invalid { .. } => "InvalidAction",
+            ExecError::NotGranted { .. } => "NotGranted",
         }
     }
 }
@@ -215,6 +227,25 @@ fn without_bookkeeping(object: &DynamicObject) -> Value {
         }
     }
     value
+}
+
+/// The executor's half of the write check: the target's namespace is settled now (the
+/// primary's for a namespaced object without one, none for a cluster-scoped one).
+fn granted(
+    manifest: &Manifest,
+    primary: &Object,
+    verb: Verb,
+    kind: &Gvk,
+    namespace: Option<&str>,
+    name: &str,
+) -> Result<(), ExecError> {
+    capability::permits(manifest, primary.namespace.as_deref(), verb, kind, namespace).map_err(|refusal| {
+        ExecError::NotGranted {
+            plugin: manifest.name.clone(),
+            target: format!("{} {}", verb.as_str(), label(&kind.kind, namespace, name)),
+            refusal,
+        }
+    })
 }
 
 fn label(kind: &str, namespace: Option<&str>, name: &str) -> String {
@@ -362,11 +393,13 @@ impl Executor {
                 }
                 Action::Patch { target, kind, patch } => {
                     let target = self.in_namespace(manifest, target, primary).await?;
+                    granted(manifest, primary, Verb::Patch, &target.gvk(), target.namespace.as_deref(), &target.name)?;
                     self.patch(manifest, &target, *kind, patch).await?;
                     (target.kind, "patch")
                 }
                 Action::Delete(target) => {
                     let target = self.in_namespace(manifest, target, primary).await?;
+                    granted(manifest, primary, Verb::Delete, &target.gvk(), target.namespace.as_deref(), &target.name)?;
                     self.delete(manifest, &target).await?;
                     (target.kind, "delete")
                 }
@@ -402,6 +435,7 @@ impl Executor {
         if resolved.namespaced && namespace.is_none() {
             return Err(invalid("a namespaced object needs a namespace, and the primary has none".into()));
         }
+        granted(manifest, primary, Verb::Apply, &gvk, namespace.as_deref(), &name)?;
         if let Some(ns) = &namespace {
             object["metadata"]["namespace"] = ns.clone().into();
         }

@@ -59,7 +59,7 @@ pub enum Change {
 }
 
 /// Where an object lives: namespace (empty for cluster-scoped) and name.
-type Key = (String, String);
+type Key = wasmloop_sandbox::ListKey;
 
 #[derive(Default)]
 struct Cache {
@@ -324,6 +324,35 @@ impl Informer {
             _ => Box::new(cache.objects.iter()),
         };
         in_scope.filter(|(_, e)| e.selected_by(selector)).map(|(_, e)| e.clone()).collect()
+    }
+
+    /// At most `limit` objects of [`Informer::list`] that come after `after`, in (namespace,
+    /// name) order: a range of the ordered cache, not a scan of it.
+    pub fn list_after(
+        &self,
+        namespace: Option<&str>,
+        selector: &Selector,
+        after: Option<&Key>,
+        limit: usize,
+    ) -> Vec<Arc<Entry>> {
+        use std::ops::Bound;
+        let cache = self.cache.read().expect("lock");
+        let start = match (after, namespace) {
+            (Some(after), _) => Bound::Excluded(after.clone()),
+            (None, Some(ns)) if self.namespaced => Bound::Included((ns.to_owned(), String::new())),
+            (None, _) => Bound::Unbounded,
+        };
+        cache
+            .objects
+            .range((start, Bound::Unbounded))
+            .take_while(|((ns, _), _)| match namespace {
+                Some(wanted) if self.namespaced => ns == wanted,
+                _ => true,
+            })
+            .filter(|(_, e)| e.selected_by(selector))
+            .take(limit)
+            .map(|(_, e)| e.clone())
+            .collect()
     }
 
     /// Objects whose owner references include `uid`, from the index.

@@ -153,6 +153,17 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
 
     /// Queues `key` after its next backoff delay and returns that delay.
     pub fn add_rate_limited(&self, key: K) -> Duration {
+        self.retry(key, None)
+    }
+
+    /// Queues `key` after `delay` as a retry: counted like [`WorkQueue::add_rate_limited`],
+    /// but at the delay the caller chose (a plugin that knows when a dependency is ready),
+    /// held to the backoff's ceiling. Returns the delay used.
+    pub fn add_retry_after(&self, key: K, delay: Duration) -> Duration {
+        self.retry(key, Some(delay))
+    }
+
+    fn retry(&self, key: K, chosen: Option<Duration>) -> Duration {
         let delay = {
             let mut state = self.state();
             let config = self.shared.config;
@@ -166,7 +177,10 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
                 (0, backoff)
             });
             *count += 1;
-            backoff.next().unwrap_or(config.max_delay)
+            match chosen {
+                Some(delay) => delay.min(config.max_delay),
+                None => backoff.next().unwrap_or(config.max_delay),
+            }
         };
         self.delay(key, delay, true);
         delay

@@ -8,21 +8,28 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ObjectMeta, PostParams};
 use serde_json::json;
 use wasmloop_runtime::discovery::Kinds;
+use wasmloop_runtime::executor::ExecError;
 use wasmloop_runtime::executor::Executor;
 use wasmloop_sandbox::{
-    Action, EventType, Gvk, KindSelector, Manifest, Object, ObjectRef, PatchKind, Settings, object_from_value,
+    Action, Contract, EventType, Gvk, KindSelector, Manifest, Object, ObjectRef, PatchKind, Settings, WriteGrant,
+    WriteScope, WriteVerbs, object_from_value,
 };
 use wasmloop_testenv::{TestNamespace, shared, wait_for_event};
 
+/// A plugin whose primary is a ConfigMap, granted every write of ConfigMaps in its namespace.
 fn manifest(owns_configmaps: bool) -> Manifest {
     let configmap = Gvk::from_api_version("v1", "ConfigMap");
+    let all = WriteVerbs { apply: true, patch: true, delete: true };
     Manifest {
         name: "exec-test".into(),
         version: "0".into(),
         primary: KindSelector { kind: configmap.clone(), namespace: None, label_selector: None },
-        owns: if owns_configmaps { vec![configmap] } else { Vec::new() },
+        owns: if owns_configmaps { vec![configmap.clone()] } else { Vec::new() },
         watches: Vec::new(),
         reads: Vec::new(),
+        metadata_only: Vec::new(),
+        writes: vec![WriteGrant { kind: configmap.clone(), verbs: all, scope: WriteScope::PrimaryNamespace }],
+        contract: Contract::V0_2,
         finalizer: None,
         prune: false,
         deliver_deleted: false,
@@ -72,6 +79,29 @@ async fn apply_of_a_kind_not_owned_sets_no_owner_reference() {
     let other = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "other"}});
     executor(&ns).execute(&manifest(false), &owner, &[Action::Apply(other)]).await.unwrap();
     assert!(ns.api::<ConfigMap>().get("other").await.unwrap().metadata.owner_references.is_none());
+}
+
+#[tokio::test]
+async fn a_write_outside_the_plugins_grants_is_refused_before_it_reaches_the_api_server() {
+    let ns = shared().namespace("exec-grant").await.unwrap();
+    let elsewhere = shared().namespace("exec-grant-other").await.unwrap();
+    let (owner, _) = primary(&ns, "owner").await;
+    let (victim, _) = primary(&elsewhere, "victim").await;
+    let target = ObjectRef {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        name: victim.name.clone(),
+        namespace: victim.namespace.clone(),
+        uid: None,
+    };
+    let patch = Action::Patch { target, kind: PatchKind::Merge, patch: json!({"data": {"stolen": "yes"}}) };
+    // The test's client may write anywhere: only the grant check stands in the way.
+    let error = executor(&ns).execute(&manifest(false), &owner, &[patch]).await.unwrap_err();
+    assert!(matches!(error, ExecError::NotGranted { .. }), "{error}");
+    let message = error.to_string();
+    assert!(message.contains(&format!("patch v1/ConfigMap in namespace {}", elsewhere.name)), "{message}");
+    let live = elsewhere.api::<ConfigMap>().get("victim").await.unwrap();
+    assert_eq!(live.data, None, "the victim was patched");
 }
 
 #[tokio::test]

@@ -6,7 +6,8 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::bindings::{Gvk, wit};
+use crate::bindings::{Gvk, Object, wit};
+use crate::capability::{self, Verb};
 use crate::error::CallFailure;
 use crate::manifest::Manifest;
 use crate::validate;
@@ -112,15 +113,27 @@ fn parse(json: &str, what: &str) -> Result<Value, CallFailure> {
     serde_json::from_str(json).map_err(|e| CallFailure::InvalidAction(format!("{what} is not valid JSON: {e}")))
 }
 
-fn declared(manifest: &Manifest, api_version: &str, kind: &str, verb: &str) -> Result<(), CallFailure> {
-    if manifest.declares_api(api_version, kind) {
-        Ok(())
-    } else {
-        Err(CallFailure::UndeclaredKind {
-            verb: verb.into(),
+/// Checks that the plugin may `verb` this object: a kind it may write at all, then a grant
+/// covering the place. A namespace left out is taken as the primary's, which is where the
+/// executor puts a namespaced object; the executor checks again once it knows the kind's
+/// scope.
+fn granted(
+    manifest: &Manifest,
+    primary: &Object,
+    verb: Verb,
+    api_version: &str,
+    kind: &str,
+    namespace: Option<&str>,
+) -> Result<(), CallFailure> {
+    if !manifest.writes_api(api_version, kind) {
+        return Err(CallFailure::UndeclaredKind {
+            verb: verb.as_str().into(),
             kind: Gvk::from_api_version(api_version, kind).to_string(),
-        })
+        });
     }
+    let namespace = namespace.or(primary.namespace.as_deref());
+    let gvk = Gvk::from_api_version(api_version, kind);
+    capability::permits(manifest, primary.namespace.as_deref(), verb, &gvk, namespace).map_err(CallFailure::NotGranted)
 }
 
 fn invalid(e: String) -> CallFailure {
@@ -151,7 +164,12 @@ pub(crate) fn object_ref(o: wit::ObjectRef) -> Result<ObjectRef, CallFailure> {
     Ok(ObjectRef { api_version: o.api_version, kind: o.kind, name: o.name, namespace: o.namespace, uid: o.uid })
 }
 
-fn decode_action(manifest: &Manifest, deleted: bool, action: wit::Action) -> Result<Action, CallFailure> {
+fn decode_action(
+    manifest: &Manifest,
+    primary: &Object,
+    deleted: bool,
+    action: wit::Action,
+) -> Result<Action, CallFailure> {
     if deleted && matches!(action, wit::Action::Apply(_) | wit::Action::Status(_) | wit::Action::Event(_)) {
         return Err(CallFailure::InvalidAction(
             "in phase deleted the primary is gone: only delete and patch actions on other objects are carried out"
@@ -176,17 +194,19 @@ fn decode_action(manifest: &Manifest, deleted: bool, action: wit::Action) -> Res
                 Some(_) => return Err(invalid("an apply action's metadata.namespace must be a string".into())),
             };
             check_place(namespace, name)?;
-            declared(manifest, api_version, kind, "apply")?;
+            granted(manifest, primary, Verb::Apply, api_version, kind, namespace)?;
             Action::Apply(object)
         }
         wit::Action::Delete(target) => {
             let target = object_ref(target)?;
-            declared(manifest, &target.api_version, &target.kind, "delete")?;
+            let ns = target.namespace.as_deref();
+            granted(manifest, primary, Verb::Delete, &target.api_version, &target.kind, ns)?;
             Action::Delete(target)
         }
         wit::Action::Patch(p) => {
             let target = object_ref(p.target)?;
-            declared(manifest, &target.api_version, &target.kind, "patch")?;
+            let ns = target.namespace.as_deref();
+            granted(manifest, primary, Verb::Patch, &target.api_version, &target.kind, ns)?;
             let patch = parse(&p.patch, "a patch document")?;
             let kind = match p.kind {
                 wit::PatchKind::Merge if patch.is_object() => PatchKind::Merge,
@@ -226,20 +246,57 @@ fn decode_action(manifest: &Manifest, deleted: bool, action: wit::Action) -> Res
     })
 }
 
-/// Decodes and checks a guest response.
-pub(crate) fn decode(manifest: &Manifest, deleted: bool, response: wit::Response) -> Result<Response, CallFailure> {
-    Ok(Response {
-        actions: response
-            .actions
-            .into_iter()
-            .enumerate()
-            .map(|(i, a)| {
-                decode_action(manifest, deleted, a).map_err(|f| match f {
-                    CallFailure::InvalidAction(m) => CallFailure::InvalidAction(format!("actions[{i}]: {m}")),
-                    other => other,
-                })
+fn decode_actions(
+    manifest: &Manifest,
+    primary: &Object,
+    deleted: bool,
+    actions: Vec<wit::Action>,
+    field: &str,
+) -> Result<Vec<Action>, CallFailure> {
+    actions
+        .into_iter()
+        .enumerate()
+        .map(|(i, a)| {
+            decode_action(manifest, primary, deleted, a).map_err(|f| match f {
+                CallFailure::InvalidAction(m) => CallFailure::InvalidAction(format!("{field}[{i}]: {m}")),
+                other => other,
             })
-            .collect::<Result<_, _>>()?,
+        })
+        .collect()
+}
+
+/// Decodes and checks a guest response.
+pub(crate) fn decode(
+    manifest: &Manifest,
+    primary: &Object,
+    deleted: bool,
+    response: wit::Response,
+) -> Result<Response, CallFailure> {
+    Ok(Response {
+        actions: decode_actions(manifest, primary, deleted, response.actions, "actions")?,
         requeue_after: response.requeue_after_ms.map(Duration::from_millis),
+    })
+}
+
+/// Decodes a guest's error into [`CallFailure::Plugin`]. Its actions may only report on the
+/// primary (status and event); anything else makes the call fail as an invalid action.
+pub(crate) fn decode_failure(
+    manifest: &Manifest,
+    primary: &Object,
+    deleted: bool,
+    e: wit::ReconcileError,
+) -> Result<CallFailure, CallFailure> {
+    if let Some(i) = e.actions.iter().position(|a| !matches!(a, wit::Action::Status(_) | wit::Action::Event(_))) {
+        return Err(CallFailure::InvalidAction(format!(
+            "error.actions[{i}]: a failed reconcile may only set status and record events; return the other actions in a successful response"
+        )));
+    }
+    let actions = decode_actions(manifest, primary, deleted, e.actions, "error.actions")?;
+    Ok(CallFailure::Plugin {
+        message: e.message,
+        transient: e.transient,
+        reason: e.reason,
+        retry_after: e.retry_after_ms.map(Duration::from_millis),
+        actions,
     })
 }

@@ -1,20 +1,51 @@
-//! The only `bindgen!` of the host: Rust types for `wit/plugin.wit`.
+//! The host's two `bindgen!`s: `wit/plugin.wit` (contract 0.2, what the host is written
+//! against) and `wit/v0.1/plugin.wit` (contract 0.1, served through the adapter in
+//! `adapter.rs`).
+//!
+//! wasmtime type-checks records by shape, not by package, so 0.1's exports are called with
+//! 0.2's Rust types wherever the two agree (the request, the response, `map`); only the
+//! manifest, the error and the `host` import use 0.1's own types. (`with:` cannot share single
+//! records between the two: wasmtime 48 remaps whole interfaces, and 0.1's `types` holds a
+//! manifest of another shape.)
 
 #![allow(missing_docs)]
 
 wasmtime::component::bindgen!({
     path: "../../wit",
-    world: "wasmloop:plugin/reconciler",
-    additional_derives: [PartialEq, Eq, Hash],
+    world: "wasmloop:plugin/reconciler@0.2.0",
+    // Not `Hash`: wasmtime's `flags` types (write-verbs) do not derive it. Gvk, the one
+    // map key, implements it below.
+    additional_derives: [PartialEq, Eq],
 });
+
+impl std::hash::Hash for Gvk {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (&self.group, &self.version, &self.kind).hash(state);
+    }
+}
 
 pub use exports::wasmloop::plugin::plugin::{Phase, Request};
 pub use wasmloop::plugin::types::{Gvk, Object};
 
 pub(crate) mod wit {
     pub use super::exports::wasmloop::plugin::plugin::{Action, EventType, PatchKind, ReconcileError, Response};
-    pub use super::wasmloop::plugin::host::Host;
-    pub use super::wasmloop::plugin::types::{Host as TypesHost, KindSelector, LogLevel, ObjectRef, PluginManifest};
+    pub use super::wasmloop::plugin::cache::{CacheError, Host as CacheHost, Page};
+    pub use super::wasmloop::plugin::log::Host as LogHost;
+    pub use super::wasmloop::plugin::types::{
+        Host as TypesHost, KindSelector, LogLevel, ObjectRef, PluginManifest, WriteGrant, WriteScope, WriteVerbs,
+    };
+}
+
+/// Contract 0.1: only what differs from 0.2 is generated anew.
+pub(crate) mod v0_1 {
+    wasmtime::component::bindgen!({
+        path: "../../wit/v0.1",
+        world: "wasmloop:plugin/reconciler@0.1.0",
+    });
+
+    pub(crate) use exports::wasmloop::plugin::plugin::ReconcileError;
+    pub(crate) use wasmloop::plugin::host::Host;
+    pub(crate) use wasmloop::plugin::types::{Gvk, Host as TypesHost, KindSelector, LogLevel, Object, PluginManifest};
 }
 
 impl Gvk {

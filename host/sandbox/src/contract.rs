@@ -1,13 +1,18 @@
-//! Which components the host accepts: components (not core modules) built for a compatible
-//! version of `wasmloop:plugin`.
+//! Which components the host accepts: components (not core modules) built for a version of
+//! `wasmloop:plugin` it serves, 0.2 natively and 0.1 through the adapter.
 
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
+use crate::manifest::Contract;
+
 /// The WIT package the host serves.
 pub const CONTRACT_PACKAGE: &str = "wasmloop:plugin";
-/// The contract version the host serves; components built for `0.1.x` are accepted.
-pub const CONTRACT_VERSION: &str = "0.1.0";
+/// The contract version the host is written against; components built for `0.2.x` are
+/// accepted, and so are those built for [`LEGACY_CONTRACT_VERSION`].
+pub const CONTRACT_VERSION: &str = "0.2.0";
+/// The older contract version still served, through an adapter.
+pub const LEGACY_CONTRACT_VERSION: &str = "0.1.0";
 
 /// What the 8-byte preamble says a file is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,17 +62,34 @@ pub(crate) enum Mismatch {
     Version { found: String },
 }
 
+/// The contract a version string belongs to, if the host serves it.
+fn served(version: &str) -> Option<Contract> {
+    let class = compat_class(version)?;
+    if class == compat_class(CONTRACT_VERSION)? {
+        Some(Contract::V0_2)
+    } else if class == compat_class(LEGACY_CONTRACT_VERSION)? {
+        Some(Contract::V0_1)
+    } else {
+        None
+    }
+}
+
 /// Checks the component against the contract; returns the full name of the plugin interface
-/// it exports (`wasmloop:plugin/plugin@0.1.0`).
-pub(crate) fn check(engine: &Engine, component: &Component) -> Result<String, Mismatch> {
+/// it exports (`wasmloop:plugin/plugin@0.2.0`) and the contract it was built for.
+pub(crate) fn check(engine: &Engine, component: &Component) -> Result<(String, Contract), Mismatch> {
     let versions = contract_versions(engine, component);
-    let supported = compat_class(CONTRACT_VERSION);
-    if let Some(found) = versions.iter().find(|v| compat_class(v) != supported) {
+    if let Some(found) = versions.iter().find(|v| served(v).is_none()) {
         return Err(Mismatch::Version { found: found.clone() });
     }
+    // A component mixing two served versions would call one contract through the other.
+    let contract = match versions.iter().filter_map(|v| served(v)).collect::<Vec<_>>().as_slice() {
+        [] => Contract::V0_2,
+        [first, rest @ ..] if rest.iter().all(|c| c == first) => *first,
+        _ => return Err(Mismatch::Version { found: versions.join(" and ") }),
+    };
     let plugin = format!("{CONTRACT_PACKAGE}/plugin@");
     match component.component_type().exports(engine).find(|(n, _)| n.starts_with(&plugin)) {
-        Some((name, _)) => Ok(name.to_owned()),
+        Some((name, _)) => Ok((name.to_owned(), contract)),
         None => {
             let exports = component.component_type().exports(engine).map(|(n, _)| n.to_owned()).collect();
             Err(Mismatch::NotAPlugin { exports })
@@ -85,6 +107,16 @@ mod tests {
         assert_eq!(classify(b"\0asm\x0d\0\x01\0rest"), Binary::Component);
         assert_eq!(classify(b"apiVersion: v1"), Binary::NotWasm);
         assert_eq!(classify(b""), Binary::NotWasm);
+    }
+
+    #[test]
+    fn the_host_serves_0_2_and_0_1_and_nothing_else() {
+        assert_eq!(served("0.2.0"), Some(Contract::V0_2));
+        assert_eq!(served("0.2.3"), Some(Contract::V0_2));
+        assert_eq!(served("0.1.0"), Some(Contract::V0_1));
+        assert_eq!(served("0.3.0"), None);
+        assert_eq!(served("1.0.0"), None);
+        assert_eq!(served("x"), None);
     }
 
     #[test]

@@ -33,7 +33,7 @@ pub enum LoadError {
         source: wasmtime::Error,
     },
     /// Built for a contract version this host does not serve.
-    #[error("{origin} was built for contract {package}@{found}, but this host serves {package}@{supported} (compatible: {supported_minor}.x); rebuild the plugin against wasmloop-sdk {supported}, or run a wasmloop host that serves {found}", package = crate::CONTRACT_PACKAGE, supported = crate::CONTRACT_VERSION, supported_minor = crate::CONTRACT_VERSION.rsplit_once('.').map_or(crate::CONTRACT_VERSION, |(m, _)| m))]
+    #[error("{origin} was built for contract {package}@{found}, but this host serves {package}@{supported} ({supported_minor}.x) and {package}@{legacy} ({legacy_minor}.x, through an adapter); rebuild the plugin with an SDK for contract {supported} (this repository's wasmloop-sdk), or run a wasmloop host that serves {found}", package = crate::CONTRACT_PACKAGE, supported = crate::CONTRACT_VERSION, supported_minor = minor(crate::CONTRACT_VERSION), legacy = crate::contract::LEGACY_CONTRACT_VERSION, legacy_minor = minor(crate::contract::LEGACY_CONTRACT_VERSION))]
     IncompatibleContract {
         /// Where the bytes came from.
         origin: String,
@@ -152,6 +152,10 @@ pub enum CallFailure {
         transient: bool,
         /// The Event reason it asked for.
         reason: Option<String>,
+        /// When to retry instead of the backoff, for a transient error.
+        retry_after: Option<Duration>,
+        /// Status and event actions to carry out despite the failure, checked.
+        actions: Vec<crate::Action>,
     },
     /// The guest trapped (a panic, an abort, a bug).
     #[error("{}; fix the plugin, the object is retried with backoff meanwhile", describe_trap(trap, panic.as_ref()))]
@@ -209,7 +213,7 @@ pub enum CallFailure {
     InvalidAction(String),
     /// An action or look-up on a kind the manifest does not declare.
     #[error(
-        "it tried to {verb} a {kind}, a kind its manifest does not declare; add the kind to owns, watches or reads"
+        "it tried to {verb} a {kind}, a kind its manifest does not declare; add the kind to owns, watches or reads to read it, or to owns or writes to write it"
     )]
     UndeclaredKind {
         /// apply, delete, patch, get or list.
@@ -217,6 +221,9 @@ pub enum CallFailure {
         /// The kind.
         kind: String,
     },
+    /// A write no grant covers, refused before any API call.
+    #[error("{0}")]
+    NotGranted(crate::capability::NotGranted),
     /// The instance could not be created.
     #[error(
         "cannot instantiate the guest: {0:#}; if the instance pool is exhausted, lower concurrency or raise the sandbox's max instances"
@@ -234,6 +241,7 @@ impl CallFailure {
             // changes or a new plugin version is loaded (which requeues every primary).
             CallFailure::InvalidAction(_)
             | CallFailure::UndeclaredKind { .. }
+            | CallFailure::NotGranted(_)
             | CallFailure::ResponseTooLarge { .. }
             | CallFailure::TooManyItems { .. } => false,
             // A trap, a deadline or memory can depend on load and on what the cache holds.
@@ -256,6 +264,7 @@ impl CallFailure {
             CallFailure::TooManyItems { .. } => "PluginTooManyActions",
             CallFailure::InvalidAction(_) => "PluginInvalidAction",
             CallFailure::UndeclaredKind { .. } => "PluginUndeclaredKind",
+            CallFailure::NotGranted(_) => "PluginNotGranted",
             CallFailure::Instantiate(_) => "PluginInstantiateFailed",
         }
     }
@@ -267,6 +276,10 @@ impl CallFailure {
             other => other.metric_reason(),
         }
     }
+}
+
+fn minor(version: &str) -> &str {
+    version.rsplit_once('.').map_or(version, |(m, _)| m)
 }
 
 fn describe_trap(trap: &str, panic: Option<&String>) -> String {

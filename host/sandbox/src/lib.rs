@@ -24,7 +24,9 @@
 //! ```
 
 mod action;
+mod adapter;
 mod bindings;
+pub mod capability;
 mod compile_cache;
 mod config;
 mod contract;
@@ -42,11 +44,11 @@ pub use action::{Action, EventType, ObjectRef, PatchKind, Response};
 pub use bindings::{Gvk, Object, Phase, Request};
 pub use compile_cache::{CompileCache, digest};
 pub use config::{Limits, SandboxConfig};
-pub use contract::{CONTRACT_PACKAGE, CONTRACT_VERSION};
+pub use contract::{CONTRACT_PACKAGE, CONTRACT_VERSION, LEGACY_CONTRACT_VERSION};
 pub use error::{CallError, CallFailure, LoadError};
-pub use host_services::{EmptyHost, HostServices, LogLevel};
-pub use manifest::{KindSelector, Manifest, Settings};
-pub use object::object_from_value;
+pub use host_services::{CacheDenied, EmptyHost, HostServices, ListKey, LogLevel};
+pub use manifest::{Contract, KindSelector, Manifest, Settings, WriteGrant, WriteScope, WriteVerbs};
+pub use object::{metadata_only, object_from_value};
 pub use plugin::{Plugin, StageTimings};
 pub use sandbox::Sandbox;
 pub use wasmloop_sdk::selector::{Selector, SelectorError};

@@ -65,22 +65,25 @@ pub(crate) fn response(
     mut budget: Budget,
 ) -> Result<(), CallFailure> {
     match result {
-        Ok(r) => {
-            budget.items(r.actions.len())?;
-            r.actions.iter().try_for_each(|a| match a {
-                wit::Action::Apply(s) | wit::Action::Status(s) => budget.bytes(&[s]),
-                wit::Action::Delete(r) => budget.object_ref(r),
-                wit::Action::Patch(p) => {
-                    budget.object_ref(&p.target)?;
-                    budget.bytes(&[&p.patch])
-                }
-                wit::Action::Event(e) => {
-                    budget.bytes(&[&e.reason, &e.message, e.action.as_deref().unwrap_or_default()])
-                }
-            })
+        Ok(r) => actions(&r.actions, &mut budget),
+        Err(e) => {
+            budget.bytes(&[&e.message, e.reason.as_deref().unwrap_or_default()])?;
+            actions(&e.actions, &mut budget)
         }
-        Err(e) => budget.bytes(&[&e.message, e.reason.as_deref().unwrap_or_default()]),
     }
+}
+
+fn actions(actions: &[wit::Action], budget: &mut Budget) -> Result<(), CallFailure> {
+    budget.items(actions.len())?;
+    actions.iter().try_for_each(|a| match a {
+        wit::Action::Apply(s) | wit::Action::Status(s) => budget.bytes(&[s]),
+        wit::Action::Delete(r) => budget.object_ref(r),
+        wit::Action::Patch(p) => {
+            budget.object_ref(&p.target)?;
+            budget.bytes(&[&p.patch])
+        }
+        wit::Action::Event(e) => budget.bytes(&[&e.reason, &e.message, e.action.as_deref().unwrap_or_default()]),
+    })
 }
 
 /// Checks what `map` returned against `budget`.
@@ -91,9 +94,21 @@ pub(crate) fn object_refs(refs: &[wit::ObjectRef], mut budget: Budget) -> Result
 
 /// Checks a manifest against `budget`.
 pub(crate) fn manifest(m: &wit::PluginManifest, mut budget: Budget) -> Result<(), CallFailure> {
-    budget.items(m.owns.len() + m.watches.len() + m.reads.len())?;
+    let namespaces = |g: &wit::WriteGrant| match &g.scope {
+        wit::WriteScope::Namespaces(list) => list.len(),
+        _ => 0,
+    };
+    let grants: usize = m.writes.iter().map(|g| 1usize.saturating_add(namespaces(g))).fold(0, usize::saturating_add);
+    budget.items(m.owns.len() + m.watches.len() + m.reads.len() + m.metadata_only.len() + grants)?;
     budget.bytes(&[&m.name, &m.version, m.finalizer.as_deref().unwrap_or_default()])?;
     budget.selector(&m.primary)?;
-    m.owns.iter().chain(&m.reads).try_for_each(|g| budget.gvk(g))?;
-    m.watches.iter().try_for_each(|w| budget.selector(w))
+    m.owns.iter().chain(&m.reads).chain(&m.metadata_only).try_for_each(|g| budget.gvk(g))?;
+    m.watches.iter().try_for_each(|w| budget.selector(w))?;
+    m.writes.iter().try_for_each(|g| {
+        budget.gvk(&g.kind)?;
+        match &g.scope {
+            wit::WriteScope::Namespaces(list) => list.iter().try_for_each(|ns| budget.bytes(&[ns])),
+            _ => Ok(()),
+        }
+    })
 }

@@ -41,6 +41,53 @@ pub struct Settings {
     pub resync_seconds: Option<u32>,
 }
 
+/// The contract a plugin was built for, which decides what its manifest means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Contract {
+    /// `wasmloop:plugin@0.1.x`, served through the adapter: every declared kind is writable,
+    /// as 0.1 allowed, and Kubernetes RBAC of the plugin's identity is the only wall.
+    #[serde(rename = "0.1")]
+    V0_1,
+    /// `wasmloop:plugin@0.2.x`: writes need a grant (`writes`) unless implied.
+    #[serde(rename = "0.2")]
+    V0_2,
+}
+
+/// Verbs of a write grant.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct WriteVerbs {
+    /// Server-side apply.
+    pub apply: bool,
+    /// Merge or JSON patch.
+    pub patch: bool,
+    /// Delete.
+    pub delete: bool,
+}
+
+/// Where a write grant applies.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum WriteScope {
+    /// The primary's namespace (cluster-scoped objects, for a cluster-scoped primary).
+    PrimaryNamespace,
+    /// These namespaces.
+    Namespaces(Vec<String>),
+    /// Everywhere, cluster-scoped objects included.
+    Any,
+}
+
+/// Leave to write a kind.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WriteGrant {
+    /// The kind.
+    #[serde(serialize_with = "gvk_text")]
+    pub kind: Gvk,
+    /// The verbs.
+    pub verbs: WriteVerbs,
+    /// Where.
+    pub scope: WriteScope,
+}
+
 /// A validated manifest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -56,9 +103,17 @@ pub struct Manifest {
     pub owns: Vec<Gvk>,
     /// Watched related kinds.
     pub watches: Vec<KindSelector>,
-    /// Kinds only read or patched.
+    /// Kinds only read.
     #[serde(serialize_with = "gvk_list")]
     pub reads: Vec<Gvk>,
+    /// Kinds served as metadata only.
+    #[serde(serialize_with = "gvk_list", skip_serializing_if = "Vec::is_empty")]
+    pub metadata_only: Vec<Gvk>,
+    /// Write grants beyond the implied ones.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub writes: Vec<WriteGrant>,
+    /// The contract the plugin was built for.
+    pub contract: Contract,
     /// The finalizer held on primaries.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub finalizer: Option<String>,
@@ -91,6 +146,39 @@ fn check_kind(kind: &Gvk, role: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// A write grant's namespaces are at most this many.
+const MAX_GRANT_NAMESPACES: usize = 64;
+
+fn grant(g: wit::WriteGrant) -> Result<WriteGrant, String> {
+    check_kind(&g.kind, "written")?;
+    let verbs = WriteVerbs {
+        apply: g.verbs.contains(wit::WriteVerbs::APPLY),
+        patch: g.verbs.contains(wit::WriteVerbs::PATCH),
+        delete: g.verbs.contains(wit::WriteVerbs::DELETE),
+    };
+    if verbs == WriteVerbs::default() {
+        return Err(format!("the write grant on {} names no verb; give apply, patch or delete", g.kind));
+    }
+    let scope = match g.scope {
+        wit::WriteScope::PrimaryNamespace => WriteScope::PrimaryNamespace,
+        wit::WriteScope::Any => WriteScope::Any,
+        wit::WriteScope::Namespaces(list) => {
+            if list.is_empty() || list.len() > MAX_GRANT_NAMESPACES {
+                return Err(format!(
+                    "the write grant on {} lists {} namespaces; list 1 to {MAX_GRANT_NAMESPACES}, or use scope any",
+                    g.kind,
+                    list.len()
+                ));
+            }
+            for ns in &list {
+                crate::validate::namespace(ns).map_err(|e| format!("the write grant on {}: {e}", g.kind))?;
+            }
+            WriteScope::Namespaces(list)
+        }
+    };
+    Ok(WriteGrant { kind: g.kind, verbs, scope })
 }
 
 fn check_settings(s: &Settings) -> Result<(), String> {
@@ -131,11 +219,11 @@ fn check_finalizer(f: &str) -> Result<(), String> {
 }
 
 impl Manifest {
-    /// Validates a manifest as the guest returned it.
+    /// Validates a manifest as the guest returned it (a 0.1 one comes through the adapter).
     ///
     /// # Errors
     /// A sentence naming the first invalid field.
-    pub(crate) fn from_wit(m: wit::PluginManifest) -> Result<Manifest, String> {
+    pub(crate) fn from_wit(m: wit::PluginManifest, contract: Contract) -> Result<Manifest, String> {
         let manifest = Manifest {
             name: m.name,
             version: m.version,
@@ -143,6 +231,9 @@ impl Manifest {
             owns: m.owns,
             watches: m.watches.into_iter().map(selector).collect(),
             reads: m.reads,
+            metadata_only: m.metadata_only,
+            writes: m.writes.into_iter().map(grant).collect::<Result<_, _>>()?,
+            contract,
             finalizer: m.finalizer,
             prune: m.prune,
             deliver_deleted: m.deliver_deleted,
@@ -165,6 +256,13 @@ impl Manifest {
         manifest.owns.iter().try_for_each(|k| check_kind(k, "owned"))?;
         manifest.watches.iter().try_for_each(|w| check_selector(w, "watched"))?;
         manifest.reads.iter().try_for_each(|k| check_kind(k, "read"))?;
+        if let Some(k) = manifest.metadata_only.iter().find(|k| {
+            !(manifest.owns.contains(k) || manifest.reads.contains(k) || manifest.watches.iter().any(|w| &w.kind == *k))
+        }) {
+            return Err(format!(
+                "metadata-only kind {k} is not under owns, watches or reads; declare how the plugin sees it there too"
+            ));
+        }
         if let Some(f) = &manifest.finalizer {
             check_finalizer(f)?;
         }
@@ -185,11 +283,18 @@ impl Manifest {
         self.declared_kinds().any(|k| k == kind)
     }
 
-    /// [`Manifest::declares`] for an object's `apiVersion` and `kind`, without allocating:
-    /// it runs for every action of every reconcile.
-    pub fn declares_api(&self, api_version: &str, kind: &str) -> bool {
+    /// True when the plugin names this `apiVersion` and `kind` anywhere in its manifest, so
+    /// that a write of it is a question of grants ([`crate::capability::permits`]), not of a
+    /// kind it never declared. Allocates nothing: it runs for every action of every reconcile.
+    pub fn writes_api(&self, api_version: &str, kind: &str) -> bool {
         let (group, version) = wasmloop_sdk::kind::split_api_version(api_version);
-        self.declared_kinds().any(|k| k.kind == kind && k.version == version && k.group == group)
+        let is = |k: &Gvk| k.kind == kind && k.version == version && k.group == group;
+        self.declared_kinds().any(is) || self.writes.iter().any(|g| is(&g.kind))
+    }
+
+    /// True when the plugin is served objects of `kind` as metadata only.
+    pub fn is_metadata_only(&self, kind: &Gvk) -> bool {
+        self.metadata_only.contains(kind)
     }
 
     /// The field manager of the plugin's writes.

@@ -22,3 +22,44 @@ pub fn object_from_value(value: &Value) -> Result<Object, String> {
         json: value.to_string(),
     })
 }
+
+/// The object as a metadata-only kind reaches its plugin: `apiVersion`, `kind` and `metadata`
+/// without `managedFields`, the shape of a `PartialObjectMetadata`. JSON that does not parse
+/// (the host only hands over what it decoded) is kept as it is.
+pub fn metadata_only(object: &Object) -> Object {
+    let Ok(Value::Object(mut full)) = serde_json::from_str::<Value>(&object.json) else {
+        return object.clone();
+    };
+    let mut lean = serde_json::Map::new();
+    for field in ["apiVersion", "kind", "metadata"] {
+        if let Some(v) = full.remove(field) {
+            lean.insert(field.to_owned(), v);
+        }
+    }
+    if let Some(Value::Object(metadata)) = lean.get_mut("metadata") {
+        metadata.remove("managedFields");
+    }
+    Object { json: Value::Object(lean).to_string(), ..object.clone() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn metadata_only_keeps_type_and_metadata_and_drops_spec_status_and_managed_fields() {
+        let full = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "n", "uid": "u", "labels": {"a": "b"}, "managedFields": [{}]},
+            "spec": {"containers": []}, "status": {"phase": "Running"}
+        });
+        let lean = metadata_only(&object_from_value(&full).unwrap());
+        let lean: Value = serde_json::from_str(&lean.json).unwrap();
+        assert_eq!(
+            lean,
+            json!({"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": "p", "namespace": "n", "uid": "u", "labels": {"a": "b"}}})
+        );
+    }
+}

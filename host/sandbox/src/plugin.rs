@@ -20,12 +20,12 @@ use wasmtime::component::{Component, ComponentExportIndex, Instance};
 use wasmtime::{Store, UpdateDeadline};
 
 use crate::action::{self, Response};
-use crate::bindings::{Object, Request, wit};
+use crate::bindings::{Object, Request, v0_1, wit};
 use crate::config::Limits;
 use crate::error::{CallError, CallFailure};
 use crate::host_services::HostServices;
 use crate::lift::{self, Budget};
-use crate::manifest::Manifest;
+use crate::manifest::{Contract, Manifest};
 use crate::sandbox::{Reservation, SandboxInner};
 use crate::state::State;
 
@@ -69,6 +69,8 @@ pub(crate) struct CallSetup {
     /// whose every call spins leaves the other cores to the other plugins (and, on a shared
     /// node, to the API server).
     pub(crate) cpu: Arc<DefaultDirectRateLimiter>,
+    /// The contract the component was built for: which types its exports lift into.
+    pub(crate) contract: Contract,
 }
 
 /// A CPU budget of one core: as many epoch ticks per second as fit in one, and a second's
@@ -188,10 +190,20 @@ impl CallSetup {
         let budget = Budget::new(MAX_MANIFEST_KINDS, MAX_MANIFEST_BYTES, "manifest kinds");
         let (out, _) = self
             .call(None, services, async |store, instance, exports| {
-                let f = instance
-                    .get_typed_func::<(), (wit::PluginManifest,)>(&mut *store, &exports.manifest)
-                    .map_err(Fail::Wasm)?;
-                let (manifest,) = f.call_async(&mut *store, ()).await.map_err(Fail::Wasm)?;
+                let manifest = match self.contract {
+                    Contract::V0_2 => {
+                        let f = instance
+                            .get_typed_func::<(), (wit::PluginManifest,)>(&mut *store, &exports.manifest)
+                            .map_err(Fail::Wasm)?;
+                        f.call_async(&mut *store, ()).await.map_err(Fail::Wasm)?.0
+                    }
+                    Contract::V0_1 => {
+                        let f = instance
+                            .get_typed_func::<(), (v0_1::PluginManifest,)>(&mut *store, &exports.manifest)
+                            .map_err(Fail::Wasm)?;
+                        crate::adapter::manifest(f.call_async(&mut *store, ()).await.map_err(Fail::Wasm)?.0)
+                    }
+                };
                 lift::manifest(&manifest, budget).map_err(Fail::Failure)?;
                 Ok(manifest)
             })
@@ -255,6 +267,7 @@ impl Plugin {
             limits,
             name: setup.name.clone(),
             cpu: one_core(setup.sandbox.config.epoch_tick),
+            contract: setup.contract,
         };
         Plugin::new(PluginInner {
             setup,
@@ -303,34 +316,72 @@ impl Plugin {
     ) -> (Result<Response, CallError>, StageTimings) {
         let setup = &self.inner.setup;
         let budget = Budget::new(setup.limits.max_actions, setup.limits.response_bytes, "actions");
+        let lean = self.lean_request(request);
+        let request = lean.as_ref().unwrap_or(request);
         let (out, mut timings) = setup
             .call(Some(self.inner.manifest.clone()), services, async |store, instance, exports| {
-                let f = instance
-                    .get_typed_func::<(&Request,), (Result<wit::Response, wit::ReconcileError>,)>(
-                        &mut *store,
-                        &exports.reconcile,
-                    )
-                    .map_err(Fail::Wasm)?;
-                let (result,) = f.call_async(&mut *store, (request,)).await.map_err(Fail::Wasm)?;
+                let result = match setup.contract {
+                    Contract::V0_2 => {
+                        let f = instance
+                            .get_typed_func::<(&Request,), (Result<wit::Response, wit::ReconcileError>,)>(
+                                &mut *store,
+                                &exports.reconcile,
+                            )
+                            .map_err(Fail::Wasm)?;
+                        f.call_async(&mut *store, (request,)).await.map_err(Fail::Wasm)?.0
+                    }
+                    // 0.1's request and response have 0.2's shape; only its error differs.
+                    Contract::V0_1 => {
+                        let f = instance
+                            .get_typed_func::<(&Request,), (Result<wit::Response, v0_1::ReconcileError>,)>(
+                                &mut *store,
+                                &exports.reconcile,
+                            )
+                            .map_err(Fail::Wasm)?;
+                        f.call_async(&mut *store, (request,))
+                            .await
+                            .map_err(Fail::Wasm)?
+                            .0
+                            .map_err(crate::adapter::reconcile_error)
+                    }
+                };
                 lift::response(&result, budget).map_err(Fail::Failure)?;
                 Ok(result)
             })
             .await;
         let start = Instant::now();
-        let deleted = request.phase == crate::Phase::Deleted;
-        let result = out.and_then(|r| self.decode(r, deleted));
+        let result = out.and_then(|r| self.decode(r, request));
         timings.host_decode = start.elapsed();
         (result.map_err(|f| self.error(&request.object, f)), timings)
+    }
+
+    /// The request with the children of metadata-only kinds stripped to their metadata; none
+    /// when nothing needs stripping (the common case costs no copy).
+    fn lean_request(&self, request: &Request) -> Option<Request> {
+        let manifest = &self.inner.manifest;
+        if !request.owned.iter().any(|o| manifest.is_metadata_only(&o.gvk())) {
+            return None;
+        }
+        let owned = request
+            .owned
+            .iter()
+            .map(|o| if manifest.is_metadata_only(&o.gvk()) { crate::object::metadata_only(o) } else { o.clone() })
+            .collect();
+        Some(Request { owned, ..request.clone() })
     }
 
     fn decode(
         &self,
         result: Result<wit::Response, wit::ReconcileError>,
-        deleted: bool,
+        request: &Request,
     ) -> Result<Response, CallFailure> {
-        let response =
-            result.map_err(|e| CallFailure::Plugin { message: e.message, transient: e.transient, reason: e.reason })?;
-        action::decode(&self.inner.manifest, deleted, response)
+        let manifest = &self.inner.manifest;
+        let primary = &request.object;
+        let deleted = request.phase == crate::Phase::Deleted;
+        match result {
+            Ok(response) => action::decode(manifest, primary, deleted, response),
+            Err(e) => Err(action::decode_failure(manifest, primary, deleted, e)?),
+        }
     }
 
     /// Asks the plugin which primaries a changed related object affects.

@@ -74,6 +74,7 @@ impl Sandbox {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         Reconciler::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
+        crate::bindings::v0_1::Reconciler::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
         let cache = Arc::new(CompileCache::new(config.cache_dir.clone()));
         let loading = config.loading_instances.clamp(1, config.max_instances);
         let inner = SandboxInner {
@@ -147,7 +148,7 @@ impl Sandbox {
         }
         let digest = compile_cache::digest(bytes);
         let (component, cached) = self.compile(bytes, &digest, origin).await?;
-        let interface = contract::check(&self.inner.engine, &component).map_err(|m| match m {
+        let (interface, contract) = contract::check(&self.inner.engine, &component).map_err(|m| match m {
             Mismatch::Version { found } => LoadError::IncompatibleContract { origin: origin_owned(), found },
             Mismatch::NotAPlugin { exports } => LoadError::NotAPlugin { origin: origin_owned(), exports },
         })?;
@@ -167,13 +168,21 @@ impl Sandbox {
             name: Arc::from(origin),
             slots: self.inner.loading.clone(),
             cpu: crate::plugin::one_core(config.epoch_tick),
+            contract,
         };
         let raw = setup
             .manifest(Arc::new(EmptyHost))
             .await
             .map_err(|failure| LoadError::ManifestCall { origin: origin_owned(), failure })?;
-        let manifest =
-            Manifest::from_wit(raw).map_err(|reason| LoadError::InvalidManifest { origin: origin_owned(), reason })?;
+        let manifest = Manifest::from_wit(raw, contract)
+            .map_err(|reason| LoadError::InvalidManifest { origin: origin_owned(), reason })?;
+        if contract == crate::Contract::V0_1 {
+            tracing::info!(
+                plugin = %manifest.name, %origin,
+                "plugin built for contract {} runs through the adapter: it may write every kind it declares, anywhere its identity's RBAC allows; rebuild it with an SDK for contract {} to declare its writes",
+                contract::LEGACY_CONTRACT_VERSION, contract::CONTRACT_VERSION
+            );
+        }
         let limits = Limits::resolve(config.default_limits, &manifest.settings, &config.ceilings).clamp_to(config);
         tracing::debug!(plugin = %manifest.name, %origin, ?cached, elapsed = ?started.elapsed(), "loaded plugin");
         Ok(Plugin::new(PluginInner {

@@ -7,8 +7,9 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use crate::Selector;
+use crate::bindings::wit::{CacheError, Page};
 use crate::bindings::{Gvk, Object, wit};
-use crate::host_services::HostServices;
+use crate::host_services::{CacheDenied, HostServices, ListKey};
 use crate::manifest::Manifest;
 
 /// Captured guest stderr is capped: it only has to hold a panic message.
@@ -71,16 +72,120 @@ impl State {
         }
     }
 
-    fn check_declared(&mut self, kind: &Gvk, verb: &str) -> Result<(), String> {
+    fn check_declared(&mut self, kind: &Gvk, verb: &str) -> Result<(), CacheError> {
         let declared = self.manifest.as_ref().is_some_and(|m| m.declares(kind));
         if declared {
             return Ok(());
         }
         self.undeclared = Some((verb.to_owned(), kind.to_string()));
-        Err(format!(
+        Err(CacheError::UndeclaredKind(format!(
             "plugin {} may not {verb} {kind}: its manifest does not declare that kind; add it to owns, watches or reads",
             self.plugin
-        ))
+        )))
+    }
+
+    /// The checks every look-up passes: a declared kind, and nothing the cache refuses.
+    fn gate(&mut self, kind: &Gvk, namespace: Option<&str>, verb: &str) -> Result<(), CacheError> {
+        self.check_declared(kind, verb)?;
+        match self.services.denied(kind, namespace) {
+            None => Ok(()),
+            Some(CacheDenied::Revoked(why)) => Err(CacheError::AccessRevoked(format!("plugin {}: {why}", self.plugin))),
+            Some(CacheDenied::OutOfScope(why)) => Err(CacheError::OutOfScope(format!("plugin {}: {why}", self.plugin))),
+        }
+    }
+
+    fn selector(&self, label_selector: Option<&str>) -> Result<Selector, CacheError> {
+        label_selector
+            .unwrap_or_default()
+            .parse()
+            .map_err(|e| CacheError::InvalidSelector(format!("plugin {}: {e}", self.plugin)))
+    }
+
+    /// What a metadata-only kind's plugin is served.
+    fn served(&self, kind: &Gvk, objects: Vec<Object>) -> Vec<Object> {
+        match &self.manifest {
+            Some(m) if m.is_metadata_only(kind) => objects.iter().map(crate::object::metadata_only).collect(),
+            _ => objects,
+        }
+    }
+
+    pub(crate) fn log(&self, level: wit::LogLevel, message: &str) {
+        self.services.log(&self.plugin, level, message);
+    }
+
+    pub(crate) fn get(
+        &mut self,
+        kind: Gvk,
+        namespace: Option<String>,
+        name: String,
+    ) -> Result<Option<Object>, CacheError> {
+        self.gate(&kind, namespace.as_deref(), "get")?;
+        let found = self.services.get(&kind, namespace.as_deref(), &name);
+        Ok(found.and_then(|o| self.served(&kind, vec![o]).pop()))
+    }
+
+    /// The whole list, for 0.1 guests.
+    pub(crate) fn list_all(
+        &mut self,
+        kind: Gvk,
+        namespace: Option<String>,
+        label_selector: Option<String>,
+    ) -> Result<Vec<Object>, CacheError> {
+        self.gate(&kind, namespace.as_deref(), "list")?;
+        let selector = self.selector(label_selector.as_deref())?;
+        let all = self.services.list(&kind, namespace.as_deref(), &selector);
+        Ok(self.served(&kind, all))
+    }
+
+    pub(crate) fn list_page(
+        &mut self,
+        kind: Gvk,
+        namespace: Option<String>,
+        label_selector: Option<String>,
+        limit: u32,
+        token: Option<String>,
+    ) -> Result<Page, CacheError> {
+        self.gate(&kind, namespace.as_deref(), "list")?;
+        let selector = self.selector(label_selector.as_deref())?;
+        let after =
+            token.as_deref().map(|t| parse_token(t).map_err(|why| CacheError::InvalidContinue(why))).transpose()?;
+        let limit = if limit == 0 { PAGE_SIZE } else { (limit as usize).min(PAGE_SIZE) };
+        // One more than asked tells whether another page follows.
+        let mut items = self.services.list_page(&kind, namespace.as_deref(), &selector, after.as_ref(), limit + 1);
+        let more = items.len() > limit;
+        items.truncate(limit);
+        let continue_token = more.then(|| items.last().map(token_of)).flatten();
+        Ok(Page { items: self.served(&kind, items), continue_token })
+    }
+}
+
+/// The host's page size, and the most a guest may ask for.
+pub(crate) const PAGE_SIZE: usize = 500;
+
+/// A continue token is the position of the last object returned: `namespace/name`, the
+/// namespace empty for cluster-scoped objects. Neither part can hold a `/`.
+fn token_of(o: &Object) -> String {
+    format!("{}/{}", o.namespace.as_deref().unwrap_or_default(), o.name)
+}
+
+fn parse_token(token: &str) -> Result<ListKey, String> {
+    let bad =
+        || format!("continue token {token:?} was not produced by this cache; pass back the token of the previous page");
+    let (namespace, name) = token.split_once('/').ok_or_else(bad)?;
+    if !namespace.is_empty() && crate::validate::namespace(namespace).is_err() || crate::validate::name(name).is_err() {
+        return Err(bad());
+    }
+    Ok((namespace.to_owned(), name.to_owned()))
+}
+
+/// A cache error as one sentence, for 0.1 guests and for logs.
+pub(crate) fn cache_error_text(e: &CacheError) -> &str {
+    match e {
+        CacheError::UndeclaredKind(s)
+        | CacheError::InvalidSelector(s)
+        | CacheError::OutOfScope(s)
+        | CacheError::AccessRevoked(s)
+        | CacheError::InvalidContinue(s) => s,
     }
 }
 
@@ -92,14 +197,15 @@ impl WasiView for State {
 
 impl wit::TypesHost for State {}
 
-impl wit::Host for State {
+impl wit::LogHost for State {
     fn log(&mut self, level: wit::LogLevel, message: String) {
-        self.services.log(&self.plugin, level, &message);
+        State::log(self, level, &message);
     }
+}
 
-    fn get_object(&mut self, kind: Gvk, namespace: Option<String>, name: String) -> Result<Option<Object>, String> {
-        self.check_declared(&kind, "get")?;
-        Ok(self.services.get(&kind, namespace.as_deref(), &name))
+impl wit::CacheHost for State {
+    fn get_object(&mut self, kind: Gvk, namespace: Option<String>, name: String) -> Result<Option<Object>, CacheError> {
+        self.get(kind, namespace, name)
     }
 
     fn list_objects(
@@ -107,13 +213,23 @@ impl wit::Host for State {
         kind: Gvk,
         namespace: Option<String>,
         label_selector: Option<String>,
-    ) -> Result<Vec<Object>, String> {
-        self.check_declared(&kind, "list")?;
-        let selector: Selector = label_selector
-            .as_deref()
-            .unwrap_or_default()
-            .parse()
-            .map_err(|e| format!("plugin {}: {e}", self.plugin))?;
-        Ok(self.services.list(&kind, namespace.as_deref(), &selector))
+        limit: u32,
+        continue_token: Option<String>,
+    ) -> Result<Page, CacheError> {
+        self.list_page(kind, namespace, label_selector, limit, continue_token)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn continue_tokens_are_positions_and_anything_else_is_refused() {
+        assert_eq!(parse_token("shop/web"), Ok(("shop".into(), "web".into())));
+        assert_eq!(parse_token("/node-1"), Ok((String::new(), "node-1".into())));
+        for bad in ["", "web", "shop/", "a/b/c", "Shop/web", "shop/../x"] {
+            assert!(parse_token(bad).is_err(), "{bad:?}");
+        }
     }
 }

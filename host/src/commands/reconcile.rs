@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use serde_json::Value;
-use wasmloop_sandbox::{Phase, Request, object_from_value};
+use wasmloop_sandbox::{CallFailure, Phase, Request, Response, object_from_value};
 
 use crate::cli::{PhaseArg, ReconcileArgs};
 use crate::input::{read_config, read_object, read_objects};
@@ -82,9 +82,20 @@ async fn reconcile(
         Err(error) => {
             eprintln!("error: {error}");
             eprintln!("event: Warning {}", error.failure.event_reason());
-            let retry =
-                if error.failure.is_transient() { "with backoff" } else { "when the object or the plugin changes" };
+            let retry = match &error.failure {
+                CallFailure::Plugin { transient: true, retry_after: Some(after), .. } => {
+                    format!("after {} ms", after.as_millis())
+                }
+                f if f.is_transient() => "with backoff".to_owned(),
+                _ => "when the object or the plugin changes".to_owned(),
+            };
             eprintln!("retry: {retry}");
+            // What the host still carries out: the status and events the plugin sent with it.
+            if let CallFailure::Plugin { actions, .. } = &error.failure
+                && !actions.is_empty()
+            {
+                super::print(&Response { actions: actions.clone(), requeue_after: None }, args.output)?;
+            }
             Ok(ExitCode::from(super::EXIT_PLUGIN_ERROR))
         }
     }

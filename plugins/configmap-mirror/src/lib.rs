@@ -42,7 +42,7 @@ fn targets(source: &ConfigMap) -> BTreeSet<String> {
 }
 
 fn copies(source: &Object) -> Result<Vec<Object>, Error> {
-    cache::list_objects(&ConfigMap::gvk(), None, Some(&format!("{MIRROR_OF_UID}={}", source.uid)))
+    Ok(cache::list_objects(&ConfigMap::gvk(), None, Some(&format!("{MIRROR_OF_UID}={}", source.uid)))?)
 }
 
 fn copy_of(source: &ConfigMap, source_ref: &Object, namespace: &str) -> ConfigMap {
@@ -72,6 +72,10 @@ impl Reconciler for ConfigMapMirror {
             .primary_selector(KindSelector::of::<ConfigMap>().labels(format!("{MIRROR_LABEL}=true")))
             .watches(KindSelector::of::<ConfigMap>().labels(MIRROR_OF_UID))
             .watches(KindSelector::of::<Namespace>())
+            // It only asks whether a Namespace exists.
+            .metadata_only::<Namespace>()
+            // Copies live in other namespaces, so they are not owned: a grant says where.
+            .writes(Grant::of::<ConfigMap>().apply().delete().anywhere())
             .finalizer(FINALIZER)
     }
 

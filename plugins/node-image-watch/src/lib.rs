@@ -44,7 +44,10 @@ pub struct NodeImageWatch;
 
 impl Reconciler for NodeImageWatch {
     fn manifest() -> Manifest {
-        Manifest::new("node-image-watch", env!("CARGO_PKG_VERSION")).primary::<Node>()
+        // The Node is its own primary: annotating it is a patch, which needs a grant.
+        Manifest::new("node-image-watch", env!("CARGO_PKG_VERSION"))
+            .primary::<Node>()
+            .writes(Grant::of::<Node>().patch())
     }
 
     fn reconcile(request: &Request) -> Result<Vec<Action>, Error> {

@@ -33,8 +33,12 @@ struct Hostile;
 
 impl Reconciler for Hostile {
     fn manifest() -> Manifest {
-        // Reads Deployments only so that tests can count the watches plugins share.
-        Manifest::new("hostile", "0.1.0").primary::<ConfigMap>().reads::<Deployment>()
+        // Reads Deployments only so that tests can count the watches plugins share. May patch
+        // ConfigMaps anywhere, so that RBAC, the second wall, is what stops `steal`.
+        Manifest::new("hostile", "0.1.0")
+            .primary::<ConfigMap>()
+            .reads::<Deployment>()
+            .writes(Grant::of::<ConfigMap>().patch().anywhere())
     }
 
     fn reconcile(request: &Request) -> Result<Vec<Action>, Error> {
@@ -113,13 +117,30 @@ impl Reconciler for Hostile {
                 // Another tenant's ConfigMap: whether the cache serves it, then an overwrite.
                 let (namespace, name) =
                     config.target.split_once('/').ok_or_else(|| Error::permanent("target is not NS/NAME"))?;
-                let visible = cache::get::<ConfigMap>(Some(namespace), name)?.is_some();
+                let visible = match cache::get_object(&ConfigMap::gvk(), Some(namespace), name) {
+                    Ok(found) => found.is_some(),
+                    Err(cache::CacheError::OutOfScope(why)) => {
+                        wasmloop_sdk::info!("out of scope: {why}");
+                        false
+                    }
+                    Err(other) => return Err(other.into()),
+                };
                 let target = ObjectRef::new::<ConfigMap>(name).namespace(namespace);
                 Ok(vec![
                     event(EventType::Normal, "Read", format!("visible: {visible}")),
                     patch(target, PatchKind::Merge, &json!({"data": {"stolen": "yes"}})),
                 ])
             }
+            "patch-ungranted" => {
+                // Deployments are only read: patching one needs a grant the manifest lacks.
+                let target = ObjectRef::new::<Deployment>("web");
+                Ok(vec![patch(target, PatchKind::Merge, &json!({"metadata": {"labels": {"stolen": "yes"}}}))])
+            }
+            // A failure that still reports on the primary, and says when to retry.
+            "fail-with-status" => Err(Error::transient("waiting for something")
+                .reason("Waiting")
+                .retry_after(std::time::Duration::from_millis(config.interval_ms))
+                .with_action(status(json!({"waiting": true})))),
             // An error in the plugin's own words, with a reason of its own choosing.
             "fail" => Err(Error::permanent("the plugin's own words").reason("PluginChosenReason")),
             "flood" => Ok((0..config.count).map(|i| event(EventType::Normal, "Flood", format!("{i}"))).collect()),

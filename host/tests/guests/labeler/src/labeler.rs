@@ -11,7 +11,9 @@ struct Labeler;
 
 impl Reconciler for Labeler {
     fn manifest() -> Manifest {
-        Manifest::new("labeler", &format!("{}.0.0", &VERSION[1..])).primary::<Deployment>()
+        Manifest::new("labeler", &format!("{}.0.0", &VERSION[1..]))
+            .primary::<Deployment>()
+            .writes(Grant::of::<Deployment>().patch())
     }
 
     fn reconcile(request: &Request) -> Result<Vec<Action>, Error> {

@@ -1,0 +1,226 @@
+//! Which writes a plugin may make: its declared write grants and the implied ones, as one pure
+//! decision. The executor asks it once the target's namespace is settled (a namespaced object
+//! without one is in the primary's), before it builds a URL; the sandbox asks it earlier, with
+//! the namespace as the plugin wrote it, so `wasmloop reconcile` shows a refusal offline too.
+//! Kubernetes RBAC of the plugin's identity is the second wall, not the first.
+
+use std::fmt;
+
+use crate::bindings::Gvk;
+use crate::manifest::{Contract, Manifest, WriteScope};
+
+/// A write verb.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verb {
+    /// Server-side apply.
+    Apply,
+    /// Merge or JSON patch.
+    Patch,
+    /// Delete.
+    Delete,
+}
+
+impl Verb {
+    /// The verb as the contract spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Apply => "apply",
+            Verb::Patch => "patch",
+            Verb::Delete => "delete",
+        }
+    }
+}
+
+/// A write no grant covers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotGranted {
+    /// The verb.
+    pub verb: Verb,
+    /// The kind.
+    pub kind: String,
+    /// The target's namespace; none for a cluster-scoped object.
+    pub namespace: Option<String>,
+}
+
+impl fmt::Display for NotGranted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (verb, kind) = (self.verb.as_str(), &self.kind);
+        let place = match &self.namespace {
+            Some(ns) => format!("in namespace {ns}"),
+            None => "cluster-scoped".to_owned(),
+        };
+        let scope = match &self.namespace {
+            Some(ns) => format!("primary-namespace (if it is the primary's), namespaces [{ns}] or any"),
+            None => "any (or primary-namespace, for a cluster-scoped primary)".to_owned(),
+        };
+        write!(
+            f,
+            "no write grant lets it {verb} {kind} {place}; declare one under writes in the manifest: kind {kind}, verb {verb}, scope {scope}"
+        )
+    }
+}
+
+fn implied(manifest: &Manifest, verb: Verb, kind: &Gvk, in_primary_namespace: bool) -> bool {
+    // Children of owned kinds carry the primary's owner reference, which cannot cross
+    // namespaces: applying and deleting them in the primary's namespace is the plugin's job.
+    matches!(verb, Verb::Apply | Verb::Delete) && in_primary_namespace && manifest.owns.contains(kind)
+}
+
+fn covers(scope: &WriteScope, namespace: Option<&str>, in_primary_namespace: bool) -> bool {
+    match scope {
+        WriteScope::Any => true,
+        WriteScope::PrimaryNamespace => in_primary_namespace,
+        WriteScope::Namespaces(list) => namespace.is_some_and(|ns| list.iter().any(|l| l == ns)),
+    }
+}
+
+/// Whether `manifest` lets its plugin `verb` an object of `kind` in `namespace` (none: a
+/// cluster-scoped object) while reconciling a primary in `primary_namespace` (none: a
+/// cluster-scoped primary).
+///
+/// A 0.1 plugin may write every kind it declares, anywhere, as 0.1 allowed. A 0.2 plugin may
+/// apply and delete owned kinds in the primary's namespace, and anything a grant covers.
+///
+/// # Errors
+/// [`NotGranted`], which says what to declare.
+///
+/// ```
+/// # use wasmloop_sandbox::capability::{permits, Verb};
+/// # fn demo(manifest: &wasmloop_sandbox::Manifest, kind: &wasmloop_sandbox::Gvk) {
+/// if let Err(refused) = permits(manifest, Some("shop"), Verb::Patch, kind, Some("kube-system")) {
+///     eprintln!("plugin {}: {refused}", manifest.name);
+/// }
+/// # }
+/// ```
+pub fn permits(
+    manifest: &Manifest,
+    primary_namespace: Option<&str>,
+    verb: Verb,
+    kind: &Gvk,
+    namespace: Option<&str>,
+) -> Result<(), NotGranted> {
+    let in_primary_namespace = namespace == primary_namespace;
+    let allowed = match manifest.contract {
+        Contract::V0_1 => manifest.declares(kind),
+        Contract::V0_2 => {
+            implied(manifest, verb, kind, in_primary_namespace)
+                || manifest.writes.iter().any(|g| {
+                    &g.kind == kind
+                        && match verb {
+                            Verb::Apply => g.verbs.apply,
+                            Verb::Patch => g.verbs.patch,
+                            Verb::Delete => g.verbs.delete,
+                        }
+                        && covers(&g.scope, namespace, in_primary_namespace)
+                })
+        }
+    };
+    if allowed {
+        Ok(())
+    } else {
+        Err(NotGranted { verb, kind: kind.to_string(), namespace: namespace.map(str::to_owned) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::{KindSelector, Settings, WriteGrant, WriteVerbs};
+
+    fn gvk(group: &str, version: &str, kind: &str) -> Gvk {
+        Gvk { group: group.into(), version: version.into(), kind: kind.into() }
+    }
+
+    fn manifest(contract: Contract, writes: Vec<WriteGrant>) -> Manifest {
+        Manifest {
+            name: "p".into(),
+            version: "1".into(),
+            primary: KindSelector { kind: gvk("example.com", "v1", "Foo"), namespace: None, label_selector: None },
+            owns: vec![gvk("apps", "v1", "Deployment")],
+            watches: Vec::new(),
+            reads: vec![gvk("", "v1", "Secret")],
+            metadata_only: Vec::new(),
+            writes,
+            contract,
+            finalizer: None,
+            prune: false,
+            deliver_deleted: false,
+            deliver_previous: false,
+            settings: Settings::default(),
+        }
+    }
+
+    fn grant(kind: Gvk, verbs: WriteVerbs, scope: WriteScope) -> WriteGrant {
+        WriteGrant { kind, verbs, scope }
+    }
+
+    const PATCH: WriteVerbs = WriteVerbs { apply: false, patch: true, delete: false };
+    const ALL: WriteVerbs = WriteVerbs { apply: true, patch: true, delete: true };
+
+    #[test]
+    fn writes_are_allowed_exactly_where_an_implied_or_declared_grant_covers_them() {
+        let deployment = gvk("apps", "v1", "Deployment");
+        let configmap = gvk("", "v1", "ConfigMap");
+        let secret = gvk("", "v1", "Secret");
+        let node = gvk("", "v1", "Node");
+        let grants = vec![
+            grant(configmap.clone(), PATCH, WriteScope::PrimaryNamespace),
+            grant(secret.clone(), ALL, WriteScope::Namespaces(vec!["vault".into()])),
+            grant(node.clone(), PATCH, WriteScope::Any),
+        ];
+        let m2 = manifest(Contract::V0_2, grants);
+        let m1 = manifest(Contract::V0_1, Vec::new());
+        let shop = Some("shop");
+        #[rustfmt::skip]
+        let cases: &[(&Manifest, Verb, &Gvk, Option<&str>, bool)] = &[
+            // Owned kinds: apply and delete in the primary's namespace, nothing else.
+            (&m2, Verb::Apply, &deployment, shop, true),
+            (&m2, Verb::Delete, &deployment, shop, true),
+            (&m2, Verb::Patch, &deployment, shop, false),
+            (&m2, Verb::Apply, &deployment, Some("kube-system"), false),
+            // A primary-namespace grant: that verb, that namespace.
+            (&m2, Verb::Patch, &configmap, shop, true),
+            (&m2, Verb::Delete, &configmap, shop, false),
+            (&m2, Verb::Patch, &configmap, Some("other"), false),
+            (&m2, Verb::Patch, &configmap, None, false),
+            // Listed namespaces only; reading a kind grants no write.
+            (&m2, Verb::Delete, &secret, Some("vault"), true),
+            (&m2, Verb::Delete, &secret, shop, false),
+            // Any: every namespace and cluster-scoped objects.
+            (&m2, Verb::Patch, &node, None, true),
+            (&m2, Verb::Patch, &node, Some("x"), true),
+            (&m2, Verb::Delete, &node, None, false),
+            // No grant at all.
+            (&m2, Verb::Apply, &gvk("", "v1", "Pod"), shop, false),
+            // 0.1: every declared kind, anywhere; nothing undeclared.
+            (&m1, Verb::Patch, &secret, Some("kube-system"), true),
+            (&m1, Verb::Apply, &deployment, Some("other"), true),
+            (&m1, Verb::Delete, &configmap, shop, false),
+        ];
+        for (m, verb, kind, ns, expected) in cases {
+            let got = permits(m, shop, *verb, kind, *ns).is_ok();
+            assert_eq!(got, *expected, "{:?} {verb:?} {kind} in {ns:?}", m.contract);
+        }
+    }
+
+    #[test]
+    fn a_cluster_scoped_primary_implies_writes_of_cluster_scoped_children_only() {
+        let mut m = manifest(Contract::V0_2, vec![grant(gvk("", "v1", "Node"), PATCH, WriteScope::PrimaryNamespace)]);
+        m.owns = vec![gvk("rbac.authorization.k8s.io", "v1", "ClusterRole")];
+        let role = gvk("rbac.authorization.k8s.io", "v1", "ClusterRole");
+        assert!(permits(&m, None, Verb::Apply, &role, None).is_ok());
+        assert!(permits(&m, None, Verb::Patch, &gvk("", "v1", "Node"), None).is_ok());
+        assert!(permits(&m, None, Verb::Patch, &gvk("", "v1", "Node"), Some("shop")).is_err());
+    }
+
+    #[test]
+    fn a_refusal_names_the_verb_the_kind_the_place_and_what_to_declare() {
+        let m = manifest(Contract::V0_2, Vec::new());
+        let refused = permits(&m, Some("shop"), Verb::Patch, &gvk("", "v1", "ConfigMap"), Some("kube-system"))
+            .unwrap_err()
+            .to_string();
+        for part in ["patch v1/ConfigMap in namespace kube-system", "under writes", "namespaces [kube-system]"] {
+            assert!(refused.contains(part), "{refused}");
+        }
+    }
+}

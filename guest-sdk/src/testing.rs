@@ -32,6 +32,7 @@ use crate::cache::{CacheError, Page};
 use crate::error::Error;
 use crate::kind::{Gvk, Kind};
 use crate::log::Level;
+use crate::manifest::WriteScope;
 use crate::request::{Config, Object, ObjectRef, Phase, Request};
 use crate::selector::Selector;
 use crate::{Manifest, Reconciler};
@@ -120,6 +121,46 @@ fn host_list(kind: &Gvk, namespace: Option<&str>, selector: Option<&str>) -> Res
             })
             .cloned()
             .collect())
+    })
+}
+
+/// The first write of `actions` that no grant of `manifest` covers, as the host words it.
+fn ungranted(manifest: &Manifest, primary: &Object, actions: &[Action]) -> Option<String> {
+    actions.iter().find_map(|action| {
+        let (verb, api_version, kind, namespace) = match action {
+            Action::Apply(json) => {
+                let value: Value = serde_json::from_str(json).ok()?;
+                let text = |p: &str| value.pointer(p).and_then(Value::as_str).map(str::to_owned);
+                ("apply", text("/apiVersion")?, text("/kind")?, text("/metadata/namespace"))
+            }
+            Action::Patch { target, .. } => ("patch", target.api_version.clone(), target.kind.clone(), target.namespace.clone()),
+            Action::Delete(target) => ("delete", target.api_version.clone(), target.kind.clone(), target.namespace.clone()),
+            _ => return None,
+        };
+        let gvk = Gvk::from_api_version(&api_version, &kind);
+        let namespace = namespace.or_else(|| primary.namespace.clone());
+        let here = namespace == primary.namespace;
+        let implied = matches!(verb, "apply" | "delete") && here && manifest.owns.contains(&gvk);
+        let granted = manifest.writes.iter().any(|g| {
+            g.kind == gvk
+                && match verb {
+                    "apply" => g.apply,
+                    "patch" => g.patch,
+                    _ => g.delete,
+                }
+                && match &g.scope {
+                    WriteScope::PrimaryNamespace => here,
+                    WriteScope::Namespaces(list) => namespace.as_ref().is_some_and(|ns| list.contains(ns)),
+                    WriteScope::Any => true,
+                }
+        });
+        let place = namespace.map_or_else(|| "cluster-scoped".to_owned(), |ns| format!("in namespace {ns}"));
+        (!implied && !granted).then(|| {
+            format!(
+                "plugin {:?}: no write grant lets it {verb} {gvk} {place}; declare one with Manifest::writes(Grant::of::<{kind}>().{verb}()...)",
+                manifest.name
+            )
+        })
     })
 }
 
@@ -216,12 +257,20 @@ impl TestCase {
     /// Runs `P::reconcile` natively and collects what it did. As in the host, a look-up of a
     /// kind the manifest does not declare fails the reconcile even if the plugin ignored the
     /// error.
+    ///
+    /// As in the host, an apply, patch or delete no write grant covers fails the reconcile
+    /// (a target without a namespace counts as in the primary's, as the host decodes it).
     pub fn run<P: Reconciler>(&self) -> Outcome {
         let request = self.request();
-        let (result, logs, undeclared) = with_host(P::manifest(), self.cache_objects(), || P::reconcile(&request));
-        let result = match undeclared {
-            Some(message) => Err(Error::permanent(message)),
-            None => result,
+        let manifest = P::manifest();
+        let (result, logs, undeclared) = with_host(manifest.clone(), self.cache_objects(), || P::reconcile(&request));
+        let result = match (undeclared, result) {
+            (Some(message), _) => Err(Error::permanent(message)),
+            (None, Ok(actions)) => match ungranted(&manifest, &self.object, &actions) {
+                Some(message) => Err(Error::permanent(message)),
+                None => Ok(actions),
+            },
+            (None, Err(e)) => Err(e),
         };
         Outcome { result, logs }
     }
@@ -386,5 +435,45 @@ mod tests {
         let error = outcome.error();
         assert!(error.message.contains("read kind v1/Secret, which its manifest does not declare"), "{error}");
         assert!(!error.transient);
+    }
+
+    /// Patches the ConfigMap its config names, `NAMESPACE/NAME`, with a grant in its own
+    /// namespace only.
+    struct PatchesConfigMaps;
+
+    impl Reconciler for PatchesConfigMaps {
+        fn manifest() -> Manifest {
+            Manifest::new("patcher", "0").primary::<ConfigMap>().writes(Grant::of::<ConfigMap>().patch())
+        }
+
+        fn reconcile(request: &Request) -> Result<Vec<Action>, Error> {
+            let target: String = request.config()?;
+            let (ns, name) = target.split_once('/').unwrap_or(("", &target));
+            let mut to = ObjectRef::new::<ConfigMap>(name);
+            if !ns.is_empty() {
+                to = to.namespace(ns);
+            }
+            Ok(vec![patch(to, PatchKind::Merge, &serde_json::json!({"data": {"x": "1"}}))])
+        }
+    }
+
+    #[test]
+    fn a_write_no_grant_covers_fails_the_run_as_in_the_host() {
+        let primary =
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "ns"}});
+        let cases = [("other", true), ("ns/other", true), ("kube-system/other", false)];
+        for (config, allowed) in cases {
+            let outcome = TestCase::new(primary.clone()).config(config).run::<PatchesConfigMaps>();
+            match allowed {
+                true => assert_eq!(outcome.patches().len(), 1, "{config}"),
+                false => {
+                    let error = outcome.error();
+                    assert!(
+                        error.message.contains("no write grant lets it patch v1/ConfigMap in namespace kube-system"),
+                        "{error}"
+                    );
+                }
+            }
+        }
     }
 }

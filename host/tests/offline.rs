@@ -226,6 +226,50 @@ fn a_failed_reconcile_still_reports_its_status_and_says_when_to_retry() {
     assert_eq!(actions["actions"][0]["status"], serde_json::json!({"waiting": true}), "{actions}");
 }
 
+// ---- the cache imports ---------------------------------------------------------------------
+
+fn hostile_with(config: &str, cache: &[serde_json::Value]) -> Output {
+    let config_file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(config_file.path(), config).unwrap();
+    let cache_file = tempfile::NamedTempFile::new().unwrap();
+    let docs: Vec<String> = cache.iter().map(|o| serde_yaml::to_string(o).unwrap()).collect();
+    std::fs::write(cache_file.path(), docs.join("---\n")).unwrap();
+    let (config, cache) = (config_file.path().to_str().unwrap(), cache_file.path().to_str().unwrap());
+    reconcile("hostile_plugin", "hostile/configmap.yaml", &["--config", config, "--cache", cache])
+}
+
+fn first_event_message(out: &Output) -> String {
+    let actions = stdout_yaml(out);
+    actions["actions"][0]["event"]["message"].as_str().unwrap_or_default().to_owned()
+}
+
+#[test]
+fn a_list_comes_in_pages_of_at_most_500_in_order_without_repeats() {
+    let configmaps: Vec<Value> = (0..1203)
+        .map(|i| {
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                               "metadata": {"name": format!("cm-{i:05}"), "namespace": "default", "uid": format!("u{i}")}})
+        })
+        .collect();
+    // 1,203 plus the primary itself; a limit of 0 is the host's page, and more is held to it.
+    for (limit, pages) in [(0, 3), (500, 3), (10_000, 3), (100, 13)] {
+        let out = hostile_with(&format!("mode: list-pages\nlimit: {limit}\n"), &configmaps);
+        let expected = format!("listed 1204 in {pages} pages, in order: true");
+        assert_eq!(first_event_message(&out), expected, "limit {limit}");
+    }
+}
+
+#[test]
+fn a_metadata_only_kind_reaches_the_plugin_without_spec_status_or_managed_fields() {
+    let web = serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "default", "uid": "d1", "managedFields": [{"manager": "x"}]},
+        "spec": {"replicas": 3}, "status": {"replicas": 3}
+    });
+    let out = hostile_with("mode: peek-deployment\n", &[web]);
+    assert_eq!(first_event_message(&out), "fields apiVersion,kind,metadata; managedFields: false");
+}
+
 // ---- inspect and the compile cache -----------------------------------------------------
 
 #[test]

@@ -127,7 +127,7 @@ fn labeler_rules() -> serde_json::Value {
 }
 
 #[tokio::test]
-async fn a_plugin_without_a_grant_is_forbidden_named_and_cannot_touch_another_tenants_configmap() {
+async fn a_write_beyond_the_plugins_grants_is_refused_by_the_host_and_one_within_them_by_rbac() {
     let plugins = shared().namespace("id-plugins").await.unwrap();
     let tenant = shared().namespace("id-tenant").await.unwrap();
     service_account(&plugins, "hostile").await;
@@ -137,12 +137,20 @@ async fn a_plugin_without_a_grant_is_forbidden_named_and_cannot_touch_another_te
         json!({"apiGroups": ["", "apps"], "resources": ["configmaps", "deployments"], "verbs": ["list", "watch"]});
     grant(&tenant, "hostile", &plugins, "hostile", json!([reads, events()])).await;
     grant(&tenant, "labeler", &plugins, "labeler", labeler_rules()).await;
-    // Another plugin's ConfigMap, in the plugin namespace.
-    let victim: ConfigMap = serde_json::from_value(json!({
-        "metadata": {"name": "victim", "labels": {"wasmloop.dev/plugin": "other"}}, "data": {"owner": "other"}
-    }))
-    .unwrap();
-    plugins.api::<ConfigMap>().create(&PostParams::default(), &victim).await.unwrap();
+    let configmap = |name: &str, data: serde_json::Value| -> ConfigMap {
+        serde_json::from_value(json!({"metadata": {"name": name}, "data": data})).unwrap()
+    };
+    // Another plugin's ConfigMap in the plugin namespace, and one in hostile's own namespace.
+    plugins
+        .api::<ConfigMap>()
+        .create(&PostParams::default(), &configmap("victim", json!({"owner": "other"})))
+        .await
+        .unwrap();
+    tenant
+        .api::<ConfigMap>()
+        .create(&PostParams::default(), &configmap("neighbour", json!({"owner": "other"})))
+        .await
+        .unwrap();
     let settings = format!(
         "  hostile: {{namespace: {t}, config: {{mode: steal, target: {p}/victim}}}}\n  labeler: {{namespace: {t}}}\n",
         t = tenant.name,
@@ -150,17 +158,31 @@ async fn a_plugin_without_a_grant_is_forbidden_named_and_cannot_touch_another_te
     );
     let (host, _config) = run_as_service_accounts(&plugins, &["hostile_plugin", "labeler_plugin"], &settings);
 
+    // Outside its namespace: the cache says out of scope, and the host refuses the patch,
+    // which its grant (primary-namespace) does not cover, before any API call.
     create_configmap(&tenant, "trigger").await;
-    // Served from a cache confined to its namespace, it never sees the victim...
-    event_with(&tenant, "Read", &["visible: false"]).await;
-    // ...and its overwrite, made as its ServiceAccount, is Forbidden by RBAC, in a Warning
-    // that names the plugin and the ServiceAccount.
+    host.logged("out of scope").await;
+    let refusal = format!("patch v1/ConfigMap in namespace {}", plugins.name);
+    let note = event_with(&tenant, "PluginNotGranted", &["plugin hostile", &refusal, "under writes"]).await;
+    assert!(!note.contains("Forbidden"), "the API server was asked: {note}");
+
+    // In its namespace the grant covers the patch, and its ServiceAccount's RBAC forbids it,
+    // in a Warning that names the plugin and the ServiceAccount.
+    let local = format!("{}/neighbour", tenant.name);
+    tenant
+        .api::<ConfigMap>()
+        .create(&PostParams::default(), &configmap("trigger-local", json!({"target": local})))
+        .await
+        .unwrap();
+    event_with(&tenant, "Read", &["visible: true"]).await;
     let account = format!("ServiceAccount {}/hostile", plugins.name);
     let note = event_with(&tenant, "Forbidden", &["plugin hostile", &format!("failed as {account}")]).await;
     assert!(note.contains(&format!("grant {account}")), "{note}");
-    let victim = plugins.api::<ConfigMap>().get("victim").await.unwrap();
-    assert_eq!(victim.data.unwrap_or_default().get("stolen"), None, "the victim was overwritten");
 
+    for (ns, name) in [(&plugins, "victim"), (&tenant, "neighbour")] {
+        let live = ns.api::<ConfigMap>().get(name).await.unwrap();
+        assert_eq!(live.data.unwrap_or_default().get("stolen"), None, "{name} was overwritten");
+    }
     // The other plugin, granted what it needs, keeps working in the same process.
     create_deployment(&tenant, "web").await;
     labelled(&tenant, "web", "v1").await;

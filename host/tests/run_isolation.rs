@@ -99,6 +99,41 @@ async fn a_plugin_asking_to_requeue_at_once_is_held_to_the_floor() {
 }
 
 #[tokio::test]
+async fn a_failed_reconcile_carries_out_its_event_and_retries_after_the_delay_the_plugin_chose() {
+    let ns = shared().namespace("iso-retry").await.unwrap();
+    // The backoff would retry after 5 ms; the plugin asks for 2 s.
+    let (host, _config) = hostile_in(&ns, "mode: fail-with-event, intervalMs: 2000", "", "", &[]);
+    create_configmap(&ns, "dep").await;
+    let events: Api<Event> = ns.api();
+    wait_for_event(&events, Duration::from_secs(60), "the plugin's own Event", |e| {
+        e.reason.as_deref() == Some("StillWaiting") && e.type_.as_deref() == Some("Normal")
+    })
+    .await;
+    wait_for_event(&events, Duration::from_secs(60), "the Warning of the failure", |e| {
+        e.reason.as_deref() == Some("Waiting") && e.note.as_deref().is_some_and(|n| n.contains("waiting for something"))
+    })
+    .await;
+    let tries = host.wait_reconcile_lines(&format!("{}/dep", ns.name), "fail-with-event try", 2).await;
+    let (first, second) = (millis(&tries[0]), millis(&tries[1]));
+    assert!(second - first >= 1990.0, "retried after {} ms", second - first);
+}
+
+#[tokio::test]
+async fn a_plugin_pages_through_the_shared_cache_in_order() {
+    let ns = shared().namespace("iso-pages").await.unwrap();
+    for i in 0..7 {
+        create_configmap(&ns, &format!("cm-{i}")).await;
+    }
+    // Started after the seven exist: its cache holds them all before the first reconcile.
+    let (_host, _config) = hostile_in(&ns, "mode: list-pages, limit: 3", "", "", &[]);
+    let events: Api<Event> = ns.api();
+    wait_for_event(&events, Duration::from_secs(60), "a paged listing", |e| {
+        e.reason.as_deref() == Some("Listed") && e.note.as_deref() == Some("listed 7 in 3 pages, in order: true")
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn a_plugin_over_its_write_budget_waits_for_tokens_while_others_keep_writing() {
     let flooded = shared().namespace("iso-flood").await.unwrap();
     let apps = shared().namespace("iso-flood-apps").await.unwrap();

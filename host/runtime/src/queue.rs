@@ -412,6 +412,20 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_chosen_retry_delay_counts_as_a_retry_arrives_at_its_time_and_is_held_to_the_ceiling() {
+        let q = WorkQueue::new(QueueConfig { max_delay: Duration::from_secs(60), ..QueueConfig::default() });
+        let start = Instant::now();
+        assert_eq!(q.add_retry_after("a", Duration::from_secs(3)), Duration::from_secs(3));
+        assert_eq!(q.retries(&"a"), 1);
+        assert!(nothing_ready(&q, Duration::from_secs(2)).await);
+        assert_eq!(next(&q).await, Some("a"));
+        assert!(start.elapsed() >= Duration::from_secs(3));
+        q.done(&"a");
+        assert_eq!(q.add_retry_after("a", Duration::from_secs(3600)), Duration::from_secs(60));
+        assert_eq!(q.retries(&"a"), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn forget_resets_the_backoff() {
         let q = queue();
         q.add_rate_limited("a");

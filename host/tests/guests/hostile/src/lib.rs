@@ -20,9 +20,13 @@ struct Config {
     /// How many actions `flood` and `shared-strings` return.
     #[serde(default)]
     count: usize,
-    /// The ConfigMap `steal` reads and overwrites, `NAMESPACE/NAME`.
+    /// The ConfigMap `steal` reads and overwrites, `NAMESPACE/NAME`, unless the trigger's
+    /// `data.target` names another.
     #[serde(default)]
     target: String,
+    /// The page size `list-pages` asks for.
+    #[serde(default)]
+    limit: u32,
 }
 
 fn default_interval() -> u64 {
@@ -34,11 +38,13 @@ struct Hostile;
 impl Reconciler for Hostile {
     fn manifest() -> Manifest {
         // Reads Deployments only so that tests can count the watches plugins share. May patch
-        // ConfigMaps anywhere, so that RBAC, the second wall, is what stops `steal`.
+        // ConfigMaps in its primary's namespace, so that `steal` meets RBAC, the second wall,
+        // there, and the host's grant check everywhere else.
         Manifest::new("hostile", "0.1.0")
             .primary::<ConfigMap>()
             .reads::<Deployment>()
-            .writes(Grant::of::<ConfigMap>().patch().anywhere())
+            .metadata_only::<Deployment>()
+            .writes(Grant::of::<ConfigMap>().patch())
     }
 
     fn reconcile(request: &Request) -> Result<Vec<Action>, Error> {
@@ -115,8 +121,10 @@ impl Reconciler for Hostile {
             "long-event" => Ok(vec![event(EventType::Normal, "R".repeat(1 << 10), "m".repeat(1 << 20))]),
             "steal" => {
                 // Another tenant's ConfigMap: whether the cache serves it, then an overwrite.
+                let trigger: ConfigMap = request.object()?;
+                let target = trigger.data.and_then(|d| d.get("target").cloned()).unwrap_or(config.target);
                 let (namespace, name) =
-                    config.target.split_once('/').ok_or_else(|| Error::permanent("target is not NS/NAME"))?;
+                    target.split_once('/').ok_or_else(|| Error::permanent("target is not NS/NAME"))?;
                 let visible = match cache::get_object(&ConfigMap::gvk(), Some(namespace), name) {
                     Ok(found) => found.is_some(),
                     Err(cache::CacheError::OutOfScope(why)) => {
@@ -131,6 +139,42 @@ impl Reconciler for Hostile {
                     patch(target, PatchKind::Merge, &json!({"data": {"stolen": "yes"}})),
                 ])
             }
+            "list-pages" => {
+                // Walks the primary's namespace page by page, checking that no key repeats and
+                // that the pages are in order.
+                let namespace = request.object.namespace.as_deref();
+                let (mut seen, mut pages, mut token) = (Vec::<String>::new(), 0u32, None::<String>);
+                loop {
+                    let page = cache::list_page(&ConfigMap::gvk(), namespace, None, config.limit, token.as_deref())?;
+                    pages += 1;
+                    seen.extend(page.items.iter().map(|o| o.name.clone()));
+                    match page.continue_token {
+                        Some(next) => token = Some(next),
+                        None => break,
+                    }
+                }
+                let ordered = seen.windows(2).all(|w| w[0] < w[1]);
+                Ok(vec![event(
+                    EventType::Normal,
+                    "Listed",
+                    format!("listed {} in {pages} pages, in order: {ordered}", seen.len()),
+                )])
+            }
+            "peek-deployment" => {
+                // Deployments are metadata-only for this plugin: what does it get?
+                let found = cache::get_object(&Deployment::gvk(), request.object.namespace.as_deref(), "web")?
+                    .ok_or_else(|| Error::permanent("no Deployment web in the cache"))?;
+                let value: serde_json::Value =
+                    serde_json::from_str(found.json()).map_err(|e| Error::permanent(e.to_string()))?;
+                let fields: Vec<&str> =
+                    value.as_object().map(|o| o.keys().map(String::as_str).collect()).unwrap_or_default();
+                let managed = value.pointer("/metadata/managedFields").is_some();
+                Ok(vec![event(
+                    EventType::Normal,
+                    "Peeked",
+                    format!("fields {}; managedFields: {managed}", fields.join(",")),
+                )])
+            }
             "patch-ungranted" => {
                 // Deployments are only read: patching one needs a grant the manifest lacks.
                 let target = ObjectRef::new::<Deployment>("web");
@@ -141,6 +185,14 @@ impl Reconciler for Hostile {
                 .reason("Waiting")
                 .retry_after(std::time::Duration::from_millis(config.interval_ms))
                 .with_action(status(json!({"waiting": true})))),
+            // The same with an Event, which a ConfigMap (no status subresource) can show.
+            "fail-with-event" => {
+                wasmloop_sdk::info!("fail-with-event try {} of {}", request.attempt, request.object.name);
+                Err(Error::transient("waiting for something")
+                    .reason("Waiting")
+                    .retry_after(std::time::Duration::from_millis(config.interval_ms))
+                    .with_action(event(EventType::Normal, "StillWaiting", "told before the retry")))
+            }
             // An error in the plugin's own words, with a reason of its own choosing.
             "fail" => Err(Error::permanent("the plugin's own words").reason("PluginChosenReason")),
             "flood" => Ok((0..config.count).map(|i| event(EventType::Normal, "Flood", format!("{i}"))).collect()),

@@ -226,6 +226,47 @@ fn a_failed_reconcile_still_reports_its_status_and_says_when_to_retry() {
     assert_eq!(actions["actions"][0]["status"], serde_json::json!({"waiting": true}), "{actions}");
 }
 
+// ---- responses are counted before they are copied ------------------------------------------
+
+/// Runs `wasmloop` under GNU time; returns its output and its peak resident memory in KiB.
+fn wasmloop_measured(args: &[&str]) -> (Output, u64) {
+    let report = tempfile::NamedTempFile::new().unwrap();
+    let out = Command::new("/usr/bin/time")
+        .args(["-f", "%M", "-o", report.path().to_str().unwrap(), env!("CARGO_BIN_EXE_wasmloop")])
+        .args(args)
+        .env("WASMLOOP_CACHE_DIR", cache_dir())
+        .env_remove("RUST_LOG")
+        .env_remove("WASMLOOP_LOG")
+        .output()
+        .expect("GNU time runs (scripts/test installs it)");
+    let peak = std::fs::read_to_string(report.path()).unwrap();
+    let peak =
+        peak.lines().last().and_then(|l| l.trim().parse().ok()).unwrap_or_else(|| panic!("GNU time said {peak:?}"));
+    (out, peak)
+}
+
+#[test]
+fn strings_that_all_alias_one_buffer_are_refused_before_the_host_copies_them() {
+    // 2,000 status actions whose strings all point at one 1 MiB buffer in the guest: copied
+    // before counting, 2 GiB of host memory; counted while lifting, the fifth string is over
+    // the 4 MiB response cap and nothing more is copied.
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(config.path(), "mode: shared-strings\ncount: 2000\n").unwrap();
+    let (plugin, object) = (component("hostile_plugin"), fixture("hostile/configmap.yaml"));
+    let args = [
+        "reconcile",
+        "--plugin",
+        plugin.to_str().unwrap(),
+        "--object",
+        object.to_str().unwrap(),
+        "--config",
+        config.path().to_str().unwrap(),
+    ];
+    let (out, peak_kib) = wasmloop_measured(&args);
+    fails_with(&out, 3, &["over the 4194304-byte cap", "event: Warning PluginResponseTooLarge"]);
+    assert!(peak_kib < 512 * 1024, "peak resident memory {peak_kib} KiB: the aliased strings were copied");
+}
+
 // ---- the cache imports ---------------------------------------------------------------------
 
 fn hostile_with(config: &str, cache: &[serde_json::Value]) -> Output {

@@ -17,8 +17,8 @@ use serde_json::json;
 use tokio::sync::broadcast::{self, error::RecvError};
 use tracing::Instrument;
 use wasmloop_sandbox::{
-    Action, CacheDenied, CallError, CallFailure, EventType, Gvk, HostServices, ListKey, Manifest, Object, ObjectRef,
-    Phase, Plugin, Request, Selector, WriteScope,
+    Action, CacheDenied, CallError, CallFailure, EventType, Gvk, HostServices, ListKey, ListPage, Manifest, Object,
+    ObjectRef, Phase, Plugin, Request, Selector, WriteScope,
 };
 
 use crate::context::Context;
@@ -231,19 +231,18 @@ impl HostServices for CacheView {
         selector: &Selector,
         after: Option<&ListKey>,
         limit: usize,
-    ) -> Vec<Object> {
+    ) -> ListPage {
         if !self.serves() {
-            return Vec::new();
+            return ListPage::default();
         }
-        // Each informer's page is in order; merged, deduplicated and cut, they are the page.
-        let mut page: BTreeMap<ListKey, Object> = BTreeMap::new();
-        for informer in self.by_kind.get(kind).into_iter().flatten() {
-            for entry in informer.list_after(namespace, selector, after, limit) {
-                let key = (entry.envelope.namespace.clone().unwrap_or_default(), entry.envelope.name.clone());
-                page.entry(key).or_insert_with(|| entry.envelope.clone());
-            }
-        }
-        page.into_values().take(limit).collect()
+        let pages = self.by_kind.get(kind).into_iter().flatten().map(|informer| {
+            let (entries, resume) = informer.list_after(namespace, selector, after, limit, PAGE_SCAN);
+            let keyed = entries.iter().map(|e| {
+                ((e.envelope.namespace.clone().unwrap_or_default(), e.envelope.name.clone()), e.envelope.clone())
+            });
+            (keyed.collect(), resume)
+        });
+        merge_pages(pages, limit)
     }
 
     fn denied(&self, kind: &Gvk, namespace: Option<&str>) -> Option<CacheDenied> {
@@ -268,6 +267,33 @@ impl HostServices for CacheView {
         )))
     }
 }
+
+/// One page from the pages of several informers of a kind (scopes may overlap): merged in
+/// order and deduplicated, and valid only up to the earliest place an informer stopped, since
+/// past that one of them has not looked yet.
+fn merge_pages(pages: impl Iterator<Item = (Vec<(ListKey, Object)>, Option<ListKey>)>, limit: usize) -> ListPage {
+    let mut merged: BTreeMap<ListKey, Object> = BTreeMap::new();
+    let mut bound: Option<ListKey> = None;
+    for (entries, resume) in pages {
+        for (key, object) in entries {
+            merged.entry(key).or_insert(object);
+        }
+        if let Some(resume) = resume {
+            bound = Some(bound.map_or(resume.clone(), |b| b.min(resume)));
+        }
+    }
+    if let Some(bound) = &bound {
+        merged.retain(|k, _| k <= bound);
+    }
+    let full = merged.len() > limit;
+    let items: Vec<(ListKey, Object)> = merged.into_iter().take(limit).collect();
+    let resume = if full { items.last().map(|(k, _)| k.clone()) } else { bound };
+    ListPage { items: items.into_iter().map(|(_, o)| o).collect(), resume }
+}
+
+/// Cache entries one page may look at: a selector that matches little costs a call a bounded
+/// time under the informer's lock, and the page resumes where it stopped.
+const PAGE_SCAN: usize = 10_000;
 
 static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
 
@@ -533,8 +559,13 @@ impl Controller {
             Identity::Host => format!("plugin {}", manifest.name),
         };
         let bucket = context.write_buckets.bucket(&holder, config.write_budget);
-        let executor =
-            Arc::new(context.executor.acting_as(client.clone(), config.identity.to_string()).with_write_bucket(bucket));
+        let executor = Arc::new(
+            context
+                .executor
+                .acting_as(client.clone(), config.identity.to_string())
+                .with_write_bucket(bucket)
+                .confined_to(config.namespace.clone()),
+        );
         let (deny, denied) = tokio::sync::watch::channel(None);
         let shared = Arc::new(Shared {
             queue: WorkQueue::new(config.queue),
@@ -951,8 +982,8 @@ async fn work(shared: Arc<Shared>) {
                 MetricOutcome::Retry
             }
             Outcome::RetryAfter(after) => {
-                // Held to the requeue floor here and to the backoff's ceiling by the queue.
-                shared.queue.add_retry_after(key.clone(), after.max(shared.config.min_requeue));
+                // Held to the requeue floor already, and to the backoff's ceiling by the queue.
+                shared.queue.add_retry_after(key.clone(), after);
                 shared.plugin_metrics.retried();
                 MetricOutcome::Retry
             }
@@ -1235,7 +1266,8 @@ async fn record_health(shared: &Shared, primary: &Object, healthy: bool) {
 /// Logs a failed reconcile and records it as a Warning Event on the primary, written as the
 /// host: only for failures the host detected and names with a reason of its own.
 async fn failed(shared: &Shared, primary: &Object, message: &str, reason: &'static str, transient: bool) -> Outcome {
-    failed_as(shared, &shared.host_executor, primary, message, (reason, reason), transient).await
+    let retry = if transient { Outcome::Retry } else { Outcome::Wait };
+    failed_as(shared, &shared.host_executor, primary, message, (reason, reason), retry).await
 }
 
 /// A failed guest call. Traps, deadlines and broken limits are the host's findings, reported
@@ -1248,7 +1280,8 @@ async fn guest_failed(shared: &Shared, primary: &Object, error: &CallError, tran
     let (message, reason) = (error.to_string(), error.failure.event_reason());
     let CallFailure::Plugin { retry_after, actions, .. } = &error.failure else {
         let metric = error.failure.metric_reason();
-        return failed_as(shared, &shared.host_executor, primary, &message, (reason, metric), transient).await;
+        let retry = if transient { Outcome::Retry } else { Outcome::Wait };
+        return failed_as(shared, &shared.host_executor, primary, &message, (reason, metric), retry).await;
     };
     if !primary.uid.is_empty() {
         if let Err(e) = shared.executor.execute(&shared.manifest, primary, actions).await {
@@ -1256,13 +1289,13 @@ async fn guest_failed(shared: &Shared, primary: &Object, error: &CallError, tran
         }
         shared.executor.charge(&shared.manifest.name).await;
     }
-    let outcome =
-        failed_as(shared, &shared.executor, primary, &message, (reason, error.failure.metric_reason()), transient)
-            .await;
-    match (outcome, retry_after) {
-        (Outcome::Retry, Some(after)) => Outcome::RetryAfter(*after),
-        (outcome, _) => outcome,
-    }
+    // A delay the plugin chose replaces the backoff, held to the requeue floor.
+    let retry = match (transient, retry_after) {
+        (false, _) => Outcome::Wait,
+        (true, None) => Outcome::Retry,
+        (true, Some(after)) => Outcome::RetryAfter((*after).max(shared.config.min_requeue)),
+    };
+    failed_as(shared, &shared.executor, primary, &message, (reason, error.failure.metric_reason()), retry).await
 }
 
 async fn failed_as(
@@ -1271,19 +1304,24 @@ async fn failed_as(
     primary: &Object,
     message: &str,
     (reason, metric): (&str, &'static str),
-    transient: bool,
+    retry: Outcome,
 ) -> Outcome {
+    let transient = !matches!(retry, Outcome::Wait);
     tracing::warn!(reason, transient, "{message}");
     // The metric's reason label comes from a fixed set; a plugin's own reasons would not be.
     shared.metrics.reconcile_failed(&shared.manifest.name, metric);
     if !primary.uid.is_empty() {
-        let next = if transient { "retrying with backoff" } else { "waiting for the object or the plugin to change" };
+        let next = match &retry {
+            Outcome::RetryAfter(after) => format!("retrying in {} ms, as the plugin asked", after.as_millis()),
+            Outcome::Retry => "retrying with backoff".to_owned(),
+            _ => "waiting for the object or the plugin to change".to_owned(),
+        };
         let note = format!("{message} ({next})");
         if let Err(error) = writer.event(&shared.manifest, primary, EventType::Warning, reason, &note, None).await {
             tracing::warn!(%error, "could not record the failure as an Event");
         }
     }
-    if transient { Outcome::Retry } else { Outcome::Wait }
+    retry
 }
 
 #[cfg(test)]
@@ -1306,6 +1344,38 @@ mod tests {
                 (Err(got), Err(expected)) => assert!(got.starts_with(expected), "{got}"),
                 (got, expected) => panic!("{declared:?} {operator:?}: got {got:?}, expected {expected:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn pages_of_overlapping_informers_merge_in_order_once_each_up_to_where_one_stopped() {
+        let obj = |n: &str| Object {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            name: n.into(),
+            namespace: Some("a".into()),
+            uid: String::new(),
+            json: "{}".into(),
+        };
+        let key = |n: &str| ("a".to_owned(), n.to_owned());
+        let page = |names: &[&str], resume: Option<&str>| {
+            (names.iter().map(|n| (key(n), obj(n))).collect::<Vec<_>>(), resume.map(key))
+        };
+        let names = |p: &ListPage| p.items.iter().map(|o| o.name.clone()).collect::<Vec<_>>().join(",");
+        #[rustfmt::skip]
+        let cases: Vec<(Vec<(Vec<(ListKey, Object)>, Option<ListKey>)>, usize, &str, Option<&str>)> = vec![
+            // Both informers done: everything, once, in order.
+            (vec![page(&["b", "d"], None), page(&["a", "b", "c"], None)], 10, "a,b,c,d", None),
+            // Over the limit: cut, resume after the last kept.
+            (vec![page(&["b", "d"], None), page(&["a", "c"], None)], 3, "a,b,c", Some("c")),
+            // One informer stopped at "b": nothing past it, resume there.
+            (vec![page(&["a", "b"], Some("b")), page(&["a", "c", "d"], None)], 10, "a,b", Some("b")),
+            // Stopped before finding any: an empty page that still says where to go on.
+            (vec![page(&[], Some("m"))], 10, "", Some("m")),
+        ];
+        for (pages, limit, expected, resume) in cases {
+            let got = merge_pages(pages.into_iter(), limit);
+            assert_eq!((names(&got).as_str(), got.resume.clone()), (expected, resume.map(key)), "{expected}");
         }
     }
 

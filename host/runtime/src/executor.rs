@@ -22,7 +22,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditi
 use kube::runtime::events::{Event, EventType as KubeEventType};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
-use wasmloop_sandbox::capability::{self, NotGranted, Verb};
+use wasmloop_sandbox::capability::{self, Bounds, NotGranted, Verb};
 use wasmloop_sandbox::{Action, EventType, Gvk, Manifest, Object, ObjectRef, PatchKind};
 
 use crate::discovery::{DiscoveryError, Kinds, Resolved};
@@ -146,6 +146,8 @@ pub struct Executor {
     /// is empty, so one plugin's storm slows itself and neither other plugins nor the API
     /// server.
     budget: Option<Arc<DefaultDirectRateLimiter>>,
+    /// The namespace the operator confines the plugin's writes to.
+    confined_to: Option<String>,
 }
 
 /// A token bucket on a plugin's API writes.
@@ -238,13 +240,13 @@ fn granted(
     kind: &Gvk,
     namespace: Option<&str>,
     name: &str,
+    confined_to: Option<&str>,
 ) -> Result<(), ExecError> {
-    capability::permits(manifest, primary.namespace.as_deref(), verb, kind, namespace).map_err(|refusal| {
-        ExecError::NotGranted {
-            plugin: manifest.name.clone(),
-            target: format!("{} {}", verb.as_str(), label(&kind.kind, namespace, name)),
-            refusal,
-        }
+    let bounds = Bounds { primary_namespace: primary.namespace.as_deref(), confined_to };
+    capability::permits(manifest, bounds, verb, kind, namespace).map_err(|refusal| ExecError::NotGranted {
+        plugin: manifest.name.clone(),
+        target: format!("{} {}", verb.as_str(), label(&kind.kind, namespace, name)),
+        refusal,
     })
 }
 
@@ -267,6 +269,7 @@ impl Executor {
             metrics,
             dry_run: None,
             budget: None,
+            confined_to: None,
         }
     }
 
@@ -281,7 +284,15 @@ impl Executor {
             metrics: self.metrics.clone(),
             dry_run: self.dry_run.clone(),
             budget: None,
+            confined_to: None,
         }
+    }
+
+    /// This executor, refusing every apply, patch and delete outside `namespace` (the
+    /// operator's `plugins.<name>.namespace`), whatever the plugin declares.
+    pub fn confined_to(mut self, namespace: Option<String>) -> Executor {
+        self.confined_to = namespace;
+        self
     }
 
     /// This executor, its writes paid from `bucket` (see [`WriteBuckets`]).
@@ -393,13 +404,29 @@ impl Executor {
                 }
                 Action::Patch { target, kind, patch } => {
                     let target = self.in_namespace(manifest, target, primary).await?;
-                    granted(manifest, primary, Verb::Patch, &target.gvk(), target.namespace.as_deref(), &target.name)?;
+                    granted(
+                        manifest,
+                        primary,
+                        Verb::Patch,
+                        &target.gvk(),
+                        target.namespace.as_deref(),
+                        &target.name,
+                        self.confined_to.as_deref(),
+                    )?;
                     self.patch(manifest, &target, *kind, patch).await?;
                     (target.kind, "patch")
                 }
                 Action::Delete(target) => {
                     let target = self.in_namespace(manifest, target, primary).await?;
-                    granted(manifest, primary, Verb::Delete, &target.gvk(), target.namespace.as_deref(), &target.name)?;
+                    granted(
+                        manifest,
+                        primary,
+                        Verb::Delete,
+                        &target.gvk(),
+                        target.namespace.as_deref(),
+                        &target.name,
+                        self.confined_to.as_deref(),
+                    )?;
                     self.delete(manifest, &target).await?;
                     (target.kind, "delete")
                 }
@@ -435,7 +462,7 @@ impl Executor {
         if resolved.namespaced && namespace.is_none() {
             return Err(invalid("a namespaced object needs a namespace, and the primary has none".into()));
         }
-        granted(manifest, primary, Verb::Apply, &gvk, namespace.as_deref(), &name)?;
+        granted(manifest, primary, Verb::Apply, &gvk, namespace.as_deref(), &name, self.confined_to.as_deref())?;
         if let Some(ns) = &namespace {
             object["metadata"]["namespace"] = ns.clone().into();
         }

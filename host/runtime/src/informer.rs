@@ -327,32 +327,49 @@ impl Informer {
     }
 
     /// At most `limit` objects of [`Informer::list`] that come after `after`, in (namespace,
-    /// name) order: a range of the ordered cache, not a scan of it.
+    /// name) order, from a range of the ordered cache; and the key to resume after when more
+    /// may follow. It looks at no more than `scan` entries, so a selector that matches little
+    /// costs one call a bounded time under the lock; it then resumes after the last one seen.
     pub fn list_after(
         &self,
         namespace: Option<&str>,
         selector: &Selector,
         after: Option<&Key>,
         limit: usize,
-    ) -> Vec<Arc<Entry>> {
+        scan: usize,
+    ) -> (Vec<Arc<Entry>>, Option<Key>) {
         use std::ops::Bound;
         let cache = self.cache.read().expect("lock");
-        let start = match (after, namespace) {
+        let namespace = namespace.filter(|_| self.namespaced);
+        // A token before the namespace asked for starts at the namespace, not nowhere.
+        let first = namespace.map(|ns| (ns.to_owned(), String::new()));
+        let start = match (after, first) {
+            (Some(after), Some(first)) if *after < first => Bound::Included(first),
             (Some(after), _) => Bound::Excluded(after.clone()),
-            (None, Some(ns)) if self.namespaced => Bound::Included((ns.to_owned(), String::new())),
-            (None, _) => Bound::Unbounded,
+            (None, Some(first)) => Bound::Included(first),
+            (None, None) => Bound::Unbounded,
         };
-        cache
+        let in_scope = cache
             .objects
             .range((start, Bound::Unbounded))
-            .take_while(|((ns, _), _)| match namespace {
-                Some(wanted) if self.namespaced => ns == wanted,
-                _ => true,
-            })
-            .filter(|(_, e)| e.selected_by(selector))
-            .take(limit)
-            .map(|(_, e)| e.clone())
-            .collect()
+            .take_while(|((ns, _), _)| namespace.is_none_or(|wanted| ns == wanted));
+        let mut items: Vec<Arc<Entry>> = Vec::new();
+        let (mut seen, mut last_item): (Option<&Key>, Option<&Key>) = (None, None);
+        for (scanned, (key, entry)) in in_scope.enumerate() {
+            if scanned == scan {
+                return (items, seen.cloned());
+            }
+            if entry.selected_by(selector) {
+                if items.len() == limit {
+                    // One more matches: the page is full, and another follows.
+                    return (items, last_item.cloned());
+                }
+                items.push(entry.clone());
+                last_item = Some(key);
+            }
+            seen = Some(key);
+        }
+        (items, None)
     }
 
     /// Objects whose owner references include `uid`, from the index.

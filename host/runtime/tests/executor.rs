@@ -105,6 +105,32 @@ async fn a_write_outside_the_plugins_grants_is_refused_before_it_reaches_the_api
 }
 
 #[tokio::test]
+async fn a_plugin_the_operator_confines_writes_nowhere_else_even_one_built_for_contract_0_1() {
+    let ns = shared().namespace("exec-confined").await.unwrap();
+    let elsewhere = shared().namespace("exec-confined-other").await.unwrap();
+    let (owner, _) = primary(&ns, "owner").await;
+    primary(&elsewhere, "victim").await;
+    // A 0.1 plugin may write every kind it declares; the operator's confinement still holds.
+    let legacy = Manifest { writes: Vec::new(), contract: Contract::V0_1, ..manifest(false) };
+    let patch = Action::Patch {
+        target: ObjectRef {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            name: "victim".into(),
+            namespace: Some(elsewhere.name.clone()),
+            uid: None,
+        },
+        kind: PatchKind::Merge,
+        patch: json!({"data": {"stolen": "yes"}}),
+    };
+    let confined = executor(&ns).confined_to(Some(ns.name.clone()));
+    let error = confined.execute(&legacy, &owner, &[patch]).await.unwrap_err();
+    let message = error.to_string();
+    assert!(message.contains(&format!("the operator confines it to namespace {}", ns.name)), "{message}");
+    assert_eq!(elsewhere.api::<ConfigMap>().get("victim").await.unwrap().data, None, "the victim was patched");
+}
+
+#[tokio::test]
 async fn merge_and_json_patches_apply_with_the_uid_as_precondition() {
     let ns = shared().namespace("exec-patch").await.unwrap();
     let (target, _) = primary(&ns, "target").await;

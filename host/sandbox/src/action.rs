@@ -113,10 +113,11 @@ fn parse(json: &str, what: &str) -> Result<Value, CallFailure> {
     serde_json::from_str(json).map_err(|e| CallFailure::InvalidAction(format!("{what} is not valid JSON: {e}")))
 }
 
-/// Checks that the plugin may `verb` this object: a kind it may write at all, then a grant
-/// covering the place. A namespace left out is taken as the primary's, which is where the
-/// executor puts a namespaced object; the executor checks again once it knows the kind's
-/// scope.
+/// Checks that the plugin may `verb` this object: a kind it names in its manifest, then a grant
+/// covering a place the object may be in. Discovery, in the executor, settles an object left
+/// without a namespace: the primary's for a namespaced kind, none for a cluster-scoped one. So
+/// here it is refused only if neither place is granted; the executor checks the settled one
+/// (and the operator's confinement, which the sandbox does not know).
 fn granted(
     manifest: &Manifest,
     primary: &Object,
@@ -131,9 +132,14 @@ fn granted(
             kind: Gvk::from_api_version(api_version, kind).to_string(),
         });
     }
-    let namespace = namespace.or(primary.namespace.as_deref());
     let gvk = Gvk::from_api_version(api_version, kind);
-    capability::permits(manifest, primary.namespace.as_deref(), verb, &gvk, namespace).map_err(CallFailure::NotGranted)
+    let bounds = capability::Bounds { primary_namespace: primary.namespace.as_deref(), confined_to: None };
+    let check = |ns: Option<&str>| capability::permits(manifest, bounds, verb, &gvk, ns);
+    match namespace {
+        Some(ns) => check(Some(ns)),
+        None => check(primary.namespace.as_deref()).or_else(|refused| check(None).map_err(|_| refused)),
+    }
+    .map_err(CallFailure::NotGranted)
 }
 
 fn invalid(e: String) -> CallFailure {

@@ -3,8 +3,9 @@
 //! `adapter.rs`).
 //!
 //! wasmtime type-checks records by shape, not by package, so 0.1's exports are called with
-//! 0.2's Rust types wherever the two agree (the request, the response, `map`); only the
-//! manifest, the error and the `host` import use 0.1's own types. (`with:` cannot share single
+//! 0.2's Rust types wherever the two agree (the request, and the response and `map` results,
+//! lifted through `lift.rs`'s counted mirrors); only the manifest and the error have 0.1 mirrors
+//! of their own there, and the `host` import uses 0.1's generated types. (`with:` cannot share single
 //! records between the two: wasmtime 48 remaps whole interfaces, and 0.1's `types` holds a
 //! manifest of another shape.)
 
@@ -43,9 +44,8 @@ pub(crate) mod v0_1 {
         world: "wasmloop:plugin/reconciler@0.1.0",
     });
 
-    pub(crate) use exports::wasmloop::plugin::plugin::ReconcileError;
     pub(crate) use wasmloop::plugin::host::Host;
-    pub(crate) use wasmloop::plugin::types::{Gvk, Host as TypesHost, KindSelector, LogLevel, Object, PluginManifest};
+    pub(crate) use wasmloop::plugin::types::{Gvk, Host as TypesHost, LogLevel, Object};
 }
 
 impl Gvk {

@@ -1,8 +1,14 @@
-//! Which writes a plugin may make: its declared write grants and the implied ones, as one pure
-//! decision. The executor asks it once the target's namespace is settled (a namespaced object
-//! without one is in the primary's), before it builds a URL; the sandbox asks it earlier, with
-//! the namespace as the plugin wrote it, so `wasmloop reconcile` shows a refusal offline too.
-//! Kubernetes RBAC of the plugin's identity is the second wall, not the first.
+//! Which writes a plugin may make: its declared write grants and the implied ones, within the
+//! namespace the operator confines it to, as one pure decision. The executor asks it once the
+//! target's namespace is settled by discovery (a namespaced object without one is in the
+//! primary's; a cluster-scoped one has none), before it builds a URL. The sandbox asks it
+//! earlier, while decoding the response, for every place an object the plugin left without a
+//! namespace could turn out to be, so `wasmloop reconcile` shows a refusal offline too.
+//! Kubernetes RBAC of the plugin's identity is the second wall.
+//!
+//! Grants are the plugin's own declaration: they keep a plugin's writes to what it says it
+//! does, visible before it runs (`wasmloop inspect`). Against a hostile author, the walls are
+//! the ones it does not write: the operator's confinement and its identity's RBAC.
 
 use std::fmt;
 
@@ -31,7 +37,7 @@ impl Verb {
     }
 }
 
-/// A write no grant covers.
+/// A write no grant covers, or one outside the operator's confinement.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NotGranted {
     /// The verb.
@@ -40,6 +46,8 @@ pub struct NotGranted {
     pub kind: String,
     /// The target's namespace; none for a cluster-scoped object.
     pub namespace: Option<String>,
+    /// The namespace the operator confines the plugin to, when that is what refused it.
+    pub confined_to: Option<String>,
 }
 
 impl fmt::Display for NotGranted {
@@ -49,6 +57,12 @@ impl fmt::Display for NotGranted {
             Some(ns) => format!("in namespace {ns}"),
             None => "cluster-scoped".to_owned(),
         };
+        if let Some(confined) = &self.confined_to {
+            return write!(
+                f,
+                "the operator confines it to namespace {confined}, so it may not {verb} {kind} {place}; change plugins.<name>.namespace in host.yaml if it should"
+            );
+        }
         let scope = match &self.namespace {
             Some(ns) => format!("primary-namespace (if it is the primary's), namespaces [{ns}] or any"),
             None => "any (or primary-namespace, for a cluster-scoped primary)".to_owned(),
@@ -74,32 +88,55 @@ fn covers(scope: &WriteScope, namespace: Option<&str>, in_primary_namespace: boo
     }
 }
 
+/// Where a plugin writes from: the primary's namespace (none: a cluster-scoped primary) and the
+/// namespace the operator confines the plugin to, if any.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Bounds<'a> {
+    /// The primary's namespace.
+    pub primary_namespace: Option<&'a str>,
+    /// `plugins.<name>.namespace` of host.yaml.
+    pub confined_to: Option<&'a str>,
+}
+
 /// Whether `manifest` lets its plugin `verb` an object of `kind` in `namespace` (none: a
-/// cluster-scoped object) while reconciling a primary in `primary_namespace` (none: a
-/// cluster-scoped primary).
+/// cluster-scoped object) within `bounds`.
 ///
-/// A 0.1 plugin may write every kind it declares, anywhere, as 0.1 allowed. A 0.2 plugin may
-/// apply and delete owned kinds in the primary's namespace, and anything a grant covers.
+/// A plugin the operator confines to a namespace writes there only (no cluster-scoped
+/// objects), whatever it declares. Within that, a 0.1 plugin may write every kind it declares,
+/// as 0.1 allowed; a 0.2 plugin may apply and delete owned kinds in the primary's namespace,
+/// and anything a grant covers.
 ///
 /// # Errors
 /// [`NotGranted`], which says what to declare.
 ///
 /// ```
-/// # use wasmloop_sandbox::capability::{permits, Verb};
+/// # use wasmloop_sandbox::capability::{permits, Bounds, Verb};
 /// # fn demo(manifest: &wasmloop_sandbox::Manifest, kind: &wasmloop_sandbox::Gvk) {
-/// if let Err(refused) = permits(manifest, Some("shop"), Verb::Patch, kind, Some("kube-system")) {
+/// let bounds = Bounds { primary_namespace: Some("shop"), confined_to: None };
+/// if let Err(refused) = permits(manifest, bounds, Verb::Patch, kind, Some("kube-system")) {
 ///     eprintln!("plugin {}: {refused}", manifest.name);
 /// }
 /// # }
 /// ```
 pub fn permits(
     manifest: &Manifest,
-    primary_namespace: Option<&str>,
+    bounds: Bounds<'_>,
     verb: Verb,
     kind: &Gvk,
     namespace: Option<&str>,
 ) -> Result<(), NotGranted> {
-    let in_primary_namespace = namespace == primary_namespace;
+    let refusal = |confined_to: Option<&str>| NotGranted {
+        verb,
+        kind: kind.to_string(),
+        namespace: namespace.map(str::to_owned),
+        confined_to: confined_to.map(str::to_owned),
+    };
+    if let Some(confined) = bounds.confined_to
+        && namespace != Some(confined)
+    {
+        return Err(refusal(Some(confined)));
+    }
+    let in_primary_namespace = namespace == bounds.primary_namespace;
     let allowed = match manifest.contract {
         Contract::V0_1 => manifest.declares(kind),
         Contract::V0_2 => {
@@ -115,11 +152,7 @@ pub fn permits(
                 })
         }
     };
-    if allowed {
-        Ok(())
-    } else {
-        Err(NotGranted { verb, kind: kind.to_string(), namespace: namespace.map(str::to_owned) })
-    }
+    if allowed { Ok(()) } else { Err(refusal(None)) }
 }
 
 #[cfg(test)]
@@ -197,28 +230,52 @@ mod tests {
             (&m1, Verb::Apply, &deployment, Some("other"), true),
             (&m1, Verb::Delete, &configmap, shop, false),
         ];
+        let bounds = Bounds { primary_namespace: shop, confined_to: None };
         for (m, verb, kind, ns, expected) in cases {
-            let got = permits(m, shop, *verb, kind, *ns).is_ok();
+            let got = permits(m, bounds, *verb, kind, *ns).is_ok();
             assert_eq!(got, *expected, "{:?} {verb:?} {kind} in {ns:?}", m.contract);
         }
     }
 
     #[test]
     fn a_cluster_scoped_primary_implies_writes_of_cluster_scoped_children_only() {
-        let mut m = manifest(Contract::V0_2, vec![grant(gvk("", "v1", "Node"), PATCH, WriteScope::PrimaryNamespace)]);
-        m.owns = vec![gvk("rbac.authorization.k8s.io", "v1", "ClusterRole")];
-        let role = gvk("rbac.authorization.k8s.io", "v1", "ClusterRole");
-        assert!(permits(&m, None, Verb::Apply, &role, None).is_ok());
-        assert!(permits(&m, None, Verb::Patch, &gvk("", "v1", "Node"), None).is_ok());
-        assert!(permits(&m, None, Verb::Patch, &gvk("", "v1", "Node"), Some("shop")).is_err());
+        let mut m = manifest(Contract::V0_2, Vec::new());
+        let (role, configmap) = (gvk("rbac.authorization.k8s.io", "v1", "ClusterRole"), gvk("", "v1", "ConfigMap"));
+        m.owns = vec![role.clone(), configmap.clone()];
+        let cluster = Bounds::default();
+        assert!(permits(&m, cluster, Verb::Apply, &role, None).is_ok());
+        assert!(permits(&m, cluster, Verb::Apply, &configmap, Some("shop")).is_err());
+    }
+
+    #[test]
+    fn an_operator_confinement_holds_whatever_the_plugin_declares_or_was_built_for() {
+        let node = gvk("", "v1", "Node");
+        let m2 = manifest(Contract::V0_2, vec![grant(node.clone(), PATCH, WriteScope::Any)]);
+        let mut m1 = manifest(Contract::V0_1, Vec::new());
+        m1.reads.push(node.clone());
+        let confined = Bounds { primary_namespace: Some("t"), confined_to: Some("t") };
+        // A cluster-scoped primary confined too: "its namespace" is no way out.
+        let cluster_primary = Bounds { primary_namespace: None, confined_to: Some("t") };
+        for m in [&m1, &m2] {
+            for bounds in [confined, cluster_primary] {
+                assert!(permits(m, bounds, Verb::Patch, &node, None).is_err(), "{:?} {bounds:?}", m.contract);
+                assert!(permits(m, bounds, Verb::Patch, &node, Some("other")).is_err());
+            }
+            assert!(permits(m, confined, Verb::Patch, &node, Some("t")).is_ok(), "{:?}", m.contract);
+        }
+        let refused = permits(&m2, confined, Verb::Patch, &node, None).unwrap_err().to_string();
+        assert!(
+            refused.starts_with("the operator confines it to namespace t, so it may not patch v1/Node cluster-scoped"),
+            "{refused}"
+        );
     }
 
     #[test]
     fn a_refusal_names_the_verb_the_kind_the_place_and_what_to_declare() {
         let m = manifest(Contract::V0_2, Vec::new());
-        let refused = permits(&m, Some("shop"), Verb::Patch, &gvk("", "v1", "ConfigMap"), Some("kube-system"))
-            .unwrap_err()
-            .to_string();
+        let bounds = Bounds { primary_namespace: Some("shop"), confined_to: None };
+        let refused =
+            permits(&m, bounds, Verb::Patch, &gvk("", "v1", "ConfigMap"), Some("kube-system")).unwrap_err().to_string();
         for part in ["patch v1/ConfigMap in namespace kube-system", "under writes", "namespaces [kube-system]"] {
             assert!(refused.contains(part), "{refused}");
         }

@@ -60,6 +60,8 @@ pub(crate) enum Mismatch {
     NotAPlugin { exports: Vec<String> },
     /// It was built for another version.
     Version { found: String },
+    /// It names two served versions at once (exports of one, imports of the other).
+    Mixed { found: Vec<String> },
 }
 
 /// The contract a version string belongs to, if the host serves it.
@@ -82,11 +84,11 @@ pub(crate) fn check(engine: &Engine, component: &Component) -> Result<(String, C
         return Err(Mismatch::Version { found: found.clone() });
     }
     // A component mixing two served versions would call one contract through the other.
-    let contract = match versions.iter().filter_map(|v| served(v)).collect::<Vec<_>>().as_slice() {
-        [] => Contract::V0_2,
-        [first, rest @ ..] if rest.iter().all(|c| c == first) => *first,
-        _ => return Err(Mismatch::Version { found: versions.join(" and ") }),
-    };
+    let contracts: Vec<Contract> = versions.iter().filter_map(|v| served(v)).collect();
+    if contracts.windows(2).any(|w| w[0] != w[1]) {
+        return Err(Mismatch::Mixed { found: versions });
+    }
+    let contract = contracts.first().copied().unwrap_or(Contract::V0_2);
     let plugin = format!("{CONTRACT_PACKAGE}/plugin@");
     match component.component_type().exports(engine).find(|(n, _)| n.starts_with(&plugin)) {
         Some((name, _)) => Ok((name.to_owned(), contract)),

@@ -40,6 +40,14 @@ pub enum LoadError {
         /// The version it was built for.
         found: String,
     },
+    /// Built against two contract versions at once.
+    #[error("{origin} names contract versions {} at once (its imports and exports must come from one version); rebuild the plugin with one SDK", found.join(" and "))]
+    MixedContract {
+        /// Where the bytes came from.
+        origin: String,
+        /// The versions it names.
+        found: Vec<String>,
+    },
     /// A component, but not a wasmloop plugin.
     #[error("{origin} is a component but exports no {package}/plugin interface (it exports: {exports}); implement wasmloop_sdk::Reconciler and call wasmloop_sdk::export_plugin!", package = crate::CONTRACT_PACKAGE, exports = if exports.is_empty() { "nothing".to_owned() } else { exports.join(", ") })]
     NotAPlugin {
@@ -119,7 +127,7 @@ impl LoadError {
             LoadError::CompileTimeout { .. } => "CompileTimeout",
             LoadError::PoolFull { .. } => "PoolFull",
             LoadError::Panicked { .. } => "LoadPanicked",
-            LoadError::IncompatibleContract { .. } => "IncompatibleContract",
+            LoadError::IncompatibleContract { .. } | LoadError::MixedContract { .. } => "IncompatibleContract",
             LoadError::NotAPlugin { .. } => "NotAPlugin",
             LoadError::Link { .. } => "LinkFailed",
             LoadError::ManifestCall { .. } => "ManifestFailed",

@@ -10,6 +10,15 @@ pub use crate::bindings::wit::LogLevel;
 /// objects. Lists are ordered by it.
 pub type ListKey = (String, String);
 
+/// One page of a list, as the host's cache serves it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListPage {
+    /// Objects in (namespace, name) order.
+    pub items: Vec<Object>,
+    /// The key after which the next page starts; none when the list is done.
+    pub resume: Option<ListKey>,
+}
+
 /// Why the host's cache refuses a look-up the manifest allows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CacheDenied {
@@ -30,9 +39,11 @@ pub trait HostServices: Send + Sync {
     /// Objects of a kind, optionally in one namespace, matching the selector.
     fn list(&self, kind: &Gvk, namespace: Option<&str>, selector: &Selector) -> Vec<Object>;
 
-    /// At most `limit` objects of [`HostServices::list`] that come after `after` in
-    /// (namespace, name) order. The default sorts the whole list; a cache kept in that order
-    /// serves a page from a range instead.
+    /// A page of [`HostServices::list`]: at most `limit` objects after `after`, in (namespace,
+    /// name) order, and where the next page starts when more may follow. The default sorts the
+    /// whole list; a cache kept in that order serves a page from a range instead, and may stop
+    /// early (fewer objects, even none) to bound one call's work, as long as it says where to
+    /// resume.
     fn list_page(
         &self,
         kind: &Gvk,
@@ -40,12 +51,19 @@ pub trait HostServices: Send + Sync {
         selector: &Selector,
         after: Option<&ListKey>,
         limit: usize,
-    ) -> Vec<Object> {
+    ) -> ListPage {
         let key = |o: &Object| (o.namespace.clone().unwrap_or_default(), o.name.clone());
-        let mut all: Vec<(ListKey, Object)> =
-            self.list(kind, namespace, selector).into_iter().map(|o| (key(&o), o)).collect();
-        all.sort_by(|a, b| a.0.cmp(&b.0));
-        all.into_iter().filter(|(k, _)| after.is_none_or(|a| k > a)).take(limit).map(|(_, o)| o).collect()
+        let mut rest: Vec<(ListKey, Object)> = self
+            .list(kind, namespace, selector)
+            .into_iter()
+            .map(|o| (key(&o), o))
+            .filter(|(k, _)| after.is_none_or(|a| k > a))
+            .collect();
+        rest.sort_by(|a, b| a.0.cmp(&b.0));
+        let more = rest.len() > limit;
+        rest.truncate(limit);
+        let resume = if more { rest.last().map(|(k, _)| k.clone()) } else { None };
+        ListPage { items: rest.into_iter().map(|(_, o)| o).collect(), resume }
     }
 
     /// Whether the cache refuses this look-up now (a revoked grant, a namespace outside the

@@ -1,114 +1,536 @@
-//! Bounds on what a guest returns: entry counts and string bytes, checked before the host
-//! decodes or acts on any of it.
+//! Bounds on what a guest returns, counted while wasmtime lifts it out of guest memory.
 //!
-//! # Caveats
-//! wasmtime 48 lifts a call's results and runs the guest's post-return (which frees them)
-//! inside the call, so [`wasmtime::component::WasmStr`] results point at freed memory and
-//! cannot be read afterwards. The counts here are therefore checked after wasmtime has copied
-//! the response: a guest whose list entries all point at one buffer still makes the host copy
-//! each entry once (bounded by the entry count times the guest's memory). Counting inside the
-//! lift, before the copy, needs a `Lift` implementation of our own; it is the next step.
+//! The canonical ABI hands the host a list as a pointer and a length, and a string the same
+//! way, so a guest can return 10,000 entries that all point at one 64 MiB string: copied
+//! naively, that is 640 GB of host memory for 64 MiB of guest memory. So the host does not lift
+//! a response into `String`s and `Vec`s directly. It lifts into mirror types whose strings
+//! ([`Text`]) and lists ([`List`]) charge their length to the call's [`Budget`] *before*
+//! wasmtime copies them; the first charge over the budget stops the lift with a
+//! [`CallFailure`], having copied no more than the budget allows.
+//!
+//! The budget reaches the lift through a thread-local that [`counted`] sets around every poll
+//! of the guest call: wasmtime lifts results synchronously inside the poll that sees the guest
+//! return (and runs the guest's post-return right after, so results cannot be borrowed from
+//! guest memory and counted later).
+//!
+//! The mirror types are checked against the WIT by shape when the typed function is looked up,
+//! like the bindgen types; [`into_wit`] turns them into those, moving the strings.
 
-use crate::bindings::wit;
+use std::cell::RefCell;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+use wasmtime::ValRaw;
+use wasmtime::component::__internal::{CanonicalAbiInfo, InstanceType, InterfaceType, LiftContext};
+use wasmtime::component::{ComponentType, Lift};
+
+use crate::bindings::wasmloop::plugin::types::Settings;
+use crate::bindings::{Gvk, wit};
 use crate::error::CallFailure;
 
-/// What one response may hold: list entries, and string bytes counted per use.
+/// What one response may hold: list entries and string bytes, each counted per use.
+#[derive(Debug)]
 pub(crate) struct Budget {
     item_limit: usize,
-    bytes_used: usize,
+    items_used: usize,
     byte_limit: usize,
+    bytes_used: usize,
     /// What the items are, for the error: "actions", "references", "manifest kinds".
     what: &'static str,
 }
 
 impl Budget {
     pub(crate) fn new(item_limit: usize, byte_limit: usize, what: &'static str) -> Budget {
-        Budget { item_limit, bytes_used: 0, byte_limit, what }
+        Budget { item_limit, items_used: 0, byte_limit, bytes_used: 0, what }
     }
 
-    fn items(&self, count: usize) -> Result<(), CallFailure> {
-        if count > self.item_limit {
-            return Err(CallFailure::TooManyItems { what: self.what, count, limit: self.item_limit });
+    fn items(&mut self, count: usize) -> Result<(), CallFailure> {
+        self.items_used = self.items_used.saturating_add(count);
+        if self.items_used > self.item_limit {
+            return Err(CallFailure::TooManyItems { what: self.what, count: self.items_used, limit: self.item_limit });
         }
         Ok(())
     }
 
-    fn bytes(&mut self, strings: &[&str]) -> Result<(), CallFailure> {
-        for s in strings {
-            self.bytes_used = self.bytes_used.saturating_add(s.len());
-        }
+    fn bytes(&mut self, count: usize) -> Result<(), CallFailure> {
+        self.bytes_used = self.bytes_used.saturating_add(count);
         if self.bytes_used > self.byte_limit {
             return Err(CallFailure::ResponseTooLarge { size: self.bytes_used, limit: self.byte_limit });
         }
         Ok(())
     }
+}
 
-    fn object_ref(&mut self, r: &wit::ObjectRef) -> Result<(), CallFailure> {
-        let ns = r.namespace.as_deref().unwrap_or_default();
-        let uid = r.uid.as_deref().unwrap_or_default();
-        self.bytes(&[&r.api_version, &r.kind, &r.name, ns, uid])
-    }
+thread_local! {
+    /// The budget of the guest call being polled on this thread, if any.
+    static CURRENT: RefCell<Option<Arc<Mutex<Budget>>>> = const { RefCell::new(None) };
+}
 
-    fn gvk(&mut self, g: &crate::Gvk) -> Result<(), CallFailure> {
-        self.bytes(&[&g.group, &g.version, &g.kind])
-    }
+/// Puts a budget in place for one poll, and the previous one back after it (even on panic).
+struct Scope(Option<Arc<Mutex<Budget>>>);
 
-    fn selector(&mut self, s: &wit::KindSelector) -> Result<(), CallFailure> {
-        self.gvk(&s.kind)?;
-        self.bytes(&[s.namespace.as_deref().unwrap_or_default(), s.label_selector.as_deref().unwrap_or_default()])
+impl Scope {
+    fn enter(budget: &Arc<Mutex<Budget>>) -> Scope {
+        Scope(CURRENT.with(|c| c.replace(Some(budget.clone()))))
     }
 }
 
-/// Checks a reconcile result against `budget`.
-pub(crate) fn response(
-    result: &Result<wit::Response, wit::ReconcileError>,
-    mut budget: Budget,
-) -> Result<(), CallFailure> {
-    match result {
-        Ok(r) => actions(&r.actions, &mut budget),
-        Err(e) => {
-            budget.bytes(&[&e.message, e.reason.as_deref().unwrap_or_default()])?;
-            actions(&e.actions, &mut budget)
-        }
+impl Drop for Scope {
+    fn drop(&mut self) {
+        CURRENT.with(|c| *c.borrow_mut() = self.0.take());
     }
 }
 
-fn actions(actions: &[wit::Action], budget: &mut Budget) -> Result<(), CallFailure> {
-    budget.items(actions.len())?;
-    actions.iter().try_for_each(|a| match a {
-        wit::Action::Apply(s) | wit::Action::Status(s) => budget.bytes(&[s]),
-        wit::Action::Delete(r) => budget.object_ref(r),
-        wit::Action::Patch(p) => {
-            budget.object_ref(&p.target)?;
-            budget.bytes(&[&p.patch])
+/// Runs `call`, a guest call whose results are lifted into [`Text`] and [`List`], with every
+/// lift in it charged to `budget`. A charge over the budget fails the call with a
+/// `wasmtime::Error` holding the [`CallFailure`].
+pub(crate) async fn counted<F: Future>(budget: Budget, call: F) -> F::Output {
+    let budget = Arc::new(Mutex::new(budget));
+    let mut call = std::pin::pin!(call);
+    std::future::poll_fn(|cx| {
+        let _scope = Scope::enter(&budget);
+        call.as_mut().poll(cx)
+    })
+    .await
+}
+
+fn charge(f: impl FnOnce(&mut Budget) -> Result<(), CallFailure>) -> wasmtime::Result<()> {
+    CURRENT.with(|c| match c.borrow().as_ref() {
+        Some(budget) => {
+            f(&mut budget.lock().unwrap_or_else(std::sync::PoisonError::into_inner)).map_err(wasmtime::Error::new)
         }
-        wit::Action::Event(e) => budget.bytes(&[&e.reason, &e.message, e.action.as_deref().unwrap_or_default()]),
+        None => Ok(()),
     })
 }
 
-/// Checks what `map` returned against `budget`.
-pub(crate) fn object_refs(refs: &[wit::ObjectRef], mut budget: Budget) -> Result<(), CallFailure> {
-    budget.items(refs.len())?;
-    refs.iter().try_for_each(|r| budget.object_ref(r))
+/// The length half of a (pointer, length) pair, as lowered to core values or stored in memory.
+/// For strings in a compact UTF-16 encoding the top bit tags the encoding, not the length.
+fn flat_len(src: &[ValRaw; 2]) -> usize {
+    (src[1].get_u32() & !(1 << 31)) as usize
 }
 
-/// Checks a manifest against `budget`.
-pub(crate) fn manifest(m: &wit::PluginManifest, mut budget: Budget) -> Result<(), CallFailure> {
-    let namespaces = |g: &wit::WriteGrant| match &g.scope {
-        wit::WriteScope::Namespaces(list) => list.len(),
-        _ => 0,
-    };
-    let grants: usize = m.writes.iter().map(|g| 1usize.saturating_add(namespaces(g))).fold(0, usize::saturating_add);
-    budget.items(m.owns.len() + m.watches.len() + m.reads.len() + m.metadata_only.len() + grants)?;
-    budget.bytes(&[&m.name, &m.version, m.finalizer.as_deref().unwrap_or_default()])?;
-    budget.selector(&m.primary)?;
-    m.owns.iter().chain(&m.reads).chain(&m.metadata_only).try_for_each(|g| budget.gvk(g))?;
-    m.watches.iter().try_for_each(|w| budget.selector(w))?;
-    m.writes.iter().try_for_each(|g| {
-        budget.gvk(&g.kind)?;
-        match &g.scope {
-            wit::WriteScope::Namespaces(list) => list.iter().try_for_each(|ns| budget.bytes(&[ns])),
-            _ => Ok(()),
+fn memory_len(bytes: &[u8]) -> usize {
+    let len = bytes.get(4..8).and_then(|b| <[u8; 4]>::try_from(b).ok()).map_or(0, u32::from_le_bytes);
+    (len & !(1 << 31)) as usize
+}
+
+/// A WIT `string` whose length is charged to the call's budget before it is copied.
+#[derive(Debug)]
+pub(crate) struct Text(pub(crate) String);
+
+// SAFETY: the same ABI and type check as `String`, to which the lift is delegated.
+#[allow(unsafe_code)]
+unsafe impl ComponentType for Text {
+    type Lower = [ValRaw; 2];
+    const ABI: CanonicalAbiInfo = CanonicalAbiInfo::POINTER_PAIR;
+
+    fn typecheck(ty: &InterfaceType, types: &InstanceType<'_>) -> wasmtime::Result<()> {
+        <String as ComponentType>::typecheck(ty, types)
+    }
+}
+
+// SAFETY: delegates to `String`'s lift after a bounds-free read of the length word.
+#[allow(unsafe_code)]
+unsafe impl Lift for Text {
+    fn linear_lift_from_flat(cx: &mut LiftContext<'_>, ty: InterfaceType, src: &Self::Lower) -> wasmtime::Result<Self> {
+        charge(|b| b.bytes(flat_len(src)))?;
+        <String as Lift>::linear_lift_from_flat(cx, ty, src).map(Text)
+    }
+
+    fn linear_lift_from_memory(cx: &mut LiftContext<'_>, ty: InterfaceType, bytes: &[u8]) -> wasmtime::Result<Self> {
+        charge(|b| b.bytes(memory_len(bytes)))?;
+        <String as Lift>::linear_lift_from_memory(cx, ty, bytes).map(Text)
+    }
+}
+
+/// A WIT `list` whose length is charged to the call's budget before any entry is lifted.
+#[derive(Debug)]
+pub(crate) struct List<T>(pub(crate) Vec<T>);
+
+// SAFETY: the same ABI and type check as `Vec<T>`, to which the lift is delegated.
+#[allow(unsafe_code)]
+unsafe impl<T: ComponentType> ComponentType for List<T> {
+    type Lower = [ValRaw; 2];
+    const ABI: CanonicalAbiInfo = CanonicalAbiInfo::POINTER_PAIR;
+
+    fn typecheck(ty: &InterfaceType, types: &InstanceType<'_>) -> wasmtime::Result<()> {
+        <Vec<T> as ComponentType>::typecheck(ty, types)
+    }
+}
+
+// SAFETY: delegates to `Vec<T>`'s lift after a bounds-free read of the length word.
+#[allow(unsafe_code)]
+unsafe impl<T: Lift> Lift for List<T> {
+    fn linear_lift_from_flat(cx: &mut LiftContext<'_>, ty: InterfaceType, src: &Self::Lower) -> wasmtime::Result<Self> {
+        charge(|b| b.items(flat_len(src)))?;
+        <Vec<T> as Lift>::linear_lift_from_flat(cx, ty, src).map(List)
+    }
+
+    fn linear_lift_from_memory(cx: &mut LiftContext<'_>, ty: InterfaceType, bytes: &[u8]) -> wasmtime::Result<Self> {
+        charge(|b| b.items(memory_len(bytes)))?;
+        <Vec<T> as Lift>::linear_lift_from_memory(cx, ty, bytes).map(List)
+    }
+}
+
+/// Turns a counted mirror type into the bindgen type the host works with.
+pub(crate) trait IntoWit {
+    type Wit;
+    fn into_wit(self) -> Self::Wit;
+}
+
+/// [`IntoWit::into_wit`], as a function.
+pub(crate) fn into_wit<T: IntoWit>(value: T) -> T::Wit {
+    value.into_wit()
+}
+
+impl IntoWit for Text {
+    type Wit = String;
+    fn into_wit(self) -> String {
+        self.0
+    }
+}
+
+impl<T: IntoWit> IntoWit for List<T> {
+    type Wit = Vec<T::Wit>;
+    fn into_wit(self) -> Vec<T::Wit> {
+        self.0.into_iter().map(IntoWit::into_wit).collect()
+    }
+}
+
+impl<T: IntoWit> IntoWit for Option<T> {
+    type Wit = Option<T::Wit>;
+    fn into_wit(self) -> Option<T::Wit> {
+        self.map(IntoWit::into_wit)
+    }
+}
+
+impl<T: IntoWit, E: IntoWit> IntoWit for Result<T, E> {
+    type Wit = Result<T::Wit, E::Wit>;
+    fn into_wit(self) -> Result<T::Wit, E::Wit> {
+        self.map(IntoWit::into_wit).map_err(IntoWit::into_wit)
+    }
+}
+
+/// `object-ref`.
+#[derive(ComponentType, Lift)]
+#[component(record)]
+pub(crate) struct ObjectRef {
+    #[component(name = "api-version")]
+    api_version: Text,
+    kind: Text,
+    name: Text,
+    namespace: Option<Text>,
+    uid: Option<Text>,
+}
+
+impl IntoWit for ObjectRef {
+    type Wit = wit::ObjectRef;
+    fn into_wit(self) -> wit::ObjectRef {
+        wit::ObjectRef {
+            api_version: self.api_version.0,
+            kind: self.kind.0,
+            name: self.name.0,
+            namespace: self.namespace.into_wit(),
+            uid: self.uid.into_wit(),
         }
-    })
+    }
+}
+
+/// `patch`.
+#[derive(ComponentType, Lift)]
+#[component(record)]
+pub(crate) struct Patch {
+    target: ObjectRef,
+    kind: wit::PatchKind,
+    patch: Text,
+}
+
+/// `event`.
+#[derive(ComponentType, Lift)]
+#[component(record)]
+pub(crate) struct Event {
+    #[component(name = "event-type")]
+    event_type: wit::EventType,
+    reason: Text,
+    message: Text,
+    action: Option<Text>,
+}
+
+/// `action`.
+#[derive(ComponentType, Lift)]
+#[component(variant)]
+pub(crate) enum Action {
+    #[component(name = "apply")]
+    Apply(Text),
+    #[component(name = "delete")]
+    Delete(ObjectRef),
+    #[component(name = "patch")]
+    Patch(Patch),
+    #[component(name = "status")]
+    Status(Text),
+    #[component(name = "event")]
+    Event(Event),
+}
+
+impl IntoWit for Action {
+    type Wit = wit::Action;
+    fn into_wit(self) -> wit::Action {
+        match self {
+            Action::Apply(t) => wit::Action::Apply(t.0),
+            Action::Delete(r) => wit::Action::Delete(r.into_wit()),
+            Action::Patch(p) => wit::Action::Patch(crate::bindings::exports::wasmloop::plugin::plugin::Patch {
+                target: p.target.into_wit(),
+                kind: p.kind,
+                patch: p.patch.0,
+            }),
+            Action::Status(t) => wit::Action::Status(t.0),
+            Action::Event(e) => wit::Action::Event(crate::bindings::exports::wasmloop::plugin::plugin::Event {
+                event_type: e.event_type,
+                reason: e.reason.0,
+                message: e.message.0,
+                action: e.action.into_wit(),
+            }),
+        }
+    }
+}
+
+/// `response`.
+#[derive(ComponentType, Lift)]
+#[component(record)]
+pub(crate) struct Response {
+    actions: List<Action>,
+    #[component(name = "requeue-after-ms")]
+    requeue_after_ms: Option<u64>,
+}
+
+impl IntoWit for Response {
+    type Wit = wit::Response;
+    fn into_wit(self) -> wit::Response {
+        wit::Response { actions: self.actions.into_wit(), requeue_after_ms: self.requeue_after_ms }
+    }
+}
+
+/// `reconcile-error` of contract 0.2.
+#[derive(ComponentType, Lift)]
+#[component(record)]
+pub(crate) struct ReconcileError {
+    message: Text,
+    transient: bool,
+    reason: Option<Text>,
+    #[component(name = "retry-after-ms")]
+    retry_after_ms: Option<u64>,
+    actions: List<Action>,
+}
+
+impl IntoWit for ReconcileError {
+    type Wit = wit::ReconcileError;
+    fn into_wit(self) -> wit::ReconcileError {
+        wit::ReconcileError {
+            message: self.message.0,
+            transient: self.transient,
+            reason: self.reason.into_wit(),
+            retry_after_ms: self.retry_after_ms,
+            actions: self.actions.into_wit(),
+        }
+    }
+}
+
+/// `reconcile-error` of contract 0.1: no actions, no retry delay.
+#[derive(ComponentType, Lift)]
+#[component(record)]
+pub(crate) struct ReconcileError01 {
+    message: Text,
+    transient: bool,
+    reason: Option<Text>,
+}
+
+impl IntoWit for ReconcileError01 {
+    type Wit = wit::ReconcileError;
+    fn into_wit(self) -> wit::ReconcileError {
+        wit::ReconcileError {
+            message: self.message.0,
+            transient: self.transient,
+            reason: self.reason.into_wit(),
+            retry_after_ms: None,
+            actions: Vec::new(),
+        }
+    }
+}
+
+/// `gvk`.
+#[derive(ComponentType, Lift)]
+#[component(record)]
+pub(crate) struct Kind {
+    group: Text,
+    version: Text,
+    kind: Text,
+}
+
+impl IntoWit for Kind {
+    type Wit = Gvk;
+    fn into_wit(self) -> Gvk {
+        Gvk { group: self.group.0, version: self.version.0, kind: self.kind.0 }
+    }
+}
+
+/// `kind-selector`.
+#[derive(ComponentType, Lift)]
+#[component(record)]
+pub(crate) struct KindSelector {
+    kind: Kind,
+    namespace: Option<Text>,
+    #[component(name = "label-selector")]
+    label_selector: Option<Text>,
+}
+
+impl IntoWit for KindSelector {
+    type Wit = wit::KindSelector;
+    fn into_wit(self) -> wit::KindSelector {
+        wit::KindSelector {
+            kind: self.kind.into_wit(),
+            namespace: self.namespace.into_wit(),
+            label_selector: self.label_selector.into_wit(),
+        }
+    }
+}
+
+/// `write-scope`.
+#[derive(ComponentType, Lift)]
+#[component(variant)]
+pub(crate) enum WriteScope {
+    #[component(name = "primary-namespace")]
+    PrimaryNamespace,
+    #[component(name = "namespaces")]
+    Namespaces(List<Text>),
+    #[component(name = "any")]
+    Any,
+}
+
+/// `write-grant`.
+#[derive(ComponentType, Lift)]
+#[component(record)]
+pub(crate) struct WriteGrant {
+    kind: Kind,
+    verbs: wit::WriteVerbs,
+    scope: WriteScope,
+}
+
+impl IntoWit for WriteGrant {
+    type Wit = wit::WriteGrant;
+    fn into_wit(self) -> wit::WriteGrant {
+        let scope = match self.scope {
+            WriteScope::PrimaryNamespace => wit::WriteScope::PrimaryNamespace,
+            WriteScope::Namespaces(list) => wit::WriteScope::Namespaces(list.into_wit()),
+            WriteScope::Any => wit::WriteScope::Any,
+        };
+        wit::WriteGrant { kind: self.kind.into_wit(), verbs: self.verbs, scope }
+    }
+}
+
+/// `plugin-manifest` of contract 0.2.
+#[derive(ComponentType, Lift)]
+#[component(record)]
+pub(crate) struct Manifest {
+    name: Text,
+    version: Text,
+    primary: KindSelector,
+    owns: List<Kind>,
+    watches: List<KindSelector>,
+    reads: List<Kind>,
+    #[component(name = "metadata-only")]
+    metadata_only: List<Kind>,
+    writes: List<WriteGrant>,
+    finalizer: Option<Text>,
+    prune: bool,
+    #[component(name = "deliver-deleted")]
+    deliver_deleted: bool,
+    #[component(name = "deliver-previous")]
+    deliver_previous: bool,
+    settings: Settings,
+}
+
+impl IntoWit for Manifest {
+    type Wit = wit::PluginManifest;
+    fn into_wit(self) -> wit::PluginManifest {
+        wit::PluginManifest {
+            name: self.name.0,
+            version: self.version.0,
+            primary: self.primary.into_wit(),
+            owns: self.owns.into_wit(),
+            watches: self.watches.into_wit(),
+            reads: self.reads.into_wit(),
+            metadata_only: self.metadata_only.into_wit(),
+            writes: self.writes.into_wit(),
+            finalizer: self.finalizer.into_wit(),
+            prune: self.prune,
+            deliver_deleted: self.deliver_deleted,
+            deliver_previous: self.deliver_previous,
+            settings: self.settings,
+        }
+    }
+}
+
+/// `plugin-manifest` of contract 0.1, as a 0.2 one without grants or metadata-only kinds (the
+/// 0.1 rights come from the contract version; see `adapter.rs`).
+#[derive(ComponentType, Lift)]
+#[component(record)]
+pub(crate) struct Manifest01 {
+    name: Text,
+    version: Text,
+    primary: KindSelector,
+    owns: List<Kind>,
+    watches: List<KindSelector>,
+    reads: List<Kind>,
+    finalizer: Option<Text>,
+    prune: bool,
+    #[component(name = "deliver-deleted")]
+    deliver_deleted: bool,
+    #[component(name = "deliver-previous")]
+    deliver_previous: bool,
+    settings: Settings,
+}
+
+impl IntoWit for Manifest01 {
+    type Wit = wit::PluginManifest;
+    fn into_wit(self) -> wit::PluginManifest {
+        wit::PluginManifest {
+            name: self.name.0,
+            version: self.version.0,
+            primary: self.primary.into_wit(),
+            owns: self.owns.into_wit(),
+            watches: self.watches.into_wit(),
+            reads: self.reads.into_wit(),
+            metadata_only: Vec::new(),
+            writes: Vec::new(),
+            finalizer: self.finalizer.into_wit(),
+            prune: self.prune,
+            deliver_deleted: self.deliver_deleted,
+            deliver_previous: self.deliver_previous,
+            settings: self.settings,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_budget_counts_every_use_and_names_what_broke_it() {
+        let mut budget = Budget::new(3, 10, "actions");
+        assert!(budget.items(2).is_ok() && budget.bytes(6).is_ok());
+        // The same string counted again counts again: that is the point.
+        assert!(matches!(budget.bytes(6), Err(CallFailure::ResponseTooLarge { size: 12, limit: 10 })));
+        assert!(matches!(
+            budget.items(usize::MAX),
+            Err(CallFailure::TooManyItems { what: "actions", count: usize::MAX, limit: 3 })
+        ));
+    }
+
+    #[test]
+    fn the_length_word_ignores_the_utf16_tag() {
+        assert_eq!(memory_len(&[0, 0, 0, 0, 5, 0, 0, 0x80]), 5);
+        assert_eq!(memory_len(&[0, 0, 0, 0, 0, 1, 0, 0]), 256);
+        assert_eq!(memory_len(&[]), 0);
+    }
 }

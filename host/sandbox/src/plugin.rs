@@ -20,7 +20,7 @@ use wasmtime::component::{Component, ComponentExportIndex, Instance};
 use wasmtime::{Store, UpdateDeadline};
 
 use crate::action::{self, Response};
-use crate::bindings::{Object, Request, v0_1, wit};
+use crate::bindings::{Object, Request, wit};
 use crate::config::Limits;
 use crate::error::{CallError, CallFailure};
 use crate::host_services::HostServices;
@@ -96,6 +96,15 @@ pub struct StageTimings {
 enum Fail {
     Wasm(wasmtime::Error),
     Failure(CallFailure),
+}
+
+/// A guest call's error: a response over its budget, stopped while being lifted, or anything
+/// wasmtime reports (classified later against the Store).
+fn fail(e: wasmtime::Error) -> Fail {
+    match e.downcast::<CallFailure>() {
+        Ok(failure) => Fail::Failure(failure),
+        Err(e) => Fail::Wasm(e),
+    }
 }
 
 impl CallSetup {
@@ -193,18 +202,17 @@ impl CallSetup {
                 let manifest = match self.contract {
                     Contract::V0_2 => {
                         let f = instance
-                            .get_typed_func::<(), (wit::PluginManifest,)>(&mut *store, &exports.manifest)
+                            .get_typed_func::<(), (lift::Manifest,)>(&mut *store, &exports.manifest)
                             .map_err(Fail::Wasm)?;
-                        f.call_async(&mut *store, ()).await.map_err(Fail::Wasm)?.0
+                        lift::into_wit(lift::counted(budget, f.call_async(&mut *store, ())).await.map_err(fail)?.0)
                     }
                     Contract::V0_1 => {
                         let f = instance
-                            .get_typed_func::<(), (v0_1::PluginManifest,)>(&mut *store, &exports.manifest)
+                            .get_typed_func::<(), (lift::Manifest01,)>(&mut *store, &exports.manifest)
                             .map_err(Fail::Wasm)?;
-                        crate::adapter::manifest(f.call_async(&mut *store, ()).await.map_err(Fail::Wasm)?.0)
+                        lift::into_wit(lift::counted(budget, f.call_async(&mut *store, ())).await.map_err(fail)?.0)
                     }
                 };
-                lift::manifest(&manifest, budget).map_err(Fail::Failure)?;
                 Ok(manifest)
             })
             .await;
@@ -323,29 +331,28 @@ impl Plugin {
                 let result = match setup.contract {
                     Contract::V0_2 => {
                         let f = instance
-                            .get_typed_func::<(&Request,), (Result<wit::Response, wit::ReconcileError>,)>(
+                            .get_typed_func::<(&Request,), (Result<lift::Response, lift::ReconcileError>,)>(
                                 &mut *store,
                                 &exports.reconcile,
                             )
                             .map_err(Fail::Wasm)?;
-                        f.call_async(&mut *store, (request,)).await.map_err(Fail::Wasm)?.0
+                        lift::into_wit(
+                            lift::counted(budget, f.call_async(&mut *store, (request,))).await.map_err(fail)?.0,
+                        )
                     }
                     // 0.1's request and response have 0.2's shape; only its error differs.
                     Contract::V0_1 => {
                         let f = instance
-                            .get_typed_func::<(&Request,), (Result<wit::Response, v0_1::ReconcileError>,)>(
+                            .get_typed_func::<(&Request,), (Result<lift::Response, lift::ReconcileError01>,)>(
                                 &mut *store,
                                 &exports.reconcile,
                             )
                             .map_err(Fail::Wasm)?;
-                        f.call_async(&mut *store, (request,))
-                            .await
-                            .map_err(Fail::Wasm)?
-                            .0
-                            .map_err(crate::adapter::reconcile_error)
+                        lift::into_wit(
+                            lift::counted(budget, f.call_async(&mut *store, (request,))).await.map_err(fail)?.0,
+                        )
                     }
                 };
-                lift::response(&result, budget).map_err(Fail::Failure)?;
                 Ok(result)
             })
             .await;
@@ -396,14 +403,17 @@ impl Plugin {
     ) -> Result<Vec<crate::ObjectRef>, CallError> {
         let setup = &self.inner.setup;
         let budget = Budget::new(setup.limits.max_actions, setup.limits.response_bytes, "references");
+        // A watched kind may be metadata-only: `map` sees what the cache look-ups see.
+        let lean = self.inner.manifest.is_metadata_only(&related.gvk()).then(|| crate::object::metadata_only(related));
+        let related = lean.as_ref().unwrap_or(related);
         let (out, _) = setup
             .call(Some(self.inner.manifest.clone()), services, async |store, instance, exports| {
                 let f = instance
-                    .get_typed_func::<(&Object, &str), (Vec<wit::ObjectRef>,)>(&mut *store, &exports.map)
+                    .get_typed_func::<(&Object, &str), (lift::List<lift::ObjectRef>,)>(&mut *store, &exports.map)
                     .map_err(Fail::Wasm)?;
-                let (refs,) = f.call_async(&mut *store, (related, config)).await.map_err(Fail::Wasm)?;
-                lift::object_refs(&refs, budget).map_err(Fail::Failure)?;
-                Ok(refs)
+                let (refs,) =
+                    lift::counted(budget, f.call_async(&mut *store, (related, config))).await.map_err(fail)?;
+                Ok(lift::into_wit(refs))
             })
             .await;
         let refs = out.map_err(|f| self.error(related, f))?;

@@ -150,6 +150,7 @@ impl Sandbox {
         let (component, cached) = self.compile(bytes, &digest, origin).await?;
         let (interface, contract) = contract::check(&self.inner.engine, &component).map_err(|m| match m {
             Mismatch::Version { found } => LoadError::IncompatibleContract { origin: origin_owned(), found },
+            Mismatch::Mixed { found } => LoadError::MixedContract { origin: origin_owned(), found },
             Mismatch::NotAPlugin { exports } => LoadError::NotAPlugin { origin: origin_owned(), exports },
         })?;
         let exports = Exports::find(&component, &interface)

@@ -150,32 +150,32 @@ impl State {
         let after =
             token.as_deref().map(|t| parse_token(t).map_err(|why| CacheError::InvalidContinue(why))).transpose()?;
         let limit = if limit == 0 { PAGE_SIZE } else { (limit as usize).min(PAGE_SIZE) };
-        // One more than asked tells whether another page follows.
-        let mut items = self.services.list_page(&kind, namespace.as_deref(), &selector, after.as_ref(), limit + 1);
-        let more = items.len() > limit;
-        items.truncate(limit);
-        let continue_token = more.then(|| items.last().map(token_of)).flatten();
-        Ok(Page { items: self.served(&kind, items), continue_token })
+        let page = self.services.list_page(&kind, namespace.as_deref(), &selector, after.as_ref(), limit);
+        let continue_token = page.resume.as_ref().map(token_of);
+        Ok(Page { items: self.served(&kind, page.items), continue_token })
     }
 }
 
 /// The host's page size, and the most a guest may ask for.
 pub(crate) const PAGE_SIZE: usize = 500;
 
-/// A continue token is the position of the last object returned: `namespace/name`, the
-/// namespace empty for cluster-scoped objects. Neither part can hold a `/`.
-fn token_of(o: &Object) -> String {
-    format!("{}/{}", o.namespace.as_deref().unwrap_or_default(), o.name)
+/// A continue token is a position in the list: `namespace/name` of the last key the cache
+/// looked at, the namespace empty for cluster-scoped objects. Object names cannot hold a `/`,
+/// so the first one splits it; a token is not checked further, because it is only ever a
+/// position in a list the plugin may read anyway.
+fn token_of(key: &ListKey) -> String {
+    format!("{}/{}", key.0, key.1)
 }
 
 fn parse_token(token: &str) -> Result<ListKey, String> {
-    let bad =
-        || format!("continue token {token:?} was not produced by this cache; pass back the token of the previous page");
-    let (namespace, name) = token.split_once('/').ok_or_else(bad)?;
-    if !namespace.is_empty() && crate::validate::namespace(namespace).is_err() || crate::validate::name(name).is_err() {
-        return Err(bad());
+    match token.split_once('/') {
+        Some((namespace, name)) if !name.is_empty() && !name.contains('/') => {
+            Ok((namespace.to_owned(), name.to_owned()))
+        }
+        _ => Err(format!(
+            "continue token {token:?} is not a position this host produces; pass back the token of the previous page"
+        )),
     }
-    Ok((namespace.to_owned(), name.to_owned()))
 }
 
 /// A cache error as one sentence, for 0.1 guests and for logs.
@@ -228,7 +228,9 @@ mod tests {
     fn continue_tokens_are_positions_and_anything_else_is_refused() {
         assert_eq!(parse_token("shop/web"), Ok(("shop".into(), "web".into())));
         assert_eq!(parse_token("/node-1"), Ok((String::new(), "node-1".into())));
-        for bad in ["", "web", "shop/", "a/b/c", "Shop/web", "shop/../x"] {
+        // Any name the API server stores, RBAC's `system:` and `@` names included.
+        assert_eq!(parse_token("/system:node@x"), Ok((String::new(), "system:node@x".into())));
+        for bad in ["", "web", "shop/", "a/b/c", "shop/../x"] {
             assert!(parse_token(bad).is_err(), "{bad:?}");
         }
     }

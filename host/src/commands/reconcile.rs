@@ -84,7 +84,10 @@ async fn reconcile(
             eprintln!("event: Warning {}", error.failure.event_reason());
             let retry = match &error.failure {
                 CallFailure::Plugin { transient: true, retry_after: Some(after), .. } => {
-                    format!("after {} ms", after.as_millis())
+                    format!(
+                        "after {} ms, as the plugin asked (a host holds it to its requeue floor)",
+                        after.as_millis()
+                    )
                 }
                 f if f.is_transient() => "with backoff".to_owned(),
                 _ => "when the object or the plugin changes".to_owned(),

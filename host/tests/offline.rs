@@ -267,6 +267,19 @@ fn strings_that_all_alias_one_buffer_are_refused_before_the_host_copies_them() {
     assert!(peak_kib < 512 * 1024, "peak resident memory {peak_kib} KiB: the aliased strings were copied");
 }
 
+#[test]
+fn a_guests_log_lines_are_cut_to_4_kib_and_1000_a_call() {
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(config.path(), "mode: log-flood\ncount: 1500\n").unwrap();
+    let out = reconcile("hostile_plugin", "hostile/configmap.yaml", &["--config", config.path().to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    let cut = err.lines().filter(|l| l.contains("… (6144 bytes cut)")).count();
+    assert_eq!(cut, 1000, "lines written, each cut to 4 KiB");
+    assert!(err.contains("more than 1000 log lines in one call"), "{}", &err[err.len().saturating_sub(2000)..]);
+    assert!(err.len() < 1000 * 4200 + 100_000, "{} bytes of log", err.len());
+}
+
 // ---- the cache imports ---------------------------------------------------------------------
 
 fn hostile_with(config: &str, cache: &[serde_json::Value]) -> Output {

@@ -21,6 +21,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use wasmtime::ValRaw;
+use wasmtime::component::__internal::wasmtime_environ::component::StringEncoding;
 use wasmtime::component::__internal::{CanonicalAbiInfo, InstanceType, InterfaceType, LiftContext};
 use wasmtime::component::{ComponentType, Lift};
 
@@ -94,24 +95,40 @@ pub(crate) async fn counted<F: Future>(budget: Budget, call: F) -> F::Output {
     .await
 }
 
+/// Charges the budget of the call being polled. Lifting a mirror type outside [`counted`] is a
+/// bug of the host's, and fails the call rather than copy uncounted.
+// Never inlined: the thread-local's address must not be cached across a fiber's suspension.
+#[inline(never)]
 fn charge(f: impl FnOnce(&mut Budget) -> Result<(), CallFailure>) -> wasmtime::Result<()> {
     CURRENT.with(|c| match c.borrow().as_ref() {
         Some(budget) => {
             f(&mut budget.lock().unwrap_or_else(std::sync::PoisonError::into_inner)).map_err(wasmtime::Error::new)
         }
-        None => Ok(()),
+        None => Err(wasmtime::Error::msg("wasmloop bug: a response was lifted outside its budget")),
     })
 }
 
-/// The length half of a (pointer, length) pair, as lowered to core values or stored in memory.
-/// For strings in a compact UTF-16 encoding the top bit tags the encoding, not the length.
-fn flat_len(src: &[ValRaw; 2]) -> usize {
-    (src[1].get_u32() & !(1 << 31)) as usize
+/// The length word of a (pointer, length) pair, as lowered to core values.
+fn flat_len(src: &[ValRaw; 2]) -> u32 {
+    src[1].get_u32()
 }
 
-fn memory_len(bytes: &[u8]) -> usize {
-    let len = bytes.get(4..8).and_then(|b| <[u8; 4]>::try_from(b).ok()).map_or(0, u32::from_le_bytes);
-    (len & !(1 << 31)) as usize
+/// The length word of a (pointer, length) pair stored in memory.
+fn memory_len(bytes: &[u8]) -> u32 {
+    bytes.get(4..8).and_then(|b| <[u8; 4]>::try_from(b).ok()).map_or(0, u32::from_le_bytes)
+}
+
+/// The UTF-8 bytes at most that a string of this length word becomes on the host. In compact
+/// UTF-16 the top bit tags the encoding; a UTF-16 code unit becomes up to 3 UTF-8 bytes.
+fn string_bytes(encoding: StringEncoding, len: u32) -> usize {
+    const UTF16_TAG: u32 = 1 << 31;
+    match encoding {
+        StringEncoding::Utf8 => len as usize,
+        StringEncoding::Utf16 => (len as usize).saturating_mul(3),
+        StringEncoding::CompactUtf16 if len & UTF16_TAG != 0 => ((len ^ UTF16_TAG) as usize).saturating_mul(3),
+        // Latin-1: a byte above 0x7f becomes two.
+        StringEncoding::CompactUtf16 => (len as usize).saturating_mul(2),
+    }
 }
 
 /// A WIT `string` whose length is charged to the call's budget before it is copied.
@@ -133,12 +150,14 @@ unsafe impl ComponentType for Text {
 #[allow(unsafe_code)]
 unsafe impl Lift for Text {
     fn linear_lift_from_flat(cx: &mut LiftContext<'_>, ty: InterfaceType, src: &Self::Lower) -> wasmtime::Result<Self> {
-        charge(|b| b.bytes(flat_len(src)))?;
+        let len = string_bytes(cx.options().string_encoding, flat_len(src));
+        charge(|b| b.bytes(len))?;
         <String as Lift>::linear_lift_from_flat(cx, ty, src).map(Text)
     }
 
     fn linear_lift_from_memory(cx: &mut LiftContext<'_>, ty: InterfaceType, bytes: &[u8]) -> wasmtime::Result<Self> {
-        charge(|b| b.bytes(memory_len(bytes)))?;
+        let len = string_bytes(cx.options().string_encoding, memory_len(bytes));
+        charge(|b| b.bytes(len))?;
         <String as Lift>::linear_lift_from_memory(cx, ty, bytes).map(Text)
     }
 }
@@ -162,12 +181,12 @@ unsafe impl<T: ComponentType> ComponentType for List<T> {
 #[allow(unsafe_code)]
 unsafe impl<T: Lift> Lift for List<T> {
     fn linear_lift_from_flat(cx: &mut LiftContext<'_>, ty: InterfaceType, src: &Self::Lower) -> wasmtime::Result<Self> {
-        charge(|b| b.items(flat_len(src)))?;
+        charge(|b| b.items(flat_len(src) as usize))?;
         <Vec<T> as Lift>::linear_lift_from_flat(cx, ty, src).map(List)
     }
 
     fn linear_lift_from_memory(cx: &mut LiftContext<'_>, ty: InterfaceType, bytes: &[u8]) -> wasmtime::Result<Self> {
-        charge(|b| b.items(memory_len(bytes)))?;
+        charge(|b| b.items(memory_len(bytes) as usize))?;
         <Vec<T> as Lift>::linear_lift_from_memory(cx, ty, bytes).map(List)
     }
 }
@@ -528,9 +547,24 @@ mod tests {
     }
 
     #[test]
-    fn the_length_word_ignores_the_utf16_tag() {
-        assert_eq!(memory_len(&[0, 0, 0, 0, 5, 0, 0, 0x80]), 5);
+    fn a_strings_length_word_is_charged_as_the_utf8_bytes_it_may_become() {
+        let tagged: u32 = (1 << 31) | 5;
+        let cases = [
+            (StringEncoding::Utf8, 5, 5),
+            (StringEncoding::Utf8, tagged, tagged as usize),
+            (StringEncoding::Utf16, 5, 15),
+            (StringEncoding::CompactUtf16, 5, 10),
+            (StringEncoding::CompactUtf16, tagged, 15),
+        ];
+        for (encoding, len, bytes) in cases {
+            assert_eq!(string_bytes(encoding, len), bytes, "{encoding:?} {len}");
+        }
         assert_eq!(memory_len(&[0, 0, 0, 0, 0, 1, 0, 0]), 256);
         assert_eq!(memory_len(&[]), 0);
+    }
+
+    #[test]
+    fn a_lift_outside_a_budget_is_refused_not_left_uncounted() {
+        assert!(charge(|b| b.bytes(1)).is_err());
     }
 }

@@ -81,6 +81,17 @@ pub(crate) fn one_core(epoch_tick: Duration) -> Arc<DefaultDirectRateLimiter> {
     Arc::new(RateLimiter::direct(Quota::per_second(per_second).allow_burst(per_second)))
 }
 
+/// What one guest-to-host transfer (an import call's arguments, or a call's results) may make
+/// the host allocate, by wasmtime's own count ("hostcall fuel", 128 MiB by default). Results
+/// are bounded more finely by `lift`'s budget; this is room for that budget (the response
+/// bytes, each entry's host size, and slack for the envelope), so wasmtime's coarser limit never
+/// fires first with an error the host cannot name, and it bounds what an import call (a log
+/// line, a selector) can make the host copy.
+fn hostcall_fuel(limits: &Limits) -> usize {
+    const ENTRY: usize = 512;
+    limits.response_bytes.saturating_add(limits.max_actions.saturating_mul(ENTRY)).saturating_add(1 << 20)
+}
+
 /// Where the host's time went in one reconcile, for benchmarks.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StageTimings {
@@ -117,6 +128,7 @@ impl CallSetup {
         let state = State::new(self.name.clone(), manifest, services, self.limits.memory_bytes);
         let mut store = Store::new(&self.sandbox.engine, state);
         store.limiter(|s| &mut s.limiter);
+        store.set_hostcall_fuel(hostcall_fuel(&self.limits));
         // Every tick, a guest in wasm code yields to the executor (so a loop cannot hold a
         // runtime thread), and stops once its deadline has passed.
         store.set_epoch_deadline(1);

@@ -48,6 +48,8 @@ pub(crate) struct State {
     /// A look-up of an undeclared kind, kept so the call fails with it even if the guest
     /// swallowed the error.
     pub(crate) undeclared: Option<(String, String)>,
+    /// Log lines written in this call.
+    logged: usize,
 }
 
 impl State {
@@ -69,6 +71,7 @@ impl State {
             manifest,
             plugin,
             undeclared: None,
+            logged: 0,
         }
     }
 
@@ -109,8 +112,27 @@ impl State {
         }
     }
 
-    pub(crate) fn log(&self, level: wit::LogLevel, message: &str) {
-        self.services.log(&self.plugin, level, message);
+    /// A guest's log line, cut to [`LOG_LINE_BYTES`]; past [`LOG_LINES`] lines in one call
+    /// the rest are dropped, with one line saying so. A plugin's log is not a way to fill the
+    /// host's disk.
+    pub(crate) fn log(&mut self, level: wit::LogLevel, message: &str) {
+        self.logged += 1;
+        if self.logged > LOG_LINES {
+            if self.logged == LOG_LINES + 1 {
+                let note = format!("more than {LOG_LINES} log lines in one call: the rest of this call's are dropped");
+                self.services.log(&self.plugin, wit::LogLevel::Warn, &note);
+            }
+            return;
+        }
+        if message.len() <= LOG_LINE_BYTES {
+            return self.services.log(&self.plugin, level, message);
+        }
+        let mut end = LOG_LINE_BYTES;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        let cut = format!("{}… ({} bytes cut)", &message[..end], message.len() - end);
+        self.services.log(&self.plugin, level, &cut);
     }
 
     pub(crate) fn get(
@@ -155,6 +177,11 @@ impl State {
         Ok(Page { items: self.served(&kind, page.items), continue_token })
     }
 }
+
+/// A guest's log line is cut to this many bytes.
+pub(crate) const LOG_LINE_BYTES: usize = 4 << 10;
+/// Log lines one call may write.
+pub(crate) const LOG_LINES: usize = 1000;
 
 /// The host's page size, and the most a guest may ask for.
 pub(crate) const PAGE_SIZE: usize = 500;

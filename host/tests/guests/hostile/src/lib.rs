@@ -175,6 +175,14 @@ impl Reconciler for Hostile {
                     format!("fields {}; managedFields: {managed}", fields.join(",")),
                 )])
             }
+            "log-flood" => {
+                // `count` lines of 10 KiB each.
+                let line = "L".repeat(10 << 10);
+                for _ in 0..config.count {
+                    wasmloop_sdk::info!("{line}");
+                }
+                Ok(Vec::new())
+            }
             "patch-ungranted" => {
                 // Deployments are only read: patching one needs a grant the manifest lacks.
                 let target = ObjectRef::new::<Deployment>("web");

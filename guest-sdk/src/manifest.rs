@@ -258,6 +258,11 @@ impl Manifest {
     }
 
     /// Deletes owned children that a reconcile did not apply.
+    ///
+    /// After every *successful* reconcile the host deletes each owned child the response did
+    /// not apply: a success says "this is the whole set". So a reconcile that cannot build the
+    /// set (an invalid spec, a dependency not ready) must return an [`crate::Error`], never a
+    /// success holding only a Warning Event: errors prune nothing.
     #[must_use]
     pub fn prune(mut self, prune: bool) -> Self {
         self.prune = prune;

@@ -109,15 +109,18 @@ fn foo_with_a_foreign_deployment_fails_with_err_resource_exists_and_writes_nothi
 }
 
 #[test]
-fn foo_without_deployment_name_only_warns() {
+fn foo_without_deployment_name_fails_permanently_and_returns_no_actions() {
     let out = reconcile("foo_deployment", "foo-deployment/foo-no-name.yaml", &["-o", "json"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let response: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let actions = response["actions"].as_array().unwrap();
-    assert_eq!(actions.len(), 1);
-    assert_eq!(actions[0]["event"]["type"], "Warning");
-    assert!(actions[0]["event"]["message"].as_str().unwrap().contains("spec.deploymentName must be specified"));
-    assert!(response.get("requeueAfter").is_none());
+    fails_with(
+        &out,
+        3,
+        &[
+            "spec.deploymentName must be specified",
+            "event: Warning InvalidSpec",
+            "when the object or the plugin changes",
+        ],
+    );
+    assert!(out.stdout.is_empty(), "no actions may be printed");
 }
 
 // ---- pod-logger ------------------------------------------------------------------------

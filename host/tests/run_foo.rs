@@ -101,6 +101,36 @@ async fn a_foreign_deployment_is_left_untouched_with_err_resource_exists() {
 }
 
 #[tokio::test]
+async fn an_invalid_spec_is_reported_and_the_deployment_it_manages_survives_prune() {
+    let ns = shared().namespace("run-invalid").await.unwrap();
+    let foos = ns.install_crd(Path::new(FOO_CRD)).await;
+    let deployments: Api<Deployment> = ns.api();
+    let _host = Host::run(&["foo_deployment"]);
+    foos.create(&PostParams::default(), &foo("kept", "kept", 1)).await.unwrap();
+    let before = deployment_with(&deployments, "kept", "the Deployment", |d| replicas(d) == Some(1)).await;
+
+    // A blank deploymentName: sample-controller reports it and leaves the Deployment alone.
+    // (This API server turns an empty string into null, which the CRD's schema refuses; the
+    // plugin trims, so blanks are the same case.)
+    let blank = json!({"spec": {"deploymentName": " "}});
+    foos.patch("kept", &PatchParams::default(), &Patch::Merge(blank)).await.unwrap();
+    let events: Api<Event> = ns.api();
+    wait_for_event(&events, Duration::from_secs(60), "the InvalidSpec Warning", |e| {
+        e.reason.as_deref() == Some("InvalidSpec")
+            && e.type_.as_deref() == Some("Warning")
+            && e.note.as_deref().is_some_and(|n| n.contains("spec.deploymentName must be specified"))
+    })
+    .await;
+    // Fix the spec. Reconciles of one Foo never overlap, so once this one has scaled the
+    // Deployment, the one that reported the bad spec (and any prune of it) is over: a pruned
+    // Deployment would have been recreated with another UID.
+    let fixed = json!({"spec": {"deploymentName": "kept", "replicas": 2}});
+    foos.patch("kept", &PatchParams::default(), &Patch::Merge(fixed)).await.unwrap();
+    let after = deployment_with(&deployments, "kept", "the Deployment scaled", |d| replicas(d) == Some(2)).await;
+    assert_eq!(after.metadata.uid, before.metadata.uid, "the Deployment was pruned and recreated");
+}
+
+#[tokio::test]
 async fn two_hundred_foos_converge() {
     let ns = shared().namespace("run-foo-200").await.unwrap();
     let foos = ns.install_crd(Path::new(FOO_CRD)).await;

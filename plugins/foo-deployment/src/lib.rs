@@ -145,11 +145,12 @@ impl Reconciler for FooController {
         let deployment_name = foo.spec.deployment_name.trim();
         if deployment_name.is_empty() {
             // As in sample-controller: report and wait for the spec to change, no retry loop.
-            return Ok(vec![event(
-                EventType::Warning,
-                "InvalidSpec",
-                format!("Foo {name}: spec.deploymentName must be specified; set it to the Deployment to manage"),
-            )]);
+            // An error, not a successful response holding only the Warning: a success without
+            // the Deployment would let the host prune the Deployment that exists.
+            return Err(Error::permanent(format!(
+                "Foo {name}: spec.deploymentName must be specified; set it to the Deployment to manage"
+            ))
+            .reason("InvalidSpec"));
         }
 
         let existing = cache::get_object(&Deployment::gvk(), request.object.namespace.as_deref(), deployment_name)?
@@ -259,12 +260,12 @@ mod tests {
     }
 
     #[test]
-    fn empty_deployment_name_warns_without_retrying() {
-        let outcome = TestCase::new(foo("", 1)).run::<FooController>();
-        assert_eq!(outcome.actions().len(), 1);
-        assert_eq!(outcome.events()[0].event_type, EventType::Warning);
-        assert!(outcome.events()[0].message.contains("spec.deploymentName must be specified"));
-        assert_eq!(outcome.requeue_after(), None);
+    fn empty_deployment_name_fails_permanently_so_nothing_is_pruned() {
+        let outcome = TestCase::new(foo("", 1)).cached(deployment(Some("foo-uid"), 1)).run::<FooController>();
+        let error = outcome.error();
+        assert!(!error.transient, "{error}");
+        assert_eq!(error.reason.as_deref(), Some("InvalidSpec"));
+        assert!(error.message.contains("spec.deploymentName must be specified"), "{error}");
     }
 
     #[test]

@@ -14,7 +14,7 @@
 //! guest memory and counted later).
 //!
 //! The mirror types are checked against the WIT by shape when the typed function is looked up,
-//! like the bindgen types; [`into_wit`] turns them into those, moving the strings.
+//! like the bindgen types; [`IntoWit`] turns them into those, moving the strings.
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -195,11 +195,6 @@ unsafe impl<T: Lift> Lift for List<T> {
 pub(crate) trait IntoWit {
     type Wit;
     fn into_wit(self) -> Self::Wit;
-}
-
-/// [`IntoWit::into_wit`], as a function.
-pub(crate) fn into_wit<T: IntoWit>(value: T) -> T::Wit {
-    value.into_wit()
 }
 
 impl IntoWit for Text {
@@ -512,21 +507,22 @@ pub(crate) struct Manifest01 {
 impl IntoWit for Manifest01 {
     type Wit = wit::PluginManifest;
     fn into_wit(self) -> wit::PluginManifest {
-        wit::PluginManifest {
-            name: self.name.0,
-            version: self.version.0,
-            primary: self.primary.into_wit(),
-            owns: self.owns.into_wit(),
-            watches: self.watches.into_wit(),
-            reads: self.reads.into_wit(),
-            metadata_only: Vec::new(),
-            writes: Vec::new(),
-            finalizer: self.finalizer.into_wit(),
+        Manifest {
+            name: self.name,
+            version: self.version,
+            primary: self.primary,
+            owns: self.owns,
+            watches: self.watches,
+            reads: self.reads,
+            metadata_only: List(Vec::new()),
+            writes: List(Vec::new()),
+            finalizer: self.finalizer,
             prune: self.prune,
             deliver_deleted: self.deliver_deleted,
             deliver_previous: self.deliver_previous,
             settings: self.settings,
         }
+        .into_wit()
     }
 }
 

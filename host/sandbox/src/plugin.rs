@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use tokio::sync::Semaphore;
-use wasmtime::component::{Component, ComponentExportIndex, Instance};
+use wasmtime::component::{Component, ComponentExportIndex, ComponentNamedList, Instance, Lift, Lower};
 use wasmtime::{Store, UpdateDeadline};
 
 use crate::action::{self, Response};
@@ -24,7 +24,7 @@ use crate::bindings::{Object, Request, wit};
 use crate::config::Limits;
 use crate::error::{CallError, CallFailure};
 use crate::host_services::HostServices;
-use crate::lift::{self, Budget};
+use crate::lift::{self, Budget, IntoWit};
 use crate::manifest::{Contract, Manifest};
 use crate::sandbox::{Reservation, SandboxInner};
 use crate::state::State;
@@ -107,6 +107,25 @@ pub struct StageTimings {
 enum Fail {
     Wasm(wasmtime::Error),
     Failure(CallFailure),
+}
+
+/// Calls the export at `index` with `params`, lifting its result into the counted mirror type
+/// `R` under `budget` (see `lift`), then into the bindgen type the host works with.
+async fn counted_call<P, R>(
+    store: &mut Store<State>,
+    instance: Instance,
+    index: &ComponentExportIndex,
+    params: P,
+    budget: Budget,
+) -> Result<R::Wit, Fail>
+where
+    P: ComponentNamedList + Lower + Send + Sync,
+    R: IntoWit,
+    (R,): ComponentNamedList + Lift + Send + Sync + 'static,
+{
+    let f = instance.get_typed_func::<P, (R,)>(&mut *store, index).map_err(Fail::Wasm)?;
+    let (result,) = lift::counted(budget, f.call_async(&mut *store, params)).await.map_err(fail)?;
+    Ok(result.into_wit())
 }
 
 /// A guest call's error: a response over its budget, stopped while being lifted, or anything
@@ -211,21 +230,11 @@ impl CallSetup {
         let budget = Budget::new(MAX_MANIFEST_KINDS, MAX_MANIFEST_BYTES, "manifest kinds");
         let (out, _) = self
             .call(None, services, async |store, instance, exports| {
-                let manifest = match self.contract {
-                    Contract::V0_2 => {
-                        let f = instance
-                            .get_typed_func::<(), (lift::Manifest,)>(&mut *store, &exports.manifest)
-                            .map_err(Fail::Wasm)?;
-                        lift::into_wit(lift::counted(budget, f.call_async(&mut *store, ())).await.map_err(fail)?.0)
-                    }
-                    Contract::V0_1 => {
-                        let f = instance
-                            .get_typed_func::<(), (lift::Manifest01,)>(&mut *store, &exports.manifest)
-                            .map_err(Fail::Wasm)?;
-                        lift::into_wit(lift::counted(budget, f.call_async(&mut *store, ())).await.map_err(fail)?.0)
-                    }
-                };
-                Ok(manifest)
+                let index = &exports.manifest;
+                match self.contract {
+                    Contract::V0_2 => counted_call::<(), lift::Manifest>(store, instance, index, (), budget).await,
+                    Contract::V0_1 => counted_call::<(), lift::Manifest01>(store, instance, index, (), budget).await,
+                }
             })
             .await;
         out
@@ -340,32 +349,18 @@ impl Plugin {
         let request = lean.as_ref().unwrap_or(request);
         let (out, mut timings) = setup
             .call(Some(self.inner.manifest.clone()), services, async |store, instance, exports| {
-                let result = match setup.contract {
+                let (index, params) = (&exports.reconcile, (request,));
+                match setup.contract {
                     Contract::V0_2 => {
-                        let f = instance
-                            .get_typed_func::<(&Request,), (Result<lift::Response, lift::ReconcileError>,)>(
-                                &mut *store,
-                                &exports.reconcile,
-                            )
-                            .map_err(Fail::Wasm)?;
-                        lift::into_wit(
-                            lift::counted(budget, f.call_async(&mut *store, (request,))).await.map_err(fail)?.0,
-                        )
+                        type R = Result<lift::Response, lift::ReconcileError>;
+                        counted_call::<_, R>(store, instance, index, params, budget).await
                     }
                     // 0.1's request and response have 0.2's shape; only its error differs.
                     Contract::V0_1 => {
-                        let f = instance
-                            .get_typed_func::<(&Request,), (Result<lift::Response, lift::ReconcileError01>,)>(
-                                &mut *store,
-                                &exports.reconcile,
-                            )
-                            .map_err(Fail::Wasm)?;
-                        lift::into_wit(
-                            lift::counted(budget, f.call_async(&mut *store, (request,))).await.map_err(fail)?.0,
-                        )
+                        type R = Result<lift::Response, lift::ReconcileError01>;
+                        counted_call::<_, R>(store, instance, index, params, budget).await
                     }
-                };
-                Ok(result)
+                }
             })
             .await;
         let start = Instant::now();
@@ -378,7 +373,8 @@ impl Plugin {
     /// when nothing needs stripping (the common case costs no copy).
     fn lean_request(&self, request: &Request) -> Option<Request> {
         let manifest = &self.inner.manifest;
-        if !request.owned.iter().any(|o| manifest.is_metadata_only(&o.gvk())) {
+        // Most plugins declare none: then nothing here costs anything per call.
+        if manifest.metadata_only.is_empty() || !request.owned.iter().any(|o| manifest.is_metadata_only(&o.gvk())) {
             return None;
         }
         let owned = request
@@ -386,7 +382,14 @@ impl Plugin {
             .iter()
             .map(|o| if manifest.is_metadata_only(&o.gvk()) { crate::object::metadata_only(o) } else { o.clone() })
             .collect();
-        Some(Request { owned, ..request.clone() })
+        Some(Request {
+            object: request.object.clone(),
+            owned,
+            phase: request.phase,
+            previous: request.previous.clone(),
+            attempt: request.attempt,
+            config: request.config.clone(),
+        })
     }
 
     fn decode(
@@ -416,16 +419,14 @@ impl Plugin {
         let setup = &self.inner.setup;
         let budget = Budget::new(setup.limits.max_actions, setup.limits.response_bytes, "references");
         // A watched kind may be metadata-only: `map` sees what the cache look-ups see.
-        let lean = self.inner.manifest.is_metadata_only(&related.gvk()).then(|| crate::object::metadata_only(related));
+        let manifest = &self.inner.manifest;
+        let lean = (!manifest.metadata_only.is_empty() && manifest.is_metadata_only(&related.gvk()))
+            .then(|| crate::object::metadata_only(related));
         let related = lean.as_ref().unwrap_or(related);
         let (out, _) = setup
             .call(Some(self.inner.manifest.clone()), services, async |store, instance, exports| {
-                let f = instance
-                    .get_typed_func::<(&Object, &str), (lift::List<lift::ObjectRef>,)>(&mut *store, &exports.map)
-                    .map_err(Fail::Wasm)?;
-                let (refs,) =
-                    lift::counted(budget, f.call_async(&mut *store, (related, config))).await.map_err(fail)?;
-                Ok(lift::into_wit(refs))
+                let params = (related, config);
+                counted_call::<_, lift::List<lift::ObjectRef>>(store, instance, &exports.map, params, budget).await
             })
             .await;
         let refs = out.map_err(|f| self.error(related, f))?;

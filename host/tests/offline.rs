@@ -317,6 +317,16 @@ fn a_list_comes_in_pages_of_at_most_500_in_order_without_repeats() {
 }
 
 #[test]
+fn a_continue_token_that_is_no_position_is_refused_naming_the_plugin_and_the_kind() {
+    let out = hostile("forged-token", &[]);
+    fails_with(
+        &out,
+        3,
+        &["plugin hostile, listing v1/ConfigMap", "continue token \"no position at all\"", "pass back the token"],
+    );
+}
+
+#[test]
 fn a_metadata_only_kind_reaches_the_plugin_without_spec_status_or_managed_fields() {
     let web = serde_json::json!({
         "apiVersion": "apps/v1", "kind": "Deployment",

@@ -104,6 +104,10 @@ impl State {
             .map_err(|e| CacheError::InvalidSelector(format!("plugin {}: {e}", self.plugin)))
     }
 
+    fn invalid_continue(&self, kind: &Gvk, why: String) -> CacheError {
+        CacheError::InvalidContinue(format!("plugin {}, listing {kind}: {why}", self.plugin))
+    }
+
     /// What a metadata-only kind's plugin is served.
     fn served(&self, kind: &Gvk, objects: Vec<Object>) -> Vec<Object> {
         match &self.manifest {
@@ -170,7 +174,7 @@ impl State {
         self.gate(&kind, namespace.as_deref(), "list")?;
         let selector = self.selector(label_selector.as_deref())?;
         let after =
-            token.as_deref().map(|t| parse_token(t).map_err(|why| CacheError::InvalidContinue(why))).transpose()?;
+            token.as_deref().map(|t| parse_token(t).map_err(|why| self.invalid_continue(&kind, why))).transpose()?;
         let limit = if limit == 0 { PAGE_SIZE } else { (limit as usize).min(PAGE_SIZE) };
         let page = self.services.list_page(&kind, namespace.as_deref(), &selector, after.as_ref(), limit);
         let continue_token = page.resume.as_ref().map(token_of);

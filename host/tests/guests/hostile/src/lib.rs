@@ -160,6 +160,11 @@ impl Reconciler for Hostile {
                     format!("listed {} in {pages} pages, in order: {ordered}", seen.len()),
                 )])
             }
+            "forged-token" => {
+                let token = "no position at all";
+                cache::list_page(&ConfigMap::gvk(), None, None, 0, Some(token))?;
+                Ok(Vec::new())
+            }
             "peek-deployment" => {
                 // Deployments are metadata-only for this plugin: what does it get?
                 let found = cache::get_object(&Deployment::gvk(), request.object.namespace.as_deref(), "web")?

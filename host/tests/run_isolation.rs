@@ -119,6 +119,31 @@ async fn a_failed_reconcile_carries_out_its_event_and_retries_after_the_delay_th
 }
 
 #[tokio::test]
+async fn a_conflicting_write_is_retried_and_converges() {
+    let ns = shared().namespace("iso-conflict").await.unwrap();
+    // Its first try writes with a resourceVersion no object has: a Conflict for certain.
+    let (host, _config) = hostile_in(&ns, "mode: stale-write", "", "", &[]);
+    create_configmap(&ns, "contended").await;
+    let events: Api<Event> = ns.api();
+    wait_for_event(&events, Duration::from_secs(60), "the Conflict Warning", |e| {
+        e.reason.as_deref() == Some("Conflict")
+            && e.note.as_deref().is_some_and(|n| n.contains("retrying with backoff"))
+    })
+    .await;
+    let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> = ns.api();
+    eventually(Duration::from_secs(60), "the retried write", || {
+        let configmaps = configmaps.clone();
+        async move {
+            let data = configmaps.get("contended").await.map_err(|e| e.to_string())?.data.unwrap_or_default();
+            if data.get("written").map(String::as_str) == Some("yes") { Ok(()) } else { Err(format!("{data:?}")) }
+        }
+    })
+    .await;
+    let conflicts = r#"wasmloop_reconcile_errors_total{plugin="hostile",reason="Conflict"}"#;
+    assert!(host.metric_or_zero(conflicts).await >= 1.0, "the conflict was not counted");
+}
+
+#[tokio::test]
 async fn a_plugin_pages_through_the_shared_cache_in_order() {
     let ns = shared().namespace("iso-pages").await.unwrap();
     for i in 0..7 {

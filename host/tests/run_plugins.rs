@@ -230,7 +230,7 @@ async fn metrics_move_as_reconciles_happen_and_the_probes_answer() {
 }
 
 #[tokio::test]
-async fn a_competing_writer_causes_conflicts_and_the_host_still_converges() {
+async fn the_host_converges_while_competing_writers_change_the_source() {
     let (source_ns, copies) =
         (shared().namespace("conflict-src").await.unwrap(), shared().namespace("conflict-dst").await.unwrap());
     let host = Host::run(&["configmap_mirror"]);
@@ -265,10 +265,13 @@ async fn a_competing_writer_causes_conflicts_and_the_host_still_converges() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     let label = json!({"metadata": {"labels": {"wasmloop.dev/mirror": "true"}}});
     sources.patch("contended", &PatchParams::default(), &Patch::Merge(label)).await.unwrap();
-    let conflicts = r#"wasmloop_reconcile_errors_total{plugin="configmap-mirror",reason="Conflict"}"#;
-    eventually(Duration::from_secs(30), "a conflict", || {
-        let host = &host;
-        async move { if host.metric_or_zero(conflicts).await >= 1.0 { Ok(()) } else { Err("none yet".into()) } }
+    // Whether a write of the host's meets a stale resourceVersion here depends on timing; that
+    // a conflict is retried is `run_isolation`'s conflict test, which causes one for certain.
+    // This one asks only that the host converges while others write.
+    let copies: Api<ConfigMap> = copies.api();
+    eventually(Duration::from_secs(60), "a first copy while the writers write", || {
+        let copies = copies.clone();
+        async move { copies.get_opt("contended").await.map_err(|e| e.to_string())?.map(|_| ()).ok_or("no copy yet".into()) }
     })
     .await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -276,7 +279,6 @@ async fn a_competing_writer_causes_conflicts_and_the_host_still_converges() {
         writer.await.unwrap();
     }
     let last = sources.get("contended").await.unwrap().data.unwrap()["n"].clone();
-    let copies: Api<ConfigMap> = copies.api();
     eventually(Duration::from_secs(60), "the copy to hold the last write", || {
         let copies = copies.clone();
         let last = last.clone();

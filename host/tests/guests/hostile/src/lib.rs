@@ -160,6 +160,13 @@ impl Reconciler for Hostile {
                     format!("listed {} in {pages} pages, in order: {ordered}", seen.len()),
                 )])
             }
+            "stale-write" => {
+                // The first try carries a resourceVersion no object has: a 409 Conflict for
+                // certain. Retries write without it, and succeed.
+                let stale = (request.attempt == 0).then_some("1");
+                let patch_doc = json!({"metadata": {"resourceVersion": stale}, "data": {"written": "yes"}});
+                Ok(vec![patch(request.object.to_ref(), PatchKind::Merge, &patch_doc)])
+            }
             "forged-token" => {
                 let token = "no position at all";
                 cache::list_page(&ConfigMap::gvk(), None, None, 0, Some(token))?;

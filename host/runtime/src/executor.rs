@@ -8,6 +8,10 @@
 //! - `delete`: with the target's UID as a precondition; an object already gone, or whose
 //!   name now belongs to another UID, counts as done.
 //! - `event`: an `events.k8s.io/v1` Event on the primary, reported by `wasmloop/<plugin>`.
+//! - finalizers: the host puts a plugin's finalizer on a primary before its first apply and
+//!   takes it off after a successful cleanup, as the plugin, paid from its write budget.
+//!
+//! Where the writes go is the [`Writer`]'s business: live, or a dry run that reports.
 //!
 //! The kinds were checked against the manifest when the response was decoded (in the
 //! sandbox); here they are resolved to resources.
@@ -28,6 +32,8 @@ use wasmloop_sandbox::{Action, EventType, Gvk, Manifest, Object, ObjectRef, Patc
 use crate::discovery::{DiscoveryError, Kinds, Resolved};
 use crate::events::Recorders;
 use crate::metrics::Metrics;
+pub use crate::writer::{DryRunReport, DryRunSink};
+use crate::writer::{DryRunWriter, FinalizerChange, LiveWriter, Target, Writer};
 
 /// An action that could not be carried out.
 #[derive(Debug, thiserror::Error)]
@@ -141,7 +147,7 @@ pub struct Executor {
     kinds: Arc<Kinds>,
     recorders: Recorders,
     metrics: Arc<Metrics>,
-    dry_run: Option<DryRunSink>,
+    writer: Arc<dyn Writer>,
     /// The plugin's write budget: each write takes a token, and waits for one when the bucket
     /// is empty, so one plugin's storm slows itself and neither other plugins nor the API
     /// server.
@@ -200,37 +206,6 @@ impl WriteBuckets {
     }
 }
 
-/// What a write would have done, in a dry run.
-#[derive(Debug, Clone)]
-pub struct DryRunReport {
-    /// The plugin.
-    pub plugin: String,
-    /// `apply`, `status`, `patch`, `delete`, `event`, `add finalizer`, `remove finalizer`.
-    pub verb: &'static str,
-    /// The object, as `Kind namespace/name`.
-    pub target: String,
-    /// The object as it is (none when it does not exist), without server bookkeeping.
-    pub before: Option<Value>,
-    /// The object as the API server says it would be (none after a delete).
-    pub after: Option<Value>,
-    /// For writes that are not objects (Events): what would be recorded.
-    pub note: Option<String>,
-}
-
-/// Receives dry-run reports.
-pub type DryRunSink = Arc<dyn Fn(DryRunReport) + Send + Sync>;
-
-/// Drops what the server maintains, so a diff shows what the plugin changes.
-fn without_bookkeeping(object: &DynamicObject) -> Value {
-    let mut value = serde_json::to_value(object).unwrap_or_default();
-    if let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut) {
-        for field in ["managedFields", "resourceVersion", "generation", "creationTimestamp", "uid", "selfLink"] {
-            metadata.remove(field);
-        }
-    }
-    value
-}
-
 /// The executor's half of the write check: the target's namespace is settled now (the
 /// primary's for a namespaced object without one, none for a cluster-scoped one).
 fn granted(
@@ -267,7 +242,7 @@ impl Executor {
             actor,
             kinds,
             metrics,
-            dry_run: None,
+            writer: Arc::new(LiveWriter),
             budget: None,
             confined_to: None,
         }
@@ -282,7 +257,7 @@ impl Executor {
             actor,
             kinds: self.kinds.clone(),
             metrics: self.metrics.clone(),
-            dry_run: self.dry_run.clone(),
+            writer: self.writer.clone(),
             budget: None,
             confined_to: None,
         }
@@ -321,49 +296,18 @@ impl Executor {
     /// An executor that writes nothing: every write goes to the API server with
     /// `dryRun=All`, and what it would have done goes to `sink`.
     pub fn with_dry_run(mut self, sink: DryRunSink) -> Executor {
-        self.dry_run = Some(sink);
+        self.writer = Arc::new(DryRunWriter::new(sink));
         self
     }
 
-    /// True in a dry run.
-    pub fn is_dry_run(&self) -> bool {
-        self.dry_run.is_some()
+    /// True when writes change the cluster, and so come back as watch events that requeue
+    /// the key (false in a dry run).
+    pub fn writes_requeue(&self) -> bool {
+        self.writer.persists()
     }
 
-    /// Hands `report` to the dry-run sink (a no-op outside a dry run).
-    pub fn report(&self, report: DryRunReport) {
-        if let Some(sink) = &self.dry_run {
-            sink(report);
-        }
-    }
-
-    fn patch_params(&self, manager: String) -> PatchParams {
-        PatchParams { field_manager: Some(manager), dry_run: self.is_dry_run(), ..PatchParams::default() }
-    }
-
-    /// In a dry run, reports the object before and (as the server computed it) after a write.
-    async fn report_write(
-        &self,
-        api: &Api<DynamicObject>,
-        manifest: &Manifest,
-        verb: &'static str,
-        target: &str,
-        name: &str,
-        after: Option<&DynamicObject>,
-    ) {
-        if !self.is_dry_run() {
-            return;
-        }
-        // The live object, read after the dry-run write, is the state before it.
-        let before = api.get_opt(name).await.ok().flatten().map(|o| without_bookkeeping(&o));
-        self.report(DryRunReport {
-            plugin: manifest.name.clone(),
-            verb,
-            target: target.to_owned(),
-            before,
-            after: after.map(without_bookkeeping),
-            note: None,
-        });
+    fn patch_params(manager: String) -> PatchParams {
+        PatchParams { field_manager: Some(manager), ..PatchParams::default() }
     }
 
     async fn resolve(&self, plugin: &str, kind: &Gvk) -> Result<Resolved, ExecError> {
@@ -481,27 +425,26 @@ impl Executor {
             }));
             object["metadata"]["ownerReferences"] = refs.into();
         }
-        let mut params = PatchParams::apply(&manifest.field_manager()).force();
-        params.dry_run = self.is_dry_run();
+        let params = PatchParams::apply(&manifest.field_manager()).force();
         let api = self.api(&resolved, namespace.as_deref());
-        let result = api.patch(&name, &params, &Patch::Apply(&object)).await;
+        let to = Target { api: &api, name: &name, plugin: &manifest.name, shown: &target };
+        let result = self.writer.patch(to, "apply", params, Patch::Apply(object)).await;
         let live = result.map_err(|source| self.api_error(manifest, "apply", target.clone(), source))?;
-        self.report_write(&api, manifest, "apply", &target, &name, Some(&live)).await;
         Ok(Applied { kind: gvk, namespace, name, uid: live.uid() })
     }
 
     async fn status(&self, manifest: &Manifest, primary: &Object, status: &Value) -> Result<(), ExecError> {
         let resolved = self.resolve(&manifest.name, &primary.gvk()).await?;
-        let params = self.patch_params(manifest.field_manager());
+        let params = Self::patch_params(manifest.field_manager());
         // Merge patch: status subresources accept it on every server version.
         let patch = json!({ "metadata": { "uid": primary.uid }, "status": status });
         let api = self.api(&resolved, primary.namespace.as_deref());
         let target = label(&primary.kind, primary.namespace.as_deref(), &primary.name);
-        let after = api
-            .patch_status(&primary.name, &params, &Patch::Merge(&patch))
+        let to = Target { api: &api, name: &primary.name, plugin: &manifest.name, shown: &target };
+        self.writer
+            .patch(to, "status", params, Patch::Merge(patch))
             .await
             .map_err(|source| self.api_error(manifest, "status", target.clone(), source))?;
-        self.report_write(&api, manifest, "status", &target, &primary.name, Some(&after)).await;
         Ok(())
     }
 
@@ -536,9 +479,10 @@ impl Executor {
     ) -> Result<(), ExecError> {
         let resolved = self.resolve(&manifest.name, &target.gvk()).await?;
         let name = label(&target.kind, target.namespace.as_deref(), &target.name);
-        let params = self.patch_params(manifest.field_manager());
+        let params = Self::patch_params(manifest.field_manager());
         let api = self.api(&resolved, target.namespace.as_deref());
-        let result = match kind {
+        let to = Target { api: &api, name: &target.name, plugin: &manifest.name, shown: &name };
+        let patch = match kind {
             PatchKind::Merge => {
                 let mut patch = patch.clone();
                 if let Some(uid) = &target.uid {
@@ -558,7 +502,7 @@ impl Executor {
                         }
                     }
                 }
-                api.patch(&target.name, &params, &Patch::Merge(&patch)).await
+                Patch::Merge(patch)
             }
             PatchKind::Json => {
                 let mut operations = patch.as_array().cloned().unwrap_or_default();
@@ -572,11 +516,11 @@ impl Executor {
                         target: name.clone(),
                         reason: format!("not a JSON patch: {e}"),
                     })?;
-                api.patch(&target.name, &params, &Patch::<()>::Json(operations)).await
+                Patch::Json(operations)
             }
         };
-        let after = result.map_err(|source| self.api_error(manifest, "patch", name.clone(), source))?;
-        self.report_write(&api, manifest, "patch", &name, &target.name, Some(&after)).await;
+        let result = self.writer.patch(to, "patch", params, patch).await;
+        result.map_err(|source| self.api_error(manifest, "patch", name.clone(), source))?;
         Ok(())
     }
 
@@ -584,16 +528,13 @@ impl Executor {
         let resolved = self.resolve(&manifest.name, &target.gvk()).await?;
         let params = DeleteParams {
             preconditions: target.uid.clone().map(|uid| Preconditions { uid: Some(uid), resource_version: None }),
-            dry_run: self.is_dry_run(),
             ..DeleteParams::background()
         };
         let api = self.api(&resolved, target.namespace.as_deref());
-        match api.delete(&target.name, &params).await {
-            Ok(_) => {
-                let shown = label(&target.kind, target.namespace.as_deref(), &target.name);
-                self.report_write(&api, manifest, "delete", &shown, &target.name, None).await;
-                Ok(())
-            }
+        let shown = label(&target.kind, target.namespace.as_deref(), &target.name);
+        let to = Target { api: &api, name: &target.name, plugin: &manifest.name, shown: &shown };
+        match self.writer.delete(to, params).await {
+            Ok(()) => Ok(()),
             // Gone already, or the name now belongs to another object: nothing of ours to delete.
             Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
             Err(source) => Err(self.api_error(
@@ -619,18 +560,7 @@ impl Executor {
         message: &str,
         action: Option<&str>,
     ) -> Result<(), ExecError> {
-        if self.is_dry_run() {
-            let kind = if event_type == EventType::Warning { "Warning" } else { "Normal" };
-            self.report(DryRunReport {
-                plugin: manifest.name.clone(),
-                verb: "event",
-                target: label(&regarding.kind, regarding.namespace.as_deref(), &regarding.name),
-                before: None,
-                after: None,
-                note: Some(format!("{kind} {reason}: {message}")),
-            });
-            return Ok(());
-        }
+        let shown = label(&regarding.kind, regarding.namespace.as_deref(), &regarding.name);
         let reference = ObjectReference {
             api_version: Some(regarding.api_version.clone()),
             kind: Some(regarding.kind.clone()),
@@ -650,7 +580,8 @@ impl Executor {
             secondary: None,
         };
         let recorder = self.recorders.get(&format!("wasmloop/{}", manifest.name), message);
-        let mut result = recorder.publish(&event, &reference).await;
+        let shown = (manifest.name.as_str(), shown.as_str());
+        let mut result = self.writer.event(&recorder, &event, &reference, shown).await;
         if let Err(kube::Error::Api(status)) = &result {
             // Kubernetes before 1.22 rejects events.k8s.io/v1 Events about cluster-scoped
             // objects unless the reference names the Event's namespace ("default").
@@ -659,16 +590,99 @@ impl Executor {
                 && status.message.contains("does not match event.namespace")
             {
                 let reference = ObjectReference { namespace: Some("default".into()), ..reference.clone() };
-                result = recorder.publish(&event, &reference).await;
+                result = self.writer.event(&recorder, &event, &reference, shown).await;
             }
         }
-        result.map_err(|source| {
-            self.api_error(
-                manifest,
-                "event",
-                label(&regarding.kind, regarding.namespace.as_deref(), &regarding.name),
-                source,
-            )
-        })
+        result.map_err(|source| self.api_error(manifest, "event", shown.1.to_owned(), source))
+    }
+
+    /// Puts `finalizer` on `primary`, whose cached state holds `current` at
+    /// `resource_version`: a concurrent change is a conflict and a retry, never a lost
+    /// finalizer.
+    ///
+    /// # Errors
+    /// When the API server refuses the update (a 409 included).
+    pub async fn add_finalizer(
+        &self,
+        manifest: &Manifest,
+        primary: &Object,
+        current: &[String],
+        finalizer: &str,
+        resource_version: Option<String>,
+    ) -> Result<(), ExecError> {
+        let api = self.primary_api(manifest, primary).await?;
+        let shown = label(&primary.kind, primary.namespace.as_deref(), &primary.name);
+        let mut finalizers = current.to_vec();
+        finalizers.push(finalizer.to_owned());
+        let change = FinalizerChange {
+            verb: "add finalizer",
+            finalizer,
+            finalizers: &finalizers,
+            resource_version: resource_version.as_deref(),
+        };
+        self.charge(&manifest.name).await;
+        let to = Target { api: &api, name: &primary.name, plugin: &manifest.name, shown: &shown };
+        let params = Self::patch_params(manifest.field_manager());
+        self.writer
+            .set_finalizers(to, change, params)
+            .await
+            .map_err(|source| self.finalizer_error(manifest, shown.clone(), source))
+    }
+
+    /// Takes `finalizer` off `primary` after a successful cleanup. The cleanup's own writes (a
+    /// status, say) change the resourceVersion, so the live object is re-read and the removal
+    /// retried on a conflict, without running the cleanup again. An object that is gone, or
+    /// whose name now belongs to another UID, holds nothing of ours.
+    ///
+    /// # Errors
+    /// When the API server refuses the update, or it conflicts five times in a row.
+    pub async fn release_finalizer(
+        &self,
+        manifest: &Manifest,
+        primary: &Object,
+        finalizer: &str,
+    ) -> Result<(), ExecError> {
+        let api = self.primary_api(manifest, primary).await?;
+        let shown = label(&primary.kind, primary.namespace.as_deref(), &primary.name);
+        let to = Target { api: &api, name: &primary.name, plugin: &manifest.name, shown: &shown };
+        let mut last = None;
+        for _ in 0..FINALIZER_CONFLICTS {
+            let live = match api.get_opt(&primary.name).await {
+                Ok(Some(live)) if live.uid().as_deref() == Some(primary.uid.as_str()) => live,
+                Ok(_) => return Ok(()),
+                Err(source) => return Err(self.finalizer_error(manifest, shown.clone(), source)),
+            };
+            let rest: Vec<String> = live.finalizers().iter().filter(|x| *x != finalizer).cloned().collect();
+            if rest.len() == live.finalizers().len() {
+                return Ok(());
+            }
+            let change = FinalizerChange {
+                verb: "remove finalizer",
+                finalizer,
+                finalizers: &rest,
+                resource_version: live.metadata.resource_version.as_deref(),
+            };
+            self.charge(&manifest.name).await;
+            let params = Self::patch_params(manifest.field_manager());
+            match self.writer.set_finalizers(to, change, params).await {
+                Ok(()) => return Ok(()),
+                Err(kube::Error::Api(status)) if status.code == 409 => last = Some(kube::Error::Api(status)),
+                Err(source) => return Err(self.finalizer_error(manifest, shown.clone(), source)),
+            }
+        }
+        Err(self.finalizer_error(manifest, shown, last.expect("every attempt conflicted")))
+    }
+
+    fn finalizer_error(&self, manifest: &Manifest, shown: String, source: kube::Error) -> ExecError {
+        self.api_error(manifest, "update finalizers of", shown, source)
+    }
+
+    async fn primary_api(&self, manifest: &Manifest, primary: &Object) -> Result<Api<DynamicObject>, ExecError> {
+        let resolved = self.resolve(&manifest.name, &primary.gvk()).await?;
+        Ok(self.api(&resolved, primary.namespace.as_deref()))
     }
 }
+
+/// How many conflicts in a row releasing a finalizer gets through before it is a failure
+/// (and the key is retried with backoff).
+const FINALIZER_CONFLICTS: usize = 5;

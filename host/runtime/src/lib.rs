@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod quarantine;
 pub mod queue;
 pub mod registry;
+pub mod writer;
 
 pub use context::Context;
 pub use controller::{Controller, ControllerConfig, Key};

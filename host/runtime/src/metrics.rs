@@ -72,6 +72,8 @@ pub struct Metrics {
     reconciles: Family<ResultLabels, Counter>,
     reconcile_errors: Family<ReasonLabels, Counter>,
     reconcile_duration: HistogramFamily<PluginLabels>,
+    maps: Family<ResultLabels, Counter>,
+    map_duration: HistogramFamily<PluginLabels>,
     in_flight: Family<PluginLabels, Gauge>,
     overlaps: Family<PluginLabels, Counter>,
     queue_depth: Family<PluginLabels, Gauge>,
@@ -109,6 +111,8 @@ impl Metrics {
             reconciles: Family::default(),
             reconcile_errors: Family::default(),
             reconcile_duration: HistogramFamily::new_with_constructor(seconds_histogram),
+            maps: Family::default(),
+            map_duration: HistogramFamily::new_with_constructor(seconds_histogram),
             in_flight: Family::default(),
             overlaps: Family::default(),
             queue_depth: Family::default(),
@@ -137,6 +141,12 @@ impl Metrics {
             "Whole reconciles: cache read, plugin call, actions",
             m.reconcile_duration.clone(),
         );
+        r.register(
+            "maps",
+            "Calls of a plugin's map (which primaries a watched object's change concerns), by plugin and result",
+            m.maps.clone(),
+        );
+        r.register("map_duration_seconds", "Calls of a plugin's map", m.map_duration.clone());
         r.register("reconciles_in_flight", "Reconciles running now", m.in_flight.clone());
         r.register(
             "reconcile_overlaps",
@@ -195,9 +205,9 @@ impl Metrics {
     /// increment) and resolved once.
     pub fn plugin(&self, plugin: &str) -> PluginMetrics {
         let labels = Self::plugin_labels(plugin);
-        let result = |result: &str| {
-            self.reconciles.get_or_create(&ResultLabels { plugin: plugin.into(), result: result.into() }).clone()
-        };
+        let labelled = |result: Outcome| ResultLabels { plugin: plugin.into(), result: result.label().into() };
+        let result = |result: Outcome| self.reconciles.get_or_create(&labelled(result)).clone();
+        let map = |result: Outcome| self.maps.get_or_create(&labelled(result)).clone();
         PluginMetrics {
             queue_depth: self.queue_depth.get_or_create(&labels).clone(),
             queue_retries: self.queue_retries.get_or_create(&labels).clone(),
@@ -205,9 +215,13 @@ impl Metrics {
             overlaps: self.overlaps.get_or_create(&labels).clone(),
             duration: self.reconcile_duration.get_or_create(&labels).clone(),
             instantiate: self.instantiate.get_or_create(&labels).clone(),
-            success: result(Outcome::Success.label()),
-            retry: result(Outcome::Retry.label()),
-            failed: result(Outcome::Failed.label()),
+            success: result(Outcome::Success),
+            retry: result(Outcome::Retry),
+            failed: result(Outcome::Failed),
+            map_duration: self.map_duration.get_or_create(&labels).clone(),
+            map_success: map(Outcome::Success),
+            map_retry: map(Outcome::Retry),
+            map_failed: map(Outcome::Failed),
         }
     }
 
@@ -314,6 +328,10 @@ pub struct PluginMetrics {
     success: Counter,
     retry: Counter,
     failed: Counter,
+    map_duration: Histogram,
+    map_success: Counter,
+    map_retry: Counter,
+    map_failed: Counter,
 }
 
 impl PluginMetrics {
@@ -346,6 +364,17 @@ impl PluginMetrics {
         }
         .inc();
         self.duration.observe(took.as_secs_f64());
+    }
+
+    /// A `map` call ended with `outcome` after `took`.
+    pub fn mapped(&self, outcome: Outcome, took: Duration) {
+        match outcome {
+            Outcome::Success => &self.map_success,
+            Outcome::Retry => &self.map_retry,
+            Outcome::Failed => &self.map_failed,
+        }
+        .inc();
+        self.map_duration.observe(took.as_secs_f64());
     }
 
     /// A guest instance took `took` to create.

@@ -1,0 +1,153 @@
+//! The cache a plugin reads through its imports: the informers of every kind it declared,
+//! seen through its scope and its grant.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use wasmloop_sandbox::{CacheDenied, Gvk, HostServices, ListKey, ListPage, Object, Selector};
+
+use crate::informer::Informer;
+
+/// The cache a plugin reads through its imports: every informer of the kinds it declared.
+pub(super) struct CacheView {
+    pub(super) by_kind: HashMap<Gvk, Vec<Arc<Informer>>>,
+    /// Set while the plugin's grant is revoked: a call already running is served nothing more.
+    pub(super) denied: tokio::sync::watch::Receiver<Option<String>>,
+}
+
+impl CacheView {
+    fn serves(&self) -> bool {
+        self.denied.borrow().is_none()
+    }
+}
+
+impl HostServices for CacheView {
+    fn get(&self, kind: &Gvk, namespace: Option<&str>, name: &str) -> Option<Object> {
+        if !self.serves() {
+            return None;
+        }
+        self.by_kind.get(kind)?.iter().find_map(|i| i.get(namespace, name)).map(|e| e.envelope.clone())
+    }
+
+    fn list(&self, kind: &Gvk, namespace: Option<&str>, selector: &Selector) -> Vec<Object> {
+        if !self.serves() {
+            return Vec::new();
+        }
+        let mut seen = HashSet::new();
+        self.by_kind
+            .get(kind)
+            .into_iter()
+            .flatten()
+            .flat_map(|i| i.list(namespace, selector))
+            .filter(|e| seen.insert((e.envelope.namespace.clone(), e.envelope.name.clone())))
+            .map(|e| e.envelope.clone())
+            .collect()
+    }
+
+    fn list_page(
+        &self,
+        kind: &Gvk,
+        namespace: Option<&str>,
+        selector: &Selector,
+        after: Option<&ListKey>,
+        limit: usize,
+    ) -> ListPage {
+        if !self.serves() {
+            return ListPage::default();
+        }
+        let pages = self.by_kind.get(kind).into_iter().flatten().map(|informer| {
+            let (entries, resume) = informer.list_after(namespace, selector, after, limit, PAGE_SCAN);
+            let keyed = entries.iter().map(|e| {
+                ((e.envelope.namespace.clone().unwrap_or_default(), e.envelope.name.clone()), e.envelope.clone())
+            });
+            (keyed.collect(), resume)
+        });
+        merge_pages(pages, limit)
+    }
+
+    fn denied(&self, kind: &Gvk, namespace: Option<&str>) -> Option<CacheDenied> {
+        if let Some(why) = self.denied.borrow().as_ref() {
+            return Some(CacheDenied::Revoked(format!(
+                "its read access was revoked ({why}); the call's answer is dropped"
+            )));
+        }
+        let informers = self.by_kind.get(kind)?;
+        let wanted = namespace?;
+        let served: Vec<&str> = informers
+            .iter()
+            .filter(|i| i.namespaced())
+            .map(|i| i.scope().namespace.as_deref())
+            .collect::<Option<Vec<&str>>>()?;
+        if served.is_empty() || served.contains(&wanted) {
+            return None;
+        }
+        Some(CacheDenied::OutOfScope(format!(
+            "{kind} is served to it from namespace {} only, not {wanted}",
+            served.join(", ")
+        )))
+    }
+}
+
+/// One page from the pages of several informers of a kind (scopes may overlap): merged in
+/// order and deduplicated, and valid only up to the earliest place an informer stopped, since
+/// past that one of them has not looked yet.
+fn merge_pages(pages: impl Iterator<Item = (Vec<(ListKey, Object)>, Option<ListKey>)>, limit: usize) -> ListPage {
+    let mut merged: BTreeMap<ListKey, Object> = BTreeMap::new();
+    let mut bound: Option<ListKey> = None;
+    for (entries, resume) in pages {
+        for (key, object) in entries {
+            merged.entry(key).or_insert(object);
+        }
+        if let Some(resume) = resume {
+            bound = Some(bound.map_or(resume.clone(), |b| b.min(resume)));
+        }
+    }
+    if let Some(bound) = &bound {
+        merged.retain(|k, _| k <= bound);
+    }
+    let full = merged.len() > limit;
+    let items: Vec<(ListKey, Object)> = merged.into_iter().take(limit).collect();
+    let resume = if full { items.last().map(|(k, _)| k.clone()) } else { bound };
+    ListPage { items: items.into_iter().map(|(_, o)| o).collect(), resume }
+}
+
+/// Cache entries one page may look at: a selector that matches little costs a call a bounded
+/// time under the informer's lock, and the page resumes where it stopped.
+const PAGE_SCAN: usize = 10_000;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_of_overlapping_informers_merge_in_order_once_each_up_to_where_one_stopped() {
+        let obj = |n: &str| Object {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            name: n.into(),
+            namespace: Some("a".into()),
+            uid: String::new(),
+            json: "{}".into(),
+        };
+        let key = |n: &str| ("a".to_owned(), n.to_owned());
+        let page = |names: &[&str], resume: Option<&str>| {
+            (names.iter().map(|n| (key(n), obj(n))).collect::<Vec<_>>(), resume.map(key))
+        };
+        let names = |p: &ListPage| p.items.iter().map(|o| o.name.clone()).collect::<Vec<_>>().join(",");
+        #[rustfmt::skip]
+        let cases: Vec<(Vec<(Vec<(ListKey, Object)>, Option<ListKey>)>, usize, &str, Option<&str>)> = vec![
+            // Both informers done: everything, once, in order.
+            (vec![page(&["b", "d"], None), page(&["a", "b", "c"], None)], 10, "a,b,c,d", None),
+            // Over the limit: cut, resume after the last kept.
+            (vec![page(&["b", "d"], None), page(&["a", "c"], None)], 3, "a,b,c", Some("c")),
+            // One informer stopped at "b": nothing past it, resume there.
+            (vec![page(&["a", "b"], Some("b")), page(&["a", "c", "d"], None)], 10, "a,b", Some("b")),
+            // Stopped before finding any: an empty page that still says where to go on.
+            (vec![page(&[], Some("m"))], 10, "", Some("m")),
+        ];
+        for (pages, limit, expected, resume) in cases {
+            let got = merge_pages(pages.into_iter(), limit);
+            assert_eq!((names(&got).as_str(), got.resume.clone()), (expected, resume.map(key)), "{expected}");
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! What a controller remembers per key between passes: the keys its reconciles hold, the
+//! last state of deleted primaries not yet delivered, the state each primary had at its last
+//! successful apply, and the related objects waiting for `map`. Everything here is handed to
+//! the next version of the plugin on a swap.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use super::work::{Key, Related};
+use crate::informer::Entry;
+
+/// The keys being reconciled by any version of one plugin, each with the generation of the
+/// version reconciling it. Kept apart from the queue's own book-keeping, so that a broken
+/// queue shows up as `wasmloop_reconcile_overlaps_total` instead of passing unseen, and handed
+/// from version to version, so that a new version never starts on a key an old version's
+/// reconcile (one that outlived the drain timeout) still holds.
+#[derive(Default)]
+pub struct RunningKeys(Mutex<HashMap<Key, u64>>);
+
+/// The answer to a worker that wants to reconcile a key.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Claim {
+    /// The key is the worker's until released.
+    Claimed,
+    /// This version already reconciles the key: the queue failed its promise.
+    Overlap,
+    /// An older version still reconciles the key.
+    Busy,
+}
+
+impl RunningKeys {
+    pub(super) fn claim(&self, key: &Key, generation: u64) -> Claim {
+        let mut keys = self.0.lock().expect("lock");
+        match keys.get(key) {
+            Some(g) if *g == generation => Claim::Overlap,
+            Some(_) => Claim::Busy,
+            None => {
+                keys.insert(key.clone(), generation);
+                Claim::Claimed
+            }
+        }
+    }
+
+    pub(super) fn release(&self, key: &Key, generation: u64) {
+        let mut keys = self.0.lock().expect("lock");
+        if keys.get(key) == Some(&generation) {
+            keys.remove(key);
+        }
+    }
+
+    /// The keys `generation` still holds.
+    pub(super) fn held_by(&self, generation: u64) -> Vec<String> {
+        let keys = self.0.lock().expect("lock");
+        keys.iter().filter(|(_, g)| **g == generation).map(|(k, _)| k.to_string()).collect()
+    }
+}
+
+/// Per-key state kept between passes.
+#[derive(Default)]
+pub(super) struct Memory {
+    /// Deleted primaries whose deletion the plugin has not been told of yet.
+    tombstones: Mutex<HashMap<Key, Arc<Entry>>>,
+    /// Each primary as it was at its last successful apply.
+    previous: Mutex<HashMap<Key, Arc<Entry>>>,
+    /// The latest state of each related object waiting for `map`, deleted ones included.
+    related: Mutex<HashMap<Related, Arc<Entry>>>,
+}
+
+impl Memory {
+    /// A primary was deleted: its previous state goes; its last state waits for delivery
+    /// when `deliver` says so.
+    pub(super) fn deleted(&self, key: &Key, last: Option<Arc<Entry>>) {
+        self.previous.lock().expect("lock").remove(key);
+        if let Some(last) = last {
+            self.tombstones.lock().expect("lock").insert(key.clone(), last);
+        }
+    }
+
+    /// Takes the undelivered deletion of `key`, and forgets its previous state: the key names
+    /// no live object.
+    pub(super) fn take_tombstone(&self, key: &Key) -> Option<Arc<Entry>> {
+        self.previous.lock().expect("lock").remove(key);
+        self.tombstones.lock().expect("lock").remove(key)
+    }
+
+    /// Keeps a deletion for its retry, unless a newer one of the same name came meanwhile.
+    pub(super) fn keep_tombstone(&self, key: &Key, last: Arc<Entry>) {
+        self.tombstones.lock().expect("lock").entry(key.clone()).or_insert(last);
+    }
+
+    /// The state the primary `key` had at its last successful apply, when it is the same
+    /// object (`uid`): a recreated object of the same name has no previous state.
+    pub(super) fn previous(&self, key: &Key, uid: &str) -> Option<Arc<Entry>> {
+        let previous = self.previous.lock().expect("lock");
+        previous.get(key).filter(|e| e.envelope.uid == uid).cloned()
+    }
+
+    pub(super) fn remember(&self, key: &Key, entry: Arc<Entry>) {
+        self.previous.lock().expect("lock").insert(key.clone(), entry);
+    }
+
+    /// A related object changed or went: its latest state waits for `map`.
+    pub(super) fn related_changed(&self, related: Related, entry: Arc<Entry>) {
+        self.related.lock().expect("lock").insert(related, entry);
+    }
+
+    /// Takes the latest state of a related object for `map`.
+    pub(super) fn take_related(&self, related: &Related) -> Option<Arc<Entry>> {
+        self.related.lock().expect("lock").remove(related)
+    }
+
+    /// Keeps a related object for the retry of its `map`, unless a newer state came meanwhile.
+    pub(super) fn keep_related(&self, related: &Related, entry: Arc<Entry>) {
+        self.related.lock().expect("lock").entry(related.clone()).or_insert(entry);
+    }
+
+    /// Everything a successor version needs: undelivered deletions and previous states.
+    pub(super) fn hand_over(&self) -> Remembered {
+        Remembered {
+            tombstones: std::mem::take(&mut *self.tombstones.lock().expect("lock")),
+            previous: std::mem::take(&mut *self.previous.lock().expect("lock")),
+        }
+    }
+
+    /// Takes over what a predecessor remembered, keeping anything newer of its own. Returns
+    /// the keys whose deletions now wait for delivery.
+    pub(super) fn take_over(&self, remembered: Remembered, deliver_deleted: bool, deliver_previous: bool) -> Vec<Key> {
+        let mut delivered = Vec::new();
+        if deliver_deleted {
+            let mut tombstones = self.tombstones.lock().expect("lock");
+            for (key, entry) in remembered.tombstones {
+                tombstones.entry(key.clone()).or_insert(entry);
+                delivered.push(key);
+            }
+        }
+        if deliver_previous {
+            let mut previous = self.previous.lock().expect("lock");
+            for (key, entry) in remembered.previous {
+                previous.entry(key).or_insert(entry);
+            }
+        }
+        delivered
+    }
+}
+
+/// What one version remembered, for the next.
+#[derive(Default)]
+pub(super) struct Remembered {
+    tombstones: HashMap<Key, Arc<Entry>>,
+    previous: HashMap<Key, Arc<Entry>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(name: &str) -> Key {
+        Key { namespace: Some("t".into()), name: name.into() }
+    }
+
+    #[test]
+    fn a_key_is_claimed_once_and_an_older_versions_claim_makes_it_busy() {
+        let running = RunningKeys::default();
+        assert_eq!(running.claim(&key("a"), 1), Claim::Claimed);
+        assert_eq!(running.claim(&key("a"), 1), Claim::Overlap, "the same version twice");
+        assert_eq!(running.claim(&key("a"), 2), Claim::Busy, "a newer version waits");
+        assert_eq!(running.held_by(1), vec!["t/a".to_owned()]);
+        running.release(&key("a"), 2);
+        assert_eq!(running.claim(&key("a"), 2), Claim::Busy, "only the holder releases");
+        running.release(&key("a"), 1);
+        assert_eq!(running.claim(&key("a"), 2), Claim::Claimed);
+    }
+}

@@ -1,0 +1,383 @@
+//! One plugin's controller: informer changes become keys, workers take keys from the
+//! [`WorkQueue`], call the plugin with the latest cached state and hand its actions to the
+//! [`Executor`].
+//!
+//! Edge-triggered, level-driven: events only say *which* primary to look at; the worker
+//! reads that primary and its children from the cache when it runs, so a burst of changes
+//! is one reconcile of the latest state.
+//!
+//! The stages, in the order data flows through them:
+//! - [`config`]: the operator's settings and the plugin's proposals, settled at start;
+//! - `triggers`: informer changes become work in the queue (a primary's key, or a related
+//!   object to `map`);
+//! - `worker`: takes work from the queue and carries out what `plan` decides, through the
+//!   plugin and the executor;
+//! - `plan`: the pure decisions (which phase, finalizer on or off, what prune deletes, how an
+//!   outcome is requeued), table-tested;
+//! - `memory`: what a controller keeps per key between passes, handed to the next version.
+//!
+//! `cache_view` is what the plugin reads through its imports; `access` re-reviews a plugin's
+//! ServiceAccount while it runs.
+
+mod access;
+mod cache_view;
+pub mod config;
+mod memory;
+mod plan;
+mod shared;
+mod triggers;
+mod work;
+mod worker;
+
+pub use config::{ControllerConfig, DEFAULT_MIN_REQUEUE};
+pub use memory::RunningKeys;
+pub use work::Key;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use wasmloop_sandbox::{Gvk, Manifest, Plugin, Selector};
+
+use crate::context::Context;
+use crate::discovery::DiscoveryError;
+use crate::identity::{Identity, IdentityError};
+use crate::informer::{Informer, InformerScope};
+use crate::queue::WorkQueue;
+use cache_view::CacheView;
+use config::{effective_namespace, grants_within};
+use memory::{Memory, Remembered};
+use shared::Shared;
+use work::Work;
+
+/// How long a controller waits for its caches to fill before giving up.
+const SYNC_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A plugin's controller could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A declared kind is not served.
+    #[error("plugin {plugin}: {source}")]
+    Discovery {
+        /// The plugin.
+        plugin: String,
+        /// Why.
+        #[source]
+        source: DiscoveryError,
+    },
+    /// A declared label selector does not parse.
+    #[error("plugin {plugin}: {reason}; fix the selector in the plugin's manifest")]
+    Selector {
+        /// The plugin.
+        plugin: String,
+        /// Which selector, and why.
+        reason: String,
+    },
+    /// The plugin's identity cannot be used: its ServiceAccount is missing, or may not read what
+    /// the plugin declares.
+    #[error("plugin {plugin}: {source}")]
+    Identity {
+        /// The plugin.
+        plugin: String,
+        /// Why.
+        #[source]
+        source: IdentityError,
+    },
+    /// The plugin declares a namespace other than the one the operator confines it to.
+    #[error("plugin {plugin}: {what}: {reason}")]
+    Confined {
+        /// The plugin.
+        plugin: String,
+        /// Which declaration.
+        what: String,
+        /// The conflict, and what to change.
+        reason: String,
+    },
+    /// A cache did not fill in time.
+    #[error("plugin {plugin}: the cache of {kind} did not sync within {} s; check that the host may list and watch {kind} (RBAC) and that the API server is reachable", SYNC_TIMEOUT.as_secs())]
+    NotSynced {
+        /// The plugin.
+        plugin: String,
+        /// The kind.
+        kind: String,
+    },
+}
+
+/// A selector the manifest declared. The sandbox checked it at load; a failure here is a bug,
+/// and it refuses the plugin rather than fall back to selecting everything.
+fn parse_selector(plugin: &str, role: &str, text: Option<&str>) -> Result<Selector, StartError> {
+    text.unwrap_or_default().parse().map_err(|e: wasmloop_sandbox::SelectorError| StartError::Selector {
+        plugin: plugin.to_owned(),
+        reason: format!("the {role} label selector {:?} does not parse: {e}", text.unwrap_or_default()),
+    })
+}
+
+static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
+
+/// What a stopped version leaves its successor: the keys its reconciles may still hold, and
+/// the deleted objects and previous states it had not delivered yet.
+pub struct Handover {
+    running: Arc<RunningKeys>,
+    primary: Gvk,
+    remembered: Remembered,
+}
+
+/// A controller with synced caches and a filling queue, not reconciling yet.
+pub struct Prepared {
+    shared: Arc<Shared>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    concurrency: usize,
+}
+
+impl Prepared {
+    /// Starts the workers.
+    pub fn run(self) -> Controller {
+        self.start(Arc::default())
+    }
+
+    /// Starts the workers as the successor of a stopped version: keys its reconciles still
+    /// hold wait for them, and deletions and previous states it had not delivered are
+    /// delivered by this version (when the primary kind is the same).
+    pub fn run_after(self, handover: Handover) -> Controller {
+        let shared = &self.shared;
+        if handover.primary == shared.manifest.primary.kind {
+            let (deleted, previous) = (shared.manifest.deliver_deleted, shared.manifest.deliver_previous);
+            for key in shared.memory.take_over(handover.remembered, deleted, previous) {
+                shared.queue.add(Work::Reconcile(key));
+            }
+        }
+        self.start(handover.running)
+    }
+
+    fn start(mut self, running: Arc<RunningKeys>) -> Controller {
+        let _ = self.shared.running.set(running);
+        self.shared.serving.store(true, Ordering::Relaxed);
+        self.shared.plugin_metrics.queue_depth(self.shared.queue.len());
+        for _ in 0..self.concurrency {
+            self.tasks.push(tokio::spawn(worker::work(self.shared.clone())));
+        }
+        let tasks = std::mem::take(&mut self.tasks);
+        Controller { shared: self.shared.clone(), tasks }
+    }
+
+    /// The plugin's manifest.
+    pub fn manifest(&self) -> &Manifest {
+        &self.shared.manifest
+    }
+}
+
+impl Drop for Prepared {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// A running plugin controller.
+pub struct Controller {
+    shared: Arc<Shared>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Controller {
+    /// Acquires the plugin's informers (shared ones keep their warm caches), waits for them to
+    /// sync and starts queueing keys, every primary among them, without reconciling yet. A
+    /// new plugin version is prepared while the old one still serves; it runs once the old
+    /// one has finished its reconciles in flight.
+    ///
+    /// # Errors
+    /// When a declared kind is not served or its cache does not sync.
+    pub async fn prepare(plugin: Plugin, context: &Context, config: ControllerConfig) -> Result<Prepared, StartError> {
+        let informers = &context.informers;
+        let manifest = plugin.manifest().clone();
+        let confined = |what: &str, declared: Option<&str>| {
+            effective_namespace(declared, config.namespace.as_deref()).map_err(|reason| StartError::Confined {
+                plugin: manifest.name.clone(),
+                what: what.to_owned(),
+                reason,
+            })
+        };
+        let namespace = confined("its primary kind", manifest.primary.namespace.as_deref())?;
+        if let Some(operator) = config.namespace.as_deref() {
+            grants_within(&manifest, operator).map_err(|(what, reason)| StartError::Confined {
+                plugin: manifest.name.clone(),
+                what,
+                reason,
+            })?;
+        }
+        let scope = |kind: &Gvk, namespace: Option<String>| InformerScope { kind: kind.clone(), namespace };
+        let discovery = |source| StartError::Discovery { plugin: manifest.name.clone(), source };
+        let primary = informers.acquire(&scope(&manifest.primary.kind, namespace.clone())).await.map_err(discovery)?;
+        let mut owned = Vec::new();
+        for kind in &manifest.owns {
+            owned.push(informers.acquire(&scope(kind, namespace.clone())).await.map_err(discovery)?);
+        }
+        let mut watched = Vec::new();
+        for w in &manifest.watches {
+            let within = confined(&format!("watched kind {}", w.kind), w.namespace.as_deref())?;
+            watched.push(informers.acquire(&scope(&w.kind, within)).await.map_err(discovery)?);
+        }
+        // Reads are served from the primary's namespace when it has one: a plugin confined to
+        // one namespace must not see every namespace's objects of a kind it reads.
+        let mut read = Vec::new();
+        for kind in &manifest.reads {
+            read.push(informers.acquire(&scope(kind, namespace.clone())).await.map_err(discovery)?);
+        }
+        let mut by_kind: HashMap<Gvk, Vec<Arc<Informer>>> = HashMap::new();
+        for informer in std::iter::once(&primary).chain(&owned).chain(&watched).chain(&read) {
+            by_kind.entry(informer.scope().kind.clone()).or_default().push(informer.clone());
+        }
+        for informers in by_kind.values() {
+            for informer in informers {
+                if tokio::time::timeout(SYNC_TIMEOUT, informer.synced()).await.is_err() {
+                    return Err(StartError::NotSynced {
+                        plugin: manifest.name.clone(),
+                        kind: informer.scope().kind.to_string(),
+                    });
+                }
+            }
+        }
+        let selector = parse_selector(&manifest.name, "primary", manifest.primary.label_selector.as_deref())?;
+        let concurrency = config.concurrency_for(manifest.settings.max_concurrent_reconciles);
+        let resync = config.resync_for(manifest.settings.resync_seconds);
+        let watch_selectors = manifest
+            .watches
+            .iter()
+            .map(|w| parse_selector(&manifest.name, "watched", w.label_selector.as_deref()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let plugin_metrics = context.metrics.plugin(&manifest.name);
+        let identity_error = |source| StartError::Identity { plugin: manifest.name.clone(), source };
+        let reads = access::reads_needed(&context.kinds, by_kind.values().flatten())
+            .await
+            .map_err(|source| StartError::Discovery { plugin: manifest.name.clone(), source })?;
+        if let Identity::ServiceAccount(account) = &config.identity {
+            context.identities.ensure_usable(account).await.map_err(identity_error)?;
+            context.identities.review(account, &reads).await.map_err(identity_error)?;
+        }
+        let client = context.identities.client_for(&config.identity).map_err(identity_error)?;
+        let holder = match &config.identity {
+            Identity::ServiceAccount(account) => account.user(),
+            Identity::Host => format!("plugin {}", manifest.name),
+        };
+        let bucket = context.write_buckets.bucket(&holder, config.write_budget);
+        let executor = Arc::new(
+            context
+                .executor
+                .acting_as(client, config.identity.to_string())
+                .with_write_bucket(bucket)
+                .confined_to(config.namespace.clone()),
+        );
+        let (deny, denied) = tokio::sync::watch::channel(None);
+        let shared = Arc::new(Shared {
+            queue: WorkQueue::new(config.queue),
+            selector,
+            cache: Arc::new(CacheView { by_kind, denied: denied.clone() }),
+            primary,
+            owned,
+            plugin,
+            manifest,
+            executor,
+            host_executor: context.executor.clone(),
+            denied,
+            health: Mutex::default(),
+            quarantines: context.quarantines.clone(),
+            plugin_metrics,
+            metrics: context.metrics.clone(),
+            leading: context.leading.clone(),
+            config,
+            generation: NEXT_GENERATION.fetch_add(1, Ordering::Relaxed),
+            running: OnceLock::new(),
+            serving: AtomicBool::new(false),
+            memory: Memory::default(),
+        });
+        // Subscribe before the first full enqueue, so no change falls between the two.
+        let mut tasks = Vec::new();
+        tasks.push(tokio::spawn(triggers::primary(shared.clone(), shared.primary.subscribe())));
+        for informer in shared.owned.clone() {
+            tasks.push(tokio::spawn(triggers::owned(shared.clone(), informer.subscribe())));
+        }
+        for (informer, selector) in watched.iter().zip(watch_selectors) {
+            // Watches share informers by kind; each applies its own label selector.
+            tasks.push(tokio::spawn(triggers::watched(shared.clone(), informer.subscribe(), selector)));
+        }
+        shared.enqueue_all();
+        {
+            // Taking over the lead: every primary, from the warm cache.
+            let (shared, mut leading) = (shared.clone(), shared.leading.clone());
+            tasks.push(tokio::spawn(async move {
+                while leading.changed().await.is_ok() {
+                    if *leading.borrow_and_update() {
+                        shared.enqueue_all();
+                    }
+                }
+            }));
+        }
+        if let Identity::ServiceAccount(account) = &shared.config.identity {
+            let review = access::review_again(shared.clone(), context.identities.clone(), account.clone(), reads, deny);
+            tasks.push(tokio::spawn(review));
+        }
+        if let Some(every) = resync {
+            let shared = shared.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut tick = tokio::time::interval(every);
+                tick.tick().await;
+                loop {
+                    tick.tick().await;
+                    shared.enqueue_all();
+                }
+            }));
+        }
+        Ok(Prepared { shared, tasks, concurrency })
+    }
+
+    /// The plugin's name.
+    pub fn name(&self) -> &str {
+        &self.shared.manifest.name
+    }
+
+    /// The plugin version this controller runs.
+    pub fn plugin(&self) -> &Plugin {
+        &self.shared.plugin
+    }
+
+    /// Stops taking keys, waits up to `timeout` for reconciles in flight, then stops. Returns
+    /// what a successor version needs to carry on.
+    pub async fn shut_down(self, timeout: Duration) -> Handover {
+        let shared = &self.shared;
+        shared.queue.shut_down();
+        if tokio::time::timeout(timeout, shared.queue.drained()).await.is_err() {
+            let running = self.running_keys();
+            tracing::warn!(
+                plugin = %shared.manifest.name,
+                objects = ?running,
+                "reconciles still running after {timeout:?}; they finish in the background, and a successor version waits for them (raise shutdownTimeoutSeconds if this repeats)"
+            );
+        }
+        // A version that stops takes its quarantine with it; its successor starts healthy.
+        if shared.health.lock().expect("lock").quarantined().is_some() {
+            shared.quarantines.set(&shared.manifest.name, None);
+            shared.metrics.quarantined(&shared.manifest.name, false);
+        }
+        // Dropping `self` aborts the pumps and workers, which releases the informers.
+        Handover {
+            running: shared.running.get().cloned().unwrap_or_default(),
+            primary: shared.manifest.primary.kind.clone(),
+            remembered: shared.memory.hand_over(),
+        }
+    }
+
+    fn running_keys(&self) -> Vec<String> {
+        self.shared.running.get().map(|running| running.held_by(self.shared.generation)).unwrap_or_default()
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        self.shared.queue.shut_down();
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}

@@ -1,0 +1,396 @@
+//! The workers: each takes work from the queue, reads the latest state from the cache, asks
+//! `plan` what to do and does it through the plugin and the executor, then gives the work
+//! back to the queue as the outcome says.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kube::ResourceExt;
+use tracing::Instrument;
+use wasmloop_sandbox::{CallError, CallFailure, EventType, HostServices, Object, Phase, Request};
+
+use super::memory::{Claim, RunningKeys};
+use super::plan::{self, Child, Observed, Outcome, Requeue, Step};
+use super::shared::Shared;
+use super::work::{Key, Related, Work};
+use crate::executor::Executor;
+use crate::informer::Entry;
+use crate::metrics::Outcome as MetricOutcome;
+use crate::quarantine::{Admission, Transition};
+
+/// How long a key waits when an older version's reconcile still holds it.
+const BUSY_RETRY: Duration = Duration::from_millis(100);
+
+/// Releases a key and the in-flight count when its reconcile ends, however it ends: the
+/// guard lives in the reconcile's own task, which outlives an aborted worker.
+struct RunningGuard {
+    shared: Arc<Shared>,
+    running: Arc<RunningKeys>,
+    key: Key,
+    claimed: bool,
+}
+
+impl Drop for RunningGuard {
+    fn drop(&mut self) {
+        if self.claimed {
+            self.running.release(&self.key, self.shared.generation);
+        }
+        self.shared.plugin_metrics.in_flight(-1);
+    }
+}
+
+/// One worker: takes work until the queue shuts down.
+pub(super) async fn work(shared: Arc<Shared>) {
+    let plugin = shared.manifest.name.as_str();
+    let running = shared.running.get().cloned().expect("set before the workers start");
+    let mut leading = shared.leading.clone();
+    loop {
+        // A standby queues keys but takes none until it leads.
+        if leading.wait_for(|leads| *leads).await.is_err() {
+            return;
+        }
+        let Some(work) = shared.queue.get().await else { return };
+        if !shared.leads() {
+            // The lead went while this worker waited.
+            shared.queue.done(&work);
+            continue;
+        }
+        shared.plugin_metrics.queue_depth(shared.queue.len());
+        if shared.denied.borrow().is_some() {
+            // Served nothing while its grant is revoked; every primary is requeued when it is
+            // granted again.
+            tracing::info!(plugin, %work, "skipped: access revoked");
+            shared.queue.forget(&work);
+            shared.queue.done(&work);
+            continue;
+        }
+        let admission = shared.health.lock().expect("lock").admit(Instant::now());
+        if let Admission::Defer(wait) = admission {
+            // Quarantined: the work waits for the next probe instead of holding a worker.
+            tracing::debug!(plugin, %work, ?wait, "deferred: plugin quarantined");
+            shared.queue.add_after(work.clone(), wait);
+            shared.queue.done(&work);
+            continue;
+        }
+        match &work {
+            Work::Reconcile(key) => reconcile_key(&shared, &running, key).await,
+            Work::Map(related) => map_related(&shared, related).await,
+        }
+        shared.queue.done(&work);
+        shared.plugin_metrics.queue_depth(shared.queue.len());
+    }
+}
+
+/// Reconciles one key in a task of its own, and requeues it as the outcome says.
+async fn reconcile_key(shared: &Arc<Shared>, running: &Arc<RunningKeys>, key: &Key) {
+    let plugin = shared.manifest.name.as_str();
+    let work = Work::Reconcile(key.clone());
+    let claimed = match running.claim(key, shared.generation) {
+        Claim::Claimed => true,
+        Claim::Busy => {
+            shared.queue.add_after(work, BUSY_RETRY);
+            return;
+        }
+        Claim::Overlap => {
+            shared.plugin_metrics.overlapped();
+            tracing::error!(plugin, object = %key, "two reconciles of one object at once; this is a wasmloop bug, please report it");
+            false
+        }
+    };
+    let attempt = shared.queue.retries(&work);
+    let span = tracing::info_span!("reconcile", plugin, object = %key, attempt, actions = tracing::field::Empty, duration_ms = tracing::field::Empty);
+    let started = Instant::now();
+    shared.plugin_metrics.in_flight(1);
+    let guard = RunningGuard { shared: shared.clone(), running: running.clone(), key: key.clone(), claimed };
+    // Its own task: a panic in host code must not strand the key in `processing`, and a
+    // worker aborted at shutdown leaves the reconcile (and its guard) to finish.
+    let task = tokio::spawn({
+        let (shared, key) = (shared.clone(), key.clone());
+        async move {
+            let _guard = guard;
+            reconcile(&shared, &key, attempt).await
+        }
+        .instrument(span.clone())
+    });
+    let outcome = task.await.unwrap_or_else(|panic| {
+        tracing::error!(plugin, object = %key, %panic, "reconcile panicked; retrying with backoff");
+        Outcome::Retry
+    });
+    let took = started.elapsed();
+    span.record("duration_ms", took.as_millis() as u64);
+    if let Outcome::Done { actions, .. } = outcome {
+        span.record("actions", actions);
+        span.in_scope(|| tracing::debug!("reconciled"));
+    }
+    let result = requeue(shared, work, outcome);
+    shared.plugin_metrics.reconciled(result, took);
+}
+
+/// Gives work back to the queue as `plan::requeue` says, and returns the metric's outcome.
+fn requeue(shared: &Shared, work: Work, outcome: Outcome) -> MetricOutcome {
+    match plan::requeue(outcome, shared.config.min_requeue) {
+        Requeue::Forget => shared.queue.forget(&work),
+        Requeue::After(after) => {
+            shared.queue.forget(&work);
+            shared.queue.add_after(work, after);
+        }
+        Requeue::Backoff => {
+            shared.queue.add_rate_limited(work);
+            shared.plugin_metrics.retried();
+        }
+        Requeue::RetryAfter(after) => {
+            // Held to the requeue floor already, and to the backoff's ceiling by the queue.
+            shared.queue.add_retry_after(work, after);
+            shared.plugin_metrics.retried();
+        }
+    }
+    match outcome {
+        Outcome::Done { .. } => MetricOutcome::Success,
+        Outcome::Retry | Outcome::RetryAfter(_) => MetricOutcome::Retry,
+        Outcome::Wait => MetricOutcome::Failed,
+    }
+}
+
+/// Asks the plugin which primaries a related object's change concerns, and queues them. A
+/// failure the plugin may get over is retried with backoff, with the object's latest state.
+async fn map_related(shared: &Arc<Shared>, related: &Related) {
+    let Some(entry) = shared.memory.take_related(related) else { return };
+    let started = Instant::now();
+    let services: Arc<dyn HostServices> = shared.cache.clone();
+    let span = tracing::info_span!("map", plugin = %shared.manifest.name, object = %Work::Map(related.clone()));
+    let result =
+        shared.plugin.map(&entry.envelope, &shared.config.plugin_config, services).instrument(span.clone()).await;
+    let healthy = result.as_ref().err().is_none_or(|e| matches!(e.failure, CallFailure::Plugin { .. }));
+    record_health(shared, &entry.envelope, healthy).await;
+    let work = Work::Map(related.clone());
+    let outcome = match result {
+        Ok(refs) => {
+            let primary = &shared.primary;
+            let served = primary.scope().namespace.as_deref();
+            let keys = plan::mapped_keys(refs, entry.envelope.namespace.as_deref(), primary.namespaced(), served);
+            let queued = keys.len();
+            keys.into_iter().for_each(|key| shared.enqueue(Work::Reconcile(key)));
+            Outcome::Done { actions: queued, requeue_after: None }
+        }
+        Err(error) => {
+            let transient = error.failure.is_transient();
+            span.in_scope(|| tracing::warn!(transient, "map failed: {error}"));
+            if transient {
+                shared.memory.keep_related(related, entry);
+            }
+            plan::retry_of(transient, None, shared.config.min_requeue)
+        }
+    };
+    let result = requeue(shared, work, outcome);
+    shared.plugin_metrics.mapped(result, started.elapsed());
+}
+
+async fn reconcile(shared: &Arc<Shared>, key: &Key, attempt: u32) -> Outcome {
+    let cached = shared.primary.get(key.namespace.as_deref(), &key.name);
+    let tombstone = if cached.is_none() { shared.memory.take_tombstone(key) } else { None };
+    let observed = match &cached {
+        None => Observed::Absent { tombstone: tombstone.is_some() },
+        Some(entry) => Observed::Present {
+            deleting: entry.object.metadata.deletion_timestamp.is_some(),
+            selected: entry.selected_by(&shared.selector),
+            finalizers: entry.object.finalizers(),
+        },
+    };
+    let finalizer = shared.manifest.finalizer.as_deref();
+    match plan::step(observed, finalizer, shared.executor.writes_requeue()) {
+        Step::Nothing => Outcome::NOTHING,
+        Step::Call(Phase::Deleted) => {
+            let last = tombstone.expect("planned from a tombstone");
+            let outcome = call(shared, key, last.clone(), Phase::Deleted, attempt).await;
+            if outcome.retries() {
+                shared.memory.keep_tombstone(key, last);
+            }
+            outcome
+        }
+        Step::Call(phase) => call(shared, key, cached.expect("planned from the cache"), phase, attempt).await,
+        Step::AddFinalizer { then_apply } => {
+            let entry = cached.expect("planned from the cache");
+            let f = finalizer.expect("planned from the manifest");
+            let added = shared
+                .executor
+                .add_finalizer(
+                    &shared.manifest,
+                    &entry.envelope,
+                    entry.object.finalizers(),
+                    f,
+                    entry.object.resource_version(),
+                )
+                .await;
+            match added {
+                Err(error) => {
+                    failed(shared, &entry.envelope, &error.to_string(), error.event_reason(), error.is_transient())
+                        .await
+                }
+                // The update requeues the key: the next pass calls the plugin.
+                Ok(()) if !then_apply => Outcome::NOTHING,
+                Ok(()) => call(shared, key, entry, Phase::Apply, attempt).await,
+            }
+        }
+    }
+}
+
+async fn call(shared: &Arc<Shared>, key: &Key, entry: Arc<Entry>, phase: Phase, attempt: u32) -> Outcome {
+    let uid = entry.envelope.uid.clone();
+    let owned: Vec<Object> = if phase == Phase::Deleted {
+        Vec::new()
+    } else {
+        shared.owned.iter().flat_map(|i| i.owned_by(&uid)).map(|e| e.envelope.clone()).collect()
+    };
+    let previous = shared
+        .manifest
+        .deliver_previous
+        .then(|| shared.memory.previous(key, &uid))
+        .flatten()
+        .map(|e| e.envelope.clone());
+    let request = Request {
+        object: entry.envelope.clone(),
+        owned,
+        phase,
+        previous,
+        attempt,
+        config: shared.config.plugin_config.clone(),
+    };
+    let services: Arc<dyn HostServices> = shared.cache.clone();
+    // A future on this task: the guest's log lines stay in the reconcile's span, and the
+    // deadline holds even while the guest waits in a host call.
+    let (result, timings) = shared.plugin.reconcile_timed(&request, services).await;
+    shared.plugin_metrics.instantiated(timings.instantiate);
+    // The guest answered, even with an error of its own; traps and broken limits are the
+    // failures that say the plugin itself is sick.
+    let healthy = result.as_ref().err().is_none_or(|e| matches!(e.failure, CallFailure::Plugin { .. }));
+    record_health(shared, &entry.envelope, healthy).await;
+    if shared.denied.borrow().is_some() {
+        // Revoked while the guest ran: what it answered rests on reads it may no longer make.
+        // Every primary is requeued when access is granted again.
+        tracing::info!(plugin = %shared.manifest.name, %key, "skipped: access revoked");
+        return Outcome::NOTHING;
+    }
+    let response = match result {
+        Ok(response) => response,
+        Err(error) => {
+            let transient = error.failure.is_transient();
+            return guest_failed(shared, &entry.envelope, &error, transient).await;
+        }
+    };
+    let primary = &entry.envelope;
+    let executor = &shared.executor;
+    let applied = match executor.execute(&shared.manifest, primary, &response.actions).await {
+        Ok(applied) => applied,
+        Err(error) => {
+            return failed(shared, primary, &error.to_string(), error.event_reason(), error.is_transient()).await;
+        }
+    };
+    let follow_up = plan::follow_up(phase, &shared.manifest);
+    if follow_up.prune {
+        let children: Vec<Arc<Entry>> = shared.owned.iter().flat_map(|i| i.owned_by(&uid)).collect();
+        let children = children.iter().map(|c| Child {
+            object: &c.envelope,
+            controller: c.object.owner_references().iter().find(|o| o.controller == Some(true)).map(|o| o.uid.as_str()),
+        });
+        let stale: Vec<_> =
+            plan::prune_targets(&uid, children, &applied).into_iter().map(wasmloop_sandbox::Action::Delete).collect();
+        if let Err(error) = executor.execute(&shared.manifest, primary, &stale).await {
+            return failed(shared, primary, &error.to_string(), error.event_reason(), error.is_transient()).await;
+        }
+    }
+    if follow_up.release_finalizer {
+        let f = shared.manifest.finalizer.as_deref().expect("planned from the manifest");
+        if let Err(error) = executor.release_finalizer(&shared.manifest, primary, f).await {
+            return failed(shared, primary, &error.to_string(), error.event_reason(), error.is_transient()).await;
+        }
+    }
+    if follow_up.remember {
+        shared.memory.remember(key, entry);
+    }
+    Outcome::Done { actions: response.actions.len(), requeue_after: response.requeue_after }
+}
+
+/// Records how a guest call ended in the plugin's health, and reports a quarantine entered or
+/// lifted: in the log, the metrics, the host's board (`/readyz`) and an Event on `primary`.
+async fn record_health(shared: &Shared, primary: &Object, healthy: bool) {
+    let plugin = shared.manifest.name.as_str();
+    let transition = shared.health.lock().expect("lock").record(healthy, Instant::now(), &shared.config.quarantine);
+    match transition {
+        Some(Transition::Entered(reason)) => {
+            shared.quarantines.set(plugin, Some(&reason));
+            shared.metrics.quarantined(plugin, true);
+            tracing::error!(plugin, "plugin quarantined: {reason}");
+            let note = format!("plugin {plugin} quarantined: {reason}; fix the plugin or its limits");
+            if let Err(error) = shared
+                .host_executor
+                .event(&shared.manifest, primary, EventType::Warning, "PluginQuarantined", &note, None)
+                .await
+            {
+                tracing::warn!(%error, "could not record the quarantine as an Event");
+            }
+        }
+        Some(Transition::Lifted) => {
+            shared.quarantines.set(plugin, None);
+            shared.metrics.quarantined(plugin, false);
+            tracing::info!(plugin, "quarantine lifted: a call succeeded; requeueing every primary");
+            shared.enqueue_all();
+        }
+        None => {}
+    }
+}
+
+/// Logs a failed reconcile and records it as a Warning Event on the primary, written as the
+/// host: only for failures the host detected and names with a reason of its own.
+async fn failed(shared: &Shared, primary: &Object, message: &str, reason: &'static str, transient: bool) -> Outcome {
+    let retry = plan::retry_of(transient, None, shared.config.min_requeue);
+    failed_as(shared, &shared.host_executor, primary, message, (reason, reason), retry).await
+}
+
+/// A failed guest call. Traps, deadlines and broken limits are the host's findings, reported
+/// as the host; an error the plugin returned carries the plugin's own reason and words, so it
+/// is recorded as the plugin, and paid from its write budget, like any Event it emits.
+///
+/// A plugin's error may carry status and event actions (a condition saying why): they are
+/// carried out first, as the plugin, and a retry delay it chose replaces the backoff.
+async fn guest_failed(shared: &Shared, primary: &Object, error: &CallError, transient: bool) -> Outcome {
+    let (message, reason) = (error.to_string(), error.failure.event_reason());
+    let CallFailure::Plugin { retry_after, actions, .. } = &error.failure else {
+        let metric = error.failure.metric_reason();
+        let retry = plan::retry_of(transient, None, shared.config.min_requeue);
+        return failed_as(shared, &shared.host_executor, primary, &message, (reason, metric), retry).await;
+    };
+    if !primary.uid.is_empty() {
+        if let Err(e) = shared.executor.execute(&shared.manifest, primary, actions).await {
+            tracing::warn!(error = %e, "could not carry out the actions of a failed reconcile");
+        }
+        shared.executor.charge(&shared.manifest.name).await;
+    }
+    let retry = plan::retry_of(transient, *retry_after, shared.config.min_requeue);
+    failed_as(shared, &shared.executor, primary, &message, (reason, error.failure.metric_reason()), retry).await
+}
+
+async fn failed_as(
+    shared: &Shared,
+    writer: &Executor,
+    primary: &Object,
+    message: &str,
+    (reason, metric): (&str, &'static str),
+    retry: Outcome,
+) -> Outcome {
+    let transient = retry.retries();
+    tracing::warn!(reason, transient, "{message}");
+    // The metric's reason label comes from a fixed set; a plugin's own reasons would not be.
+    shared.metrics.reconcile_failed(&shared.manifest.name, metric);
+    if !primary.uid.is_empty() {
+        let next = match &retry {
+            Outcome::RetryAfter(after) => format!("retrying in {} ms, as the plugin asked", after.as_millis()),
+            Outcome::Retry => "retrying with backoff".to_owned(),
+            _ => "waiting for the object or the plugin to change".to_owned(),
+        };
+        let note = format!("{message} ({next})");
+        if let Err(error) = writer.event(&shared.manifest, primary, EventType::Warning, reason, &note, None).await {
+            tracing::warn!(%error, "could not record the failure as an Event");
+        }
+    }
+    retry
+}

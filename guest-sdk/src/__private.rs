@@ -138,6 +138,7 @@ fn response_to_wit(actions: Vec<Action>) -> WitResponse {
                 message: e.message,
                 action: e.action,
             })),
+            Action::Prune => Some(wit::Action::Prune),
             Action::RequeueAfter(d) => {
                 let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
                 requeue = Some(requeue.map_or(ms, |r| r.min(ms)));

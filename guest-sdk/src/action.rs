@@ -54,7 +54,7 @@ pub enum PatchKind {
 }
 
 /// One thing for the host to do. Build them with [`apply`], [`delete`], [`patch`],
-/// [`status`], [`event`] and [`requeue_after`].
+/// [`status`], [`event`], [`prune`] and [`requeue_after`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     /// Server-side apply of the whole object (JSON text).
@@ -74,6 +74,8 @@ pub enum Action {
     Status(String),
     /// Record an Event on the primary.
     Event(EventAction),
+    /// Delete the controlled children of owned kinds that this response does not apply.
+    Prune,
     /// Reconcile again after this long, even without changes.
     RequeueAfter(Duration),
 }
@@ -109,6 +111,25 @@ pub fn status(status: impl Serialize) -> Action {
 /// Records an Event on the primary.
 pub fn event(event_type: EventType, reason: impl Into<String>, message: impl Into<String>) -> Action {
     Action::Event(EventAction { event_type, reason: reason.into(), message: message.into(), action: None })
+}
+
+/// Asks the host to delete every child the primary controls, of an owned kind, that this
+/// response does not [`apply`]: the applies in the response are the whole desired set.
+///
+/// The host prunes after every other action has succeeded, wherever `prune()` is in the
+/// list. It needs [`crate::Manifest::prune`] in the manifest and phase `Apply`; once per
+/// response. Return it only when the response applies everything that should exist: a
+/// response without it deletes nothing it does not name, and an [`crate::Error`] deletes
+/// nothing at all.
+///
+/// ```
+/// use wasmloop_sdk::action::{apply, prune};
+/// # let desired = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}});
+/// let actions = vec![apply(&desired), prune()];
+/// # assert_eq!(actions.len(), 2);
+/// ```
+pub fn prune() -> Action {
+    Action::Prune
 }
 
 /// Asks the host to reconcile this primary again after `after`, even without changes.

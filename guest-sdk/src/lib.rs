@@ -59,7 +59,9 @@ mod timing;
 #[doc(hidden)]
 pub mod __private;
 
-pub use action::{Action, EventAction, EventType, PatchKind, apply, delete, event, patch, requeue_after, status};
+pub use action::{
+    Action, EventAction, EventType, PatchKind, apply, delete, event, patch, prune, requeue_after, status,
+};
 pub use error::Error;
 pub use kind::{Gvk, Kind};
 pub use manifest::{Grant, KindSelector, Manifest, Settings, WriteScope};
@@ -93,7 +95,7 @@ pub trait Reconciler {
 
 /// Everything a plugin usually needs, in one `use`.
 pub mod prelude {
-    pub use crate::action::{Action, EventType, PatchKind, apply, delete, event, patch, requeue_after, status};
+    pub use crate::action::{Action, EventType, PatchKind, apply, delete, event, patch, prune, requeue_after, status};
     pub use crate::error::Error;
     pub use crate::kind::{Gvk, Kind};
     pub use crate::manifest::{Grant, KindSelector, Manifest, Settings};

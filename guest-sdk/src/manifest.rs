@@ -257,12 +257,15 @@ impl Manifest {
         self
     }
 
-    /// Deletes owned children that a reconcile did not apply.
+    /// Lets the plugin ask for pruning: deleting owned children it no longer wants.
     ///
-    /// After every *successful* reconcile the host deletes each owned child the response did
-    /// not apply: a success says "this is the whole set". So a reconcile that cannot build the
-    /// set (an invalid spec, a dependency not ready) must return an [`crate::Error`], never a
-    /// success holding only a Warning Event: errors prune nothing.
+    /// Declaring this deletes nothing by itself. A reconcile prunes only when its response
+    /// holds [`crate::action::prune`]: then the host deletes every child the primary controls,
+    /// of an owned kind, that the response did not apply. Without the declaration, a response
+    /// holding `prune()` is refused. A response without `prune()`, and every
+    /// [`crate::Error`], deletes nothing it does not name, so a reconcile that cannot build
+    /// the whole set (an invalid spec, a dependency not ready) simply leaves `prune()` out, or
+    /// returns an error.
     #[must_use]
     pub fn prune(mut self, prune: bool) -> Self {
         self.prune = prune;

@@ -164,6 +164,23 @@ fn ungranted(manifest: &Manifest, primary: &Object, actions: &[Action]) -> Optio
     })
 }
 
+/// Why the host would refuse the `prune` actions in `actions`, in its words.
+fn misused_prune(manifest: &Manifest, phase: Phase, actions: &[Action]) -> Option<String> {
+    let at: Vec<usize> = actions.iter().enumerate().filter(|(_, a)| **a == Action::Prune).map(|(i, _)| i).collect();
+    let name = &manifest.name;
+    match at.as_slice() {
+        [] => None,
+        [i] if !manifest.prune => Some(format!(
+            "plugin {name:?}: actions[{i}]: prune needs the manifest to allow it; add Manifest::prune(true)"
+        )),
+        [i] if phase != Phase::Apply => {
+            Some(format!("plugin {name:?}: actions[{i}]: prune is carried out in phase apply only, not {phase:?}"))
+        }
+        [_] => None,
+        [_, i, ..] => Some(format!("plugin {name:?}: actions[{i}]: prune may appear once in a response")),
+    }
+}
+
 fn object(value: &impl Serialize) -> Object {
     let value = serde_json::to_value(value).expect("test objects serialize");
     Object::from_value(&value).unwrap_or_else(|e| panic!("test object: {}", e.message))
@@ -259,17 +276,22 @@ impl TestCase {
     /// error.
     ///
     /// As in the host, an apply, patch or delete no write grant covers fails the reconcile
-    /// (a target without a namespace counts as in the primary's, as the host decodes it).
+    /// (a target without a namespace counts as in the primary's, as the host decodes it), and
+    /// so does a `prune` the manifest does not allow, outside phase `Apply`, or twice.
     pub fn run<P: Reconciler>(&self) -> Outcome {
         let request = self.request();
         let manifest = P::manifest();
         let (result, logs, undeclared) = with_host(manifest.clone(), self.cache_objects(), || P::reconcile(&request));
         let result = match (undeclared, result) {
             (Some(message), _) => Err(Error::permanent(message)),
-            (None, Ok(actions)) => match ungranted(&manifest, &self.object, &actions) {
-                Some(message) => Err(Error::permanent(message)),
-                None => Ok(actions),
-            },
+            (None, Ok(actions)) => {
+                let refused = ungranted(&manifest, &self.object, &actions)
+                    .or_else(|| misused_prune(&manifest, request.phase, &actions));
+                match refused {
+                    Some(message) => Err(Error::permanent(message)),
+                    None => Ok(actions),
+                }
+            }
             (None, Err(e)) => Err(e),
         };
         Outcome { result, logs }
@@ -389,6 +411,11 @@ impl Outcome {
             .collect()
     }
 
+    /// True when the response asks the host to prune (see [`crate::action::prune`]).
+    pub fn prunes(&self) -> bool {
+        self.actions().contains(&Action::Prune)
+    }
+
     /// The shortest requeue-after asked for.
     pub fn requeue_after(&self) -> Option<Duration> {
         self.actions()
@@ -474,6 +501,42 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// Prunes when its config says `prune`, twice when it says `twice`; allows pruning when
+    /// built as [`AllowsPrune`].
+    struct Prunes<const ALLOWED: bool>;
+    type AllowsPrune = Prunes<true>;
+
+    impl<const ALLOWED: bool> Reconciler for Prunes<ALLOWED> {
+        fn manifest() -> Manifest {
+            Manifest::new("pruner", "0").primary::<ConfigMap>().owns::<Secret>().prune(ALLOWED)
+        }
+
+        fn reconcile(request: &Request) -> Result<Vec<Action>, Error> {
+            let times: String = request.config()?;
+            Ok(match times.as_str() {
+                "twice" => vec![prune(), prune()],
+                _ => vec![prune()],
+            })
+        }
+    }
+
+    #[test]
+    fn a_prune_is_refused_as_in_the_host_unless_allowed_once_in_phase_apply() {
+        let primary =
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "ns"}});
+        let case = |config: &str, phase| TestCase::new(primary.clone()).config(config).phase(phase);
+        assert!(case("once", Phase::Apply).run::<AllowsPrune>().prunes());
+        let refusals = [
+            (case("once", Phase::Apply).run::<Prunes<false>>(), "prune needs the manifest to allow it"),
+            (case("once", Phase::Cleanup).run::<AllowsPrune>(), "prune is carried out in phase apply only"),
+            (case("twice", Phase::Apply).run::<AllowsPrune>(), "actions[1]: prune may appear once"),
+        ];
+        for (outcome, expected) in refusals {
+            let error = outcome.error();
+            assert!(error.message.contains(expected), "{error}");
         }
     }
 }

@@ -10,7 +10,7 @@ use similar::TextDiff;
 use wasmloop_runtime::executor::{DryRunReport, DryRunSink};
 
 fn yaml(value: Option<&Value>) -> String {
-    value.map(|v| serde_yaml::to_string(v).unwrap_or_default()).unwrap_or_default()
+    value.map(|v| serde_saphyr::to_string(v).unwrap_or_default()).unwrap_or_default()
 }
 
 /// Renders one report: a header line, then a unified diff (or the note, for Events and

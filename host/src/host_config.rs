@@ -14,7 +14,8 @@ use wasmloop_runtime::quarantine::Policy as QuarantinePolicy;
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct HostConfig {
-    /// Requeue every primary this often, in seconds (a plugin's own setting wins).
+    /// Requeue every primary this often, in seconds; wins over a plugin's own, and 0 turns
+    /// resync off.
     #[serde(default)]
     pub resync_seconds: Option<u64>,
     /// How long in-flight reconciles get to finish on SIGTERM, in seconds (default 30).
@@ -160,7 +161,7 @@ impl HostConfig {
     /// When it cannot be read or does not match the schema (unknown fields included).
     pub fn read(path: &Path) -> anyhow::Result<HostConfig> {
         let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-        let config: HostConfig = serde_yaml::from_str(&text)
+        let config: HostConfig = serde_saphyr::from_str_with_options(&text, crate::input::yaml_options())
             .with_context(|| format!("{} is not a valid wasmloop host configuration", path.display()))?;
         config.quarantine.check().map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         for (plugin, settings) in &config.plugins {

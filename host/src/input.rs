@@ -4,7 +4,6 @@
 use std::path::Path;
 
 use anyhow::{Context, bail};
-use serde::Deserialize;
 use serde_json::Value;
 
 fn read_text(path: &Path) -> anyhow::Result<String> {
@@ -12,14 +11,36 @@ fn read_text(path: &Path) -> anyhow::Result<String> {
         .with_context(|| format!("cannot read {}; check the path and its permissions", path.display()))
 }
 
+/// How wasmloop reads YAML (JSON is YAML too), everywhere: as `serde_yaml` 0.9 did, so a file
+/// means what it meant before. Only `true` and `false` are booleans (`yes`, `no`, `on`, `off`,
+/// `y` and `n` stay strings), and `0755` and `1_000` stay strings. No document, node or size
+/// budget applies beyond the parser's nesting limit (a `--cache` file may hold thousands of
+/// objects); alias expansion stays capped. Two differences remain: a mapping with a duplicate
+/// key is refused (`serde_yaml` kept the last one in untyped values), and `<<` merge keys are
+/// applied (`serde_yaml` kept `<<` as an ordinary key).
+pub fn yaml_options() -> serde_saphyr::Options {
+    serde_saphyr::options! {
+        budget: None,
+        strict_booleans: true,
+        leading_zero_numbers_as_strings: true,
+        underscored_numbers_as_strings: true,
+    }
+}
+
 fn documents(path: &Path, text: &str) -> anyhow::Result<Vec<Value>> {
     let mut out = Vec::new();
-    for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
-        let value = Value::deserialize(document).map_err(|e| {
+    let mut reader = text.as_bytes();
+    // The reader skips empty and null documents: a document's number counts those that hold
+    // something. After an error it stops (syntax) or would move on (type); either way, the
+    // first error is the one reported.
+    let documents = serde_saphyr::read_with_options::<_, Value>(&mut reader, yaml_options());
+    for (index, document) in documents.enumerate() {
+        let value = document.map_err(|e| {
             anyhow::anyhow!(
-                "cannot parse {} (document {}) as YAML or JSON: {e}; fix the syntax at that position",
+                "cannot parse {} (document {}) as YAML or JSON: {}; fix the syntax at that position",
                 path.display(),
-                index + 1
+                index + 1,
+                e.without_snippet()
             )
         })?;
         if !value.is_null() {

@@ -104,9 +104,9 @@ pub fn read(cm: &ConfigMap) -> Result<PluginPayload, PayloadError> {
     };
     let config = config
         .map(|(key, text)| {
-            serde_yaml::from_str::<serde_json::Value>(text)
+            serde_saphyr::from_str_with_options::<serde_json::Value>(text, crate::input::yaml_options())
                 .map(|v| v.to_string())
-                .map_err(|e| PayloadError::BadConfig(at.clone(), key, e.to_string()))
+                .map_err(|e| PayloadError::BadConfig(at.clone(), key, e.without_snippet().to_string()))
         })
         .transpose()?;
     Ok(PluginPayload { name, component, config })

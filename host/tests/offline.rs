@@ -41,11 +41,12 @@ fn reconcile(plugin: &str, object: &str, extra: &[&str]) -> Output {
 
 fn stdout_yaml(out: &Output) -> Value {
     assert!(out.status.success(), "wasmloop failed: {}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
-    serde_yaml::from_slice(&out.stdout).expect("stdout is YAML")
+    serde_saphyr::from_slice_with_options(&out.stdout, wasmloop::input::yaml_options()).expect("stdout is YAML")
 }
 
 fn expected(path: &str) -> Value {
-    serde_yaml::from_str(&std::fs::read_to_string(fixture(path)).unwrap()).unwrap()
+    let text = std::fs::read_to_string(fixture(path)).unwrap();
+    serde_saphyr::from_str_with_options(&text, wasmloop::input::yaml_options()).unwrap()
 }
 
 fn stderr(out: &Output) -> String {
@@ -225,7 +226,8 @@ fn a_write_no_grant_covers_is_refused_naming_the_verb_the_object_and_what_to_dec
 fn a_failed_reconcile_still_reports_its_status_and_says_when_to_retry() {
     let out = hostile("fail-with-status", &[]);
     fails_with(&out, 3, &["waiting for something", "event: Warning Waiting", "retry: after 500 ms"]);
-    let actions: Value = serde_yaml::from_slice(&out.stdout).expect("the failure's actions are printed");
+    let actions: Value = serde_saphyr::from_slice_with_options(&out.stdout, wasmloop::input::yaml_options())
+        .expect("the failure's actions are printed");
     assert_eq!(actions["actions"][0]["status"], serde_json::json!({"waiting": true}), "{actions}");
 }
 
@@ -289,7 +291,7 @@ fn hostile_with(config: &str, cache: &[serde_json::Value]) -> Output {
     let config_file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(config_file.path(), config).unwrap();
     let cache_file = tempfile::NamedTempFile::new().unwrap();
-    let docs: Vec<String> = cache.iter().map(|o| serde_yaml::to_string(o).unwrap()).collect();
+    let docs: Vec<String> = cache.iter().map(|o| serde_saphyr::to_string(o).unwrap()).collect();
     std::fs::write(cache_file.path(), docs.join("---\n")).unwrap();
     let (config, cache) = (config_file.path().to_str().unwrap(), cache_file.path().to_str().unwrap());
     reconcile("hostile_plugin", "hostile/configmap.yaml", &["--config", config, "--cache", cache])
@@ -324,6 +326,12 @@ fn a_continue_token_that_is_no_position_is_refused_naming_the_plugin_and_the_kin
         3,
         &["plugin hostile, listing v1/ConfigMap", "continue token \"no position at all\"", "pass back the token"],
     );
+}
+
+#[test]
+fn a_prune_the_manifest_does_not_allow_is_refused_naming_what_to_declare() {
+    let out = hostile("prune", &[]);
+    fails_with(&out, 3, &["plugin hostile", "actions[0]: prune needs the manifest to allow it", "Manifest::prune(true)"]);
 }
 
 #[test]

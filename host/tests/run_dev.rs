@@ -82,7 +82,16 @@ async fn a_dry_run_prints_each_write_as_a_diff_and_writes_nothing() {
     assert!(printed.contains("+  availableReplicas: 0"), "{printed}");
     assert!(printed.contains("#   Normal Synced: Foo synced successfully"), "{printed}");
 
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // A reconcile counts once its writes are done: had the dry run let one through, the API
+    // server would hold it by then.
+    eventually(Duration::from_secs(60), "the dry-run reconcile to end", || {
+        let host = &host;
+        async move {
+            let ended = host.reconciles("foo-deployment").await;
+            if ended >= 1.0 { Ok(()) } else { Err(format!("{ended} reconciles ended")) }
+        }
+    })
+    .await;
     assert!(ns.api::<Deployment>().get_opt("dry").await.unwrap().is_none(), "a dry run created the Deployment");
     assert!(foos.get("dry").await.unwrap().data.get("status").is_none(), "a dry run wrote the status");
 }

@@ -17,7 +17,6 @@ use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use kube::discovery::pinned_kind;
-use serde::Deserialize;
 use serde_json::json;
 use wasmloop_testenv::{eventually, shared, wait_for_event};
 
@@ -61,7 +60,7 @@ fn render(dir: &Path) -> Vec<DynamicObject> {
         .output()
         .expect("kubectl renders deploy/ with its built-in kustomize: install kubectl");
     assert!(out.status.success(), "kubectl kustomize {}: {}", dir.display(), String::from_utf8_lossy(&out.stderr));
-    serde_yaml::Deserializer::from_slice(&out.stdout).map(|doc| DynamicObject::deserialize(doc).unwrap()).collect()
+    serde_saphyr::from_slice_multiple_with_options(&out.stdout, wasmloop::input::yaml_options()).unwrap()
 }
 
 /// Server-side applies every object: the API server validates each one.

@@ -5,8 +5,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Host, create_configmap, hostile, millis};
-use serde_json::Value;
+use common::{Host, create_configmap, hostile, logged_time};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use wasmloop_testenv::{TestNamespace, eventually, shared};
 
 const LEASE_SECONDS: u64 = 4;
@@ -29,15 +29,17 @@ fn candidate_with_lease(ns: &TestNamespace, seconds: u64) -> (Host, tempfile::Na
     hostile("requeue", &extra)
 }
 
-fn ticks(host: &Host, object: &str) -> Vec<f64> {
-    host.reconcile_lines(object, "tick ").iter().map(millis).collect()
+fn ticks(host: &Host, object: &str) -> Vec<Timestamp> {
+    host.reconcile_lines(object, "tick ").iter().map(logged_time).collect()
 }
 
-fn logged_at(host: &Host, text: &str) -> Option<f64> {
+/// When the host first logged `text`; call it once [`Host::logged`] has seen the line.
+fn logged_at(host: &Host, text: &str) -> Timestamp {
     host.json_lines()
         .iter()
         .find(|l| l["fields"]["message"].as_str().is_some_and(|m| m.contains(text)))
-        .map(|l: &Value| millis(l))
+        .map(logged_time)
+        .unwrap_or_else(|| panic!("the host has not logged {text:?}"))
 }
 
 #[tokio::test]
@@ -71,16 +73,27 @@ async fn only_the_leader_reconciles_and_a_standby_takes_over_within_the_lease_af
     assert_eq!(first.metric("wasmloop_leader").await, 1.0);
 
     first.kill();
-    let killed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64() * 1000.0;
+    // The host's log timestamps and this are the same UTC clock.
+    let killed = Timestamp::now();
     second.logged("acquired the leader Lease").await;
-    let took_over = logged_at(&second, "acquired the leader Lease").unwrap() - killed % 86_400_000.0;
-    // The Lease runs out LEASE_SECONDS after the last renewal, which came before the kill.
-    assert!(took_over < (LEASE_SECONDS as f64 + 3.0) * 1000.0, "took over {took_over} ms after the SIGKILL");
+    let acquired = logged_at(&second, "acquired the leader Lease");
+    let took_over = acquired.duration_since(killed);
+    // The Lease runs out LEASE_SECONDS after the last renewal, which came before the kill;
+    // the 3 s beyond it cover the standby's next attempt on a loaded machine.
+    let bound = SignedDuration::from_secs(LEASE_SECONDS as i64 + 3);
+    assert!(took_over < bound, "took over {} ms after the SIGKILL", took_over.as_millis());
     eventually(Duration::from_secs(30), "the new leader ticking", || {
         let n = ticks(&second, &object).len();
         async move { if n >= 2 { Ok(()) } else { Err(format!("{n} ticks")) } }
     })
     .await;
+    // In the order the new leader wrote them: it reconciled only once it held the Lease.
+    let lines = second.json_lines();
+    let message = |l: &serde_json::Value| l["fields"]["message"].as_str().unwrap_or_default().to_owned();
+    let acquired_at = lines.iter().position(|l| message(l).contains("acquired the leader Lease")).unwrap();
+    let first_tick_at =
+        lines.iter().position(|l| l["span"]["object"] == object.as_str() && message(l).contains("tick ")).unwrap();
+    assert!(acquired_at < first_tick_at, "the standby reconciled before it acquired the Lease");
     let (last_of_first, first_of_second) = (*ticks(&first, &object).last().unwrap(), ticks(&second, &object)[0]);
     assert!(last_of_first < first_of_second, "the object was reconciled by both hosts at once");
 }
@@ -96,9 +109,14 @@ async fn a_leader_stopped_with_sigterm_hands_the_lease_over_without_waiting_for_
 
     let status = first.terminate();
     assert!(status.success(), "a graceful shutdown exits 0, got {status}");
-    assert!(first.json_lines().iter().any(|l| l["fields"]["message"] == "released the leader Lease"));
-    let stopped = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64() * 1000.0;
+    // The process has exited, but its last lines may still be in the pipe.
+    first.logged("released the leader Lease").await;
     second.logged("acquired the leader Lease").await;
-    let took_over = logged_at(&second, "acquired the leader Lease").unwrap() - stopped % 86_400_000.0;
-    assert!(took_over < 10_000.0, "took over {took_over} ms after the leader stopped, with a 30 s Lease");
+    let took_over =
+        logged_at(&second, "acquired the leader Lease").duration_since(logged_at(&first, "released the leader Lease"));
+    assert!(
+        took_over < SignedDuration::from_secs(10),
+        "took over {} ms after the leader released the Lease, with a 30 s Lease",
+        took_over.as_millis()
+    );
 }

@@ -59,9 +59,4 @@ impl Kinds {
         self.cache.lock().expect("lock").insert(kind.clone(), resolved.clone());
         Ok(resolved)
     }
-
-    /// Forgets every resolution (after a CRD change, say).
-    pub fn clear(&self) {
-        self.cache.lock().expect("lock").clear();
-    }
 }

@@ -546,7 +546,7 @@ mod tests {
 
     /// The snippet is flow-style YAML; JSON-compatible enough to check with a YAML parser.
     fn serde_yaml_like(document: &str) -> serde_json::Value {
-        serde_yaml::from_str(document).unwrap_or_else(|e| panic!("not YAML: {e}\n{document}"))
+        serde_saphyr::from_str(document).unwrap_or_else(|e| panic!("not YAML: {e}\n{document}"))
     }
 
     #[test]

@@ -294,11 +294,6 @@ impl Informer {
         let _ = rx.wait_for(|synced| *synced).await;
     }
 
-    /// True once the first full list has been cached.
-    pub fn is_synced(&self) -> bool {
-        *self.synced.borrow()
-    }
-
     /// Changes from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<Change> {
         self.changes.subscribe()

@@ -254,11 +254,6 @@ impl Metrics {
         self.watch_relists.get_or_create(watch).inc();
     }
 
-    /// Watches open now for `watch`.
-    pub fn active_watches(&self, watch: &WatchLabels) -> i64 {
-        self.watches_active.get(watch).map_or(0, |g| g.get())
-    }
-
     /// An action succeeded.
     pub fn action(&self, plugin: &str, kind: &str, verb: &str) {
         self.actions.get_or_create(&ActionLabels { plugin: plugin.into(), kind: kind.into(), verb: verb.into() }).inc();

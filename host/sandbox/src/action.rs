@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::bindings::{Gvk, Object, wit};
+use crate::bindings::{Gvk, Object, Phase, wit};
 use crate::capability::{self, Verb};
 use crate::error::CallFailure;
 use crate::manifest::Manifest;
@@ -100,6 +100,10 @@ pub struct Response {
     /// Requeue after this long.
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "duration_text")]
     pub requeue_after: Option<Duration>,
+    /// The plugin asked to prune: delete the controlled children of owned kinds that
+    /// `actions` does not apply, after every action has succeeded.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub prune: bool,
 }
 
 fn duration_text<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
@@ -234,6 +238,11 @@ fn decode_action(
                 ));
             }
         },
+        // A successful response's prune is taken out before its actions are decoded; anywhere
+        // else (a failed reconcile's actions) it has no meaning.
+        wit::Action::Prune => {
+            return Err(CallFailure::InvalidAction("prune belongs in a successful response".into()));
+        }
         wit::Action::Event(e) => {
             validate::event_word("reason", &e.reason).map_err(invalid)?;
             if let Some(action) = &e.action {
@@ -275,13 +284,33 @@ fn decode_actions(
 pub(crate) fn decode(
     manifest: &Manifest,
     primary: &Object,
-    deleted: bool,
-    response: wit::Response,
+    phase: Phase,
+    mut response: wit::Response,
 ) -> Result<Response, CallFailure> {
+    let prune = prune_asked(manifest, phase, &response.actions)?;
+    response.actions.retain(|a| !matches!(a, wit::Action::Prune));
     Ok(Response {
-        actions: decode_actions(manifest, primary, deleted, response.actions, "actions")?,
+        actions: decode_actions(manifest, primary, phase == Phase::Deleted, response.actions, "actions")?,
         requeue_after: response.requeue_after_ms.map(Duration::from_millis),
+        prune,
     })
+}
+
+/// Whether a response asks to prune, refusing a `prune` the manifest does not allow, one
+/// outside phase apply, and a second one.
+fn prune_asked(manifest: &Manifest, phase: Phase, actions: &[wit::Action]) -> Result<bool, CallFailure> {
+    let at: Vec<usize> =
+        actions.iter().enumerate().filter(|(_, a)| matches!(a, wit::Action::Prune)).map(|(i, _)| i).collect();
+    let refuse = |i: usize, why: String| Err(CallFailure::InvalidAction(format!("actions[{i}]: {why}")));
+    match at.as_slice() {
+        [] => Ok(false),
+        [i] if !manifest.prune => {
+            refuse(*i, "prune needs the manifest to allow it; add Manifest::prune(true) (`prune: true`)".into())
+        }
+        [i] if phase != Phase::Apply => refuse(*i, format!("prune is carried out in phase apply only, not {phase:?}")),
+        [_] => Ok(true),
+        [_, i, ..] => refuse(*i, "prune may appear once in a response".into()),
+    }
 }
 
 /// Decodes a guest's error into [`CallFailure::Plugin`]. Its actions may only report on the

@@ -284,6 +284,29 @@ pub(crate) enum Action {
     Status(Text),
     #[component(name = "event")]
     Event(Event),
+    #[component(name = "prune")]
+    Prune,
+}
+
+impl Patch {
+    fn into_wit(self) -> crate::bindings::exports::wasmloop::plugin::plugin::Patch {
+        crate::bindings::exports::wasmloop::plugin::plugin::Patch {
+            target: self.target.into_wit(),
+            kind: self.kind,
+            patch: self.patch.0,
+        }
+    }
+}
+
+impl Event {
+    fn into_wit(self) -> crate::bindings::exports::wasmloop::plugin::plugin::Event {
+        crate::bindings::exports::wasmloop::plugin::plugin::Event {
+            event_type: self.event_type,
+            reason: self.reason.0,
+            message: self.message.0,
+            action: self.action.into_wit(),
+        }
+    }
 }
 
 impl IntoWit for Action {
@@ -292,18 +315,40 @@ impl IntoWit for Action {
         match self {
             Action::Apply(t) => wit::Action::Apply(t.0),
             Action::Delete(r) => wit::Action::Delete(r.into_wit()),
-            Action::Patch(p) => wit::Action::Patch(crate::bindings::exports::wasmloop::plugin::plugin::Patch {
-                target: p.target.into_wit(),
-                kind: p.kind,
-                patch: p.patch.0,
-            }),
+            Action::Patch(p) => wit::Action::Patch(p.into_wit()),
             Action::Status(t) => wit::Action::Status(t.0),
-            Action::Event(e) => wit::Action::Event(crate::bindings::exports::wasmloop::plugin::plugin::Event {
-                event_type: e.event_type,
-                reason: e.reason.0,
-                message: e.message.0,
-                action: e.action.into_wit(),
-            }),
+            Action::Event(e) => wit::Action::Event(e.into_wit()),
+            Action::Prune => wit::Action::Prune,
+        }
+    }
+}
+
+/// `action` of contract 0.1: no `prune` (a 0.1 plugin's manifest flag prunes after every
+/// successful apply instead; see `Plugin::decode`).
+#[derive(ComponentType, Lift)]
+#[component(variant)]
+pub(crate) enum Action01 {
+    #[component(name = "apply")]
+    Apply(Text),
+    #[component(name = "delete")]
+    Delete(ObjectRef),
+    #[component(name = "patch")]
+    Patch(Patch),
+    #[component(name = "status")]
+    Status(Text),
+    #[component(name = "event")]
+    Event(Event),
+}
+
+impl IntoWit for Action01 {
+    type Wit = wit::Action;
+    fn into_wit(self) -> wit::Action {
+        match self {
+            Action01::Apply(t) => wit::Action::Apply(t.0),
+            Action01::Delete(r) => wit::Action::Delete(r.into_wit()),
+            Action01::Patch(p) => wit::Action::Patch(p.into_wit()),
+            Action01::Status(t) => wit::Action::Status(t.0),
+            Action01::Event(e) => wit::Action::Event(e.into_wit()),
         }
     }
 }
@@ -318,6 +363,22 @@ pub(crate) struct Response {
 }
 
 impl IntoWit for Response {
+    type Wit = wit::Response;
+    fn into_wit(self) -> wit::Response {
+        wit::Response { actions: self.actions.into_wit(), requeue_after_ms: self.requeue_after_ms }
+    }
+}
+
+/// `response` of contract 0.1.
+#[derive(ComponentType, Lift)]
+#[component(record)]
+pub(crate) struct Response01 {
+    actions: List<Action01>,
+    #[component(name = "requeue-after-ms")]
+    requeue_after_ms: Option<u64>,
+}
+
+impl IntoWit for Response01 {
     type Wit = wit::Response;
     fn into_wit(self) -> wit::Response {
         wit::Response { actions: self.actions.into_wit(), requeue_after_ms: self.requeue_after_ms }

@@ -246,8 +246,9 @@ pub(crate) struct PluginInner {
     pub(crate) manifest: Arc<Manifest>,
     pub(crate) digest: String,
     pub(crate) origin: String,
-    /// The plugin's share of the pool, when it has one (see [`crate::Sandbox::reserve`]).
-    pub(crate) reservation: Option<Reservation>,
+    /// The plugin's share of the pool, when it has one (see [`crate::Sandbox::reserve`]):
+    /// held, never read, so that dropping the last version hands the share back.
+    pub(crate) _reservation: Option<Reservation>,
 }
 
 /// A loaded, validated plugin. Cheap to clone; calls may run concurrently, up to its
@@ -303,7 +304,7 @@ impl Plugin {
             manifest: self.inner.manifest.clone(),
             digest: self.inner.digest.clone(),
             origin: self.inner.origin.clone(),
-            reservation,
+            _reservation: reservation,
         })
     }
 
@@ -317,11 +318,6 @@ impl Plugin {
 
     pub(crate) fn with_reservation(&self, slots: Arc<Semaphore>, reservation: Reservation) -> Plugin {
         self.derive(self.limits(), slots, Some(reservation))
-    }
-
-    /// True when the plugin holds an instance quota of its own.
-    pub fn is_reserved(&self) -> bool {
-        self.inner.reservation.is_some()
     }
 
     fn error(&self, object: &Object, failure: CallFailure) -> CallError {
@@ -355,9 +351,10 @@ impl Plugin {
                         type R = Result<lift::Response, lift::ReconcileError>;
                         counted_call::<_, R>(store, instance, index, params, budget).await
                     }
-                    // 0.1's request and response have 0.2's shape; only its error differs.
+                    // 0.1's request has 0.2's shape; its response lacks `prune` and its error
+                    // actions and retry delay.
                     Contract::V0_1 => {
-                        type R = Result<lift::Response, lift::ReconcileError01>;
+                        type R = Result<lift::Response01, lift::ReconcileError01>;
                         counted_call::<_, R>(store, instance, index, params, budget).await
                     }
                 }
@@ -401,7 +398,14 @@ impl Plugin {
         let primary = &request.object;
         let deleted = request.phase == crate::Phase::Deleted;
         match result {
-            Ok(response) => action::decode(manifest, primary, deleted, response),
+            Ok(response) => {
+                let mut response = action::decode(manifest, primary, request.phase, response)?;
+                // 0.1's flag pruned after every successful apply; a 0.1 plugin keeps that.
+                if self.inner.setup.contract == Contract::V0_1 {
+                    response.prune = manifest.prune && request.phase == crate::Phase::Apply;
+                }
+                Ok(response)
+            }
             Err(e) => Err(action::decode_failure(manifest, primary, deleted, e)?),
         }
     }

@@ -94,16 +94,6 @@ impl Sandbox {
         &self.inner.engine
     }
 
-    /// The compile cache.
-    pub fn compile_cache(&self) -> &CompileCache {
-        &self.inner.cache
-    }
-
-    /// Instances of the pool not reserved by any plugin.
-    pub fn free_instances(&self) -> usize {
-        *self.inner.free.lock().expect("lock")
-    }
-
     /// Compiles off the async workers, one component at a time, within the compile timeout.
     /// A compile that overruns keeps its thread until Cranelift is done (it cannot be
     /// interrupted) and holds the compile slot meanwhile, so overruns cannot pile up.
@@ -191,7 +181,7 @@ impl Sandbox {
             manifest: Arc::new(manifest),
             digest,
             origin: origin_owned(),
-            reservation: None,
+            _reservation: None,
         }))
     }
 

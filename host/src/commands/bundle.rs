@@ -23,7 +23,7 @@ pub(super) fn run(args: &BundleArgs) -> anyhow::Result<ExitCode> {
         .as_deref()
         .map(|path| {
             let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-            serde_yaml::from_str::<serde_json::Value>(&text)
+            serde_saphyr::from_str_with_options::<serde_json::Value>(&text, crate::input::yaml_options())
                 .with_context(|| format!("{} is not valid YAML or JSON", path.display()))?;
             anyhow::Ok(text)
         })
@@ -38,6 +38,6 @@ pub(super) fn run(args: &BundleArgs) -> anyhow::Result<ExitCode> {
             ordered[key] = field.clone();
         }
     }
-    print!("{}", serde_yaml::to_string(&ordered)?);
+    print!("{}", serde_saphyr::to_string(&ordered)?);
     Ok(ExitCode::SUCCESS)
 }

@@ -9,7 +9,7 @@ use wasmloop_runtime::registry::{Candidate, RegistryError};
 use super::host::{Host, shutdown_signal};
 use crate::cli::{DevArgs, PluginIdentity};
 use crate::host_config::HostConfig;
-use crate::sources::path::PathSource;
+use crate::sources::path::{Changes, PathSource};
 
 pub(super) fn run(args: &DevArgs) -> anyhow::Result<ExitCode> {
     let config = args.host.config.as_deref().map(HostConfig::read).transpose()?.unwrap_or_default();
@@ -57,6 +57,23 @@ async fn reload(host: &Host, source: &PathSource, last: &mut String) -> bool {
     }
 }
 
+/// Watches anew when what the build reads has changed (a manifest edit added or dropped a path
+/// dependency, say), before the build, so a save during it is not missed. When
+/// `cargo metadata` fails, the watch stays as it is and the build says what is wrong.
+async fn rewatch(source: &PathSource, changes: &mut Changes) {
+    let Ok(set) = source.watch_set().await else { return };
+    if set == changes.set {
+        return;
+    }
+    match source.watch(set) {
+        Ok(watching) => {
+            *changes = watching;
+            tracing::info!(source = %source.label(), "watching what the build now reads");
+        }
+        Err(error) => tracing::warn!(source = %source.label(), "{error:#}; the previous watch stays"),
+    }
+}
+
 async fn serve(args: &DevArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
     let source = PathSource::new(&args.path)?;
     let sandbox = super::sandbox(&args.host.sandbox, config.sandbox.max_instances)?;
@@ -68,7 +85,11 @@ async fn serve(args: &DevArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
     let host =
         Host::start(&args.host, config, &sandbox, std::slice::from_ref(&item), dry_run, PluginIdentity::Host).await?;
     // Watch before the first load, so a save during it is not missed.
-    let mut changes = source.watch()?;
+    let set = source.watch_set().await.unwrap_or_else(|error| {
+        tracing::warn!(source = %item, "{error:#}; watching the crate's own sources until cargo metadata works");
+        source.own_watch_set()
+    });
+    let mut changes = source.watch(set)?;
     let mut last = String::new();
     if reload(&host, &source, &mut last).await {
         host.readiness.ready(&item);
@@ -83,6 +104,7 @@ async fn serve(args: &DevArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
                 if change.is_none() { break; }
                 // Coalesce what piled up while the last reload ran.
                 while changes.receiver.try_recv().is_ok() {}
+                rewatch(&source, &mut changes).await;
                 if reload(&host, &source, &mut last).await {
                     host.readiness.ready(&item);
                 }

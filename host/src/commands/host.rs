@@ -161,7 +161,7 @@ mod tests {
     use super::*;
 
     fn config(yaml: &str) -> HostConfig {
-        serde_yaml::from_str(yaml).unwrap()
+        serde_saphyr::from_str_with_options(yaml, crate::input::yaml_options()).unwrap()
     }
 
     #[test]
@@ -189,6 +189,12 @@ mod tests {
 
     #[test]
     fn a_zero_write_rate_is_refused_rather_than_read_as_unlimited() {
-        assert!(serde_yaml::from_str::<HostConfig>("limits: {writesPerSecond: 0}").is_err());
+        assert!(
+            serde_saphyr::from_str_with_options::<HostConfig>(
+                "limits: {writesPerSecond: 0}",
+                crate::input::yaml_options()
+            )
+            .is_err()
+        );
     }
 }

@@ -85,7 +85,7 @@ fn print(value: &impl serde::Serialize, format: OutputFormat) -> anyhow::Result<
     // Through serde_json::Value so enums print as plain maps, not YAML tags.
     let value = serde_json::to_value(value)?;
     let text = match format {
-        OutputFormat::Yaml => serde_yaml::to_string(&value)?,
+        OutputFormat::Yaml => serde_saphyr::to_string(&value)?,
         OutputFormat::Json => serde_json::to_string_pretty(&value)? + "\n",
     };
     print!("{text}");

@@ -97,7 +97,7 @@ async fn reconcile(
             if let CallFailure::Plugin { actions, .. } = &error.failure
                 && !actions.is_empty()
             {
-                super::print(&Response { actions: actions.clone(), requeue_after: None }, args.output)?;
+                super::print(&Response { actions: actions.clone(), requeue_after: None, prune: false }, args.output)?;
             }
             Ok(ExitCode::from(super::EXIT_PLUGIN_ERROR))
         }

@@ -19,7 +19,7 @@ impl TestNamespace {
     pub async fn install_crd(&self, path: &Path) -> Api<DynamicObject> {
         let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
         let crd: CustomResourceDefinition =
-            serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{} is not a CRD: {e}", path.display()));
+            serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{} is not a CRD: {e}", path.display()));
         match Api::<CustomResourceDefinition>::all(self.client.clone()).create(&PostParams::default(), &crd).await {
             Ok(_) => {}
             Err(kube::Error::Api(status)) if status.is_already_exists() => {}

@@ -12,7 +12,7 @@ use wasmloop_testenv::{eventually, shared};
 
 fn crd() -> CustomResourceDefinition {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../plugins/foo-deployment/deploy/crd.yaml");
-    serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
 fn configmap(name: &str) -> ConfigMap {

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject};
 use serde_json::{Value, json};
 use wasmloop_testenv::{eventually, shared};
@@ -102,6 +103,23 @@ impl Host {
         .await;
     }
 
+    /// How much the host has logged so far: a mark for [`Host::logged_since`].
+    pub fn mark(&self) -> usize {
+        self.output.lock().unwrap().len()
+    }
+
+    /// Waits until the host has logged `text` after `mark`, for a line that may also have
+    /// been logged earlier for another reason.
+    pub async fn logged_since(&self, mark: usize, text: &str) {
+        let output = self.output.clone();
+        eventually(Duration::from_secs(60), &format!("the host to log {text:?} after the mark"), || {
+            // Lines are appended whole, so a mark always falls between two of them.
+            let found = output.lock().unwrap()[mark..].contains(text);
+            async move { if found { Ok(()) } else { Err("not yet".into()) } }
+        })
+        .await;
+    }
+
     /// Waits until the host has printed `text` on stdout, and returns all it printed.
     pub async fn printed(&self, text: &str) -> String {
         let stdout = self.stdout.clone();
@@ -153,6 +171,20 @@ impl Host {
     pub async fn metric_or_zero(&self, series: &str) -> f64 {
         let (_, text) = self.get("/metrics").await;
         series_value(&text, series).unwrap_or(0.0)
+    }
+
+    /// Reconciles of `plugin` that have ended, whatever their result. Panics when the host
+    /// has no series for the plugin (it creates them when the plugin starts), so a misspelt
+    /// name fails the test instead of reading as none.
+    pub async fn reconciles(&self, plugin: &str) -> f64 {
+        let (_, text) = self.get("/metrics").await;
+        ["success", "retry", "failed"]
+            .into_iter()
+            .map(|result| {
+                let series = format!(r#"wasmloop_reconciles_total{{plugin="{plugin}",result="{result}"}}"#);
+                series_value(&text, &series).unwrap_or_else(|| panic!("/metrics has no series {series}:\n{text}"))
+            })
+            .sum()
     }
 
     /// Kills the process with SIGKILL, as a node failure would.
@@ -225,17 +257,16 @@ impl Drop for Host {
     }
 }
 
-/// A JSON log line's time, in milliseconds of its day (enough within one test).
+/// When a JSON log line (with `--log-format json`) was written: a full UTC timestamp, so
+/// lines compare and subtract correctly across midnight.
+pub fn logged_time(line: &Value) -> Timestamp {
+    let text = line["timestamp"].as_str().unwrap_or_else(|| panic!("a log line without a timestamp: {line}"));
+    text.parse::<Timestamp>().unwrap_or_else(|e| panic!("the log timestamp {text:?}: {e}"))
+}
+
+/// A JSON log line's time in milliseconds since the Unix epoch, for differences between lines.
 pub fn millis(line: &Value) -> f64 {
-    let ts = line["timestamp"].as_str().unwrap();
-    let time = &ts[11..ts.len() - 1];
-    let mut parts = time.split(':');
-    let (h, m, s): (f64, f64, f64) = (
-        parts.next().unwrap().parse().unwrap(),
-        parts.next().unwrap().parse().unwrap(),
-        parts.next().unwrap().parse().unwrap(),
-    );
-    ((h * 60.0 + m) * 60.0 + s) * 1000.0
+    logged_time(line).as_microsecond() as f64 / 1000.0
 }
 
 fn series_value(text: &str, series: &str) -> Option<f64> {
@@ -248,10 +279,21 @@ fn series_value(text: &str, series: &str) -> Option<f64> {
 /// plugin misbehaving in `mode` (a YAML flow mapping's content: `mode: requeue, intervalMs: 100`
 /// or just the mode) on every ConfigMap. The config file lives as long as the host.
 pub fn hostile(mode: &str, extra: &[&OsStr]) -> (Host, tempfile::NamedTempFile) {
+    hostile_with(mode, "", extra)
+}
+
+/// As [`hostile`], on the ConfigMaps of `namespace` only (`plugins.hostile.namespace`): a fast
+/// ticker there does not multiply by every ConfigMap of the cluster.
+pub fn confined_hostile(namespace: &str, mode: &str, extra: &[&OsStr]) -> (Host, tempfile::NamedTempFile) {
+    hostile_with(mode, &format!("    namespace: {namespace}\n"), extra)
+}
+
+fn hostile_with(mode: &str, plugin_settings: &str, extra: &[&OsStr]) -> (Host, tempfile::NamedTempFile) {
     let config = tempfile::NamedTempFile::new().unwrap();
     let settings = if mode.contains(':') { mode.to_owned() } else { format!("mode: {mode}") };
     // Its requeue tests tick faster than the default 1 s floor on requeue_after.
-    let yaml = format!("plugins:\n  hostile:\n    minRequeueAfterMs: 10\n    config: {{{settings}}}\n");
+    let yaml =
+        format!("plugins:\n  hostile:\n    minRequeueAfterMs: 10\n{plugin_settings}    config: {{{settings}}}\n");
     std::fs::write(config.path(), yaml).unwrap();
     let plugin = component("hostile_plugin");
     let mut args: Vec<&OsStr> = vec!["--log-format".as_ref(), "json".as_ref(), "run".as_ref()];

@@ -166,7 +166,9 @@ impl Reconciler for FooController {
         }
 
         let available = existing.and_then(|d| d.status.available_replicas).unwrap_or(0);
-        let mut actions = vec![apply(&desired_deployment(&foo))];
+        // The Deployment is the whole desired set: any other Deployment this Foo controls (the
+        // one it managed before deploymentName changed) goes.
+        let mut actions = vec![apply(&desired_deployment(&foo)), prune()];
         if foo.status.map(|s| s.available_replicas) != Some(available) {
             actions.push(status(json!({ "availableReplicas": available })));
         }
@@ -219,6 +221,12 @@ mod tests {
         assert_eq!(labels["controller"], "example-foo");
         let container = &spec.template.spec.as_ref().unwrap().containers[0];
         assert_eq!((container.name.as_str(), container.image.as_deref()), ("nginx", Some("nginx:latest")));
+    }
+
+    #[test]
+    fn a_foo_with_its_deployment_asks_to_prune_every_other_child() {
+        let outcome = TestCase::new(foo("example-foo", 1)).run::<FooController>();
+        assert!(outcome.prunes(), "{:?}", outcome.result);
     }
 
     #[test]

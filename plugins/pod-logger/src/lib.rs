@@ -60,7 +60,7 @@ mod tests {
     use super::*;
     use serde_json::{Value, json};
     use wasmloop_sdk::log::Level;
-    use wasmloop_sdk::testing::TestCase;
+    use wasmloop_sdk::testing::{Outcome, TestCase};
 
     fn pod(phase: &str) -> Value {
         json!({"apiVersion": "v1", "kind": "Pod",
@@ -68,42 +68,81 @@ mod tests {
                "status": {"phase": phase}})
     }
 
+    fn pod_without_status() -> Value {
+        let mut p = pod("x");
+        p.as_object_mut().unwrap().remove("status");
+        p
+    }
+
+    fn messages(outcome: &Outcome) -> Vec<&str> {
+        outcome.logs.iter().map(|(_, m)| m.as_str()).collect()
+    }
+
     #[test]
     fn first_sight_logs_seen_with_the_phase() {
         let outcome = TestCase::new(pod("Pending")).run::<PodLogger>();
         assert!(outcome.logged(Level::Info, "pod shop/web-0 seen (phase Pending)"), "{:?}", outcome.logs);
-        assert!(outcome.actions().is_empty());
     }
 
     #[test]
-    fn phase_transition_is_logged_with_both_phases() {
+    fn a_phase_change_is_logged_with_both_phases() {
         let outcome = TestCase::new(pod("Running")).previous(pod("Pending")).run::<PodLogger>();
         assert!(outcome.logged(Level::Info, "pod shop/web-0 phase changed Pending -> Running"), "{:?}", outcome.logs);
     }
 
     #[test]
-    fn unchanged_phase_logs_nothing() {
+    fn an_unchanged_phase_logs_nothing() {
         let outcome = TestCase::new(pod("Running")).previous(pod("Running")).run::<PodLogger>();
         assert!(outcome.logs.is_empty(), "{:?}", outcome.logs);
     }
 
     #[test]
-    fn deletion_is_logged_with_the_last_phase() {
+    fn a_deletion_is_logged_with_the_last_phase() {
         let outcome = TestCase::new(pod("Succeeded")).phase(Phase::Deleted).run::<PodLogger>();
         assert!(outcome.logged(Level::Info, "pod shop/web-0 deleted (last phase Succeeded)"), "{:?}", outcome.logs);
     }
 
     #[test]
-    fn pod_without_status_is_reported_as_unknown() {
-        let mut p = pod("x");
-        p.as_object_mut().unwrap().remove("status");
-        let outcome = TestCase::new(p).run::<PodLogger>();
-        assert!(outcome.logged(Level::Info, "(phase Unknown)"), "{:?}", outcome.logs);
+    fn a_deletion_is_logged_only_as_a_deletion_even_when_the_phase_changed() {
+        // Whatever phase the Pod last had before, its deletion is the news.
+        let outcome = TestCase::new(pod("Succeeded")).previous(pod("Running")).phase(Phase::Deleted).run::<PodLogger>();
+        assert_eq!(messages(&outcome), ["pod shop/web-0 deleted (last phase Succeeded)"]);
     }
 
     #[test]
-    fn the_plugin_writes_nothing_to_the_cluster() {
-        let manifest = PodLogger::manifest();
-        assert!(manifest.owns.is_empty() && manifest.finalizer.is_none());
+    fn a_pod_without_status_is_reported_as_unknown() {
+        let outcome = TestCase::new(pod_without_status()).run::<PodLogger>();
+        assert!(outcome.logged(Level::Info, "pod shop/web-0 seen (phase Unknown)"), "{:?}", outcome.logs);
+    }
+
+    #[test]
+    fn a_previous_state_without_status_counts_as_unknown() {
+        let outcome = TestCase::new(pod("Running")).previous(pod_without_status()).run::<PodLogger>();
+        assert!(outcome.logged(Level::Info, "pod shop/web-0 phase changed Unknown -> Running"), "{:?}", outcome.logs);
+    }
+
+    #[test]
+    fn a_pod_whose_phase_does_not_decode_fails_permanently() {
+        // Retrying cannot help: the same object would fail the same way until it changes.
+        let mut broken = pod("x");
+        broken["status"]["phase"] = json!(42);
+        let outcome = TestCase::new(broken).run::<PodLogger>();
+        let error = outcome.error();
+        assert!(!error.transient, "{error}");
+        assert!(error.message.contains("cannot decode Pod shop/web-0"), "{error}");
+    }
+
+    #[test]
+    fn no_reconcile_writes_anything_to_the_cluster() {
+        let cases = [
+            TestCase::new(pod("Pending")),
+            TestCase::new(pod("Running")).previous(pod("Pending")),
+            TestCase::new(pod("Running")).previous(pod("Running")),
+            TestCase::new(pod("Succeeded")).phase(Phase::Deleted),
+        ];
+        for case in cases {
+            let outcome = case.run::<PodLogger>();
+            assert!(outcome.actions().is_empty(), "{case:?} returned {:?}", outcome.actions());
+        }
     }
 }

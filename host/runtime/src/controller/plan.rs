@@ -84,11 +84,14 @@ pub(super) struct FollowUp {
     pub remember: bool,
 }
 
-/// The follow-up of a successful call in `phase`. Prune acts on a successful apply only:
-/// a failed call, a cleanup or a deletion leaves every child as it is.
-pub(super) fn follow_up(phase: Phase, manifest: &Manifest) -> FollowUp {
+/// The follow-up of a successful call in `phase` whose response asked to prune or not.
+/// Prune acts only when the response asked, in a successful apply, of a plugin whose
+/// manifest allows it (the sandbox refuses the rest; this holds even if it did not): a
+/// failed call, a response that did not ask, a cleanup or a deletion leaves every child as it
+/// is.
+pub(super) fn follow_up(phase: Phase, manifest: &Manifest, prune_asked: bool) -> FollowUp {
     FollowUp {
-        prune: phase == Phase::Apply && manifest.prune,
+        prune: prune_asked && phase == Phase::Apply && manifest.prune,
         release_finalizer: phase == Phase::Cleanup && manifest.finalizer.is_some(),
         remember: phase == Phase::Apply && manifest.deliver_previous,
     }
@@ -296,18 +299,20 @@ mod tests {
     }
 
     #[test]
-    fn only_a_successful_apply_prunes_and_only_a_cleanup_releases_the_finalizer() {
+    fn only_an_apply_that_asks_prunes_and_only_a_cleanup_releases_the_finalizer() {
         let all = manifest(true, Some(F), true);
+        let remembers = FollowUp { remember: true, ..FollowUp::default() };
         #[rustfmt::skip]
         let cases = [
-            (Phase::Apply, &all, FollowUp { prune: true, release_finalizer: false, remember: true }),
-            (Phase::Cleanup, &all, FollowUp { prune: false, release_finalizer: true, remember: false }),
-            (Phase::Deleted, &all, FollowUp::default()),
-            (Phase::Apply, &manifest(false, Some(F), false), FollowUp::default()),
-            (Phase::Cleanup, &manifest(true, None, true), FollowUp::default()),
+            ("apply, asked", Phase::Apply, &all, true, FollowUp { prune: true, release_finalizer: false, remember: true }),
+            ("apply, not asked", Phase::Apply, &all, false, remembers),
+            ("cleanup, asked", Phase::Cleanup, &all, true, FollowUp { prune: false, release_finalizer: true, remember: false }),
+            ("deleted, asked", Phase::Deleted, &all, true, FollowUp::default()),
+            ("apply, asked, not allowed", Phase::Apply, &manifest(false, Some(F), false), true, FollowUp::default()),
+            ("cleanup, no finalizer", Phase::Cleanup, &manifest(true, None, true), false, FollowUp::default()),
         ];
-        for (phase, manifest, expected) in cases {
-            assert_eq!(follow_up(phase, manifest), expected, "{phase:?} {manifest:?}");
+        for (case, phase, manifest, asked, expected) in cases {
+            assert_eq!(follow_up(phase, manifest, asked), expected, "{case}");
         }
     }
 

@@ -59,7 +59,7 @@ pub(super) async fn work(shared: Arc<Shared>) {
         if shared.denied.borrow().is_some() {
             // Served nothing while its grant is revoked; every primary is requeued when it is
             // granted again.
-            tracing::info!(plugin, %work, "skipped: access revoked");
+            tracing::info!(plugin, key = %work, "skipped: access revoked");
             shared.queue.forget(&work);
             shared.queue.done(&work);
             continue;
@@ -67,7 +67,7 @@ pub(super) async fn work(shared: Arc<Shared>) {
         let admission = shared.health.lock().expect("lock").admit(Instant::now());
         if let Admission::Defer(wait) = admission {
             // Quarantined: the work waits for the next probe instead of holding a worker.
-            tracing::debug!(plugin, %work, ?wait, "deferred: plugin quarantined");
+            tracing::debug!(plugin, key = %work, ?wait, "deferred: plugin quarantined");
             shared.queue.add_after(work.clone(), wait);
             shared.queue.done(&work);
             continue;
@@ -285,7 +285,7 @@ async fn call(shared: &Arc<Shared>, key: &Key, entry: Arc<Entry>, phase: Phase, 
             return failed(shared, primary, &error.to_string(), error.event_reason(), error.is_transient()).await;
         }
     };
-    let follow_up = plan::follow_up(phase, &shared.manifest);
+    let follow_up = plan::follow_up(phase, &shared.manifest, response.prune);
     if follow_up.prune {
         let children: Vec<Arc<Entry>> = shared.owned.iter().flat_map(|i| i.owned_by(&uid)).collect();
         let children = children.iter().map(|c| Child {

@@ -167,6 +167,8 @@ impl Reconciler for Hostile {
                 let patch_doc = json!({"metadata": {"resourceVersion": stale}, "data": {"written": "yes"}});
                 Ok(vec![patch(request.object.to_ref(), PatchKind::Merge, &patch_doc)])
             }
+            // Its manifest does not allow pruning: the host must refuse the ask.
+            "prune" => Ok(vec![prune()]),
             "forged-token" => {
                 let token = "no position at all";
                 cache::list_page(&ConfigMap::gvk(), None, None, 0, Some(token))?;

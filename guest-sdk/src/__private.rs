@@ -1,28 +1,23 @@
 //! The WIT glue behind [`crate::export_plugin!`]. Not a public API.
 
-/// Bindings generated from `wit/plugin.wit`.
-#[allow(missing_docs)]
+/// Bindings generated from `wit/plugin.wit`, at the path that `export_plugin!` and the
+/// generated `export!` name (`default_bindings_module`).
 pub mod bindings {
-    wit_bindgen::generate!({
-        path: "../wit",
-        world: "wasmloop:plugin/reconciler",
-        pub_export_macro: true,
-        default_bindings_module: "wasmloop_sdk::__private::bindings",
-        export_macro_name: "export",
-    });
+    pub use crate::bindings::*;
 }
 
-pub use bindings::export;
-pub use bindings::exports::wasmloop::plugin::plugin::Guest;
-
-use bindings::exports::wasmloop::plugin::plugin as wit;
-use bindings::wasmloop::plugin::types as wit_types;
+pub use crate::bindings::export;
+pub use crate::bindings::exports::wasmloop::plugin::plugin::Guest;
 
 use crate::action::{Action, EventType, PatchKind};
+use crate::bindings::exports::wasmloop::plugin::plugin as wit;
+use crate::bindings::wasmloop::plugin::types as wit_types;
+use crate::host::object_from_wit;
 use crate::kind::Gvk;
 use crate::manifest::{Grant, KindSelector, Manifest, WriteScope};
-use crate::request::{Config, Object, ObjectRef, Phase, Request};
-use crate::{Reconciler, timing};
+use crate::reconciler::Reconciler;
+use crate::request::{Config, ObjectRef, Phase, Request};
+use crate::timing;
 
 /// The manifest record.
 pub type WitManifest = wit_types::PluginManifest;
@@ -36,10 +31,6 @@ pub type WitReconcileError = wit::ReconcileError;
 pub type WitObject = wit_types::Object;
 /// The object-ref record.
 pub type WitObjectRef = wit_types::ObjectRef;
-
-pub(crate) fn object_from_wit(o: WitObject) -> Object {
-    Object::from_parts(o.api_version, o.kind, o.name, o.namespace, o.uid, o.json)
-}
 
 fn gvk_to_wit(g: Gvk) -> wit_types::Gvk {
     wit_types::Gvk { group: g.group, version: g.version, kind: g.kind }

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::request::ObjectRef;
+use crate::object_ref::ObjectRef;
 use crate::timing;
 
 /// Event severity.

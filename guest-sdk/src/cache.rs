@@ -7,50 +7,13 @@
 //! Lists come from the host a page at a time ([`list_page`]); [`list_objects`] and [`list`]
 //! walk the pages for you.
 
-use std::fmt;
-
 use serde::de::DeserializeOwned;
 
 use crate::error::Error;
 use crate::kind::{Gvk, Kind};
 use crate::request::Object;
 
-/// Why the host refused a look-up. Each case holds a sentence for humans.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CacheError {
-    /// The kind is not declared under primary, owns, watches or reads.
-    UndeclaredKind(String),
-    /// The label selector does not parse.
-    InvalidSelector(String),
-    /// The namespace is outside what the plugin is served.
-    OutOfScope(String),
-    /// The plugin's identity lost its read grant during the call; the host drops the call's
-    /// answer and retries once the grant is back.
-    AccessRevoked(String),
-    /// A continue token the host did not produce.
-    InvalidContinue(String),
-}
-
-impl CacheError {
-    /// The host's sentence.
-    pub fn message(&self) -> &str {
-        match self {
-            CacheError::UndeclaredKind(m)
-            | CacheError::InvalidSelector(m)
-            | CacheError::OutOfScope(m)
-            | CacheError::AccessRevoked(m)
-            | CacheError::InvalidContinue(m) => m,
-        }
-    }
-}
-
-impl fmt::Display for CacheError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.message())
-    }
-}
-
-impl std::error::Error for CacheError {}
+pub use crate::abi::{CacheError, Page};
 
 impl From<CacheError> for Error {
     fn from(e: CacheError) -> Error {
@@ -62,15 +25,6 @@ impl From<CacheError> for Error {
             other => Error::permanent(other.message()),
         }
     }
-}
-
-/// One page of a list.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Page {
-    /// Objects in (namespace, name) order.
-    pub items: Vec<Object>,
-    /// Pass it to [`list_page`] for the next page; none after the last.
-    pub continue_token: Option<String>,
 }
 
 /// Reads one object of a declared kind, unparsed.

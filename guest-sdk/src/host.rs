@@ -1,16 +1,17 @@
-//! The host imports, behind one set of functions: the WIT imports in a component, the
-//! thread-local test host of [`crate::testing`] in native builds.
+//! The host imports, behind one set of functions: the WIT imports in a component, a
+//! thread-local test host in native builds, which [`crate::testing`] installs around each run.
+//! The test host lives here rather than in `testing` so that `log` and `cache` reach it
+//! without `testing` and `host` depending on each other.
 
-use crate::cache::{CacheError, Page};
+use crate::abi::{CacheError, Level, Page};
 use crate::kind::Gvk;
-use crate::log::Level;
 use crate::request::Object;
 
 #[cfg(target_arch = "wasm32")]
 mod imp {
     use super::*;
-    use crate::__private::bindings::wasmloop::plugin::types as wit;
-    use crate::__private::bindings::wasmloop::plugin::{cache, log};
+    use crate::bindings::wasmloop::plugin::types as wit;
+    use crate::bindings::wasmloop::plugin::{cache, log};
 
     fn wit_gvk(kind: &Gvk) -> wit::Gvk {
         wit::Gvk { group: kind.group.clone(), version: kind.version.clone(), kind: kind.kind.clone() }
@@ -26,6 +27,11 @@ mod imp {
         }
     }
 
+    /// Also used by the export glue in [`crate::__private`], for the objects of a request.
+    pub(crate) fn object_from_wit(o: wit::Object) -> Object {
+        Object::from_parts(o.api_version, o.kind, o.name, o.namespace, o.uid, o.json)
+    }
+
     pub(crate) fn log(level: Level, message: &str) {
         let level = match level {
             Level::Trace => wit::LogLevel::Trace,
@@ -38,9 +44,7 @@ mod imp {
     }
 
     pub(crate) fn get(kind: &Gvk, namespace: Option<&str>, name: &str) -> Result<Option<Object>, CacheError> {
-        cache::get_object(&wit_gvk(kind), namespace, name)
-            .map(|o| o.map(crate::__private::object_from_wit))
-            .map_err(error)
+        cache::get_object(&wit_gvk(kind), namespace, name).map(|o| o.map(object_from_wit)).map_err(error)
     }
 
     pub(crate) fn list_page(
@@ -51,24 +55,55 @@ mod imp {
         token: Option<&str>,
     ) -> Result<Page, CacheError> {
         let page = cache::list_objects(&wit_gvk(kind), namespace, selector, limit, token).map_err(error)?;
-        Ok(Page {
-            items: page.items.into_iter().map(crate::__private::object_from_wit).collect(),
-            continue_token: page.continue_token,
-        })
+        Ok(Page { items: page.items.into_iter().map(object_from_wit).collect(), continue_token: page.continue_token })
     }
 }
 
 #[cfg(not(target_arch = "wasm32"))]
 mod imp {
+    use std::cell::RefCell;
+
+    use serde_json::Value;
+
     use super::*;
+    use crate::manifest::Manifest;
+    use crate::selector::Selector;
+
+    struct NativeHost {
+        manifest: Manifest,
+        cache: Vec<Object>,
+        logs: Vec<(Level, String)>,
+        /// A look-up of an undeclared kind: the host fails the whole call for it, so does this.
+        undeclared: Option<String>,
+    }
+
+    thread_local! {
+        static HOST: RefCell<Option<NativeHost>> = const { RefCell::new(None) };
+    }
+
+    fn undeclared(manifest: &Manifest, kind: &Gvk) -> Option<String> {
+        (!manifest.declared_kinds().any(|k| k == kind)).then(|| {
+            format!(
+                "plugin {:?} read kind {kind}, which its manifest does not declare; add it to owns, watches or reads",
+                manifest.name
+            )
+        })
+    }
 
     pub(crate) fn log(level: Level, message: &str) {
-        crate::testing::host_log(level, message);
+        HOST.with(|h| match h.borrow_mut().as_mut() {
+            Some(host) => host.logs.push((level, message.to_owned())),
+            None => eprintln!("[{level:?}] {message}"),
+        });
     }
 
     pub(crate) fn get(kind: &Gvk, namespace: Option<&str>, name: &str) -> Result<Option<Object>, CacheError> {
-        crate::testing::host_get(kind, namespace, name)
+        Ok(list(kind, namespace, None)?.into_iter().find(|o| o.name == name))
     }
+
+    /// The host's page size, as in the host: the test host pages like it, so a plugin's paging
+    /// runs in `cargo test` too.
+    pub const PAGE_SIZE: usize = 500;
 
     pub(crate) fn list_page(
         kind: &Gvk,
@@ -77,8 +112,67 @@ mod imp {
         limit: u32,
         token: Option<&str>,
     ) -> Result<Page, CacheError> {
-        crate::testing::host_list_page(kind, namespace, selector, limit, token)
+        let key = |o: &Object| (o.namespace.clone().unwrap_or_default(), o.name.clone());
+        let mut all = list(kind, namespace, selector)?;
+        all.sort_by_key(key);
+        let after = match token.map(|t| t.split_once('/')) {
+            None => None,
+            Some(Some((ns, name))) => Some((ns.to_owned(), name.to_owned())),
+            Some(None) => {
+                let token = token.unwrap_or_default();
+                return Err(CacheError::InvalidContinue(format!(
+                    "continue token {token:?} was not produced by this cache"
+                )));
+            }
+        };
+        let limit = if limit == 0 { PAGE_SIZE } else { (limit as usize).min(PAGE_SIZE) };
+        let rest: Vec<Object> = all.into_iter().filter(|o| after.as_ref().is_none_or(|a| &key(o) > a)).collect();
+        let more = rest.len() > limit;
+        let items: Vec<Object> = rest.into_iter().take(limit).collect();
+        let continue_token = if more { items.last().map(|o| format!("{}/{}", key(o).0, key(o).1)) } else { None };
+        Ok(Page { items, continue_token })
+    }
+
+    fn list(kind: &Gvk, namespace: Option<&str>, selector: Option<&str>) -> Result<Vec<Object>, CacheError> {
+        let selector: Selector =
+            selector.unwrap_or_default().parse().map_err(|e| CacheError::InvalidSelector(format!("{e}")))?;
+        HOST.with(|h| {
+            let mut host = h.borrow_mut();
+            let Some(host) = host.as_mut() else { return Ok(Vec::new()) };
+            if let Some(message) = undeclared(&host.manifest, kind) {
+                host.undeclared = Some(message.clone());
+                return Err(CacheError::UndeclaredKind(message));
+            }
+            Ok(host
+                .cache
+                .iter()
+                .filter(|o| kind.matches(&o.api_version, &o.kind))
+                .filter(|o| namespace.is_none() || o.namespace.as_deref() == namespace)
+                .filter(|o| {
+                    selector.0.is_empty()
+                        || selector.matches_object(&serde_json::from_str(o.json()).unwrap_or(Value::Null))
+                })
+                .cloned()
+                .collect())
+        })
+    }
+
+    /// Runs `f` with `manifest` and `cache` installed as the host. Returns its result, the
+    /// lines logged and, if it read an undeclared kind, the host's refusal.
+    pub(crate) fn with_host<T>(
+        manifest: Manifest,
+        cache: Vec<Object>,
+        f: impl FnOnce() -> T,
+    ) -> (T, Vec<(Level, String)>, Option<String>) {
+        HOST.with(|h| *h.borrow_mut() = Some(NativeHost { manifest, cache, logs: Vec::new(), undeclared: None }));
+        let out = f();
+        let host = HOST.with(|h| h.borrow_mut().take());
+        let (logs, undeclared) = host.map(|host| (host.logs, host.undeclared)).unwrap_or_default();
+        (out, logs, undeclared)
     }
 }
 
 pub(crate) use imp::*;
+// Public through `testing::PAGE_SIZE`, which the crate-wide glob above cannot carry.
+#[cfg(not(target_arch = "wasm32"))]
+pub use imp::PAGE_SIZE;

@@ -4,20 +4,7 @@
 //! wasmloop_sdk::info!("pod {} is {}", "web-0", "Running");
 //! ```
 
-/// Severity of a log line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Level {
-    /// Very detailed tracing.
-    Trace,
-    /// Debugging detail.
-    Debug,
-    /// Normal operation.
-    Info,
-    /// Something unexpected that the plugin handled.
-    Warn,
-    /// Something failed.
-    Error,
-}
+pub use crate::abi::Level;
 
 /// Writes one line to the host's log.
 pub fn write(level: Level, message: &str) {

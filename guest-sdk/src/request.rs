@@ -6,6 +6,8 @@ use crate::error::Error;
 use crate::kind::{Gvk, Kind};
 use crate::timing;
 
+pub use crate::object_ref::ObjectRef;
+
 /// One Kubernetes object as it crossed the boundary: routing fields plus unparsed JSON.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Object {
@@ -109,48 +111,6 @@ impl Object {
             Some(ns) => format!("{ns}/{}", self.name),
             None => self.name.clone(),
         }
-    }
-}
-
-/// Names one object, for `delete` and `patch` actions and for `map` results.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ObjectRef {
-    /// `apiVersion` of the object.
-    pub api_version: String,
-    /// `kind` of the object.
-    pub kind: String,
-    /// `metadata.name`.
-    pub name: String,
-    /// `metadata.namespace`, none for cluster-scoped objects.
-    pub namespace: Option<String>,
-    /// When set, the host acts only if the live object still has this UID.
-    pub uid: Option<String>,
-}
-
-impl ObjectRef {
-    /// A reference to the object of kind `K` called `name`.
-    pub fn new<K: Kind>(name: impl Into<String>) -> Self {
-        ObjectRef {
-            api_version: K::API_VERSION.into(),
-            kind: K::KIND.into(),
-            name: name.into(),
-            namespace: None,
-            uid: None,
-        }
-    }
-
-    /// Sets the namespace.
-    #[must_use]
-    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
-        self.namespace = Some(namespace.into());
-        self
-    }
-
-    /// Sets the UID precondition.
-    #[must_use]
-    pub fn uid(mut self, uid: impl Into<String>) -> Self {
-        self.uid = Some(uid.into());
-        self
     }
 }
 

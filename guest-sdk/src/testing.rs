@@ -20,109 +20,22 @@
 //! assert_eq!(outcome.status().unwrap()["ok"], true);
 //! ```
 
-use std::cell::RefCell;
 use std::time::Duration;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::abi::Level;
 use crate::action::{Action, EventAction, PatchKind};
-use crate::cache::{CacheError, Page};
 use crate::error::Error;
+use crate::host::with_host;
 use crate::kind::{Gvk, Kind};
-use crate::log::Level;
-use crate::manifest::WriteScope;
+use crate::manifest::{Manifest, WriteScope};
+use crate::reconciler::Reconciler;
 use crate::request::{Config, Object, ObjectRef, Phase, Request};
-use crate::selector::Selector;
-use crate::{Manifest, Reconciler};
 
-struct NativeHost {
-    manifest: Manifest,
-    cache: Vec<Object>,
-    logs: Vec<(Level, String)>,
-    /// A look-up of an undeclared kind: the host fails the whole call for it, so does this.
-    undeclared: Option<String>,
-}
-
-thread_local! {
-    static HOST: RefCell<Option<NativeHost>> = const { RefCell::new(None) };
-}
-
-fn undeclared(manifest: &Manifest, kind: &Gvk) -> Option<String> {
-    (!manifest.declared_kinds().any(|k| k == kind)).then(|| {
-        format!(
-            "plugin {:?} read kind {kind}, which its manifest does not declare; add it to owns, watches or reads",
-            manifest.name
-        )
-    })
-}
-
-pub(crate) fn host_log(level: Level, message: &str) {
-    HOST.with(|h| match h.borrow_mut().as_mut() {
-        Some(host) => host.logs.push((level, message.to_owned())),
-        None => eprintln!("[{level:?}] {message}"),
-    });
-}
-
-pub(crate) fn host_get(kind: &Gvk, namespace: Option<&str>, name: &str) -> Result<Option<Object>, CacheError> {
-    Ok(host_list(kind, namespace, None)?.into_iter().find(|o| o.name == name))
-}
-
-/// The host's page size, as in the host: the test host pages like it, so a plugin's paging
-/// runs in `cargo test` too.
-pub const PAGE_SIZE: usize = 500;
-
-pub(crate) fn host_list_page(
-    kind: &Gvk,
-    namespace: Option<&str>,
-    selector: Option<&str>,
-    limit: u32,
-    token: Option<&str>,
-) -> Result<Page, CacheError> {
-    let key = |o: &Object| (o.namespace.clone().unwrap_or_default(), o.name.clone());
-    let mut all = host_list(kind, namespace, selector)?;
-    all.sort_by_key(key);
-    let after = match token.map(|t| t.split_once('/')) {
-        None => None,
-        Some(Some((ns, name))) => Some((ns.to_owned(), name.to_owned())),
-        Some(None) => {
-            let token = token.unwrap_or_default();
-            return Err(CacheError::InvalidContinue(format!(
-                "continue token {token:?} was not produced by this cache"
-            )));
-        }
-    };
-    let limit = if limit == 0 { PAGE_SIZE } else { (limit as usize).min(PAGE_SIZE) };
-    let rest: Vec<Object> = all.into_iter().filter(|o| after.as_ref().is_none_or(|a| &key(o) > a)).collect();
-    let more = rest.len() > limit;
-    let items: Vec<Object> = rest.into_iter().take(limit).collect();
-    let continue_token = if more { items.last().map(|o| format!("{}/{}", key(o).0, key(o).1)) } else { None };
-    Ok(Page { items, continue_token })
-}
-
-fn host_list(kind: &Gvk, namespace: Option<&str>, selector: Option<&str>) -> Result<Vec<Object>, CacheError> {
-    let selector: Selector =
-        selector.unwrap_or_default().parse().map_err(|e| CacheError::InvalidSelector(format!("{e}")))?;
-    HOST.with(|h| {
-        let mut host = h.borrow_mut();
-        let Some(host) = host.as_mut() else { return Ok(Vec::new()) };
-        if let Some(message) = undeclared(&host.manifest, kind) {
-            host.undeclared = Some(message.clone());
-            return Err(CacheError::UndeclaredKind(message));
-        }
-        Ok(host
-            .cache
-            .iter()
-            .filter(|o| kind.matches(&o.api_version, &o.kind))
-            .filter(|o| namespace.is_none() || o.namespace.as_deref() == namespace)
-            .filter(|o| {
-                selector.0.is_empty() || selector.matches_object(&serde_json::from_str(o.json()).unwrap_or(Value::Null))
-            })
-            .cloned()
-            .collect())
-    })
-}
+pub use crate::host::PAGE_SIZE;
 
 /// The first write of `actions` that no grant of `manifest` covers, as the host words it.
 fn ungranted(manifest: &Manifest, primary: &Object, actions: &[Action]) -> Option<String> {
@@ -166,7 +79,9 @@ fn ungranted(manifest: &Manifest, primary: &Object, actions: &[Action]) -> Optio
 
 /// Why the host would refuse the `prune` actions in `actions`, in its words.
 fn misused_prune(manifest: &Manifest, phase: Phase, actions: &[Action]) -> Option<String> {
-    let at: Vec<usize> = actions.iter().enumerate().filter(|(_, a)| **a == Action::Prune).map(|(i, _)| i).collect();
+    // Numbered as the host numbers them: requeue_after never reaches it.
+    let sent = actions.iter().filter(|a| !matches!(a, Action::RequeueAfter(_)));
+    let at: Vec<usize> = sent.enumerate().filter(|(_, a)| **a == Action::Prune).map(|(i, _)| i).collect();
     let name = &manifest.name;
     match at.as_slice() {
         [] => None,
@@ -174,7 +89,8 @@ fn misused_prune(manifest: &Manifest, phase: Phase, actions: &[Action]) -> Optio
             "plugin {name:?}: actions[{i}]: prune needs the manifest to allow it; add Manifest::prune(true)"
         )),
         [i] if phase != Phase::Apply => {
-            Some(format!("plugin {name:?}: actions[{i}]: prune is carried out in phase apply only, not {phase:?}"))
+            let phase = if phase == Phase::Cleanup { "cleanup" } else { "deleted" };
+            Some(format!("plugin {name:?}: actions[{i}]: prune is carried out in phase apply only, not {phase}"))
         }
         [_] => None,
         [_, i, ..] => Some(format!("plugin {name:?}: actions[{i}]: prune may appear once in a response")),
@@ -285,8 +201,9 @@ impl TestCase {
         let result = match (undeclared, result) {
             (Some(message), _) => Err(Error::permanent(message)),
             (None, Ok(actions)) => {
-                let refused = ungranted(&manifest, &self.object, &actions)
-                    .or_else(|| misused_prune(&manifest, request.phase, &actions));
+                // In the host's order: the prune is checked before the writes.
+                let refused = misused_prune(&manifest, request.phase, &actions)
+                    .or_else(|| ungranted(&manifest, &self.object, &actions));
                 match refused {
                     Some(message) => Err(Error::permanent(message)),
                     None => Ok(actions),
@@ -314,18 +231,6 @@ pub fn with_case<P: Reconciler, T>(case: &TestCase, f: impl FnOnce() -> T) -> T 
 /// component built with the `phase-timing` feature (zeros without it).
 pub fn timed_reconcile<P: Reconciler>(request: &Request) -> (Result<Vec<Action>, Error>, [u64; 3]) {
     crate::timing::phases(|| P::reconcile(request))
-}
-
-fn with_host<T>(
-    manifest: Manifest,
-    cache: Vec<Object>,
-    f: impl FnOnce() -> T,
-) -> (T, Vec<(Level, String)>, Option<String>) {
-    HOST.with(|h| *h.borrow_mut() = Some(NativeHost { manifest, cache, logs: Vec::new(), undeclared: None }));
-    let out = f();
-    let host = HOST.with(|h| h.borrow_mut().take());
-    let (logs, undeclared) = host.map(|host| (host.logs, host.undeclared)).unwrap_or_default();
-    (out, logs, undeclared)
 }
 
 /// What a native reconcile returned and logged.

@@ -118,7 +118,8 @@ pub struct Ceilings {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct SandboxSettings {
     /// Guest instances alive at once across all plugins (default 256). Each plugin reserves
-    /// its concurrency plus one; a plugin that does not fit is refused, naming the figures.
+    /// one per worker (its concurrency); a plugin that does not fit is refused, naming the
+    /// figures.
     #[serde(default)]
     pub max_instances: Option<u32>,
 }

@@ -331,7 +331,11 @@ fn a_continue_token_that_is_no_position_is_refused_naming_the_plugin_and_the_kin
 #[test]
 fn a_prune_the_manifest_does_not_allow_is_refused_naming_what_to_declare() {
     let out = hostile("prune", &[]);
-    fails_with(&out, 3, &["plugin hostile", "actions[0]: prune needs the manifest to allow it", "Manifest::prune(true)"]);
+    fails_with(
+        &out,
+        3,
+        &["plugin hostile", "actions[0]: prune needs the manifest to allow it", "Manifest::prune(true)"],
+    );
 }
 
 #[test]

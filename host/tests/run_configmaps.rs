@@ -260,3 +260,48 @@ async fn a_quarantined_configmap_plugin_says_so_on_its_status_until_a_success_li
     })
     .await;
 }
+
+/// `bundle`'s ConfigMap, renamed to `cm_name` and labelled as plugin `label`.
+fn relabelled(component_name: &str, plugin: &str, namespace: &str, cm_name: &str, label: &str) -> ConfigMap {
+    let mut cm = bundle(component_name, plugin, namespace, &[]);
+    cm.metadata.name = Some(cm_name.into());
+    cm.metadata.labels = Some([("wasmloop.dev/plugin".to_owned(), label.to_owned())].into());
+    cm
+}
+
+#[tokio::test]
+async fn a_configmap_labelled_as_another_plugin_is_refused_naming_both() {
+    let plugins = shared().namespace("cm-mismatch").await.unwrap();
+    let _host = Host::start(["run", "--plugin-namespace", plugins.name.as_str()]);
+    let configmaps: Api<ConfigMap> = plugins.api();
+    let mislabelled = relabelled("configmap_mirror", "configmap-mirror", &plugins.name, "mirror", "mirror-two");
+    configmaps.create(&PostParams::default(), &mislabelled).await.unwrap();
+    let refused = status(&configmaps, "mirror", "the name mismatch refused", |s| s["lastError"].is_string()).await;
+    let error = refused["lastError"].as_str().unwrap();
+    assert!(
+        error.contains("labelled plugin \"mirror-two\" but the component's manifest names plugin \"configmap-mirror\""),
+        "{error}"
+    );
+    assert!(refused["activeDigest"].is_null(), "a mismatched plugin serves: {refused}");
+}
+
+#[tokio::test]
+async fn a_second_source_of_a_served_plugin_is_refused_and_the_first_keeps_serving() {
+    let plugins = shared().namespace("cm-taken").await.unwrap();
+    let _host = Host::start(["run", "--plugin-namespace", plugins.name.as_str()]);
+    let configmaps: Api<ConfigMap> = plugins.api();
+    let first = bundle("configmap_mirror", "configmap-mirror", &plugins.name, &[]);
+    configmaps.create(&PostParams::default(), &first).await.unwrap();
+    let serving =
+        status(&configmaps, "configmap-mirror", "the first source loaded", |s| s["activeDigest"].is_string()).await;
+    let copy = relabelled("configmap_mirror", "configmap-mirror", &plugins.name, "mirror-copy", "configmap-mirror");
+    configmaps.create(&PostParams::default(), &copy).await.unwrap();
+    let refused = status(&configmaps, "mirror-copy", "the copy refused", |s| s["lastError"].is_string()).await;
+    let error = refused["lastError"].as_str().unwrap();
+    assert!(error.contains("offers plugin \"configmap-mirror\", which"), "{error}");
+    assert!(error.contains("already serves"), "{error}");
+    // Read after the refusal: the first source's version is untouched by it.
+    let still = configmaps.get("configmap-mirror").await.unwrap().metadata.annotations.unwrap_or_default();
+    let still: Value = serde_json::from_str(&still["wasmloop.dev/status"]).unwrap();
+    assert_eq!((&still["activeDigest"], &still["lastError"]), (&serving["activeDigest"], &Value::Null), "{still}");
+}

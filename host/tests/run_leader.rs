@@ -120,3 +120,33 @@ async fn a_leader_stopped_with_sigterm_hands_the_lease_over_without_waiting_for_
         took_over.as_millis()
     );
 }
+
+#[tokio::test]
+async fn a_leader_whose_lease_another_host_takes_stops_reconciling_and_exits() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use kube::api::{Api, Patch, PatchParams};
+
+    let ns = shared().namespace("leader-usurped").await.unwrap();
+    let (mut leader, _config) = candidate_with_lease(&ns, 30);
+    leader.logged("acquired the leader Lease").await;
+    // Another holder renews the Lease as its own, as a host that missed our renewals would.
+    let usurp = serde_json::json!({"spec": {
+        "holderIdentity": "usurper",
+        "renewTime": k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(Timestamp::now()),
+    }});
+    let leases: Api<Lease> = ns.api();
+    leases.patch("wasmloop", &PatchParams::default(), &Patch::Merge(&usurp)).await.unwrap();
+    leader.logged("exiting so that no reconcile runs beside the new leader's").await;
+    let said = leader.json_lines().iter().any(|l| {
+        l["fields"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("another host holds the leader Lease") || m.contains("lost the leader Lease"))
+    });
+    assert!(said, "the exit does not say the Lease was taken: {}", leader.output());
+    eventually(Duration::from_secs(30), "the usurped leader to exit", || {
+        let running = leader.is_running();
+        async move { if running { Err("still running".to_owned()) } else { Ok(()) } }
+    })
+    .await;
+    assert_eq!(leader.exit_status().code(), Some(1), "{}", leader.output());
+}

@@ -292,3 +292,37 @@ async fn the_host_converges_while_competing_writers_change_the_source() {
     let finalizers = sources.get("contended").await.unwrap().metadata.finalizers.unwrap_or_default();
     assert!(finalizers.contains(&"wasmloop.dev/mirror-cleanup".to_owned()), "finalizer added despite conflicts");
 }
+
+#[tokio::test]
+async fn a_plugin_the_instance_pool_cannot_hold_stops_the_start_naming_the_figures() {
+    let config = tempfile::NamedTempFile::new().unwrap();
+    let yaml = "sandbox:\n  maxInstances: 6\nplugins:\n  pod-logger:\n    maxConcurrentReconciles: 4\n  node-image-watch:\n    maxConcurrentReconciles: 4\n";
+    std::fs::write(config.path(), yaml).unwrap();
+    let (logger, watcher) = (component("pod_logger"), component("node_image_watch"));
+    let args: [&std::ffi::OsStr; 7] = [
+        "run".as_ref(),
+        "--plugin".as_ref(),
+        logger.as_os_str(),
+        "--plugin".as_ref(),
+        watcher.as_os_str(),
+        "--config".as_ref(),
+        config.path().as_os_str(),
+    ];
+    let mut host = Host::start(args);
+    // Four instances each, six in the pool: the second does not fit, and a host that cannot
+    // serve every plugin it was given does not start half of them.
+    eventually(Duration::from_secs(60), "the host to exit", || {
+        let running = host.is_running();
+        async move { if running { Err("still running".to_owned()) } else { Ok(()) } }
+    })
+    .await;
+    assert!(!host.exit_status().success(), "{}", host.output());
+    let said = [
+        "cannot start plugin ",
+        "needs 4 instances (one per worker), but only 2 of the host's pool of 6 are free",
+        "raise sandbox.maxInstances in the host configuration",
+    ];
+    for words in said {
+        host.logged(words).await;
+    }
+}

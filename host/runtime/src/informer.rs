@@ -382,3 +382,81 @@ impl Drop for Informer {
         self.metrics.watch_stopped(&self.scope.labels());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use tokio::sync::broadcast::error::TryRecvError;
+
+    use super::*;
+
+    /// An informer with no watch: the tests feed it the events a watch would.
+    fn detached() -> (Arc<Informer>, ApiResource) {
+        let (changes, _) = broadcast::channel(CHANGES);
+        let (synced, _) = watch::channel(false);
+        let informer = Arc::new(Informer {
+            scope: InformerScope { kind: Gvk::from_api_version("v1", "ConfigMap"), namespace: None },
+            namespaced: true,
+            cache: RwLock::new(Cache::default()),
+            changes,
+            synced,
+            task: Mutex::new(None),
+            metrics: Arc::default(),
+        });
+        (informer, ApiResource::erase::<ConfigMap>(&()))
+    }
+
+    fn configmap(resource: &ApiResource, name: &str, version: &str) -> DynamicObject {
+        let mut object = DynamicObject::new(name, resource).within("t");
+        object.metadata.resource_version = Some(version.into());
+        object
+    }
+
+    /// What subscribers were told, as `applied a`/`deleted b`, oldest first.
+    fn told(changes: &mut broadcast::Receiver<Change>) -> Vec<String> {
+        std::iter::from_fn(|| changes.try_recv().ok())
+            .map(|c| match c {
+                Change::Applied(e) => format!("applied {}", e.envelope.name),
+                Change::Deleted(e) => format!("deleted {}", e.envelope.name),
+            })
+            .collect()
+    }
+
+    fn relist(informer: &Informer, resource: &ApiResource, objects: &[(&str, &str)]) {
+        let mut buffer = None;
+        informer.apply(watcher::Event::Init, resource, &mut buffer);
+        for (name, version) in objects {
+            informer.apply(watcher::Event::InitApply(configmap(resource, name, version)), resource, &mut buffer);
+        }
+        informer.apply(watcher::Event::InitDone, resource, &mut buffer);
+    }
+
+    #[test]
+    fn a_relist_reports_objects_gone_meanwhile_as_deleted_once_and_unchanged_ones_not_at_all() {
+        let (informer, resource) = detached();
+        let mut changes = informer.subscribe();
+        relist(&informer, &resource, &[("a", "1"), ("b", "1")]);
+        assert_eq!(told(&mut changes), ["applied a", "applied b"]);
+        assert!(*informer.synced.borrow(), "the first list syncs the cache");
+        // The watch broke, and b was deleted while nobody watched; a changed.
+        relist(&informer, &resource, &[("a", "2")]);
+        assert_eq!(told(&mut changes), ["deleted b", "applied a"]);
+        assert!(informer.get(Some("t"), "b").is_none());
+        relist(&informer, &resource, &[("a", "2")]);
+        assert_eq!(told(&mut changes), Vec::<String>::new(), "an unchanged relist reports nothing");
+    }
+
+    #[test]
+    fn a_subscriber_that_falls_behind_is_told_it_lagged_and_the_cache_still_holds_everything() {
+        let (informer, resource) = detached();
+        let mut changes = informer.subscribe();
+        let mut buffer = None;
+        for i in 0..=CHANGES {
+            let object = configmap(&resource, &format!("cm-{i}"), "1");
+            informer.apply(watcher::Event::Apply(object), &resource, &mut buffer);
+        }
+        assert!(matches!(changes.try_recv(), Err(TryRecvError::Lagged(_))), "a lag must be reported, not hidden");
+        // What the lagging subscriber resyncs from: every object, none lost.
+        assert_eq!(informer.list(Some("t"), &Selector::default()).len(), CHANGES + 1);
+    }
+}

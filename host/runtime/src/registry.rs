@@ -312,11 +312,12 @@ impl Registry {
                     reject(RegistryError::Start { source, running: running.clone() })
                 },
             )?;
-        // One instance per worker, and one for `map`: a call never waits for another plugin.
+        // One instance per worker (workers make the `map` calls too): a call never waits for
+        // another plugin.
         let concurrency = controller_config.concurrency_for(plugin.manifest().settings.max_concurrent_reconciles);
         let plugin = self
             .sandbox
-            .reserve(&plugin.with_limits(plugin.limits().instances(concurrency + 1)))
+            .reserve(&plugin.with_limits(plugin.limits().instances(concurrency)))
             .map_err(|source| reject(RegistryError::Load { source, running: running.clone() }))?;
         let version = plugin.manifest().version.clone();
         let prepared = Controller::prepare(plugin, &self.context, controller_config)

@@ -9,7 +9,7 @@ use kube::api::{Api, ObjectMeta, PostParams};
 use serde_json::json;
 use wasmloop_runtime::discovery::Kinds;
 use wasmloop_runtime::executor::ExecError;
-use wasmloop_runtime::executor::Executor;
+use wasmloop_runtime::executor::{DryRunReport, Executor};
 use wasmloop_sandbox::{
     Action, Contract, EventType, Gvk, KindSelector, Manifest, Object, ObjectRef, PatchKind, Settings, WriteGrant,
     WriteScope, WriteVerbs, object_from_value,
@@ -227,4 +227,78 @@ async fn status_is_written_to_the_status_subresource_of_the_primary() {
     let live = foos.get("f").await.unwrap();
     assert_eq!(live.data["status"]["availableReplicas"], 3);
     assert_eq!(live.data["spec"]["replicas"], 1, "the spec is untouched");
+}
+
+/// An executor in a dry run, and the reports it made.
+fn dry_run(ns: &TestNamespace) -> (Executor, Arc<std::sync::Mutex<Vec<DryRunReport>>>) {
+    let reports = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = reports.clone();
+    let exec = executor(ns).with_dry_run(Arc::new(move |r: DryRunReport| sink.lock().unwrap().push(r)));
+    (exec, reports)
+}
+
+#[tokio::test]
+async fn a_dry_run_patch_and_delete_are_reported_with_the_servers_answer_and_change_nothing() {
+    let ns = shared().namespace("exec-dry").await.unwrap();
+    let (target, created) = primary(&ns, "target").await;
+    let (exec, reports) = dry_run(&ns);
+    let to = ObjectRef {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        name: "target".into(),
+        namespace: None,
+        uid: Some(target.uid.clone()),
+    };
+    let actions = [
+        Action::Patch { target: to.clone(), kind: PatchKind::Merge, patch: json!({"data": {"dry": "yes"}}) },
+        Action::Delete(to),
+    ];
+    exec.execute(&manifest(false), &target, &actions).await.unwrap();
+
+    let reports = reports.lock().unwrap().clone();
+    let verbs: Vec<&str> = reports.iter().map(|r| r.verb).collect();
+    assert_eq!(verbs, ["patch", "delete"]);
+    let patched = reports[0].after.as_ref().expect("the server's answer to the dry-run patch");
+    assert_eq!(patched["data"]["dry"], "yes", "the report shows the server-computed object");
+    assert!(reports[1].before.is_some() && reports[1].after.is_none(), "a delete shows what would go");
+    let live = ns.api::<ConfigMap>().get("target").await.unwrap();
+    assert_eq!(live.metadata.resource_version, created.metadata.resource_version, "a dry run wrote");
+}
+
+#[tokio::test]
+async fn a_dry_run_reports_finalizers_and_leaves_them_untouched() {
+    let ns = shared().namespace("exec-dry-fin").await.unwrap();
+    let (target, created) = primary(&ns, "target").await;
+    let (exec, reports) = dry_run(&ns);
+    let manifest = manifest(false);
+    exec.add_finalizer(&manifest, &target, &[], "example.com/cleanup", created.metadata.resource_version.clone())
+        .await
+        .unwrap();
+    let reports = reports.lock().unwrap().clone();
+    assert_eq!(reports.len(), 1);
+    assert_eq!((reports[0].verb, reports[0].note.as_deref()), ("add finalizer", Some("example.com/cleanup")));
+    let live = ns.api::<ConfigMap>().get("target").await.unwrap();
+    assert!(live.metadata.finalizers.unwrap_or_default().is_empty(), "a dry run added a finalizer");
+}
+
+#[tokio::test]
+async fn a_finalizer_is_added_as_a_compare_and_swap_and_released_after_a_concurrent_change() {
+    let ns = shared().namespace("exec-fin").await.unwrap();
+    let (target, created) = primary(&ns, "target").await;
+    let (exec, manifest, api) = (executor(&ns), manifest(false), ns.api::<ConfigMap>());
+    let f = "example.com/cleanup";
+    // A resourceVersion the object has moved past: the add must conflict, not overwrite.
+    let moved = json!({"data": {"moved": "1"}});
+    api.patch("target", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&moved)).await.unwrap();
+    let stale = exec.add_finalizer(&manifest, &target, &[], f, created.metadata.resource_version.clone()).await;
+    assert!(matches!(&stale, Err(e) if e.event_reason() == "Conflict"), "{stale:?}");
+    let current = api.get("target").await.unwrap().metadata.resource_version;
+    exec.add_finalizer(&manifest, &target, &[], f, current).await.unwrap();
+    assert_eq!(api.get("target").await.unwrap().metadata.finalizers, Some(vec![f.to_owned()]));
+    // Release reads the live object, so a change since the add is no conflict.
+    api.patch("target", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&json!({"data": {"again": "1"}})))
+        .await
+        .unwrap();
+    exec.release_finalizer(&manifest, &target, f).await.unwrap();
+    assert!(api.get("target").await.unwrap().metadata.finalizers.unwrap_or_default().is_empty());
 }

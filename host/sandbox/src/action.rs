@@ -3,115 +3,14 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
 use serde_json::Value;
 
 use crate::bindings::{Gvk, Object, Phase, wit};
 use crate::capability::{self, Verb};
 use crate::error::CallFailure;
 use crate::manifest::Manifest;
+use crate::response::{Action, EventType, ObjectRef, PatchKind, Response};
 use crate::validate;
-
-/// Names one object.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ObjectRef {
-    /// `apiVersion`.
-    pub api_version: String,
-    /// `kind`.
-    pub kind: String,
-    /// `metadata.name`.
-    pub name: String,
-    /// `metadata.namespace`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-    /// UID precondition.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub uid: Option<String>,
-}
-
-impl ObjectRef {
-    /// The referenced kind.
-    pub fn gvk(&self) -> Gvk {
-        Gvk::from_api_version(&self.api_version, &self.kind)
-    }
-}
-
-/// Patch formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PatchKind {
-    /// JSON merge patch.
-    Merge,
-    /// JSON patch.
-    Json,
-}
-
-/// Event severity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum EventType {
-    /// Normal.
-    Normal,
-    /// Warning.
-    Warning,
-}
-
-/// One checked action, ready for the executor.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Action {
-    /// Server-side apply of this object.
-    Apply(Value),
-    /// Delete this object.
-    Delete(ObjectRef),
-    /// Patch this object.
-    Patch {
-        /// The target.
-        target: ObjectRef,
-        /// The patch format.
-        #[serde(rename = "type")]
-        kind: PatchKind,
-        /// The patch document.
-        patch: Value,
-    },
-    /// Set the primary's status.
-    Status(Value),
-    /// Record an Event on the primary.
-    Event {
-        /// Normal or Warning.
-        #[serde(rename = "type")]
-        event_type: EventType,
-        /// Reason.
-        reason: String,
-        /// Message.
-        message: String,
-        /// Action; the host uses `Reconcile` when none.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        action: Option<String>,
-    },
-}
-
-/// A successful reconcile, decoded.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Response {
-    /// Actions in order.
-    pub actions: Vec<Action>,
-    /// Requeue after this long.
-    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "duration_text")]
-    pub requeue_after: Option<Duration>,
-    /// The plugin asked to prune: delete the controlled children of owned kinds that
-    /// `actions` does not apply, after every action has succeeded.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub prune: bool,
-}
-
-fn duration_text<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
-    match d {
-        Some(d) => s.collect_str(&format_args!("{}ms", d.as_millis())),
-        None => s.serialize_none(),
-    }
-}
 
 fn parse(json: &str, what: &str) -> Result<Value, CallFailure> {
     serde_json::from_str(json).map_err(|e| CallFailure::InvalidAction(format!("{what} is not valid JSON: {e}")))
@@ -238,8 +137,8 @@ fn decode_action(
                 ));
             }
         },
-        // A successful response's prune is taken out before its actions are decoded; anywhere
-        // else (a failed reconcile's actions) it has no meaning.
+        // A successful response's prune is skipped when its actions are decoded; anywhere else
+        // (a failed reconcile's actions) it has no meaning.
         wit::Action::Prune => {
             return Err(CallFailure::InvalidAction("prune belongs in a successful response".into()));
         }
@@ -268,9 +167,12 @@ fn decode_actions(
     actions: Vec<wit::Action>,
     field: &str,
 ) -> Result<Vec<Action>, CallFailure> {
+    // Numbered before a successful response's prune is skipped, so indices match the list
+    // the plugin returned.
     actions
         .into_iter()
         .enumerate()
+        .filter(|(_, a)| !matches!(a, wit::Action::Prune))
         .map(|(i, a)| {
             decode_action(manifest, primary, deleted, a).map_err(|f| match f {
                 CallFailure::InvalidAction(m) => CallFailure::InvalidAction(format!("{field}[{i}]: {m}")),
@@ -285,10 +187,9 @@ pub(crate) fn decode(
     manifest: &Manifest,
     primary: &Object,
     phase: Phase,
-    mut response: wit::Response,
+    response: wit::Response,
 ) -> Result<Response, CallFailure> {
     let prune = prune_asked(manifest, phase, &response.actions)?;
-    response.actions.retain(|a| !matches!(a, wit::Action::Prune));
     Ok(Response {
         actions: decode_actions(manifest, primary, phase == Phase::Deleted, response.actions, "actions")?,
         requeue_after: response.requeue_after_ms.map(Duration::from_millis),
@@ -304,10 +205,11 @@ fn prune_asked(manifest: &Manifest, phase: Phase, actions: &[wit::Action]) -> Re
     let refuse = |i: usize, why: String| Err(CallFailure::InvalidAction(format!("actions[{i}]: {why}")));
     match at.as_slice() {
         [] => Ok(false),
-        [i] if !manifest.prune => {
-            refuse(*i, "prune needs the manifest to allow it; add Manifest::prune(true) (`prune: true`)".into())
+        [i] if !manifest.prune => refuse(*i, "prune needs the manifest to allow it; add Manifest::prune(true)".into()),
+        [i] if phase != Phase::Apply => {
+            let phase = if phase == Phase::Cleanup { "cleanup" } else { "deleted" };
+            refuse(*i, format!("prune is carried out in phase apply only, not {phase}"))
         }
-        [i] if phase != Phase::Apply => refuse(*i, format!("prune is carried out in phase apply only, not {phase:?}")),
         [_] => Ok(true),
         [_, i, ..] => refuse(*i, "prune may appear once in a response".into()),
     }

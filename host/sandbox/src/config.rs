@@ -15,8 +15,8 @@ pub struct Limits {
     pub response_bytes: usize,
     /// Most actions in one response (and references in one `map` result).
     pub max_actions: usize,
-    /// Instances of this plugin alive at once: its concurrency plus one for `map`. Calls past
-    /// it wait for a slot of their own plugin.
+    /// Instances of this plugin alive at once: one per worker of its controller. Calls past it
+    /// wait for a slot of their own plugin.
     pub instances: usize,
 }
 

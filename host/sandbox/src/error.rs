@@ -77,7 +77,7 @@ pub enum LoadError {
     },
     /// The instance pool cannot hold the plugin's quota.
     #[error(
-        "plugin {plugin} needs {wanted} instances (its concurrency plus one), but only {free} of the host's pool of {total} are free; lower the plugin's maxConcurrentReconciles, or raise sandbox.maxInstances in the host configuration"
+        "plugin {plugin} needs {wanted} instances (one per worker), but only {free} of the host's pool of {total} are free; lower the plugin's maxConcurrentReconciles, or raise sandbox.maxInstances in the host configuration"
     )]
     PoolFull {
         /// The plugin.
@@ -163,7 +163,7 @@ pub enum CallFailure {
         /// When to retry instead of the backoff, for a transient error.
         retry_after: Option<Duration>,
         /// Status and event actions to carry out despite the failure, checked.
-        actions: Vec<crate::Action>,
+        actions: Vec<crate::response::Action>,
     },
     /// The guest trapped (a panic, an abort, a bug).
     #[error("{}; fix the plugin, the object is retried with backoff meanwhile", describe_trap(trap, panic.as_ref()))]

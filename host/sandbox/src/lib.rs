@@ -36,11 +36,12 @@ mod lift;
 mod manifest;
 mod object;
 mod plugin;
+mod pool;
+mod response;
 mod sandbox;
 mod state;
 pub mod validate;
 
-pub use action::{Action, EventType, ObjectRef, PatchKind, Response};
 pub use bindings::{Gvk, Object, Phase, Request};
 pub use compile_cache::{CompileCache, digest};
 pub use config::{Limits, SandboxConfig};
@@ -50,5 +51,6 @@ pub use host_services::{CacheDenied, EmptyHost, HostServices, ListKey, ListPage,
 pub use manifest::{Contract, KindSelector, Manifest, Settings, WriteGrant, WriteScope, WriteVerbs};
 pub use object::{metadata_only, object_from_value};
 pub use plugin::{Plugin, StageTimings};
+pub use response::{Action, EventType, ObjectRef, PatchKind, Response};
 pub use sandbox::Sandbox;
 pub use wasmloop_sdk::selector::{Selector, SelectorError};

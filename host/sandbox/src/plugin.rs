@@ -19,14 +19,15 @@ use tokio::sync::Semaphore;
 use wasmtime::component::{Component, ComponentExportIndex, ComponentNamedList, Instance, Lift, Lower};
 use wasmtime::{Store, UpdateDeadline};
 
-use crate::action::{self, Response};
+use crate::action;
 use crate::bindings::{Object, Request, wit};
 use crate::config::Limits;
 use crate::error::{CallError, CallFailure};
 use crate::host_services::HostServices;
 use crate::lift::{self, Budget, IntoWit};
 use crate::manifest::{Contract, Manifest};
-use crate::sandbox::{Reservation, SandboxInner};
+use crate::pool::{Pool, Reservation};
+use crate::response::{ObjectRef, Response};
 use crate::state::State;
 
 /// Manifest lists (owns, watches, reads together) hold at most this many kinds.
@@ -57,7 +58,7 @@ impl Exports {
 
 /// What it takes to make one call: the pre-linked component, its exports and the limits.
 pub(crate) struct CallSetup {
-    pub(crate) sandbox: Arc<SandboxInner>,
+    pub(crate) pool: Arc<Pool>,
     pub(crate) pre: wasmtime::component::InstancePre<State>,
     pub(crate) exports: Arc<Exports>,
     pub(crate) limits: Limits,
@@ -145,7 +146,7 @@ impl CallSetup {
         deadline: Instant,
     ) -> Store<State> {
         let state = State::new(self.name.clone(), manifest, services, self.limits.memory_bytes);
-        let mut store = Store::new(&self.sandbox.engine, state);
+        let mut store = Store::new(&self.pool.engine, state);
         store.limiter(|s| &mut s.limiter);
         store.set_hostcall_fuel(hostcall_fuel(&self.limits));
         // Every tick, a guest in wasm code yields to the executor (so a loop cannot hold a
@@ -290,13 +291,13 @@ impl Plugin {
     fn derive(&self, limits: Limits, slots: Arc<Semaphore>, reservation: Option<Reservation>) -> Plugin {
         let setup = &self.inner.setup;
         let setup = CallSetup {
-            sandbox: setup.sandbox.clone(),
+            pool: setup.pool.clone(),
             pre: setup.pre.clone(),
             exports: setup.exports.clone(),
             slots,
             limits,
             name: setup.name.clone(),
-            cpu: one_core(setup.sandbox.config.epoch_tick),
+            cpu: one_core(setup.pool.config.epoch_tick),
             contract: setup.contract,
         };
         Plugin::new(PluginInner {
@@ -312,8 +313,8 @@ impl Plugin {
     /// quota: reserve one with [`crate::Sandbox::reserve`] after settling its limits.
     #[must_use]
     pub fn with_limits(&self, limits: Limits) -> Plugin {
-        let sandbox = &self.inner.setup.sandbox;
-        self.derive(limits.clamp_to(&sandbox.config), sandbox.loading.clone(), None)
+        let pool = &self.inner.setup.pool;
+        self.derive(limits.clamp_to(&pool.config), pool.loading.clone(), None)
     }
 
     pub(crate) fn with_reservation(&self, slots: Arc<Semaphore>, reservation: Reservation) -> Plugin {
@@ -419,7 +420,7 @@ impl Plugin {
         related: &Object,
         config: &str,
         services: Arc<dyn HostServices>,
-    ) -> Result<Vec<crate::ObjectRef>, CallError> {
+    ) -> Result<Vec<ObjectRef>, CallError> {
         let setup = &self.inner.setup;
         let budget = Budget::new(setup.limits.max_actions, setup.limits.response_bytes, "references");
         // A watched kind may be metadata-only: `map` sees what the cache look-ups see.

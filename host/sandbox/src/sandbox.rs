@@ -1,6 +1,6 @@
 //! The sandbox: one Engine, its epoch ticker, the Linker, the compile cache, and loading.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
@@ -15,6 +15,7 @@ use crate::error::LoadError;
 use crate::host_services::EmptyHost;
 use crate::manifest::Manifest;
 use crate::plugin::{CallSetup, Exports, Plugin, PluginInner};
+use crate::pool::Pool;
 use crate::state::State;
 
 /// The plugin sandbox. Cheap to clone; all clones share one Engine.
@@ -23,29 +24,13 @@ pub struct Sandbox {
     inner: Arc<SandboxInner>,
 }
 
-pub(crate) struct SandboxInner {
-    pub(crate) engine: Engine,
+struct SandboxInner {
+    /// Shared with every plugin loaded here, which needs nothing else of the sandbox.
+    pool: Arc<Pool>,
     linker: Linker<State>,
     cache: Arc<CompileCache>,
-    pub(crate) config: SandboxConfig,
-    /// Instances of the pool that no plugin has reserved.
-    free: Mutex<usize>,
-    /// Slots for loads and for plugins without a quota of their own.
-    pub(crate) loading: Arc<Semaphore>,
     /// One compile at a time: a flood of candidates queues instead of taking every core.
     compiling: Arc<Semaphore>,
-}
-
-/// A plugin's share of the instance pool, given back when the plugin is dropped.
-pub(crate) struct Reservation {
-    sandbox: Arc<SandboxInner>,
-    instances: usize,
-}
-
-impl Drop for Reservation {
-    fn drop(&mut self) {
-        *self.sandbox.free.lock().expect("lock") += self.instances;
-    }
 }
 
 /// Ticks the engine's epoch so deadlines fire even in a guest that never yields. Stops when
@@ -76,22 +61,18 @@ impl Sandbox {
         Reconciler::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
         crate::bindings::v0_1::Reconciler::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
         let cache = Arc::new(CompileCache::new(config.cache_dir.clone()));
-        let loading = config.loading_instances.clamp(1, config.max_instances);
         let inner = SandboxInner {
-            engine,
+            pool: Arc::new(Pool::new(engine, config)),
             linker,
             cache,
-            free: Mutex::new((config.max_instances - loading) as usize),
-            loading: Arc::new(Semaphore::new(loading as usize)),
             compiling: Arc::new(Semaphore::new(1)),
-            config,
         };
         Ok(Sandbox { inner: Arc::new(inner) })
     }
 
     /// The shared Engine.
     pub fn engine(&self) -> &Engine {
-        &self.inner.engine
+        &self.inner.pool.engine
     }
 
     /// Compiles off the async workers, one component at a time, within the compile timeout.
@@ -104,13 +85,13 @@ impl Sandbox {
         origin: &str,
     ) -> Result<(wasmtime::component::Component, compile_cache::CacheOutcome), LoadError> {
         let permit = self.inner.compiling.clone().acquire_owned().await.expect("never closed");
-        let (engine, cache) = (self.inner.engine.clone(), self.inner.cache.clone());
+        let (engine, cache) = (self.inner.pool.engine.clone(), self.inner.cache.clone());
         let (bytes, digest) = (bytes.to_vec(), digest.to_owned());
         let task = tokio::task::spawn_blocking(move || {
             let _permit = permit;
             cache.load(&engine, &bytes, &digest)
         });
-        let timeout = self.inner.config.compile_timeout;
+        let timeout = self.inner.pool.config.compile_timeout;
         match tokio::time::timeout(timeout, task).await {
             Ok(Ok(result)) => result.map_err(|source| LoadError::Compile { origin: origin.to_owned(), source }),
             Ok(Err(join)) => Err(LoadError::Compile {
@@ -138,7 +119,7 @@ impl Sandbox {
         }
         let digest = compile_cache::digest(bytes);
         let (component, cached) = self.compile(bytes, &digest, origin).await?;
-        let (interface, contract) = contract::check(&self.inner.engine, &component).map_err(|m| match m {
+        let (interface, contract) = contract::check(&self.inner.pool.engine, &component).map_err(|m| match m {
             Mismatch::Version { found } => LoadError::IncompatibleContract { origin: origin_owned(), found },
             Mismatch::Mixed { found } => LoadError::MixedContract { origin: origin_owned(), found },
             Mismatch::NotAPlugin { exports } => LoadError::NotAPlugin { origin: origin_owned(), exports },
@@ -150,14 +131,14 @@ impl Sandbox {
             .linker
             .instantiate_pre(&component)
             .map_err(|source| LoadError::Link { origin: origin_owned(), source })?;
-        let config = &self.inner.config;
+        let config = &self.inner.pool.config;
         let setup = CallSetup {
-            sandbox: self.inner.clone(),
+            pool: self.inner.pool.clone(),
             pre,
             exports: Arc::new(exports),
             limits: config.default_limits,
             name: Arc::from(origin),
-            slots: self.inner.loading.clone(),
+            slots: self.inner.pool.loading.clone(),
             cpu: crate::plugin::one_core(config.epoch_tick),
             contract,
         };
@@ -193,18 +174,13 @@ impl Sandbox {
     /// [`LoadError::PoolFull`] when the pool has fewer free instances than the quota.
     pub fn reserve(&self, plugin: &Plugin) -> Result<Plugin, LoadError> {
         let wanted = plugin.limits().instances;
-        let mut free = self.inner.free.lock().expect("lock");
-        if *free < wanted {
-            return Err(LoadError::PoolFull {
-                plugin: plugin.manifest().name.clone(),
-                wanted,
-                free: *free,
-                total: self.inner.config.max_instances as usize,
-            });
-        }
-        *free -= wanted;
-        drop(free);
-        let reservation = Reservation { sandbox: self.inner.clone(), instances: wanted };
+        let pool = &self.inner.pool;
+        let reservation = pool.reserve(wanted).map_err(|free| LoadError::PoolFull {
+            plugin: plugin.manifest().name.clone(),
+            wanted,
+            free,
+            total: pool.config.max_instances as usize,
+        })?;
         Ok(plugin.with_reservation(Arc::new(Semaphore::new(wanted)), reservation))
     }
 }

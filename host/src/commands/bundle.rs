@@ -4,13 +4,14 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 
+use super::common;
 use crate::cli::BundleArgs;
 use crate::plugin_configmap;
 
 pub(super) fn run(args: &BundleArgs) -> anyhow::Result<ExitCode> {
-    let sandbox = super::sandbox(&args.sandbox, None)?;
+    let sandbox = common::sandbox(&args.sandbox, None)?;
     // Validate now, not when the host refuses it in the cluster.
-    let plugin = super::block_on(super::load(&sandbox, &args.plugin, &args.sandbox))??;
+    let plugin = common::block_on(common::load(&sandbox, &args.plugin, &args.sandbox))??;
     let manifest_name = &plugin.manifest().name;
     anyhow::ensure!(
         *manifest_name == args.name,

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use wasmloop_runtime::registry::{Candidate, RegistryError};
 
+use super::common;
 use super::host::{Host, shutdown_signal};
 use crate::cli::{DevArgs, PluginIdentity};
 use crate::host_config::HostConfig;
@@ -76,7 +77,7 @@ async fn rewatch(source: &PathSource, changes: &mut Changes) {
 
 async fn serve(args: &DevArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
     let source = PathSource::new(&args.path)?;
-    let sandbox = super::sandbox(&args.host.sandbox, config.sandbox.max_instances)?;
+    let sandbox = common::sandbox(&args.host.sandbox, config.sandbox.max_instances)?;
     let item = source.label();
     let dry_run = args.dry_run.then(crate::dry_run::to_stdout);
     if dry_run.is_some() {

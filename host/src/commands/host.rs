@@ -11,6 +11,7 @@ use wasmloop_runtime::registry::{Loader, Registry, Settings};
 use wasmloop_runtime::{Context, ControllerConfig, Metrics};
 use wasmloop_sandbox::Sandbox;
 
+use super::common;
 use crate::cli::{HostArgs, PluginIdentity};
 use crate::endpoints::{self, Readiness};
 use crate::host_config::HostConfig;
@@ -116,7 +117,7 @@ impl Host {
             let (sandbox, limits) = (sandbox.clone(), args.sandbox.clone());
             Arc::new(move |bytes: Arc<[u8]>, origin: String| {
                 let (sandbox, limits) = (sandbox.clone(), limits.clone());
-                Box::pin(async move { super::load_bytes(&sandbox, &bytes, &origin, &limits).await })
+                Box::pin(async move { common::load_bytes(&sandbox, &bytes, &origin, &limits).await })
             })
         };
         let config = Arc::new(config);

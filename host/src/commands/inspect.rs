@@ -2,11 +2,12 @@
 
 use std::process::ExitCode;
 
+use super::common;
 use crate::cli::InspectArgs;
 
 pub(super) fn run(args: &InspectArgs) -> anyhow::Result<ExitCode> {
-    let sandbox = super::sandbox(&args.sandbox, None)?;
-    let plugin = super::block_on(super::load(&sandbox, &args.plugin, &args.sandbox))??;
-    super::print(plugin.manifest(), args.output)?;
+    let sandbox = common::sandbox(&args.sandbox, None)?;
+    let plugin = common::block_on(common::load(&sandbox, &args.plugin, &args.sandbox))??;
+    common::print(plugin.manifest(), args.output)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -7,6 +7,7 @@ use anyhow::Context;
 use serde_json::Value;
 use wasmloop_sandbox::{CallFailure, Phase, Request, Response, object_from_value};
 
+use super::common;
 use crate::cli::{PhaseArg, ReconcileArgs};
 use crate::input::{read_config, read_object, read_objects};
 use crate::offline_cache::OfflineCache;
@@ -54,8 +55,8 @@ pub(super) fn run(args: &ReconcileArgs) -> anyhow::Result<ExitCode> {
         config,
     };
 
-    let sandbox = super::sandbox(&args.sandbox, None)?;
-    super::block_on(reconcile(args, &sandbox, request, cache))?
+    let sandbox = common::sandbox(&args.sandbox, None)?;
+    common::block_on(reconcile(args, &sandbox, request, cache))?
 }
 
 async fn reconcile(
@@ -64,7 +65,7 @@ async fn reconcile(
     request: Request,
     cache: OfflineCache,
 ) -> anyhow::Result<ExitCode> {
-    let plugin = super::load(sandbox, &args.plugin, &args.sandbox).await.context("cannot load the plugin")?;
+    let plugin = common::load(sandbox, &args.plugin, &args.sandbox).await.context("cannot load the plugin")?;
     let primary_kind = &plugin.manifest().primary.kind;
     if request.object.gvk() != *primary_kind {
         anyhow::bail!(
@@ -76,7 +77,7 @@ async fn reconcile(
     }
     match plugin.reconcile(&request, Arc::new(cache)).await {
         Ok(response) => {
-            super::print(&response, args.output)?;
+            common::print(&response, args.output)?;
             Ok(ExitCode::SUCCESS)
         }
         Err(error) => {
@@ -97,9 +98,9 @@ async fn reconcile(
             if let CallFailure::Plugin { actions, .. } = &error.failure
                 && !actions.is_empty()
             {
-                super::print(&Response { actions: actions.clone(), requeue_after: None, prune: false }, args.output)?;
+                common::print(&Response { actions: actions.clone(), requeue_after: None, prune: false }, args.output)?;
             }
-            Ok(ExitCode::from(super::EXIT_PLUGIN_ERROR))
+            Ok(ExitCode::from(common::EXIT_PLUGIN_ERROR))
         }
     }
 }

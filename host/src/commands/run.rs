@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use wasmloop_sandbox::{Plugin, Sandbox};
 
+use super::common;
 use super::host::{Host, shutdown_signal};
 use crate::cli::{PluginIdentity, RunArgs};
 use crate::host_config::HostConfig;
@@ -20,7 +21,7 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
 async fn load_all(args: &RunArgs, sandbox: &Sandbox) -> anyhow::Result<Vec<Plugin>> {
     let mut plugins: Vec<Plugin> = Vec::new();
     for path in &args.plugins {
-        let plugin = super::load(sandbox, path, &args.host.sandbox).await?;
+        let plugin = common::load(sandbox, path, &args.host.sandbox).await?;
         if let Some(other) = plugins.iter().find(|p| p.manifest().name == plugin.manifest().name) {
             anyhow::bail!(
                 "{} and {} are both plugin {:?}; plugin names must be unique (they name the field manager); load one of them",
@@ -39,7 +40,7 @@ fn readiness_item(plugin: &Plugin) -> String {
 }
 
 async fn serve(args: &RunArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
-    let sandbox = super::sandbox(&args.host.sandbox, config.sandbox.max_instances)?;
+    let sandbox = common::sandbox(&args.host.sandbox, config.sandbox.max_instances)?;
     let plugins = load_all(args, &sandbox).await?;
     let pending: Vec<String> = plugins.iter().map(readiness_item).collect();
     let host = Host::start(&args.host, config, &sandbox, &pending, None, PluginIdentity::Impersonate).await?;

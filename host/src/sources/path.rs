@@ -40,7 +40,7 @@ pub struct Changes {
 }
 
 /// The guest SDK: its bindings are generated from the contract by `wit_bindgen::generate!`
-/// with `path: "../wit"` (`guest-sdk/src/__private.rs`), the `wit/` beside the SDK's crate
+/// with `path: "../wit"` (`guest-sdk/src/bindings.rs`), the `wit/` beside the SDK's crate
 /// directory; a plugin gets its WIT from there, not from a `wit/` of its own.
 const SDK_PACKAGE: &str = "wasmloop-sdk";
 

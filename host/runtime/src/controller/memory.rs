@@ -1,7 +1,8 @@
 //! What a controller remembers per key between passes: the keys its reconciles hold, the
 //! last state of deleted primaries not yet delivered, the state each primary had at its last
-//! successful apply, and the related objects waiting for `map`. Everything here is handed to
-//! the next version of the plugin on a swap.
+//! successful apply, and the related objects waiting for `map`. Deletions and previous states
+//! are handed to the next version of the plugin on a swap; related objects are not, since the
+//! next version requeues every primary when it starts.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

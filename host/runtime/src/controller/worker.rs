@@ -50,28 +50,21 @@ pub(super) async fn work(shared: Arc<Shared>) {
             return;
         }
         let Some(work) = shared.queue.get().await else { return };
-        if !shared.leads() {
-            // The lead went while this worker waited.
-            shared.queue.done(&work);
-            continue;
-        }
-        shared.plugin_metrics.queue_depth(shared.queue.len());
-        if shared.denied.borrow().is_some() {
-            // Served nothing while its grant is revoked; every primary is requeued when it is
-            // granted again.
-            tracing::info!(plugin, key = %work, "skipped: access revoked");
+        let revoked = shared.denied.borrow().is_some();
+        if !shared.leads() || revoked {
+            // The lead went while this worker waited; or the plugin is served nothing while its
+            // grant is revoked. Every primary is requeued on taking the lead or the grant back.
+            if revoked {
+                tracing::info!(plugin, key = %work, "skipped: access revoked");
+            }
+            if let Work::Map(related) = &work {
+                shared.memory.take_related(related);
+            }
             shared.queue.forget(&work);
             shared.queue.done(&work);
             continue;
         }
-        let admission = shared.health.lock().expect("lock").admit(Instant::now());
-        if let Admission::Defer(wait) = admission {
-            // Quarantined: the work waits for the next probe instead of holding a worker.
-            tracing::debug!(plugin, key = %work, ?wait, "deferred: plugin quarantined");
-            shared.queue.add_after(work.clone(), wait);
-            shared.queue.done(&work);
-            continue;
-        }
+        shared.plugin_metrics.queue_depth(shared.queue.len());
         match &work {
             Work::Reconcile(key) => reconcile_key(&shared, &running, key).await,
             Work::Map(related) => map_related(&shared, related).await,
@@ -85,6 +78,13 @@ pub(super) async fn work(shared: Arc<Shared>) {
 async fn reconcile_key(shared: &Arc<Shared>, running: &Arc<RunningKeys>, key: &Key) {
     let plugin = shared.manifest.name.as_str();
     let work = Work::Reconcile(key.clone());
+    let admission = shared.health.lock().expect("lock").admit(Instant::now());
+    if let Admission::Defer(wait) = admission {
+        // Quarantined: the key waits for the next probe instead of holding a worker.
+        tracing::debug!(plugin, %key, ?wait, "deferred: plugin quarantined");
+        shared.queue.add_after(work, wait);
+        return;
+    }
     let claimed = match running.claim(key, shared.generation) {
         Claim::Claimed => true,
         Claim::Busy => {
@@ -153,18 +153,29 @@ fn requeue(shared: &Shared, work: Work, outcome: Outcome) -> MetricOutcome {
 
 /// Asks the plugin which primaries a related object's change concerns, and queues them. A
 /// failure the plugin may get over is retried with backoff, with the object's latest state.
+///
+/// `map` stays out of the plugin's health: a quarantine is about its reconciles, and a `map`
+/// that works must not lift one that a trapping `reconcile` earned (nor the reverse).
 async fn map_related(shared: &Arc<Shared>, related: &Related) {
-    let Some(entry) = shared.memory.take_related(related) else { return };
-    let started = Instant::now();
-    let services: Arc<dyn HostServices> = shared.cache.clone();
-    let span = tracing::info_span!("map", plugin = %shared.manifest.name, object = %Work::Map(related.clone()));
-    let result =
-        shared.plugin.map(&entry.envelope, &shared.config.plugin_config, services).instrument(span.clone()).await;
-    let healthy = result.as_ref().err().is_none_or(|e| matches!(e.failure, CallFailure::Plugin { .. }));
-    record_health(shared, &entry.envelope, healthy).await;
     let work = Work::Map(related.clone());
-    let outcome = match result {
-        Ok(refs) => {
+    let Some(entry) = shared.memory.take_related(related) else {
+        // Mapped already, with the latest state, by an earlier pass.
+        shared.queue.forget(&work);
+        return;
+    };
+    let started = Instant::now();
+    let span = tracing::info_span!("map", plugin = %shared.manifest.name, object = %work);
+    // Its own task, as a reconcile: a panic in host code must not take the worker with it.
+    let task = tokio::spawn({
+        let (shared, entry) = (shared.clone(), entry.clone());
+        async move {
+            let services: Arc<dyn HostServices> = shared.cache.clone();
+            shared.plugin.map(&entry.envelope, &shared.config.plugin_config, services).await
+        }
+        .instrument(span.clone())
+    });
+    let outcome = match task.await {
+        Ok(Ok(refs)) => {
             let primary = &shared.primary;
             let served = primary.scope().namespace.as_deref();
             let keys = plan::mapped_keys(refs, entry.envelope.namespace.as_deref(), primary.namespaced(), served);
@@ -172,13 +183,18 @@ async fn map_related(shared: &Arc<Shared>, related: &Related) {
             keys.into_iter().for_each(|key| shared.enqueue(Work::Reconcile(key)));
             Outcome::Done { actions: queued, requeue_after: None }
         }
-        Err(error) => {
+        Ok(Err(error)) => {
             let transient = error.failure.is_transient();
             span.in_scope(|| tracing::warn!(transient, "map failed: {error}"));
             if transient {
                 shared.memory.keep_related(related, entry);
             }
             plan::retry_of(transient, None, shared.config.min_requeue)
+        }
+        Err(panic) => {
+            span.in_scope(|| tracing::error!(%panic, "map panicked; retrying with backoff"));
+            shared.memory.keep_related(related, entry);
+            Outcome::Retry
         }
     };
     let result = requeue(shared, work, outcome);

@@ -1,0 +1,78 @@
+//! What the commands share: starting the sandbox, loading a plugin, printing, exit codes.
+//! Apart from `mod.rs` so that the commands depend on it and `mod.rs` depends on them, never
+//! both ways.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context;
+use wasmloop_sandbox::{LoadError, Plugin, Sandbox, SandboxConfig};
+
+use crate::cli::{OutputFormat, SandboxArgs};
+
+/// Exit code of a reconcile whose plugin failed (bad input and load errors exit 1).
+pub const EXIT_PLUGIN_ERROR: u8 = 3;
+
+/// Runs an offline command's async work (loading, one call) on a runtime of its own.
+pub(super) fn block_on<F: std::future::Future>(work: F) -> anyhow::Result<F::Output> {
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start the async runtime")?;
+    Ok(runtime.block_on(work))
+}
+
+/// The sandbox, its pool sized from the host configuration.
+pub(super) fn sandbox(args: &SandboxArgs, pool: Option<u32>) -> anyhow::Result<Sandbox> {
+    let mut config = SandboxConfig::default();
+    if let Some(n) = pool {
+        config = config.max_instances(n);
+    }
+    if args.no_compile_cache {
+        config = config.cache_dir(None);
+    } else if let Some(dir) = &args.cache_dir {
+        config = config.cache_dir(Some(dir.clone()));
+    }
+    Sandbox::new(config).map_err(|e| anyhow::anyhow!("cannot start the wasm sandbox: {e:#}"))
+}
+
+/// Loads a plugin file, applying the command line's limits over the plugin's own.
+pub(super) async fn load(sandbox: &Sandbox, path: &Path, args: &SandboxArgs) -> anyhow::Result<Plugin> {
+    let bytes =
+        std::fs::read(path).with_context(|| format!("cannot read plugin {}; check the path", path.display()))?;
+    Ok(load_bytes(sandbox, &bytes, &path.display().to_string(), args).await?)
+}
+
+/// Compiles and validates a component, applying the command line's limits over the plugin's own:
+/// the operator's explicit settings win over what the plugin proposes.
+pub(super) async fn load_bytes(
+    sandbox: &Sandbox,
+    bytes: &[u8],
+    origin: &str,
+    args: &SandboxArgs,
+) -> Result<Plugin, LoadError> {
+    let plugin = sandbox.load(bytes, origin).await?;
+    let mut limits = plugin.limits();
+    if let Some(ms) = args.deadline_ms {
+        limits = limits.deadline(Duration::from_millis(ms));
+    }
+    if let Some(bytes) = args.memory_limit {
+        limits = limits.memory_bytes(bytes);
+    }
+    if let Some(bytes) = args.response_limit {
+        limits = limits.response_bytes(bytes);
+    }
+    if let Some(n) = args.max_actions {
+        limits = limits.max_actions(n);
+    }
+    Ok(plugin.with_limits(limits))
+}
+
+pub(super) fn print(value: &impl serde::Serialize, format: OutputFormat) -> anyhow::Result<()> {
+    // Through serde_json::Value so enums print as plain maps, not YAML tags.
+    let value = serde_json::to_value(value)?;
+    let text = match format {
+        OutputFormat::Yaml => serde_saphyr::to_string(&value)?,
+        OutputFormat::Json => serde_json::to_string_pretty(&value)? + "\n",
+    };
+    print!("{text}");
+    Ok(())
+}

@@ -1,7 +1,7 @@
 //! Golden tests: each plugin through the real `wasmloop` binary on YAML fixtures, and one
 //! test per error a user can hit offline.
 //!
-//! The components come from `scripts/build-plugins` (run by `scripts/test`).
+//! The components are built on first use (`wasmloop_testenv::components`).
 
 mod common;
 
@@ -402,6 +402,20 @@ fn component_of_another_contract_version_is_refused_naming_both_versions() {
             "this host serves wasmloop:plugin@0.2.0",
             "wasmloop:plugin@0.1.0 (0.1.x, through an adapter)",
             "rebuild the plugin",
+        ],
+    );
+}
+
+#[test]
+fn a_component_built_against_an_earlier_revision_of_its_contract_is_refused_at_load() {
+    let plugin = component("stale_contract_plugin");
+    let out = wasmloop(&["inspect", plugin.to_str().unwrap()]);
+    fails_with(
+        &out,
+        1,
+        &[
+            "stale_contract_plugin.wasm names contract wasmloop:plugin@0.2.0 but its reconcile:",
+            "rebuild the plugin with the current wasmloop-sdk",
         ],
     );
 }

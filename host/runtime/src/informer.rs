@@ -412,14 +412,17 @@ mod tests {
         object
     }
 
-    /// What subscribers were told, as `applied a`/`deleted b`, oldest first.
+    /// What subscribers were told, as `applied a`/`deleted b`, sorted: a relist reports in
+    /// no particular order.
     fn told(changes: &mut broadcast::Receiver<Change>) -> Vec<String> {
-        std::iter::from_fn(|| changes.try_recv().ok())
+        let mut told: Vec<String> = std::iter::from_fn(|| changes.try_recv().ok())
             .map(|c| match c {
                 Change::Applied(e) => format!("applied {}", e.envelope.name),
                 Change::Deleted(e) => format!("deleted {}", e.envelope.name),
             })
-            .collect()
+            .collect();
+        told.sort();
+        told
     }
 
     fn relist(informer: &Informer, resource: &ApiResource, objects: &[(&str, &str)]) {
@@ -440,7 +443,7 @@ mod tests {
         assert!(*informer.synced.borrow(), "the first list syncs the cache");
         // The watch broke, and b was deleted while nobody watched; a changed.
         relist(&informer, &resource, &[("a", "2")]);
-        assert_eq!(told(&mut changes), ["deleted b", "applied a"]);
+        assert_eq!(told(&mut changes), ["applied a", "deleted b"]);
         assert!(informer.get(Some("t"), "b").is_none());
         relist(&informer, &resource, &[("a", "2")]);
         assert_eq!(told(&mut changes), Vec::<String>::new(), "an unchanged relist reports nothing");

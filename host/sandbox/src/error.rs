@@ -107,6 +107,18 @@ pub enum LoadError {
         /// What went wrong.
         failure: CallFailure,
     },
+    /// `reconcile` or `map` does not have the types of the contract version the component
+    /// names: it was built against an earlier revision of that version's WIT.
+    #[error(
+        "{origin} names contract wasmloop:plugin@{} but its {reason}; rebuild the plugin with the current wasmloop-sdk",
+        crate::contract::CONTRACT_VERSION
+    )]
+    StaleExports {
+        /// Where the bytes came from.
+        origin: String,
+        /// Which export, and wasmtime's account of the mismatch.
+        reason: String,
+    },
     /// `manifest()` returned something invalid.
     #[error("{origin} returned an invalid manifest: {reason}; fix the plugin's Reconciler::manifest")]
     InvalidManifest {
@@ -132,6 +144,7 @@ impl LoadError {
             LoadError::Link { .. } => "LinkFailed",
             LoadError::ManifestCall { .. } => "ManifestFailed",
             LoadError::InvalidManifest { .. } => "InvalidManifest",
+            LoadError::StaleExports { .. } => "IncompatibleContract",
         }
     }
 }

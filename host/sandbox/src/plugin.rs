@@ -226,6 +226,33 @@ impl CallSetup {
         (out, timings)
     }
 
+    /// Checks that `reconcile` and `map` have the types of the contract the component names:
+    /// a component built against another revision of the same WIT package links and answers
+    /// `manifest()`, and would otherwise fail only on its first reconcile. Nothing is called.
+    pub(crate) async fn check_exports(&self) -> Result<(), String> {
+        type Reconcile02 = (Result<lift::Response, lift::ReconcileError>,);
+        type Reconcile01 = (Result<lift::Response01, lift::ReconcileError01>,);
+        let (out, _) = self
+            .call(None, Arc::new(crate::host_services::EmptyHost), async |store, instance, exports| {
+                let reconcile = match self.contract {
+                    Contract::V0_2 => {
+                        instance.get_typed_func::<(&Request,), Reconcile02>(&mut *store, &exports.reconcile).map(drop)
+                    }
+                    Contract::V0_1 => {
+                        instance.get_typed_func::<(&Request,), Reconcile01>(&mut *store, &exports.reconcile).map(drop)
+                    }
+                };
+                let map = instance
+                    .get_typed_func::<(&Object, &str), (lift::List<lift::ObjectRef>,)>(&mut *store, &exports.map)
+                    .map(drop);
+                Ok(reconcile
+                    .map_err(|e| format!("reconcile: {e:#}"))
+                    .and_then(|()| map.map_err(|e| format!("map: {e:#}"))))
+            })
+            .await;
+        out.map_err(|failure| failure.to_string())?
+    }
+
     /// Calls `manifest()`.
     pub(crate) async fn manifest(&self, services: Arc<dyn HostServices>) -> Result<wit::PluginManifest, CallFailure> {
         let budget = Budget::new(MAX_MANIFEST_KINDS, MAX_MANIFEST_BYTES, "manifest kinds");

@@ -148,6 +148,7 @@ impl Sandbox {
             .map_err(|failure| LoadError::ManifestCall { origin: origin_owned(), failure })?;
         let manifest = Manifest::from_wit(raw, contract)
             .map_err(|reason| LoadError::InvalidManifest { origin: origin_owned(), reason })?;
+        setup.check_exports().await.map_err(|reason| LoadError::StaleExports { origin: origin_owned(), reason })?;
         if contract == crate::Contract::V0_1 {
             tracing::info!(
                 plugin = %manifest.name, %origin,

@@ -19,6 +19,7 @@
 //! behind. Component logs stay on disk and their paths are printed when something fails.
 
 mod binaries;
+pub mod components;
 mod control_plane;
 mod fixtures;
 mod kubeconfig;

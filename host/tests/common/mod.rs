@@ -4,7 +4,7 @@
 #![allow(dead_code)] // each test binary uses its own part
 
 use std::ffi::{OsStr, OsString};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -20,20 +20,12 @@ pub const FOO_CRD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../plugins/foo-d
 
 /// The cargo target directory.
 pub fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
+    wasmloop_testenv::components::target_dir()
 }
 
-/// A component built by `scripts/build-plugins`.
+/// A plugin component, built on first use (see [`wasmloop_testenv::components`]).
 pub fn component(name: &str) -> PathBuf {
-    let path = target_dir().join("wasm32-wasip2/release").join(format!("{name}.wasm"));
-    assert!(
-        path.exists(),
-        "{} is missing: run scripts/build-plugins (scripts/test does) before cargo test",
-        path.display()
-    );
-    path
+    wasmloop_testenv::components::component(name)
 }
 
 /// A `wasmloop` process against the shared control plane, its stderr collected; killed

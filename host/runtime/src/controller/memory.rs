@@ -159,6 +159,45 @@ mod tests {
         Key { namespace: Some("t".into()), name: name.into() }
     }
 
+    fn entry(name: &str, uid: &str) -> Arc<Entry> {
+        use kube::api::{ApiResource, DynamicObject};
+        let resource = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+        let mut object = DynamicObject::new(name, &resource).within("t");
+        object.metadata.uid = Some(uid.into());
+        let mut value = serde_json::to_value(&object).unwrap();
+        value["apiVersion"] = "v1".into();
+        value["kind"] = "ConfigMap".into();
+        let envelope = wasmloop_sandbox::object_from_value(&value).unwrap();
+        Arc::new(Entry { object: Arc::new(object), envelope })
+    }
+
+    #[test]
+    fn a_successor_takes_over_undelivered_deletions_and_previous_states_keeping_its_own_newer_ones() {
+        let old = Memory::default();
+        old.deleted(&key("gone"), Some(entry("gone", "u-gone")));
+        old.remember(&key("kept"), entry("kept", "u-old"));
+        old.remember(&key("both"), entry("both", "u-old"));
+        let new = Memory::default();
+        new.remember(&key("both"), entry("both", "u-new"));
+        let delivered = new.take_over(old.hand_over(), true, true);
+        assert_eq!(delivered, vec![key("gone")], "the deletion is the successor's to deliver");
+        assert!(new.take_tombstone(&key("gone")).is_some());
+        assert!(new.previous(&key("kept"), "u-old").is_some());
+        assert!(new.previous(&key("both"), "u-new").is_some(), "its own newer state wins");
+        assert!(new.previous(&key("both"), "u-old").is_none(), "a recreated object has no previous state");
+        assert!(old.take_tombstone(&key("gone")).is_none(), "handed over, not copied");
+    }
+
+    #[test]
+    fn a_successor_that_does_not_ask_for_deletions_or_previous_states_gets_none() {
+        let old = Memory::default();
+        old.deleted(&key("gone"), Some(entry("gone", "u1")));
+        old.remember(&key("kept"), entry("kept", "u2"));
+        let new = Memory::default();
+        assert!(new.take_over(old.hand_over(), false, false).is_empty());
+        assert!(new.take_tombstone(&key("gone")).is_none() && new.previous(&key("kept"), "u2").is_none());
+    }
+
     #[test]
     fn a_key_is_claimed_once_and_an_older_versions_claim_makes_it_busy() {
         let running = RunningKeys::default();

@@ -1,0 +1,70 @@
+//! The plugin components tests load, built by the tests themselves: a plain `cargo test`
+//! works once `rustup target add wasm32-wasip2` has run, as Spin's test components do.
+//!
+//! The first call in a test binary runs one `cargo build --release --target wasm32-wasip2`
+//! of every guest crate, into the same target directory the tests were built in. Cargo keeps
+//! it incremental: when `scripts/build-plugins` (which `scripts/test` runs) built them
+//! already, it only checks that they are fresh. Test binaries run one after another, and
+//! cargo locks the target directory, so two builds never race.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// Every plugin and test guest, as `scripts/build-plugins` lists them.
+pub const GUESTS: [&str; 9] = [
+    "foo-deployment",
+    "pod-logger",
+    "node-image-watch",
+    "configmap-mirror",
+    "hostile-plugin",
+    "future-contract-plugin",
+    "stale-contract-plugin",
+    "labeler-plugin",
+    "labeler-v2-plugin",
+];
+
+/// The target directory the tests were built in (`CARGO_TARGET_DIR`, else the workspace's).
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace().join("target"))
+}
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The component `name` (a crate's library name, `foo_deployment`), built if it is missing
+/// or stale.
+///
+/// # Panics
+/// When the build fails, with cargo's output and what to do.
+pub fn component(name: &str) -> PathBuf {
+    static BUILT: OnceLock<Result<(), String>> = OnceLock::new();
+    if let Err(why) = BUILT.get_or_init(build) {
+        panic!("the test components could not be built: {why}");
+    }
+    let path = target_dir().join("wasm32-wasip2/release").join(format!("{name}.wasm"));
+    assert!(path.exists(), "{} is not built by any guest crate; is {name} in GUESTS?", path.display());
+    path
+}
+
+fn build() -> Result<(), String> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(cargo);
+    command.current_dir(workspace()).env("CARGO_TARGET_DIR", target_dir());
+    command.args(["build", "--release", "--target", "wasm32-wasip2"]);
+    for guest in GUESTS {
+        command.args(["-p", guest]);
+    }
+    let out = command.output().map_err(|e| format!("cannot run cargo: {e}"))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let hint = if stderr.contains("wasm32-wasip2") && stderr.contains("target may not be installed") {
+        "; run `rustup target add wasm32-wasip2`"
+    } else {
+        ""
+    };
+    Err(format!("cargo build --target wasm32-wasip2 failed{hint}:\n{stderr}"))
+}

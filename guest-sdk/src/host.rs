@@ -101,9 +101,9 @@ mod imp {
         Ok(list(kind, namespace, None)?.into_iter().find(|o| o.name == name))
     }
 
-    /// The host's page size, as in the host: the test host pages like it, so a plugin's paging
-    /// runs in `cargo test` too.
-    pub const PAGE_SIZE: usize = 500;
+    /// The host's page size: the test host pages like the host, so a plugin's paging runs in
+    /// `cargo test` too.
+    pub use wasmloop_contract::cache::PAGE_SIZE;
 
     pub(crate) fn list_page(
         kind: &Gvk,
@@ -115,21 +115,14 @@ mod imp {
         let key = |o: &Object| (o.namespace.clone().unwrap_or_default(), o.name.clone());
         let mut all = list(kind, namespace, selector)?;
         all.sort_by_key(key);
-        let after = match token.map(|t| t.split_once('/')) {
-            None => None,
-            Some(Some((ns, name))) => Some((ns.to_owned(), name.to_owned())),
-            Some(None) => {
-                let token = token.unwrap_or_default();
-                return Err(CacheError::InvalidContinue(format!(
-                    "continue token {token:?} was not produced by this cache"
-                )));
-            }
-        };
+        let after =
+            token.map(wasmloop_contract::cache::parse_token).transpose().map_err(CacheError::InvalidContinue)?;
         let limit = if limit == 0 { PAGE_SIZE } else { (limit as usize).min(PAGE_SIZE) };
         let rest: Vec<Object> = all.into_iter().filter(|o| after.as_ref().is_none_or(|a| &key(o) > a)).collect();
         let more = rest.len() > limit;
         let items: Vec<Object> = rest.into_iter().take(limit).collect();
-        let continue_token = if more { items.last().map(|o| format!("{}/{}", key(o).0, key(o).1)) } else { None };
+        let continue_token =
+            if more { items.last().map(|o| wasmloop_contract::cache::token_of(&key(o))) } else { None };
         Ok(Page { items, continue_token })
     }
 
@@ -147,7 +140,7 @@ mod imp {
                 .cache
                 .iter()
                 .filter(|o| kind.matches(&o.api_version, &o.kind))
-                .filter(|o| namespace.is_none() || o.namespace.as_deref() == namespace)
+                .filter(|o| wasmloop_contract::cache::in_namespace(namespace, o.namespace.as_deref()))
                 .filter(|o| {
                     selector.0.is_empty()
                         || selector.matches_object(&serde_json::from_str(o.json()).unwrap_or(Value::Null))

@@ -57,7 +57,7 @@ pub mod manifest;
 mod object_ref;
 mod reconciler;
 pub mod request;
-pub mod selector;
+pub use wasmloop_contract::selector;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
 mod timing;

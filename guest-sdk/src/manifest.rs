@@ -1,5 +1,7 @@
 //! What a plugin declares about itself.
 
+use wasmloop_contract::manifest as contract;
+
 use crate::kind::{Gvk, Kind};
 
 /// Which objects of a kind a plugin wants to see.
@@ -299,5 +301,56 @@ impl Manifest {
             .chain(&self.owns)
             .chain(self.watches.iter().map(|w| &w.kind))
             .chain(&self.reads)
+    }
+}
+
+fn kind_ref(g: &Gvk) -> contract::KindRef<'_> {
+    contract::KindRef { group: &g.group, version: &g.version, kind: &g.kind }
+}
+
+fn selector_view(s: &KindSelector) -> contract::SelectorView<'_> {
+    contract::SelectorView { kind: kind_ref(&s.kind), label_selector: s.label_selector.as_deref() }
+}
+
+impl Manifest {
+    /// Checks the manifest by the rules the host applies when it loads the plugin
+    /// ([`wasmloop_contract::manifest::validate`]); `TestCase` runs it before every test.
+    ///
+    /// # Errors
+    /// The host's sentence naming the first invalid field.
+    pub fn validate(&self) -> Result<(), String> {
+        let s = &self.settings;
+        let view = contract::ManifestView {
+            name: &self.name,
+            primary: selector_view(&self.primary),
+            owns: self.owns.iter().map(kind_ref).collect(),
+            watches: self.watches.iter().map(selector_view).collect(),
+            reads: self.reads.iter().map(kind_ref).collect(),
+            metadata_only: self.metadata_only.iter().map(kind_ref).collect(),
+            writes: self
+                .writes
+                .iter()
+                .map(|g| contract::GrantView {
+                    kind: kind_ref(&g.kind),
+                    apply: g.apply,
+                    patch: g.patch,
+                    delete: g.delete,
+                    scope: match &g.scope {
+                        WriteScope::PrimaryNamespace => contract::ScopeView::PrimaryNamespace,
+                        WriteScope::Namespaces(list) => contract::ScopeView::Namespaces(list),
+                        WriteScope::Any => contract::ScopeView::Any,
+                    },
+                })
+                .collect(),
+            finalizer: self.finalizer.as_deref(),
+            settings: contract::SettingsView {
+                max_concurrent_reconciles: s.max_concurrent_reconciles,
+                deadline_ms: s.deadline_ms,
+                memory_limit_bytes: s.memory_limit_bytes,
+                response_limit_bytes: s.response_limit_bytes,
+                resync_seconds: s.resync_seconds,
+            },
+        };
+        contract::validate(&view)
     }
 }

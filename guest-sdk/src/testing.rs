@@ -97,6 +97,16 @@ fn misused_prune(manifest: &Manifest, phase: Phase, actions: &[Action]) -> Optio
     }
 }
 
+/// `P`'s manifest, refused as the host would refuse it at load: a test of a plugin the host
+/// cannot load must not pass.
+fn checked<P: Reconciler>() -> Manifest {
+    let manifest = P::manifest();
+    if let Err(why) = manifest.validate() {
+        panic!("the host would refuse plugin {:?} at load: {why}; fix its Reconciler::manifest", manifest.name);
+    }
+    manifest
+}
+
 fn object(value: &impl Serialize) -> Object {
     let value = serde_json::to_value(value).expect("test objects serialize");
     Object::from_value(&value).unwrap_or_else(|e| panic!("test object: {}", e.message))
@@ -196,7 +206,7 @@ impl TestCase {
     /// so does a `prune` the manifest does not allow, outside phase `Apply`, or twice.
     pub fn run<P: Reconciler>(&self) -> Outcome {
         let request = self.request();
-        let manifest = P::manifest();
+        let manifest = checked::<P>();
         let (result, logs, undeclared) = with_host(manifest.clone(), self.cache_objects(), || P::reconcile(&request));
         let result = match (undeclared, result) {
             (Some(message), _) => Err(Error::permanent(message)),
@@ -217,14 +227,14 @@ impl TestCase {
     /// Runs `P::map` natively on `related`, with this case's cache and config.
     pub fn map<P: Reconciler>(&self, related: impl Serialize) -> Vec<ObjectRef> {
         let related = object(&related);
-        with_host(P::manifest(), self.cache_objects(), || P::map(&related, &Config::new(self.config.clone()))).0
+        with_host(checked::<P>(), self.cache_objects(), || P::map(&related, &Config::new(self.config.clone()))).0
     }
 }
 
 /// Runs `f` with this case's cache installed as the native host, so benchmarks can call
 /// `P::reconcile` many times without re-creating the host.
 pub fn with_case<P: Reconciler, T>(case: &TestCase, f: impl FnOnce() -> T) -> T {
-    with_host(P::manifest(), case.cache_objects(), f).0
+    with_host(checked::<P>(), case.cache_objects(), f).0
 }
 
 /// Runs `P::reconcile` and reports (decode, logic, encode) nanoseconds, measured as in a
@@ -443,5 +453,55 @@ mod tests {
             let error = outcome.error();
             assert!(error.message.contains(expected), "{error}");
         }
+    }
+
+    /// Declares a finalizer the API server would refuse.
+    struct BadFinalizer;
+
+    impl Reconciler for BadFinalizer {
+        fn manifest() -> Manifest {
+            Manifest::new("bad-finalizer", "0").primary::<ConfigMap>().finalizer("cleanup")
+        }
+
+        fn reconcile(_: &Request) -> Result<Vec<Action>, Error> {
+            Ok(Vec::new())
+        }
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "the host would refuse plugin \"bad-finalizer\" at load: finalizer \"cleanup\" must look like `example.com/name`"
+    )]
+    fn a_manifest_the_host_would_refuse_fails_the_test_with_the_hosts_words() {
+        let primary =
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "ns"}});
+        TestCase::new(primary).run::<BadFinalizer>();
+    }
+
+    /// Looks up its primary's Namespace, giving the primary's namespace as a careless plugin
+    /// might: a cluster-scoped kind ignores it, in the host and here.
+    struct ReadsNamespace;
+
+    impl Reconciler for ReadsNamespace {
+        fn manifest() -> Manifest {
+            Manifest::new("reads-namespace", "0")
+                .primary::<ConfigMap>()
+                .reads::<k8s_openapi::api::core::v1::Namespace>()
+        }
+
+        fn reconcile(request: &Request) -> Result<Vec<Action>, Error> {
+            let ns = request.object.namespace.as_deref();
+            let found = cache::get::<k8s_openapi::api::core::v1::Namespace>(ns, ns.unwrap_or_default())?;
+            Ok(vec![event(EventType::Normal, "Found", format!("{}", found.is_some()))])
+        }
+    }
+
+    #[test]
+    fn a_namespace_given_for_a_cluster_scoped_kind_is_ignored_as_in_the_host() {
+        let primary =
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "ns"}});
+        let namespace = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}});
+        let outcome = TestCase::new(primary).cached(namespace).run::<ReadsNamespace>();
+        assert_eq!(outcome.events()[0].message, "true");
     }
 }

@@ -36,8 +36,9 @@ impl OfflineCache {
     fn of_kind<'a>(&'a self, kind: &'a Gvk, namespace: Option<&'a str>) -> impl Iterator<Item = &'a (Object, Value)> {
         self.objects.iter().filter(move |(o, _)| {
             o.kind == kind.kind
-                && wasmloop_sdk::kind::split_api_version(&o.api_version) == (kind.group.as_str(), kind.version.as_str())
-                && (namespace.is_none() || o.namespace.as_deref() == namespace)
+                && wasmloop_contract::gvk::split_api_version(&o.api_version)
+                    == (kind.group.as_str(), kind.version.as_str())
+                && wasmloop_contract::cache::in_namespace(namespace, o.namespace.as_deref())
         })
     }
 }
@@ -49,5 +50,21 @@ impl HostServices for OfflineCache {
 
     fn list(&self, kind: &Gvk, namespace: Option<&str>, selector: &Selector) -> Vec<Object> {
         self.of_kind(kind, namespace).filter(|(_, v)| selector.matches_object(v)).map(|(o, _)| o.clone()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_namespace_given_for_a_cluster_scoped_kind_is_ignored_as_in_the_host() {
+        let mut cache = OfflineCache::default();
+        let node = serde_json::json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}});
+        cache.insert_object(wasmloop_sandbox::object_from_value(&node).unwrap(), node);
+        let nodes = Gvk { group: String::new(), version: "v1".into(), kind: "Node".into() };
+        assert!(cache.get(&nodes, Some("default"), "n1").is_some());
+        assert_eq!(cache.list(&nodes, Some("default"), &Selector::default()).len(), 1);
+        assert!(cache.get(&nodes, None, "n1").is_some());
     }
 }

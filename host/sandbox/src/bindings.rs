@@ -51,7 +51,7 @@ pub(crate) mod v0_1 {
 impl Gvk {
     /// The kind of an object with this `apiVersion` and `kind`.
     pub fn from_api_version(api_version: &str, kind: &str) -> Gvk {
-        let (group, version) = wasmloop_sdk::kind::split_api_version(api_version);
+        let (group, version) = wasmloop_contract::gvk::split_api_version(api_version);
         Gvk { group: group.into(), version: version.into(), kind: kind.into() }
     }
 

@@ -40,7 +40,7 @@ mod pool;
 mod response;
 mod sandbox;
 mod state;
-pub mod validate;
+pub use wasmloop_contract::validate;
 
 pub use bindings::{Gvk, Object, Phase, Request};
 pub use compile_cache::{CompileCache, digest};
@@ -53,4 +53,4 @@ pub use object::{metadata_only, object_from_value};
 pub use plugin::{Plugin, StageTimings};
 pub use response::{Action, EventType, ObjectRef, PatchKind, Response};
 pub use sandbox::Sandbox;
-pub use wasmloop_sdk::selector::{Selector, SelectorError};
+pub use wasmloop_contract::selector::{Selector, SelectorError};

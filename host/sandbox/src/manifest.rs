@@ -2,8 +2,8 @@
 
 use serde::Serialize;
 
-use crate::Selector;
 use crate::bindings::{Gvk, wit};
+use wasmloop_contract::manifest as contract;
 
 /// Which objects of a kind a plugin wants.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -139,83 +139,26 @@ fn selector(s: wit::KindSelector) -> KindSelector {
     KindSelector { kind: s.kind, namespace: s.namespace, label_selector: s.label_selector }
 }
 
-fn check_kind(kind: &Gvk, role: &str) -> Result<(), String> {
-    if kind.version.is_empty() || kind.kind.is_empty() {
-        return Err(format!(
-            "the {role} kind ({kind}) has no version or kind name; declare it with Manifest::primary::<K>() (or owns/watches/reads) and a type that implements Kind"
-        ));
-    }
-    Ok(())
-}
-
-/// A write grant's namespaces are at most this many.
-const MAX_GRANT_NAMESPACES: usize = 64;
-
-fn grant(g: wit::WriteGrant) -> Result<WriteGrant, String> {
-    check_kind(&g.kind, "written")?;
+fn grant(g: wit::WriteGrant) -> WriteGrant {
     let verbs = WriteVerbs {
         apply: g.verbs.contains(wit::WriteVerbs::APPLY),
         patch: g.verbs.contains(wit::WriteVerbs::PATCH),
         delete: g.verbs.contains(wit::WriteVerbs::DELETE),
     };
-    if verbs == WriteVerbs::default() {
-        return Err(format!("the write grant on {} names no verb; give apply, patch or delete", g.kind));
-    }
     let scope = match g.scope {
         wit::WriteScope::PrimaryNamespace => WriteScope::PrimaryNamespace,
         wit::WriteScope::Any => WriteScope::Any,
-        wit::WriteScope::Namespaces(list) => {
-            if list.is_empty() || list.len() > MAX_GRANT_NAMESPACES {
-                return Err(format!(
-                    "the write grant on {} lists {} namespaces; list 1 to {MAX_GRANT_NAMESPACES}, or use scope any",
-                    g.kind,
-                    list.len()
-                ));
-            }
-            for ns in &list {
-                crate::validate::namespace(ns).map_err(|e| format!("the write grant on {}: {e}", g.kind))?;
-            }
-            WriteScope::Namespaces(list)
-        }
+        wit::WriteScope::Namespaces(list) => WriteScope::Namespaces(list),
     };
-    Ok(WriteGrant { kind: g.kind, verbs, scope })
+    WriteGrant { kind: g.kind, verbs, scope }
 }
 
-fn check_settings(s: &Settings) -> Result<(), String> {
-    let zero = [
-        ("max-concurrent-reconciles", s.max_concurrent_reconciles.map(u64::from)),
-        ("deadline-ms", s.deadline_ms.map(u64::from)),
-        ("memory-limit-bytes", s.memory_limit_bytes),
-        ("response-limit-bytes", s.response_limit_bytes),
-        ("resync-seconds", s.resync_seconds.map(u64::from)),
-    ]
-    .into_iter()
-    .find(|(_, v)| *v == Some(0));
-    match zero {
-        Some((name, _)) => {
-            Err(format!("setting {name} is 0; leave it unset for the host default, or give a positive value"))
-        }
-        None => Ok(()),
-    }
+fn kind_ref(g: &Gvk) -> contract::KindRef<'_> {
+    contract::KindRef { group: &g.group, version: &g.version, kind: &g.kind }
 }
 
-fn check_selector(s: &KindSelector, role: &str) -> Result<(), String> {
-    check_kind(&s.kind, role)?;
-    if let Some(sel) = &s.label_selector {
-        sel.parse::<Selector>().map_err(|e| format!("{role} {}: {e}", s.kind))?;
-    }
-    Ok(())
-}
-
-/// A finalizer must be a qualified name (`domain/name`), as the API server demands.
-fn check_finalizer(f: &str) -> Result<(), String> {
-    let ok = f.split_once('/').is_some_and(|(domain, name)| {
-        domain.contains('.')
-            && !name.is_empty()
-            && f.len() <= 316
-            && f.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '/' | '_'))
-    });
-    if ok { Ok(()) } else { Err(format!("finalizer {f:?} must look like `example.com/name`")) }
+fn selector_view(s: &KindSelector) -> contract::SelectorView<'_> {
+    contract::SelectorView { kind: kind_ref(&s.kind), label_selector: s.label_selector.as_deref() }
 }
 
 impl Manifest {
@@ -232,7 +175,7 @@ impl Manifest {
             watches: m.watches.into_iter().map(selector).collect(),
             reads: m.reads,
             metadata_only: m.metadata_only,
-            writes: m.writes.into_iter().map(grant).collect::<Result<_, _>>()?,
+            writes: m.writes.into_iter().map(grant).collect(),
             contract,
             finalizer: m.finalizer,
             prune: m.prune,
@@ -246,28 +189,44 @@ impl Manifest {
                 resync_seconds: m.settings.resync_seconds,
             },
         };
-        let name_ok = !manifest.name.is_empty()
-            && manifest.name.len() <= 63
-            && manifest.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-        if !name_ok {
-            return Err(format!("name {:?} must be 1-63 characters of a-z, 0-9 and '-'", manifest.name));
-        }
-        check_selector(&manifest.primary, "primary")?;
-        manifest.owns.iter().try_for_each(|k| check_kind(k, "owned"))?;
-        manifest.watches.iter().try_for_each(|w| check_selector(w, "watched"))?;
-        manifest.reads.iter().try_for_each(|k| check_kind(k, "read"))?;
-        if let Some(k) = manifest.metadata_only.iter().find(|k| {
-            !(manifest.owns.contains(k) || manifest.reads.contains(k) || manifest.watches.iter().any(|w| &w.kind == *k))
-        }) {
-            return Err(format!(
-                "metadata-only kind {k} is not under owns, watches or reads; declare how the plugin sees it there too"
-            ));
-        }
-        if let Some(f) = &manifest.finalizer {
-            check_finalizer(f)?;
-        }
-        check_settings(&manifest.settings)?;
+        contract::validate(&manifest.view())?;
         Ok(manifest)
+    }
+
+    /// The manifest as the shared rules see it ([`wasmloop_contract::manifest::validate`]).
+    pub fn view(&self) -> contract::ManifestView<'_> {
+        let s = &self.settings;
+        contract::ManifestView {
+            name: &self.name,
+            primary: selector_view(&self.primary),
+            owns: self.owns.iter().map(kind_ref).collect(),
+            watches: self.watches.iter().map(selector_view).collect(),
+            reads: self.reads.iter().map(kind_ref).collect(),
+            metadata_only: self.metadata_only.iter().map(kind_ref).collect(),
+            writes: self
+                .writes
+                .iter()
+                .map(|g| contract::GrantView {
+                    kind: kind_ref(&g.kind),
+                    apply: g.verbs.apply,
+                    patch: g.verbs.patch,
+                    delete: g.verbs.delete,
+                    scope: match &g.scope {
+                        WriteScope::PrimaryNamespace => contract::ScopeView::PrimaryNamespace,
+                        WriteScope::Namespaces(list) => contract::ScopeView::Namespaces(list),
+                        WriteScope::Any => contract::ScopeView::Any,
+                    },
+                })
+                .collect(),
+            finalizer: self.finalizer.as_deref(),
+            settings: contract::SettingsView {
+                max_concurrent_reconciles: s.max_concurrent_reconciles,
+                deadline_ms: s.deadline_ms,
+                memory_limit_bytes: s.memory_limit_bytes,
+                response_limit_bytes: s.response_limit_bytes,
+                resync_seconds: s.resync_seconds,
+            },
+        }
     }
 
     /// Every kind the plugin may read or act on.
@@ -287,7 +246,7 @@ impl Manifest {
     /// that a write of it is a question of grants ([`crate::capability::permits`]), not of a
     /// kind it never declared. Allocates nothing: it runs for every action of every reconcile.
     pub fn writes_api(&self, api_version: &str, kind: &str) -> bool {
-        let (group, version) = wasmloop_sdk::kind::split_api_version(api_version);
+        let (group, version) = wasmloop_contract::gvk::split_api_version(api_version);
         let is = |k: &Gvk| k.kind == kind && k.version == version && k.group == group;
         self.declared_kinds().any(is) || self.writes.iter().any(|g| is(&g.kind))
     }

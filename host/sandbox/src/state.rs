@@ -1,6 +1,7 @@
 //! The data of one Store: WASI context, memory limiter, and the host imports.
 
 use std::sync::Arc;
+use wasmloop_contract::cache::{PAGE_SIZE, parse_token, token_of};
 
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
@@ -9,7 +10,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use crate::Selector;
 use crate::bindings::wit::{CacheError, Page};
 use crate::bindings::{Gvk, Object, wit};
-use crate::host_services::{CacheDenied, HostServices, ListKey};
+use crate::host_services::{CacheDenied, HostServices};
 use crate::manifest::Manifest;
 
 /// Captured guest stderr is capped: it only has to hold a panic message.
@@ -186,28 +187,6 @@ impl State {
 pub(crate) const LOG_LINE_BYTES: usize = 4 << 10;
 /// Log lines one call may write.
 pub(crate) const LOG_LINES: usize = 1000;
-
-/// The host's page size, and the most a guest may ask for.
-pub(crate) const PAGE_SIZE: usize = 500;
-
-/// A continue token is a position in the list: `namespace/name` of the last key the cache
-/// looked at, the namespace empty for cluster-scoped objects. Object names cannot hold a `/`,
-/// so the first one splits it; a token is not checked further, because it is only ever a
-/// position in a list the plugin may read anyway.
-fn token_of(key: &ListKey) -> String {
-    format!("{}/{}", key.0, key.1)
-}
-
-fn parse_token(token: &str) -> Result<ListKey, String> {
-    match token.split_once('/') {
-        Some((namespace, name)) if !name.is_empty() && !name.contains('/') => {
-            Ok((namespace.to_owned(), name.to_owned()))
-        }
-        _ => Err(format!(
-            "continue token {token:?} is not a position this host produces; pass back the token of the previous page"
-        )),
-    }
-}
 
 /// A cache error as one sentence, for 0.1 guests and for logs.
 pub(crate) fn cache_error_text(e: &CacheError) -> &str {

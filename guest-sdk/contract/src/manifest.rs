@@ -1,0 +1,274 @@
+//! The rules a plugin's manifest is held to, for the host when it loads a component and for
+//! the SDK's `TestCase` before it runs a plugin's tests: one function, one set of sentences.
+//!
+//! Both sides hold their own manifest types (the host's come from the WIT bindings, the SDK's
+//! are its builder); each lends a [`ManifestView`] of borrowed fields to [`validate`].
+//!
+//! ```
+//! use wasmloop_contract::manifest::{KindRef, ManifestView, SelectorView, validate};
+//! let configmap = KindRef { group: "", version: "v1", kind: "ConfigMap" };
+//! let mut view = ManifestView::new("mirror", SelectorView { kind: configmap, label_selector: None });
+//! assert_eq!(validate(&view), Ok(()));
+//! view.finalizer = Some("cleanup");
+//! assert!(validate(&view).unwrap_err().contains("must look like `example.com/name`"));
+//! ```
+
+use std::fmt;
+
+use crate::selector::Selector;
+use crate::validate;
+
+/// A kind, borrowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KindRef<'a> {
+    /// API group, empty for core.
+    pub group: &'a str,
+    /// Version.
+    pub version: &'a str,
+    /// Kind name.
+    pub kind: &'a str,
+}
+
+impl fmt::Display for KindRef<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.group {
+            "" => write!(f, "{}/{}", self.version, self.kind),
+            group => write!(f, "{group}/{}/{}", self.version, self.kind),
+        }
+    }
+}
+
+/// A kind with a label selector (the primary, a watch).
+#[derive(Debug, Clone, Copy)]
+pub struct SelectorView<'a> {
+    /// The kind.
+    pub kind: KindRef<'a>,
+    /// Its label selector, as text.
+    pub label_selector: Option<&'a str>,
+}
+
+/// Where a write grant applies.
+#[derive(Debug, Clone, Copy)]
+pub enum ScopeView<'a> {
+    /// The primary's namespace.
+    PrimaryNamespace,
+    /// These namespaces.
+    Namespaces(&'a [String]),
+    /// Everywhere.
+    Any,
+}
+
+/// A write grant.
+#[derive(Debug, Clone, Copy)]
+pub struct GrantView<'a> {
+    /// The kind written.
+    pub kind: KindRef<'a>,
+    /// Server-side apply.
+    pub apply: bool,
+    /// Patch.
+    pub patch: bool,
+    /// Delete.
+    pub delete: bool,
+    /// Where.
+    pub scope: ScopeView<'a>,
+}
+
+/// The settings a plugin proposes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SettingsView {
+    /// Reconciles at once.
+    pub max_concurrent_reconciles: Option<u32>,
+    /// A call's deadline.
+    pub deadline_ms: Option<u32>,
+    /// A guest's memory.
+    pub memory_limit_bytes: Option<u64>,
+    /// A response's size.
+    pub response_limit_bytes: Option<u64>,
+    /// The resync period.
+    pub resync_seconds: Option<u32>,
+}
+
+/// A manifest, borrowed field by field.
+#[derive(Debug, Clone)]
+pub struct ManifestView<'a> {
+    /// The plugin's name.
+    pub name: &'a str,
+    /// The primary kind.
+    pub primary: SelectorView<'a>,
+    /// Owned kinds.
+    pub owns: Vec<KindRef<'a>>,
+    /// Watched kinds.
+    pub watches: Vec<SelectorView<'a>>,
+    /// Read kinds.
+    pub reads: Vec<KindRef<'a>>,
+    /// Metadata-only kinds.
+    pub metadata_only: Vec<KindRef<'a>>,
+    /// Write grants.
+    pub writes: Vec<GrantView<'a>>,
+    /// The finalizer.
+    pub finalizer: Option<&'a str>,
+    /// Settings.
+    pub settings: SettingsView,
+}
+
+impl<'a> ManifestView<'a> {
+    /// A manifest with a name and a primary kind, and nothing else declared.
+    pub fn new(name: &'a str, primary: SelectorView<'a>) -> ManifestView<'a> {
+        ManifestView {
+            name,
+            primary,
+            owns: Vec::new(),
+            watches: Vec::new(),
+            reads: Vec::new(),
+            metadata_only: Vec::new(),
+            writes: Vec::new(),
+            finalizer: None,
+            settings: SettingsView::default(),
+        }
+    }
+}
+
+/// A write grant's namespaces are at most this many.
+pub const MAX_GRANT_NAMESPACES: usize = 64;
+
+/// Checks a manifest as the host does when it loads the component.
+///
+/// # Errors
+/// A sentence naming the first invalid field and what to change.
+pub fn validate(m: &ManifestView<'_>) -> Result<(), String> {
+    let name_ok = !m.name.is_empty()
+        && m.name.len() <= 63
+        && m.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if !name_ok {
+        return Err(format!("name {:?} must be 1-63 characters of a-z, 0-9 and '-'", m.name));
+    }
+    check_selector(&m.primary, "primary")?;
+    m.owns.iter().try_for_each(|k| check_kind(k, "owned"))?;
+    m.watches.iter().try_for_each(|w| check_selector(w, "watched"))?;
+    m.reads.iter().try_for_each(|k| check_kind(k, "read"))?;
+    m.writes.iter().try_for_each(check_grant)?;
+    let declared =
+        |k: &KindRef<'_>| m.owns.contains(k) || m.reads.contains(k) || m.watches.iter().any(|w| w.kind == *k);
+    if let Some(k) = m.metadata_only.iter().find(|k| !declared(k)) {
+        return Err(format!(
+            "metadata-only kind {k} is not under owns, watches or reads; declare how the plugin sees it there too"
+        ));
+    }
+    if let Some(f) = m.finalizer {
+        check_finalizer(f)?;
+    }
+    check_settings(&m.settings)
+}
+
+fn check_kind(kind: &KindRef<'_>, role: &str) -> Result<(), String> {
+    if kind.version.is_empty() || kind.kind.is_empty() {
+        return Err(format!(
+            "the {role} kind ({kind}) has no version or kind name; declare it with Manifest::primary::<K>() (or owns/watches/reads) and a type that implements Kind"
+        ));
+    }
+    Ok(())
+}
+
+fn check_selector(s: &SelectorView<'_>, role: &str) -> Result<(), String> {
+    check_kind(&s.kind, role)?;
+    if let Some(sel) = s.label_selector {
+        sel.parse::<Selector>().map_err(|e| format!("{role} {}: {e}", s.kind))?;
+    }
+    Ok(())
+}
+
+fn check_grant(g: &GrantView<'_>) -> Result<(), String> {
+    check_kind(&g.kind, "written")?;
+    if !(g.apply || g.patch || g.delete) {
+        return Err(format!("the write grant on {} names no verb; give apply, patch or delete", g.kind));
+    }
+    if let ScopeView::Namespaces(list) = g.scope {
+        if list.is_empty() || list.len() > MAX_GRANT_NAMESPACES {
+            return Err(format!(
+                "the write grant on {} lists {} namespaces; list 1 to {MAX_GRANT_NAMESPACES}, or use scope any",
+                g.kind,
+                list.len()
+            ));
+        }
+        for ns in list {
+            validate::namespace(ns).map_err(|e| format!("the write grant on {}: {e}", g.kind))?;
+        }
+    }
+    Ok(())
+}
+
+/// A finalizer must be a qualified name (`domain/name`), as the API server demands.
+fn check_finalizer(f: &str) -> Result<(), String> {
+    let ok = f.split_once('/').is_some_and(|(domain, name)| {
+        domain.contains('.')
+            && !name.is_empty()
+            && f.len() <= 316
+            && f.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '/' | '_'))
+    });
+    if ok { Ok(()) } else { Err(format!("finalizer {f:?} must look like `example.com/name`")) }
+}
+
+fn check_settings(s: &SettingsView) -> Result<(), String> {
+    let zero = [
+        ("max-concurrent-reconciles", s.max_concurrent_reconciles.map(u64::from)),
+        ("deadline-ms", s.deadline_ms.map(u64::from)),
+        ("memory-limit-bytes", s.memory_limit_bytes),
+        ("response-limit-bytes", s.response_limit_bytes),
+        ("resync-seconds", s.resync_seconds.map(u64::from)),
+    ]
+    .into_iter()
+    .find(|(_, v)| *v == Some(0));
+    match zero {
+        Some((name, _)) => {
+            Err(format!("setting {name} is 0; leave it unset for the host default, or give a positive value"))
+        }
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A change to a valid manifest.
+    type Change = Box<dyn Fn(&mut ManifestView<'static>)>;
+
+    const CM: KindRef<'static> = KindRef { group: "", version: "v1", kind: "ConfigMap" };
+
+    fn base() -> ManifestView<'static> {
+        ManifestView::new("p", SelectorView { kind: CM, label_selector: None })
+    }
+
+    #[test]
+    fn each_rule_refuses_with_a_sentence_naming_the_field() {
+        let many: &'static [String] = Box::leak(vec!["a".to_owned(); 65].into_boxed_slice());
+        let bad_ns: &'static [String] = Box::leak(vec!["Bad_NS".to_owned()].into_boxed_slice());
+        let grant = |scope, apply| GrantView { kind: CM, apply, patch: false, delete: false, scope };
+        #[rustfmt::skip]
+        let cases: Vec<(&str, Change, Option<&str>)> = vec![
+            ("valid", Box::new(|_| {}), None),
+            ("empty name", Box::new(|m| m.name = ""), Some("name \"\" must be 1-63 characters")),
+            ("upper-case name", Box::new(|m| m.name = "Mirror"), Some("must be 1-63 characters")),
+            ("no primary", Box::new(|m| m.primary.kind = KindRef { group: "", version: "", kind: "" }), Some("the primary kind")),
+            ("bad selector", Box::new(|m| m.primary.label_selector = Some("a in (")), Some("primary v1/ConfigMap")),
+            ("grant without verbs", Box::new(move |m| m.writes = vec![grant(ScopeView::Any, false)]), Some("names no verb")),
+            ("too many namespaces", Box::new(move |m| m.writes = vec![grant(ScopeView::Namespaces(many), true)]), Some("lists 65 namespaces")),
+            ("no namespaces", Box::new(move |m| m.writes = vec![grant(ScopeView::Namespaces(&[]), true)]), Some("lists 0 namespaces")),
+            ("invalid namespace", Box::new(move |m| m.writes = vec![grant(ScopeView::Namespaces(bad_ns), true)]), Some("the write grant on v1/ConfigMap:")),
+            ("undeclared metadata-only", Box::new(|m| m.metadata_only = vec![CM]), Some("metadata-only kind v1/ConfigMap is not under")),
+            ("declared metadata-only", Box::new(|m| { m.reads = vec![CM]; m.metadata_only = vec![CM]; }), None),
+            ("bad finalizer", Box::new(|m| m.finalizer = Some("cleanup")), Some("must look like `example.com/name`")),
+            ("good finalizer", Box::new(|m| m.finalizer = Some("example.com/cleanup")), None),
+            ("zero setting", Box::new(|m| m.settings.deadline_ms = Some(0)), Some("setting deadline-ms is 0")),
+        ];
+        for (case, change, expected) in cases {
+            let mut m = base();
+            change(&mut m);
+            match (validate(&m), expected) {
+                (Ok(()), None) => {}
+                (Err(got), Some(part)) => assert!(got.contains(part), "{case}: {got}"),
+                (got, expected) => panic!("{case}: got {got:?}, expected {expected:?}"),
+            }
+        }
+    }
+}

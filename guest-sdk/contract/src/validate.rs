@@ -1,0 +1,239 @@
+//! What a plugin hands the host, checked the way the API server would check it, before any of
+//! it reaches a URL, a header or a cache look-up.
+//!
+//! kube-rs puts names and namespaces into request paths as they are, so a namespace such as
+//! `a/secrets/b?x=` would address another resource. Everything that names an object is
+//! therefore held to Kubernetes' own rules here (apimachinery's `validation` package):
+//! namespaces are DNS-1123 labels, groups DNS-1123 subdomains, versions DNS-1035 labels, kinds
+//! alphanumeric identifiers. Object names are held to the API server's rule for names that go
+//! into a path (`IsValidPathSegmentName`), narrowed to the characters Kubernetes names use.
+
+/// Longest namespace (a DNS-1123 label).
+pub const MAX_NAMESPACE: usize = 63;
+/// Longest object name (a DNS-1123 subdomain).
+pub const MAX_NAME: usize = 253;
+/// Longest kind name.
+pub const MAX_KIND: usize = 63;
+/// Longest UID precondition.
+pub const MAX_UID: usize = 128;
+/// Longest Event reason and action, as the events.k8s.io API allows.
+pub const MAX_EVENT_REASON: usize = 128;
+/// Longest Event note the events.k8s.io API accepts, in bytes; longer messages are cut.
+pub const MAX_EVENT_NOTE: usize = 1024;
+
+fn dns_label_chars(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
+}
+
+/// A DNS-1123 label: `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters.
+pub fn is_dns1123_label(s: &str) -> bool {
+    s.len() <= 63 && dns_label_chars(s)
+}
+
+/// A DNS-1123 subdomain: dot-separated labels, at most 253 characters.
+pub fn is_dns1123_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(dns_label_chars)
+}
+
+/// A DNS-1035 label: a DNS-1123 label that starts with a letter.
+pub fn is_dns1035_label(s: &str) -> bool {
+    is_dns1123_label(s) && s.as_bytes()[0].is_ascii_lowercase()
+}
+
+/// Checks a namespace.
+///
+/// # Errors
+/// A sentence naming the value and the rule.
+pub fn namespace(ns: &str) -> Result<(), String> {
+    if is_dns1123_label(ns) {
+        Ok(())
+    } else {
+        Err(format!(
+            "namespace {ns:?} is not a valid namespace (1-{MAX_NAMESPACE} characters of a-z, 0-9 and '-', starting and ending alphanumeric)"
+        ))
+    }
+}
+
+/// Checks an object name. Kubernetes names are DNS-1123 subdomains for most kinds; a few
+/// kinds (RBAC roles, for one) also allow `:` and upper case, so those are accepted, but
+/// nothing that could change a request path or query: no `/`, `%`, `?`, `#`, whitespace, and
+/// not `.` or `..`.
+///
+/// # Errors
+/// A sentence naming the value and the rule.
+pub fn name(name: &str) -> Result<(), String> {
+    let chars_ok = name.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_' | b':'));
+    if !name.is_empty() && name.len() <= MAX_NAME && chars_ok && name != "." && name != ".." {
+        Ok(())
+    } else {
+        Err(format!(
+            "name {name:?} is not a valid object name (1-{MAX_NAME} characters of a-z, A-Z, 0-9, '-', '.', '_' and ':', not \".\" or \"..\")"
+        ))
+    }
+}
+
+/// Checks a kind name: an alphanumeric identifier starting with a letter (`Deployment`).
+///
+/// # Errors
+/// A sentence naming the value and the rule.
+pub fn kind(kind: &str) -> Result<(), String> {
+    let ok = kind.len() <= MAX_KIND
+        && kind.bytes().next().is_some_and(|c| c.is_ascii_alphabetic())
+        && kind.bytes().all(|c| c.is_ascii_alphanumeric());
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("kind {kind:?} is not a valid kind (1-{MAX_KIND} letters and digits, starting with a letter)"))
+    }
+}
+
+/// Checks a group (empty for the core group) and a version.
+///
+/// # Errors
+/// A sentence naming the value and the rule.
+pub fn group_version(group: &str, version: &str) -> Result<(), String> {
+    if !group.is_empty() && !is_dns1123_subdomain(group) {
+        return Err(format!(
+            "group {group:?} is not a valid API group (a DNS-1123 subdomain such as apps or example.com)"
+        ));
+    }
+    if !is_dns1035_label(version) {
+        return Err(format!("version {version:?} is not a valid API version (such as v1 or v1beta2)"));
+    }
+    Ok(())
+}
+
+/// Checks an `apiVersion`: `version` for the core group, or `group/version`.
+///
+/// # Errors
+/// A sentence naming the value and the rule.
+pub fn api_version(api_version: &str) -> Result<(), String> {
+    let (group, version) = match api_version.split_once('/') {
+        Some((group, version)) if !group.is_empty() => (group, version),
+        Some(_) => return Err(format!("apiVersion {api_version:?} has an empty group")),
+        None => ("", api_version),
+    };
+    group_version(group, version).map_err(|e| format!("apiVersion {api_version:?} is invalid: {e}"))
+}
+
+/// Checks a UID precondition: a UUID as the API server writes them, or close to one.
+///
+/// # Errors
+/// A sentence naming the value and the rule.
+pub fn uid(uid: &str) -> Result<(), String> {
+    if !uid.is_empty() && uid.len() <= MAX_UID && uid.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-') {
+        Ok(())
+    } else {
+        Err(format!("uid {uid:?} is not a valid UID (1-{MAX_UID} letters, digits and '-')"))
+    }
+}
+
+/// Checks an Event reason or action: short, one word of letters, digits and `_`.
+///
+/// # Errors
+/// A sentence naming the field and the rule.
+pub fn event_word(field: &str, value: &str) -> Result<(), String> {
+    if value.is_empty() {
+        return Err(format!("an event needs a {field}"));
+    }
+    if value.len() > MAX_EVENT_REASON {
+        return Err(format!(
+            "the event {field} is {} bytes, over the limit of {MAX_EVENT_REASON}; use a short CamelCase word",
+            value.len()
+        ));
+    }
+    if !value.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_') {
+        return Err(format!("the event {field} {value:?} must be a CamelCase word of letters and digits"));
+    }
+    Ok(())
+}
+
+/// Cuts an Event message to what the API accepts, at a character boundary, marking the cut.
+pub fn event_note(mut message: String) -> String {
+    if message.len() <= MAX_EVENT_NOTE {
+        return message;
+    }
+    const MARK: &str = "…";
+    let mut end = MAX_EVENT_NOTE - MARK.len();
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    message.truncate(end);
+    message.push_str(MARK);
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespaces_are_dns1123_labels() {
+        for ok in ["default", "kube-system", "a", "a1", &"a".repeat(63)] {
+            assert!(namespace(ok).is_ok(), "{ok}");
+        }
+        for bad in
+            ["", "Default", "-a", "a-", "a.b", "tenant-a/secrets/victim?x=", "a b", &"a".repeat(64), "..", "a%2F"]
+        {
+            assert!(namespace(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn names_cannot_change_a_request_path() {
+        for ok in ["web", "web-1.example", "system:controller:x", "Upper_case", &"a".repeat(253)] {
+            assert!(name(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", ".", "..", "../x", "a/b", "a%2Fb", "a?b", "a#b", "a b", "a\nb", &"a".repeat(254)] {
+            assert!(name(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn kinds_are_alphanumeric_identifiers() {
+        for ok in ["Deployment", "Foo", "V1Thing"] {
+            assert!(kind(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "1Foo", "Foo/Bar", "Foo Bar", "Foo-Bar", &"A".repeat(64)] {
+            assert!(kind(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn api_versions_are_a_version_or_a_group_and_a_version() {
+        for ok in ["v1", "apps/v1", "samplecontroller.k8s.io/v1alpha1", "events.k8s.io/v1"] {
+            assert!(api_version(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "/v1", "apps/", "v1/../../apis", "apps/v1/x", "Apps/v1", "apps/1v", "apps/v1?x", "a..b/v1"] {
+            assert!(api_version(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn uids_are_letters_digits_and_dashes() {
+        assert!(uid("4d5e6f70-8192-4a3b-b5c6-d7e8f90a1b23").is_ok());
+        for bad in ["", "a/b", "a b", &"a".repeat(129)] {
+            assert!(uid(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn event_reasons_are_short_words() {
+        assert!(event_word("reason", "SuccessfulCreate").is_ok());
+        assert!(event_word("reason", "").is_err());
+        assert!(event_word("reason", &"R".repeat(129)).is_err());
+        assert!(event_word("reason", "Two words").is_err());
+        assert!(event_word("reason", "Bad\nHeader").is_err());
+    }
+
+    #[test]
+    fn long_event_notes_are_cut_at_a_character_boundary() {
+        assert_eq!(event_note("short".into()), "short");
+        let cut = event_note("é".repeat(1000));
+        assert!(cut.len() <= MAX_EVENT_NOTE && cut.ends_with('…'), "{}", cut.len());
+    }
+}

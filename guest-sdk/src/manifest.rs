@@ -36,20 +36,7 @@ impl KindSelector {
     }
 }
 
-/// Defaults a plugin proposes; the operator's configuration overrides them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Settings {
-    /// Reconciles that may run at once.
-    pub max_concurrent_reconciles: Option<u32>,
-    /// Wall-clock budget of one call, in milliseconds.
-    pub deadline_ms: Option<u32>,
-    /// Guest memory ceiling in bytes.
-    pub memory_limit_bytes: Option<u64>,
-    /// Largest response in bytes.
-    pub response_limit_bytes: Option<u64>,
-    /// Periodic requeue of every primary, in seconds.
-    pub resync_seconds: Option<u32>,
-}
+pub use wasmloop_contract::manifest::Settings;
 
 /// Where a write grant applies.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -319,7 +306,6 @@ impl Manifest {
     /// # Errors
     /// The host's sentence naming the first invalid field.
     pub fn validate(&self) -> Result<(), String> {
-        let s = &self.settings;
         let view = contract::ManifestView {
             name: &self.name,
             primary: selector_view(&self.primary),
@@ -343,13 +329,7 @@ impl Manifest {
                 })
                 .collect(),
             finalizer: self.finalizer.as_deref(),
-            settings: contract::SettingsView {
-                max_concurrent_reconciles: s.max_concurrent_reconciles,
-                deadline_ms: s.deadline_ms,
-                memory_limit_bytes: s.memory_limit_bytes,
-                response_limit_bytes: s.response_limit_bytes,
-                resync_seconds: s.resync_seconds,
-            },
+            settings: self.settings,
         };
         contract::validate(&view)
     }

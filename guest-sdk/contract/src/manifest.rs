@@ -73,18 +73,19 @@ pub struct GrantView<'a> {
     pub scope: ScopeView<'a>,
 }
 
-/// The settings a plugin proposes.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SettingsView {
-    /// Reconciles at once.
+/// Defaults a plugin proposes; the operator's configuration overrides them. The SDK hands
+/// it to plugin authors as `wasmloop_sdk::Settings`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Settings {
+    /// Reconciles that may run at once.
     pub max_concurrent_reconciles: Option<u32>,
-    /// A call's deadline.
+    /// Wall-clock budget of one call, in milliseconds.
     pub deadline_ms: Option<u32>,
-    /// A guest's memory.
+    /// Guest memory ceiling in bytes.
     pub memory_limit_bytes: Option<u64>,
-    /// A response's size.
+    /// Largest response in bytes.
     pub response_limit_bytes: Option<u64>,
-    /// The resync period.
+    /// Periodic requeue of every primary, in seconds.
     pub resync_seconds: Option<u32>,
 }
 
@@ -108,7 +109,7 @@ pub struct ManifestView<'a> {
     /// The finalizer.
     pub finalizer: Option<&'a str>,
     /// Settings.
-    pub settings: SettingsView,
+    pub settings: Settings,
 }
 
 impl<'a> ManifestView<'a> {
@@ -123,7 +124,7 @@ impl<'a> ManifestView<'a> {
             metadata_only: Vec::new(),
             writes: Vec::new(),
             finalizer: None,
-            settings: SettingsView::default(),
+            settings: Settings::default(),
         }
     }
 }
@@ -208,7 +209,7 @@ fn check_finalizer(f: &str) -> Result<(), String> {
     if ok { Ok(()) } else { Err(format!("finalizer {f:?} must look like `example.com/name`")) }
 }
 
-fn check_settings(s: &SettingsView) -> Result<(), String> {
+fn check_settings(s: &Settings) -> Result<(), String> {
     let zero = [
         ("max-concurrent-reconciles", s.max_concurrent_reconciles.map(u64::from)),
         ("deadline-ms", s.deadline_ms.map(u64::from)),

@@ -219,7 +219,7 @@ impl Manifest {
                 })
                 .collect(),
             finalizer: self.finalizer.as_deref(),
-            settings: contract::SettingsView {
+            settings: contract::Settings {
                 max_concurrent_reconciles: s.max_concurrent_reconciles,
                 deadline_ms: s.deadline_ms,
                 memory_limit_bytes: s.memory_limit_bytes,

@@ -97,8 +97,11 @@ mod imp {
         });
     }
 
+    /// Without a namespace, the first in list order: the smallest namespace holding `name`, as
+    /// the host's informers answer.
     pub(crate) fn get(kind: &Gvk, namespace: Option<&str>, name: &str) -> Result<Option<Object>, CacheError> {
-        Ok(list(kind, namespace, None)?.into_iter().find(|o| o.name == name))
+        let named = list(kind, namespace, None)?.into_iter().filter(|o| o.name == name);
+        Ok(named.min_by(|a, b| a.namespace.cmp(&b.namespace)))
     }
 
     /// The host's page size: the test host pages like the host, so a plugin's paging runs in
@@ -136,6 +139,7 @@ mod imp {
                 host.undeclared = Some(message.clone());
                 return Err(CacheError::UndeclaredKind(message));
             }
+            let lean = host.manifest.metadata_only.contains(kind);
             Ok(host
                 .cache
                 .iter()
@@ -145,9 +149,36 @@ mod imp {
                     selector.0.is_empty()
                         || selector.matches_object(&serde_json::from_str(o.json()).unwrap_or(Value::Null))
                 })
-                .cloned()
+                .map(|o| if lean { served_as_metadata(o) } else { o.clone() })
                 .collect())
         })
+    }
+
+    /// A metadata-only kind's object as the host serves it.
+    fn served_as_metadata(o: &Object) -> Object {
+        let Ok(full) = serde_json::from_str::<Value>(o.json()) else { return o.clone() };
+        let lean = wasmloop_contract::cache::metadata_only(full).to_string();
+        Object::from_parts(
+            o.api_version.clone(),
+            o.kind.clone(),
+            o.name.clone(),
+            o.namespace.clone(),
+            o.uid.clone(),
+            lean,
+        )
+    }
+
+    /// One object per kind, namespace and name, the last given: a cache holds each object once,
+    /// at its latest state, however often a test seeds it (owned and cached, say).
+    fn last_of_each(cache: Vec<Object>) -> Vec<Object> {
+        let mut seen = std::collections::HashSet::new();
+        let mut kept: Vec<Object> = cache
+            .into_iter()
+            .rev()
+            .filter(|o| seen.insert((o.api_version.clone(), o.kind.clone(), o.namespace.clone(), o.name.clone())))
+            .collect();
+        kept.reverse();
+        kept
     }
 
     /// Runs `f` with `manifest` and `cache` installed as the host. Returns its result, the
@@ -157,6 +188,7 @@ mod imp {
         cache: Vec<Object>,
         f: impl FnOnce() -> T,
     ) -> (T, Vec<(Level, String)>, Option<String>) {
+        let cache = last_of_each(cache);
         HOST.with(|h| *h.borrow_mut() = Some(NativeHost { manifest, cache, logs: Vec::new(), undeclared: None }));
         let out = f();
         let host = HOST.with(|h| h.borrow_mut().take());
@@ -166,6 +198,82 @@ mod imp {
 }
 
 pub(crate) use imp::*;
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod conformance {
+    use serde_json::Value;
+    use wasmloop_contract::cache::ListKey;
+    use wasmloop_contract::conformance::{CacheUnderTest, KINDS, Kind, METADATA_ONLY, Page, Refused, run};
+
+    use super::imp;
+    use crate::abi::CacheError;
+    use crate::kind::Gvk;
+    use crate::manifest::Manifest;
+    use crate::request::Object;
+
+    /// The test host, installed around each question as `TestCase` installs it around a run.
+    struct TestHost {
+        manifest: Manifest,
+        cache: Vec<Object>,
+    }
+
+    fn gvk(kind: Kind) -> Gvk {
+        Gvk::from_api_version(kind.api_version, kind.kind)
+    }
+
+    fn key(o: &Object) -> ListKey {
+        (o.namespace.clone().unwrap_or_default(), o.name.clone())
+    }
+
+    fn refused(e: CacheError) -> Refused {
+        match e {
+            CacheError::InvalidSelector(_) => Refused::InvalidSelector,
+            CacheError::InvalidContinue(_) => Refused::InvalidContinue,
+            other => Refused::Other(format!("{other:?}")),
+        }
+    }
+
+    impl TestHost {
+        fn ask<T>(&self, f: impl FnOnce() -> T) -> T {
+            imp::with_host(self.manifest.clone(), self.cache.clone(), f).0
+        }
+    }
+
+    impl CacheUnderTest for TestHost {
+        fn get(&mut self, kind: Kind, namespace: Option<&str>, name: &str) -> Result<Option<Value>, Refused> {
+            let found = self.ask(|| imp::get(&gvk(kind), namespace, name)).map_err(refused)?;
+            Ok(found.map(|o| serde_json::from_str(o.json()).expect("the test host serves JSON")))
+        }
+
+        fn list_page(
+            &mut self,
+            kind: Kind,
+            namespace: Option<&str>,
+            selector: Option<&str>,
+            limit: u32,
+            token: Option<&str>,
+        ) -> Result<Page, Refused> {
+            let page = self.ask(|| imp::list_page(&gvk(kind), namespace, selector, limit, token)).map_err(refused)?;
+            Ok(Page { keys: page.items.iter().map(key).collect(), token: page.continue_token })
+        }
+    }
+
+    #[test]
+    fn the_test_host_passes_the_cache_conformance_suite() {
+        let mut manifest = Manifest::new("conformance", "0.0.0");
+        manifest.primary.kind = gvk(KINDS[0]);
+        manifest.reads = KINDS[1..].iter().map(|k| gvk(*k)).collect();
+        manifest.metadata_only = METADATA_ONLY.iter().map(|k| gvk(*k)).collect();
+        run(|seed| TestHost {
+            manifest: manifest.clone(),
+            cache: seed
+                .iter()
+                .flat_map(|(_, objects)| objects)
+                .map(|v| Object::from_value(v).unwrap_or_else(|e| panic!("{}", e.message)))
+                .collect(),
+        });
+    }
+}
 // Public through `testing::PAGE_SIZE`, which the crate-wide glob above cannot carry.
 #[cfg(not(target_arch = "wasm32"))]
 pub use imp::PAGE_SIZE;

@@ -44,18 +44,33 @@ impl OfflineCache {
 }
 
 impl HostServices for OfflineCache {
+    /// Without a namespace, the smallest namespace holding `name`, as the informers answer.
     fn get(&self, kind: &Gvk, namespace: Option<&str>, name: &str) -> Option<Object> {
-        self.of_kind(kind, namespace).find(|(o, _)| o.name == name).map(|(o, _)| o.clone())
+        let named = self.of_kind(kind, namespace).filter(|(o, _)| o.name == name);
+        named.min_by(|(a, _), (b, _)| a.namespace.cmp(&b.namespace)).map(|(o, _)| o.clone())
     }
 
+    /// In (namespace, name) order, as the informers list.
     fn list(&self, kind: &Gvk, namespace: Option<&str>, selector: &Selector) -> Vec<Object> {
-        self.of_kind(kind, namespace).filter(|(_, v)| selector.matches_object(v)).map(|(o, _)| o.clone()).collect()
+        let mut all: Vec<Object> =
+            self.of_kind(kind, namespace).filter(|(_, v)| selector.matches_object(v)).map(|(o, _)| o.clone()).collect();
+        all.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        all
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_offline_cache_passes_the_cache_conformance_suite() {
+        wasmloop_sandbox::conformance::run(|seed| {
+            let mut cache = OfflineCache::default();
+            seed.iter().flat_map(|(_, objects)| objects).for_each(|v| cache.insert(v.clone()).unwrap());
+            wasmloop_sandbox::conformance::Imports::new(std::sync::Arc::new(cache))
+        });
+    }
 
     #[test]
     fn a_namespace_given_for_a_cluster_scoped_kind_is_ignored_as_in_the_host() {

@@ -1,5 +1,10 @@
 //! How a cache look-up's namespace applies, for every cache a plugin reads through: the
 //! host's informers, the offline cache of `wasmloop reconcile` and the SDK's test host.
+//!
+//! Every cache lists in [`ListKey`] order, holds each object once (the latest seen), and
+//! answers a `get` without a namespace with the first object of that name in that order: the
+//! one in the smallest namespace. The suite in `conformance` (feature `conformance`) holds
+//! every cache to these rules.
 
 /// True when an object in `object_namespace` (none for a cluster-scoped kind) answers a
 /// look-up in `wanted` (none: every namespace). A namespace given for a cluster-scoped kind is
@@ -54,4 +59,29 @@ pub fn parse_token(token: &str) -> Result<ListKey, String> {
             "continue token {token:?} is not a position this host produces; pass back the token of the previous page"
         )),
     }
+}
+
+/// An object as a metadata-only kind reaches its plugin: `apiVersion`, `kind` and `metadata`
+/// without `managedFields`, the shape of a `PartialObjectMetadata`. Anything but a JSON object
+/// is kept as it is.
+///
+/// ```
+/// use serde_json::json;
+/// use wasmloop_contract::cache::metadata_only;
+/// let full = json!({"apiVersion": "v1", "kind": "Pod", "spec": {},
+///                   "metadata": {"name": "p", "managedFields": [{}]}});
+/// assert_eq!(metadata_only(full), json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}));
+/// ```
+pub fn metadata_only(full: serde_json::Value) -> serde_json::Value {
+    let serde_json::Value::Object(mut full) = full else { return full };
+    let mut lean = serde_json::Map::new();
+    for field in ["apiVersion", "kind", "metadata"] {
+        if let Some(v) = full.remove(field) {
+            lean.insert(field.to_owned(), v);
+        }
+    }
+    if let Some(serde_json::Value::Object(metadata)) = lean.get_mut("metadata") {
+        metadata.remove("managedFields");
+    }
+    serde_json::Value::Object(lean)
 }

@@ -12,6 +12,8 @@
 //! ```
 
 pub mod cache;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 pub mod gvk;
 pub mod manifest;
 pub mod selector;

@@ -384,26 +384,47 @@ impl Drop for Informer {
 }
 
 #[cfg(test)]
+impl Informer {
+    /// An informer with no watch, fed by tests as a watch would feed it.
+    pub(crate) fn detached(scope: InformerScope, namespaced: bool) -> Arc<Informer> {
+        let (changes, _) = broadcast::channel(CHANGES);
+        let (synced, _) = watch::channel(false);
+        Arc::new(Informer {
+            scope,
+            namespaced,
+            cache: RwLock::new(Cache::default()),
+            changes,
+            synced,
+            task: Mutex::new(None),
+            metrics: Arc::default(),
+        })
+    }
+
+    /// Delivers `objects` (as the API server serves them) as one relist.
+    pub(crate) fn relist_json(&self, objects: &[serde_json::Value]) {
+        let kind = &self.scope.kind;
+        let resource = ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind));
+        let mut buffer = None;
+        self.apply(watcher::Event::Init, &resource, &mut buffer);
+        for value in objects {
+            let object: DynamicObject = serde_json::from_value(value.clone()).expect("a seeded object");
+            self.apply(watcher::Event::InitApply(object), &resource, &mut buffer);
+        }
+        self.apply(watcher::Event::InitDone, &resource, &mut buffer);
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use k8s_openapi::api::core::v1::ConfigMap;
     use tokio::sync::broadcast::error::TryRecvError;
 
     use super::*;
 
-    /// An informer with no watch: the tests feed it the events a watch would.
+    /// A ConfigMap informer with no watch: the tests feed it the events a watch would.
     fn detached() -> (Arc<Informer>, ApiResource) {
-        let (changes, _) = broadcast::channel(CHANGES);
-        let (synced, _) = watch::channel(false);
-        let informer = Arc::new(Informer {
-            scope: InformerScope { kind: Gvk::from_api_version("v1", "ConfigMap"), namespace: None },
-            namespaced: true,
-            cache: RwLock::new(Cache::default()),
-            changes,
-            synced,
-            task: Mutex::new(None),
-            metrics: Arc::default(),
-        });
-        (informer, ApiResource::erase::<ConfigMap>(&()))
+        let scope = InformerScope { kind: Gvk::from_api_version("v1", "ConfigMap"), namespace: None };
+        (Informer::detached(scope, true), ApiResource::erase::<ConfigMap>(&()))
     }
 
     fn configmap(resource: &ApiResource, name: &str, version: &str) -> DynamicObject {

@@ -29,6 +29,8 @@ mod bindings;
 pub mod capability;
 mod compile_cache;
 mod config;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 mod contract;
 mod error;
 mod host_services;

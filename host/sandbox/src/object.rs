@@ -27,19 +27,10 @@ pub fn object_from_value(value: &Value) -> Result<Object, String> {
 /// without `managedFields`, the shape of a `PartialObjectMetadata`. JSON that does not parse
 /// (the host only hands over what it decoded) is kept as it is.
 pub fn metadata_only(object: &Object) -> Object {
-    let Ok(Value::Object(mut full)) = serde_json::from_str::<Value>(&object.json) else {
-        return object.clone();
-    };
-    let mut lean = serde_json::Map::new();
-    for field in ["apiVersion", "kind", "metadata"] {
-        if let Some(v) = full.remove(field) {
-            lean.insert(field.to_owned(), v);
-        }
+    match serde_json::from_str::<Value>(&object.json) {
+        Ok(full) => Object { json: wasmloop_contract::cache::metadata_only(full).to_string(), ..object.clone() },
+        Err(_) => object.clone(),
     }
-    if let Some(Value::Object(metadata)) = lean.get_mut("metadata") {
-        metadata.remove("managedFields");
-    }
-    Object { json: Value::Object(lean).to_string(), ..object.clone() }
 }
 
 #[cfg(test)]

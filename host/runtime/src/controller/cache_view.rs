@@ -120,6 +120,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_informer_view_passes_the_cache_conformance_suite() {
+        use wasmloop_sandbox::conformance::{Imports, run};
+        run(|seed| {
+            let mut by_kind: HashMap<Gvk, Vec<Arc<Informer>>> = HashMap::new();
+            for (kind, objects) in seed {
+                let gvk = Gvk::from_api_version(kind.api_version, kind.kind);
+                let scope = crate::informer::InformerScope { kind: gvk.clone(), namespace: None };
+                let informer = Informer::detached(scope, kind.namespaced);
+                informer.relist_json(objects);
+                by_kind.entry(gvk).or_default().push(informer);
+            }
+            // The Receiver still reads the last value after its Sender is dropped.
+            let (_, denied) = tokio::sync::watch::channel(None);
+            Imports::new(Arc::new(CacheView { by_kind, denied }))
+        });
+    }
+
+    #[test]
     fn pages_of_overlapping_informers_merge_in_order_once_each_up_to_where_one_stopped() {
         let obj = |n: &str| Object {
             api_version: "v1".into(),

@@ -1,0 +1,72 @@
+//! The cache conformance suite ([`wasmloop_contract::conformance`]) run through the imports a
+//! plugin calls, so a host cache is tested as a plugin sees it.
+
+use crate::HostServices;
+use crate::bindings::{Gvk, Object, wit::CacheError};
+use crate::manifest::{Contract, KindSelector, Manifest, Settings};
+use crate::state::{State, cache_error_text};
+use wasmloop_contract::cache::ListKey;
+pub use wasmloop_contract::conformance::run;
+use wasmloop_contract::conformance::{CacheUnderTest, KINDS, Kind, METADATA_ONLY, Page, Refused};
+
+/// A `HostServices` cache as a plugin declaring the suite's kinds reaches it: through `State`.
+pub struct Imports(State);
+fn gvk(k: Kind) -> Gvk {
+    Gvk::from_api_version(k.api_version, k.kind)
+}
+
+fn key(o: &Object) -> ListKey {
+    (o.namespace.clone().unwrap_or_default(), o.name.clone())
+}
+
+fn refused(e: CacheError) -> Refused {
+    match e {
+        CacheError::InvalidSelector(_) => Refused::InvalidSelector,
+        CacheError::InvalidContinue(_) => Refused::InvalidContinue,
+        other => Refused::Other(cache_error_text(&other).to_owned()),
+    }
+}
+
+impl Imports {
+    /// `services` as a plugin declaring every kind of the suite reads it.
+    pub fn new(services: std::sync::Arc<dyn HostServices>) -> Imports {
+        let manifest = Manifest {
+            name: "conformance".into(),
+            version: "0.0.0".into(),
+            primary: KindSelector { kind: gvk(KINDS[0]), namespace: None, label_selector: None },
+            owns: vec![],
+            watches: vec![],
+            reads: KINDS[1..].iter().map(|k| gvk(*k)).collect(),
+            metadata_only: METADATA_ONLY.iter().map(|k| gvk(*k)).collect(),
+            writes: vec![],
+            contract: Contract::V0_2,
+            finalizer: None,
+            prune: false,
+            deliver_deleted: false,
+            deliver_previous: false,
+            settings: Settings::default(),
+        };
+        Imports(State::new("conformance".into(), Some(manifest.into()), services, 64 << 20))
+    }
+}
+
+impl CacheUnderTest for Imports {
+    fn get(&mut self, kind: Kind, ns: Option<&str>, name: &str) -> Result<Option<serde_json::Value>, Refused> {
+        let found = self.0.get(gvk(kind), ns.map(Into::into), name.into()).map_err(refused)?;
+        Ok(found.map(|o| serde_json::from_str(&o.json).expect("a cache serves JSON")))
+    }
+    fn list_page(
+        &mut self,
+        kind: Kind,
+        ns: Option<&str>,
+        sel: Option<&str>,
+        limit: u32,
+        token: Option<&str>,
+    ) -> Result<Page, Refused> {
+        let page = self
+            .0
+            .list_page(gvk(kind), ns.map(Into::into), sel.map(Into::into), limit, token.map(Into::into))
+            .map_err(refused)?;
+        Ok(Page { keys: page.items.iter().map(key).collect(), token: page.continue_token })
+    }
+}

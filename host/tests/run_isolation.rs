@@ -242,3 +242,64 @@ async fn a_plugin_whose_calls_all_fail_is_quarantined_others_serve_and_a_success
     let (_, body) = host.get("/readyz").await;
     assert!(!body.contains("quarantined"), "{body}");
 }
+
+/// Creates Deployment `name` in `ns` labelled for the hostile plugin's `map` to misbehave as
+/// `mode` says.
+async fn deployment_for_map(ns: &TestNamespace, name: &str, mode: &str) {
+    let deployment: k8s_openapi::api::apps::v1::Deployment = serde_json::from_value(serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "labels": {"wasmloop.dev/map": mode}},
+        "spec": {"selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}
+    }))
+    .unwrap();
+    ns.api::<k8s_openapi::api::apps::v1::Deployment>()
+        .create(&kube::api::PostParams::default(), &deployment)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_map_that_traps_or_names_no_primary_is_counted_and_logged_and_reconciles_go_on() {
+    let ns = shared().namespace("iso-map").await.unwrap();
+    let (host, _config) = hostile_in(&ns, "mode: requeue, intervalMs: 200", ", minRequeueAfterMs: 10", "", &[]);
+    create_configmap(&ns, "ticker").await;
+    let object = format!("{}/ticker", ns.name);
+    host.wait_reconcile_lines(&object, "tick ticker", 2).await;
+    let maps = |result: &str| format!(r#"wasmloop_maps_total{{plugin="hostile",result="{result}"}}"#);
+    assert_eq!(host.metric(&maps("failed")).await, 0.0, "the series exist before any map");
+
+    for (name, mode) in [("wrong", "wrong-kind"), ("bad", "bad-name"), ("trap", "panic"), ("ticker", "same-name")] {
+        deployment_for_map(&ns, name, mode).await;
+    }
+    // Two invalid answers fail for good; a trap retries with backoff; a good answer succeeds.
+    for (result, at_least) in [("failed", 2.0), ("retry", 2.0), ("success", 1.0)] {
+        let series = maps(result);
+        eventually(Duration::from_secs(60), &series, || {
+            let (host, series) = (&host, series.clone());
+            async move {
+                let v = host.metric(&series).await;
+                if v >= at_least { Ok(()) } else { Err(format!("{v} so far")) }
+            }
+        })
+        .await;
+    }
+    let map_failures: Vec<String> = host
+        .json_lines()
+        .iter()
+        .filter_map(|l| l["fields"]["message"].as_str().filter(|m| m.starts_with("map failed")).map(str::to_owned))
+        .collect();
+    let said = |needle: &str| map_failures.iter().any(|m| m.contains(needle));
+    assert!(
+        said(&format!("Deployment {}/wrong", ns.name)) && said("must name primaries (v1/ConfigMap) by name"),
+        "{map_failures:#?}"
+    );
+    assert!(said(&format!("Deployment {}/bad", ns.name)) && said("map result [0]"), "{map_failures:#?}");
+    assert!(said("hostile map panicked on purpose"), "{map_failures:#?}");
+
+    // The plugin's reconciles go on, and a failing map earns no quarantine.
+    let before = host.reconcile_lines(&object, "tick ticker").len();
+    host.wait_reconcile_lines(&object, "tick ticker", before + 3).await;
+    let quarantined = r#"wasmloop_plugin_quarantined{plugin="hostile"}"#;
+    assert_eq!(host.metric_or_zero(quarantined).await, 0.0, "map stays out of the plugin's health");
+}

@@ -35,16 +35,31 @@ fn default_interval() -> u64 {
 
 struct Hostile;
 
+/// A Deployment with this label starts `map`, which misbehaves as the label's value says.
+const MAP_LABEL: &str = "wasmloop.dev/map";
+
 impl Reconciler for Hostile {
     fn manifest() -> Manifest {
-        // Reads Deployments only so that tests can count the watches plugins share. May patch
+        // Watches Deployments (the labelled ones start `map`) so that tests can count the
+        // watches plugins share: a watch and a read of one kind share one. May patch
         // ConfigMaps in its primary's namespace, so that `steal` meets RBAC, the second wall,
         // there, and the host's grant check everywhere else.
         Manifest::new("hostile", "0.1.0")
             .primary::<ConfigMap>()
-            .reads::<Deployment>()
+            .watches(KindSelector::of::<Deployment>().labels(MAP_LABEL))
             .metadata_only::<Deployment>()
             .writes(Grant::of::<ConfigMap>().patch())
+    }
+
+    fn map(related: &Object, _config: &wasmloop_sdk::Config) -> Vec<ObjectRef> {
+        let labels = related.parse::<Deployment>().ok().and_then(|d| d.metadata.labels).unwrap_or_default();
+        match labels.get(MAP_LABEL).map(String::as_str).unwrap_or_default() {
+            "panic" => panic!("hostile map panicked on purpose"),
+            "wrong-kind" => vec![ObjectRef::new::<Deployment>(related.name.clone())],
+            "bad-name" => vec![ObjectRef::new::<ConfigMap>("../secrets")],
+            "same-name" => vec![ObjectRef::new::<ConfigMap>(related.name.clone())],
+            _ => Vec::new(),
+        }
     }
 
     fn reconcile(request: &Request) -> Result<Vec<Action>, Error> {

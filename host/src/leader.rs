@@ -166,7 +166,7 @@ async fn follow(
 ) {
     let leases: Api<Lease> = Api::namespaced(candidate.client.clone(), &candidate.namespace);
     let identity = candidate.identity.clone();
-    let deadline = Duration::from_secs(candidate.duration - candidate.grace);
+    let deadline = renew_deadline(candidate.duration, candidate.grace);
     let mut confirming: Option<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>> = None;
     let mut standby = tokio::time::interval(Duration::from_secs(1));
     loop {
@@ -214,28 +214,104 @@ async fn follow(
     }
 }
 
-/// While leading: reads the Lease every second and ends the process once this host has not
-/// been seen holding an unexpired Lease for `deadline` (the renew deadline).
-async fn confirm(leases: Api<Lease>, name: String, identity: String, deadline: Duration) {
-    let mut last_confirmed = tokio::time::Instant::now();
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
+/// While leading: reads the Lease four times a second, and ends the process before the Lease
+/// it last saw renewed could expire: at `stop_at` after that renewal (the renew deadline,
+/// before the Lease's duration). Counting from the renewal, not from the read, is what keeps
+/// a leader whose renewals fail from reconciling beside the next one. A read that hangs
+/// (an API server that stopped answering) cannot hold the exit back.
+async fn confirm(leases: Api<Lease>, name: String, identity: String, stop_at: Duration) {
+    // The manager renewed the Lease just before it reported the lead.
+    let mut renewed = tokio::time::Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
     loop {
-        tick.tick().await;
-        if let Ok(lease) = leases.get(&name).await {
-            let spec = lease.spec.unwrap_or_default();
-            let expires =
-                spec.renew_time.map(|t| t.0).zip(spec.lease_duration_seconds).and_then(|(renewed, seconds)| {
-                    renewed.checked_add(k8s_openapi::jiff::SignedDuration::from_secs(seconds.into())).ok()
-                });
-            let ours = spec.holder_identity.as_deref() == Some(identity.as_str());
-            if ours && expires.is_some_and(|e| e > Timestamp::now()) {
-                last_confirmed = tokio::time::Instant::now();
-            } else if !ours {
-                give_up(&identity, "another host holds the leader Lease");
-            }
-        }
-        if last_confirmed.elapsed() > deadline {
+        let read = tokio::time::timeout_at(renewed + stop_at, async {
+            tick.tick().await;
+            leases.get(&name).await
+        });
+        let Ok(read) = read.await else {
             give_up(&identity, "could not confirm the leader Lease within its renew deadline");
+        };
+        let Ok(lease) = read else { continue };
+        match holder(&lease.spec.unwrap_or_default(), &identity, Timestamp::now()) {
+            Holder::Us { renewed_ago: Some(ago) } => {
+                if let Some(at) = tokio::time::Instant::now().checked_sub(ago) {
+                    renewed = renewed.max(at);
+                }
+            }
+            Holder::Us { renewed_ago: None } => {}
+            Holder::Other => give_up(&identity, "another host holds the leader Lease"),
+        }
+    }
+}
+
+/// Who holds a Lease, as `identity` reads it at `now`.
+#[derive(Debug, PartialEq, Eq)]
+enum Holder {
+    /// This host, its last renewal `renewed_ago` (none without a renewal time; zero for one
+    /// in the future, since this host's own clock wrote it).
+    Us { renewed_ago: Option<Duration> },
+    /// Another host, or nobody: either way this host no longer leads.
+    Other,
+}
+
+fn holder(spec: &k8s_openapi::api::coordination::v1::LeaseSpec, identity: &str, now: Timestamp) -> Holder {
+    if spec.holder_identity.as_deref() != Some(identity) {
+        return Holder::Other;
+    }
+    let renewed_ago = spec.renew_time.as_ref().map(|t| Duration::try_from(now.duration_since(t.0)).unwrap_or_default());
+    Holder::Us { renewed_ago }
+}
+
+/// How long after its last renewal a leader stops: a quarter of the grace before the Lease
+/// expires. The manager renews at the start of the grace, so a renewal has three quarters of
+/// it to land and be read; the last quarter covers stopping before another host may take over.
+fn renew_deadline(duration: u64, grace: u64) -> Duration {
+    Duration::from_secs(duration) - Duration::from_secs(grace) / 4
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::coordination::v1::LeaseSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    use k8s_openapi::jiff::SignedDuration;
+
+    use super::*;
+
+    #[test]
+    fn a_lease_is_ours_with_the_age_of_its_last_renewal_and_anyone_elses_is_not() {
+        let now: Timestamp = "2026-11-23T12:00:10Z".parse().unwrap();
+        let spec = |holder: Option<&str>, renewed: Option<i64>| LeaseSpec {
+            holder_identity: holder.map(str::to_owned),
+            renew_time: renewed.map(|s| MicroTime(now - SignedDuration::from_secs(s))),
+            ..LeaseSpec::default()
+        };
+        let cases = [
+            (
+                "renewed 3 s ago by us",
+                spec(Some("us"), Some(3)),
+                Holder::Us { renewed_ago: Some(Duration::from_secs(3)) },
+            ),
+            (
+                "long expired, still ours",
+                spec(Some("us"), Some(60)),
+                Holder::Us { renewed_ago: Some(Duration::from_secs(60)) },
+            ),
+            ("renewed in our future", spec(Some("us"), Some(-2)), Holder::Us { renewed_ago: Some(Duration::ZERO) }),
+            ("ours without a renewal time", spec(Some("us"), None), Holder::Us { renewed_ago: None }),
+            ("another holder", spec(Some("them"), Some(0)), Holder::Other),
+            ("released", spec(Some(""), Some(0)), Holder::Other),
+            ("never held", spec(None, None), Holder::Other),
+        ];
+        for (name, spec, want) in cases {
+            assert_eq!(holder(&spec, "us", now), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_leader_stops_a_quarter_of_the_grace_before_its_lease_expires() {
+        let cases = [(15, 5, 13_750), (6, 2, 5_500), (4, 1, 3_750), (3, 1, 2_750)];
+        for (duration, grace, millis) in cases {
+            assert_eq!(renew_deadline(duration, grace), Duration::from_millis(millis), "{duration} s / {grace} s");
         }
     }
 }

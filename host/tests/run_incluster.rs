@@ -194,11 +194,7 @@ async fn deploy_and_its_example_plugins_overlay_are_accepted_by_the_api_server_a
     .await;
     drop(waiting);
 
-    let host = in_cluster_host(
-        secrets.path(),
-        home.path(),
-        &["--plugin-namespace", SYSTEM, "--leader-elect", "--lease-duration-seconds", "5"],
-    );
+    let host = in_cluster_host(secrets.path(), home.path(), &["--plugin-namespace", SYSTEM, "--leader-elect"]);
     host.logged("acquired the leader Lease").await;
     let configmaps: Api<ConfigMap> = Api::namespaced(shared().client().await.unwrap(), SYSTEM);
     for plugin in ["foo-deployment", "pod-logger", "node-image-watch", "configmap-mirror"] {

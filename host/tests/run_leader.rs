@@ -5,11 +5,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Host, create_configmap, hostile, logged_time};
+use common::{Host, confined_hostile_as, create_configmap, grant_user, hostile, kubeconfig_as, logged_time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use wasmloop_testenv::{TestNamespace, eventually, shared};
 
-const LEASE_SECONDS: u64 = 4;
+/// Renewed 2 s before expiry; a leader that cannot renew stops 0.5 s before it.
+const LEASE_SECONDS: u64 = 6;
 
 /// A host running hostile in requeue mode (a "tick" log line every 500 ms per ConfigMap),
 /// campaigning for a Lease in `ns`.
@@ -149,4 +150,58 @@ async fn a_leader_whose_lease_another_host_takes_stops_reconciling_and_exits() {
     })
     .await;
     assert_eq!(leader.exit_status().code(), Some(1), "{}", leader.output());
+}
+
+#[tokio::test]
+async fn a_leader_that_cannot_renew_its_lease_exits_before_the_lease_expires() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::api::rbac::v1::RoleBinding;
+    use kube::api::DeleteParams;
+
+    let ns = shared().namespace("leader-blind").await.unwrap();
+    let user = format!("leader-{}", ns.name);
+    let watch = serde_json::json!(["list", "watch"]);
+    let host_rules = serde_json::json!([
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": watch},
+        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": watch},
+        {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+    ]);
+    grant_user(&ns, "host", &user, host_rules).await;
+    let lease_rules = serde_json::json!([{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                                          "verbs": ["get", "create", "update", "patch"]}]);
+    grant_user(&ns, "lease", &user, lease_rules).await;
+    create_configmap(&ns, "ticker").await;
+    let object = format!("{}/ticker", ns.name);
+    let kubeconfig = kubeconfig_as(&user);
+    let lease_seconds = LEASE_SECONDS.to_string();
+    let extra: [&std::ffi::OsStr; 5] = [
+        "--leader-elect".as_ref(),
+        "--leader-election-namespace".as_ref(),
+        ns.name.as_ref(),
+        "--lease-duration-seconds".as_ref(),
+        lease_seconds.as_ref(),
+    ];
+    let (mut leader, _config) = confined_hostile_as(kubeconfig.path(), &ns.name, "requeue", &extra);
+    leader.logged("acquired the leader Lease").await;
+    leader.wait_reconcile_lines(&object, "tick ticker", 2).await;
+
+    // From now on every renewal is refused, and so is every read of the Lease.
+    ns.api::<RoleBinding>().delete("lease", &DeleteParams::default()).await.unwrap();
+    eventually(Duration::from_secs(60), "the leader to exit", || {
+        let running = leader.is_running();
+        async move { if running { Err("still running".to_owned()) } else { Ok(()) } }
+    })
+    .await;
+    assert_eq!(leader.exit_status().code(), Some(1), "{}", leader.output());
+    let exited = logged_at(&leader, "could not confirm the leader Lease within its renew deadline");
+    for other in ["lost the leader Lease", "another host holds", "the leader-election task ended"] {
+        assert!(!leader.output().contains(other), "exited for another reason ({other}):\n{}", leader.output());
+    }
+    // The last renewal that got through decides when another host may take over: the leader
+    // stopped reconciling, and exited, before that Lease expired.
+    let lease = ns.api::<Lease>().get("wasmloop").await.unwrap().spec.unwrap();
+    let expiry = lease.renew_time.unwrap().0 + SignedDuration::from_secs(LEASE_SECONDS as i64);
+    let last_tick = *ticks(&leader, &object).last().unwrap();
+    assert!(last_tick < expiry, "reconciled at {last_tick}, after its Lease expired at {expiry}");
+    assert!(exited < expiry, "exited at {exited}, after its Lease expired at {expiry}");
 }

@@ -62,6 +62,11 @@ impl Host {
     /// `run` acts as the host (the test's admin) unless the arguments say `--plugin-identity`:
     /// the tests of impersonation (`run_identity`) say so, the others test something else.
     pub fn start(args: impl IntoIterator<Item = impl AsRef<OsStr>>) -> Host {
+        Host::start_with(shared().kubeconfig(), args)
+    }
+
+    /// As [`Host::start`], acting as `kubeconfig` says (see [`kubeconfig_as`]).
+    pub fn start_with(kubeconfig: &std::path::Path, args: impl IntoIterator<Item = impl AsRef<OsStr>>) -> Host {
         let mut args: Vec<OsString> = args.into_iter().map(|a| a.as_ref().to_owned()).collect();
         let identity_given = args.iter().any(|a| a.to_string_lossy().starts_with("--plugin-identity"));
         if let Some(run) = args.iter().position(|a| a == "run" || a == "dev") {
@@ -72,7 +77,7 @@ impl Host {
             }
         }
         let mut command = Command::new(env!("CARGO_BIN_EXE_wasmloop"));
-        command.args(args).env("KUBECONFIG", shared().kubeconfig()).env("WASMLOOP_LOG", "info");
+        command.args(args).env("KUBECONFIG", kubeconfig).env("WASMLOOP_LOG", "info");
         Host::spawn(command)
     }
 
@@ -271,16 +276,31 @@ fn series_value(text: &str, series: &str) -> Option<f64> {
 /// plugin misbehaving in `mode` (a YAML flow mapping's content: `mode: requeue, intervalMs: 100`
 /// or just the mode) on every ConfigMap. The config file lives as long as the host.
 pub fn hostile(mode: &str, extra: &[&OsStr]) -> (Host, tempfile::NamedTempFile) {
-    hostile_with(mode, "", extra)
+    hostile_with(shared().kubeconfig(), mode, "", extra)
 }
 
 /// As [`hostile`], on the ConfigMaps of `namespace` only (`plugins.hostile.namespace`): a fast
 /// ticker there does not multiply by every ConfigMap of the cluster.
 pub fn confined_hostile(namespace: &str, mode: &str, extra: &[&OsStr]) -> (Host, tempfile::NamedTempFile) {
-    hostile_with(mode, &format!("    namespace: {namespace}\n"), extra)
+    hostile_with(shared().kubeconfig(), mode, &format!("    namespace: {namespace}\n"), extra)
 }
 
-fn hostile_with(mode: &str, plugin_settings: &str, extra: &[&OsStr]) -> (Host, tempfile::NamedTempFile) {
+/// As [`confined_hostile`], the host acting as `kubeconfig` says (see [`kubeconfig_as`]).
+pub fn confined_hostile_as(
+    kubeconfig: &std::path::Path,
+    namespace: &str,
+    mode: &str,
+    extra: &[&OsStr],
+) -> (Host, tempfile::NamedTempFile) {
+    hostile_with(kubeconfig, mode, &format!("    namespace: {namespace}\n"), extra)
+}
+
+fn hostile_with(
+    kubeconfig: &std::path::Path,
+    mode: &str,
+    plugin_settings: &str,
+    extra: &[&OsStr],
+) -> (Host, tempfile::NamedTempFile) {
     let config = tempfile::NamedTempFile::new().unwrap();
     let settings = if mode.contains(':') { mode.to_owned() } else { format!("mode: {mode}") };
     // Its requeue tests tick faster than the default 1 s floor on requeue_after.
@@ -291,7 +311,40 @@ fn hostile_with(mode: &str, plugin_settings: &str, extra: &[&OsStr]) -> (Host, t
     let mut args: Vec<&OsStr> = vec!["--log-format".as_ref(), "json".as_ref(), "run".as_ref()];
     args.extend(["--plugin".as_ref(), plugin.as_os_str(), "--config".as_ref(), config.path().as_os_str()]);
     args.extend(extra);
-    (Host::start(args), config)
+    (Host::start_with(kubeconfig, args), config)
+}
+
+/// A kubeconfig for the shared control plane that acts as the plain user `user` (the admin
+/// impersonating it, in group `system:authenticated` only): a host run with it may do what
+/// [`grant_user`] grants, and a test can take that away.
+pub fn kubeconfig_as(user: &str) -> tempfile::NamedTempFile {
+    let plane = shared();
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let kubeconfig = json!({
+        "apiVersion": "v1", "kind": "Config", "current-context": "local",
+        "clusters": [{"name": "local", "cluster": {
+            "server": plane.server(), "certificate-authority": plane.ca_certificate()}}],
+        "users": [{"name": "user", "user": {
+            "token": plane.token(), "as": user, "as-groups": ["system:authenticated"]}}],
+        "contexts": [{"name": "local", "context": {"cluster": "local", "user": "user"}}],
+    });
+    // JSON is YAML: kubeconfig readers take either.
+    std::fs::write(file.path(), kubeconfig.to_string()).unwrap();
+    file
+}
+
+/// Grants the plain user `user` the Role `rules` in `ns`, through Role and RoleBinding `name`.
+pub async fn grant_user(ns: &wasmloop_testenv::TestNamespace, name: &str, user: &str, rules: Value) {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    let role: Role = serde_json::from_value(json!({"metadata": {"name": name}, "rules": rules})).unwrap();
+    ns.api::<Role>().create(&kube::api::PostParams::default(), &role).await.unwrap();
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user}],
+    }))
+    .unwrap();
+    ns.api::<RoleBinding>().create(&kube::api::PostParams::default(), &binding).await.unwrap();
 }
 
 /// Creates an empty ConfigMap `name` in `ns`.

@@ -40,7 +40,8 @@ fn documents(path: &Path, text: &str) -> anyhow::Result<Vec<Value>> {
                 "cannot parse {} (document {}) as YAML or JSON: {}; fix the syntax at that position",
                 path.display(),
                 index + 1,
-                e.without_snippet()
+                // The parser's advice is for programmers embedding it, not for the file's author.
+                e.without_snippet().to_string().replace(", set DuplicateKeyPolicy in Options if acceptable", "")
             )
         })?;
         if !value.is_null() {
@@ -110,5 +111,26 @@ pub fn read_config(path: &Path) -> anyhow::Result<String> {
         0 => Ok("{}".into()),
         1 => Ok(docs.remove(0).to_string()),
         n => bail!("{} holds {n} YAML documents; a plugin config is one mapping", path.display()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_duplicate_key_is_refused_naming_its_line_in_the_authors_terms() {
+        let text = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  name: b\n";
+        let error = documents(Path::new("dup.yaml"), text).unwrap_err().to_string();
+        assert!(error.contains("dup.yaml (document 1)") && error.contains("duplicate mapping key: name"), "{error}");
+        assert!(error.contains("line 5"), "{error}");
+        assert!(!error.contains("DuplicateKeyPolicy"), "advice for programmers leaks: {error}");
+    }
+
+    #[test]
+    fn a_merge_key_is_applied() {
+        let text = "base: &base {app: web}\nlabels:\n  <<: *base\n  tier: api\n";
+        let value = &documents(Path::new("merge.yaml"), text).unwrap()[0];
+        assert_eq!(value["labels"], serde_json::json!({"app": "web", "tier": "api"}));
     }
 }

@@ -138,14 +138,17 @@ impl TestCase {
         }
     }
 
-    /// Adds an observed owned child (also visible in the cache).
+    /// Adds an observed owned child (also visible in the cache). The cache holds one copy of
+    /// each object, the last given (primary, then owned, then cached), as the host's holds
+    /// the latest state.
     #[must_use]
     pub fn owned(mut self, child: impl Serialize) -> Self {
         self.owned.push(object(&child));
         self
     }
 
-    /// Adds an object that only the cache look-ups see.
+    /// Adds an object that only the cache look-ups see. One with the primary's or an owned
+    /// child's kind, namespace and name replaces it in the cache (not in the request).
     #[must_use]
     pub fn cached(mut self, other: impl Serialize) -> Self {
         self.cache.push(object(&other));

@@ -162,8 +162,11 @@ impl HostConfig {
     /// When it cannot be read or does not match the schema (unknown fields included).
     pub fn read(path: &Path) -> anyhow::Result<HostConfig> {
         let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-        let config: HostConfig = serde_saphyr::from_str_with_options(&text, crate::input::yaml_options())
-            .with_context(|| format!("{} is not a valid wasmloop host configuration", path.display()))?;
+        let config: HostConfig =
+            serde_saphyr::from_str_with_options(&text, crate::input::yaml_options()).map_err(|e| {
+                let why = crate::input::yaml_error(&e);
+                anyhow::anyhow!("{} is not a valid wasmloop host configuration: {why}", path.display())
+            })?;
         config.quarantine.check().map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         for (plugin, settings) in &config.plugins {
             if let Some(namespace) = &settings.namespace {

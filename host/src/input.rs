@@ -27,6 +27,12 @@ pub fn yaml_options() -> serde_saphyr::Options {
     }
 }
 
+/// A YAML error in its author's terms: what and where, without the source snippet, and
+/// without the parser's advice, which is for programmers embedding it.
+pub fn yaml_error(e: &serde_saphyr::Error) -> String {
+    e.without_snippet().to_string().replace(", set DuplicateKeyPolicy in Options if acceptable", "")
+}
+
 fn documents(path: &Path, text: &str) -> anyhow::Result<Vec<Value>> {
     let mut out = Vec::new();
     let mut reader = text.as_bytes();
@@ -40,8 +46,7 @@ fn documents(path: &Path, text: &str) -> anyhow::Result<Vec<Value>> {
                 "cannot parse {} (document {}) as YAML or JSON: {}; fix the syntax at that position",
                 path.display(),
                 index + 1,
-                // The parser's advice is for programmers embedding it, not for the file's author.
-                e.without_snippet().to_string().replace(", set DuplicateKeyPolicy in Options if acceptable", "")
+                yaml_error(&e)
             )
         })?;
         if !value.is_null() {

@@ -35,7 +35,9 @@ pub struct LeaderArgs {
     pub leader_election_namespace: Option<String>,
     /// How long a Lease holds without renewal; a standby takes over at most this long after
     /// the leader dies.
-    #[arg(long, default_value_t = 15, value_name = "SECONDS")]
+    /// At least 6: the leader renews halfway and must see the renewal land before the last
+    /// eighth, which shorter Leases leave too little time for on a loaded node.
+    #[arg(long, default_value_t = 15, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(6..=3600))]
     pub lease_duration_seconds: u64,
 }
 
@@ -136,15 +138,17 @@ pub async fn campaign(client: kube::Client, args: &LeaderArgs, metrics: Arc<Metr
         return Ok(Election { leading: watch::channel(true).1, manager: None });
     }
     metrics.leader(false);
-    let duration = args.lease_duration_seconds.max(3);
+    let duration = args.lease_duration_seconds;
     let candidate = Candidate {
         client: client.clone(),
         name: args.leader_election_id.clone(),
         namespace: namespace(args)?,
         identity: identity(),
         duration,
-        // Renew a third of the duration before expiry, as client-go's 15 s / 10 s defaults do.
-        grace: (duration / 3).max(1),
+        // Renew halfway. The manager tries once at the start of the grace and, after an error,
+        // again 1 to 2 s later (longer after repeated errors), unlike client-go, which retries
+        // every 2 s: half the duration leaves room for a few attempts before the deadline.
+        grace: duration / 2,
     };
     let (state, task) = candidate.start().await?;
     let (leading, receiver) = watch::channel(false);
@@ -165,7 +169,7 @@ async fn follow(
     metrics: Arc<Metrics>,
 ) {
     let leases: Api<Lease> = Api::namespaced(candidate.client.clone(), &candidate.namespace);
-    let identity = candidate.identity.clone();
+    let announce = Arc::new(Announce { identity: candidate.identity.clone(), leading, metrics });
     let deadline = renew_deadline(candidate.duration, candidate.grace);
     let mut confirming: Option<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>> = None;
     let mut standby = tokio::time::interval(Duration::from_secs(1));
@@ -175,20 +179,16 @@ async fn follow(
                 if changed.is_err() {
                     // The manager stopped: nobody renews the Lease now.
                     if confirming.is_some() {
-                        give_up(&identity, "the leader-election task ended");
+                        announce.give_up("the leader-election task ended");
                     }
                     return;
                 }
                 let leads = *state.borrow_and_update();
                 if leads && confirming.is_none() {
-                    tracing::info!(%identity, "acquired the leader Lease: reconciling");
-                    metrics.leader(true);
-                    leading.send_replace(true);
-                    confirming = Some(Box::pin(confirm(leases.clone(), candidate.name.clone(), identity.clone(), deadline)));
+                    let confirm = confirm(leases.clone(), candidate.name.clone(), deadline, announce.clone());
+                    confirming = Some(Box::pin(confirm));
                 } else if !leads && confirming.is_some() {
-                    leading.send_replace(false);
-                    metrics.leader(false);
-                    give_up(&identity, "lost the leader Lease");
+                    announce.give_up("lost the leader Lease");
                 }
             }
             () = async {
@@ -214,32 +214,60 @@ async fn follow(
     }
 }
 
-/// While leading: reads the Lease four times a second, and ends the process before the Lease
-/// it last saw renewed could expire: at `stop_at` after that renewal (the renew deadline,
-/// before the Lease's duration). Counting from the renewal, not from the read, is what keeps
-/// a leader whose renewals fail from reconciling beside the next one. A read that hangs
-/// (an API server that stopped answering) cannot hold the exit back.
-async fn confirm(leases: Api<Lease>, name: String, identity: String, stop_at: Duration) {
-    // The manager renewed the Lease just before it reported the lead.
-    let mut renewed = tokio::time::Instant::now();
+/// What the rest of the host sees of the lead: the `leading` channel, the metric and the log.
+struct Announce {
+    identity: String,
+    leading: watch::Sender<bool>,
+    metrics: Arc<Metrics>,
+}
+
+impl Announce {
+    fn lead(&self) {
+        tracing::info!(identity = %self.identity, "acquired the leader Lease: reconciling");
+        self.metrics.leader(true);
+        self.leading.send_replace(true);
+    }
+
+    /// Workers stop taking keys at once; the exit ends the reconciles in flight.
+    fn give_up(&self, why: &str) -> ! {
+        self.leading.send_replace(false);
+        self.metrics.leader(false);
+        give_up(&self.identity, why)
+    }
+}
+
+/// Once the manager reports the lead: reads the Lease four times a second, announces the lead
+/// on the first read showing a renewal by this host that is still within `stop_at`, and ends
+/// the process `stop_at` after the last renewal it saw (the renew deadline, before the Lease
+/// expires). Counting from the renewal, not from the read, is what keeps a leader whose
+/// renewals fail from reconciling beside the next one; waiting for a fresh renewal before
+/// leading covers a host restarted under the same identity, whom the manager reports leading
+/// on a Lease that may have expired. A read that hangs cannot hold the exit back.
+async fn confirm(leases: Api<Lease>, name: String, stop_at: Duration, announce: Arc<Announce>) {
+    let reported = tokio::time::Instant::now();
+    let mut renewed: Option<tokio::time::Instant> = None;
     let mut tick = tokio::time::interval(Duration::from_millis(250));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let read = tokio::time::timeout_at(renewed + stop_at, async {
+        let read = tokio::time::timeout_at(renewed.unwrap_or(reported) + stop_at, async {
             tick.tick().await;
             leases.get(&name).await
         });
         let Ok(read) = read.await else {
-            give_up(&identity, "could not confirm the leader Lease within its renew deadline");
+            announce.give_up("could not confirm the leader Lease within its renew deadline");
         };
         let Ok(lease) = read else { continue };
-        match holder(&lease.spec.unwrap_or_default(), &identity, Timestamp::now()) {
+        match holder(&lease.spec.unwrap_or_default(), &announce.identity, Timestamp::now()) {
             Holder::Us { renewed_ago: Some(ago) } => {
-                if let Some(at) = tokio::time::Instant::now().checked_sub(ago) {
-                    renewed = renewed.max(at);
+                let now = tokio::time::Instant::now();
+                let Some(at) = now.checked_sub(ago).filter(|at| *at + stop_at > now) else { continue };
+                if renewed.is_none() {
+                    announce.lead();
                 }
+                renewed = Some(renewed.map_or(at, |r| r.max(at)));
             }
             Holder::Us { renewed_ago: None } => {}
-            Holder::Other => give_up(&identity, "another host holds the leader Lease"),
+            Holder::Other => announce.give_up("another host holds the leader Lease"),
         }
     }
 }
@@ -247,8 +275,8 @@ async fn confirm(leases: Api<Lease>, name: String, identity: String, stop_at: Du
 /// Who holds a Lease, as `identity` reads it at `now`.
 #[derive(Debug, PartialEq, Eq)]
 enum Holder {
-    /// This host, its last renewal `renewed_ago` (none without a renewal time; zero for one
-    /// in the future, since this host's own clock wrote it).
+    /// This host, its last renewal `renewed_ago`: none without a renewal time, or with one in
+    /// the future (this host's clock stepped back), which proves nothing about when it was.
     Us { renewed_ago: Option<Duration> },
     /// Another host, or nobody: either way this host no longer leads.
     Other,
@@ -258,13 +286,14 @@ fn holder(spec: &k8s_openapi::api::coordination::v1::LeaseSpec, identity: &str, 
     if spec.holder_identity.as_deref() != Some(identity) {
         return Holder::Other;
     }
-    let renewed_ago = spec.renew_time.as_ref().map(|t| Duration::try_from(now.duration_since(t.0)).unwrap_or_default());
+    let renewed_ago = spec.renew_time.as_ref().and_then(|t| Duration::try_from(now.duration_since(t.0)).ok());
     Holder::Us { renewed_ago }
 }
 
 /// How long after its last renewal a leader stops: a quarter of the grace before the Lease
 /// expires. The manager renews at the start of the grace, so a renewal has three quarters of
-/// it to land and be read; the last quarter covers stopping before another host may take over.
+/// it to land and be read; the last quarter covers stopping, and clock skew with the host
+/// that judges the expiry, before another host may take over.
 fn renew_deadline(duration: u64, grace: u64) -> Duration {
     Duration::from_secs(duration) - Duration::from_secs(grace) / 4
 }
@@ -296,7 +325,7 @@ mod tests {
                 spec(Some("us"), Some(60)),
                 Holder::Us { renewed_ago: Some(Duration::from_secs(60)) },
             ),
-            ("renewed in our future", spec(Some("us"), Some(-2)), Holder::Us { renewed_ago: Some(Duration::ZERO) }),
+            ("renewed in our future", spec(Some("us"), Some(-2)), Holder::Us { renewed_ago: None }),
             ("ours without a renewal time", spec(Some("us"), None), Holder::Us { renewed_ago: None }),
             ("another holder", spec(Some("them"), Some(0)), Holder::Other),
             ("released", spec(Some(""), Some(0)), Holder::Other),
@@ -309,7 +338,7 @@ mod tests {
 
     #[test]
     fn a_leader_stops_a_quarter_of_the_grace_before_its_lease_expires() {
-        let cases = [(15, 5, 13_750), (6, 2, 5_500), (4, 1, 3_750), (3, 1, 2_750)];
+        let cases = [(15, 7, 13_250), (6, 3, 5_250), (3600, 1800, 3_150_000)];
         for (duration, grace, millis) in cases {
             assert_eq!(renew_deadline(duration, grace), Duration::from_millis(millis), "{duration} s / {grace} s");
         }

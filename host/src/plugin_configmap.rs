@@ -106,7 +106,7 @@ pub fn read(cm: &ConfigMap) -> Result<PluginPayload, PayloadError> {
         .map(|(key, text)| {
             serde_saphyr::from_str_with_options::<serde_json::Value>(text, crate::input::yaml_options())
                 .map(|v| v.to_string())
-                .map_err(|e| PayloadError::BadConfig(at.clone(), key, e.without_snippet().to_string()))
+                .map_err(|e| PayloadError::BadConfig(at.clone(), key, crate::input::yaml_error(&e)))
         })
         .transpose()?;
     Ok(PluginPayload { name, component, config })

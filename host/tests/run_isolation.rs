@@ -284,22 +284,61 @@ async fn a_map_that_traps_or_names_no_primary_is_counted_and_logged_and_reconcil
         })
         .await;
     }
+    // Each failure said once per line, naming the related object and why.
+    let wrong = format!("Deployment {}/wrong", ns.name);
+    let bad = format!("Deployment {}/bad", ns.name);
+    for needle in [wrong.as_str(), bad.as_str(), "hostile map panicked on purpose"] {
+        host.logged(needle).await;
+    }
     let map_failures: Vec<String> = host
         .json_lines()
         .iter()
         .filter_map(|l| l["fields"]["message"].as_str().filter(|m| m.starts_with("map failed")).map(str::to_owned))
         .collect();
-    let said = |needle: &str| map_failures.iter().any(|m| m.contains(needle));
-    assert!(
-        said(&format!("Deployment {}/wrong", ns.name)) && said("must name primaries (v1/ConfigMap) by name"),
-        "{map_failures:#?}"
-    );
-    assert!(said(&format!("Deployment {}/bad", ns.name)) && said("map result [0]"), "{map_failures:#?}");
-    assert!(said("hostile map panicked on purpose"), "{map_failures:#?}");
+    let said = |both: [&str; 2]| map_failures.iter().any(|m| both.iter().all(|n| m.contains(n)));
+    assert!(said([&wrong, "must name primaries (v1/ConfigMap) by name"]), "{map_failures:#?}");
+    assert!(said([&bad, "map result [0]"]), "{map_failures:#?}");
+    assert!(said(["Deployment", "hostile map panicked on purpose"]), "{map_failures:#?}");
 
-    // The plugin's reconciles go on, and a failing map earns no quarantine.
+    // The plugin's reconciles go on.
     let before = host.reconcile_lines(&object, "tick ticker").len();
     host.wait_reconcile_lines(&object, "tick ticker", before + 3).await;
+}
+
+#[tokio::test]
+async fn a_map_that_keeps_trapping_earns_its_plugin_no_quarantine() {
+    let ns = shared().namespace("iso-map-health").await.unwrap();
+    // Quarantined after 1 s of nothing but failures, at least 3: far less than the map's.
+    let policy = "quarantine: {afterSeconds: 1, minFailures: 3, firstProbeSeconds: 1, maxProbeSeconds: 2}\n";
+    let (host, _config) = hostile_in(&ns, "mode: ok", "", policy, &[]);
+    create_configmap(&ns, "quiet").await;
+    let reconciled = r#"wasmloop_reconciles_total{plugin="hostile",result="success"}"#;
+    eventually(Duration::from_secs(60), "the one reconcile", || async {
+        let v = host.metric(reconciled).await;
+        if v >= 1.0 { Ok(()) } else { Err(format!("{v}")) }
+    })
+    .await;
+    deployment_for_map(&ns, "trap", "panic").await;
+    // Caught up: a map failure logged more than 2 s after the first, so the plugin's calls
+    // have been failing long enough, and often enough, for a quarantine had maps counted.
+    let failures = || {
+        host.json_lines()
+            .into_iter()
+            .filter(|l| l["fields"]["message"].as_str().is_some_and(|m| m.contains("hostile map panicked on purpose")))
+            .map(|l| common::logged_time(&l))
+            .collect::<Vec<_>>()
+    };
+    eventually(Duration::from_secs(60), "map failures over more than 2 s", || {
+        let times = failures();
+        async move {
+            match (times.first(), times.last()) {
+                (Some(first), Some(last)) if last.duration_since(*first).as_secs() >= 2 && times.len() >= 3 => Ok(()),
+                _ => Err(format!("{} failures", times.len())),
+            }
+        }
+    })
+    .await;
     let quarantined = r#"wasmloop_plugin_quarantined{plugin="hostile"}"#;
-    assert_eq!(host.metric_or_zero(quarantined).await, 0.0, "map stays out of the plugin's health");
+    assert_eq!(host.metric_or_zero(quarantined).await, 0.0, "a failing map counted against the plugin's health");
+    assert!(!host.output().contains("plugin quarantined"), "{}", host.output());
 }

@@ -9,7 +9,8 @@ use common::{Host, confined_hostile_as, create_configmap, grant_user, hostile, k
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use wasmloop_testenv::{TestNamespace, eventually, shared};
 
-/// Renewed 2 s before expiry; a leader that cannot renew stops 0.5 s before it.
+/// The shortest the host allows: renewed halfway, and a leader that cannot renew stops 0.75 s
+/// before the Lease expires.
 const LEASE_SECONDS: u64 = 6;
 
 /// A host running hostile in requeue mode (a "tick" log line every 500 ms per ConfigMap),
@@ -152,13 +153,16 @@ async fn a_leader_whose_lease_another_host_takes_stops_reconciling_and_exits() {
     assert_eq!(leader.exit_status().code(), Some(1), "{}", leader.output());
 }
 
-#[tokio::test]
-async fn a_leader_that_cannot_renew_its_lease_exits_before_the_lease_expires() {
+/// A leader acting as a plain user who may read its Lease (RoleBinding `lease-read`) and
+/// write it (`lease-write`); the test takes one of the two away once it reconciles. It must
+/// exit before the last Lease it managed to renew expires, and neither reconcile nor live
+/// after that.
+async fn a_leader_losing_its_lease_binding_exits_before_the_lease_expires(scenario: &str, revoked: &str) {
     use k8s_openapi::api::coordination::v1::Lease;
     use k8s_openapi::api::rbac::v1::RoleBinding;
     use kube::api::DeleteParams;
 
-    let ns = shared().namespace("leader-blind").await.unwrap();
+    let ns = shared().namespace(scenario).await.unwrap();
     let user = format!("leader-{}", ns.name);
     let watch = serde_json::json!(["list", "watch"]);
     let host_rules = serde_json::json!([
@@ -167,9 +171,10 @@ async fn a_leader_that_cannot_renew_its_lease_exits_before_the_lease_expires() {
         {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
     ]);
     grant_user(&ns, "host", &user, host_rules).await;
-    let lease_rules = serde_json::json!([{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                                          "verbs": ["get", "create", "update", "patch"]}]);
-    grant_user(&ns, "lease", &user, lease_rules).await;
+    // The verbs deploy/ grants the host on leases, split in two.
+    let leases = |verbs: serde_json::Value| serde_json::json!([{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": verbs}]);
+    grant_user(&ns, "lease-read", &user, leases(serde_json::json!(["get"]))).await;
+    grant_user(&ns, "lease-write", &user, leases(serde_json::json!(["create", "patch"]))).await;
     create_configmap(&ns, "ticker").await;
     let object = format!("{}/ticker", ns.name);
     let kubeconfig = kubeconfig_as(&user);
@@ -185,23 +190,35 @@ async fn a_leader_that_cannot_renew_its_lease_exits_before_the_lease_expires() {
     leader.logged("acquired the leader Lease").await;
     leader.wait_reconcile_lines(&object, "tick ticker", 2).await;
 
-    // From now on every renewal is refused, and so is every read of the Lease.
-    ns.api::<RoleBinding>().delete("lease", &DeleteParams::default()).await.unwrap();
-    eventually(Duration::from_secs(60), "the leader to exit", || {
+    ns.api::<RoleBinding>().delete(revoked, &DeleteParams::default()).await.unwrap();
+    let reason = "could not confirm the leader Lease within its renew deadline";
+    leader.logged(reason).await;
+    eventually(Duration::from_secs(30), "the leader to exit", || {
         let running = leader.is_running();
         async move { if running { Err("still running".to_owned()) } else { Ok(()) } }
     })
     .await;
     assert_eq!(leader.exit_status().code(), Some(1), "{}", leader.output());
-    let exited = logged_at(&leader, "could not confirm the leader Lease within its renew deadline");
     for other in ["lost the leader Lease", "another host holds", "the leader-election task ended"] {
         assert!(!leader.output().contains(other), "exited for another reason ({other}):\n{}", leader.output());
     }
-    // The last renewal that got through decides when another host may take over: the leader
-    // stopped reconciling, and exited, before that Lease expired.
+    // The last renewal that got through decides when another host may take over.
     let lease = ns.api::<Lease>().get("wasmloop").await.unwrap().spec.unwrap();
     let expiry = lease.renew_time.unwrap().0 + SignedDuration::from_secs(LEASE_SECONDS as i64);
+    let exited = logged_at(&leader, reason);
     let last_tick = *ticks(&leader, &object).last().unwrap();
     assert!(last_tick < expiry, "reconciled at {last_tick}, after its Lease expired at {expiry}");
     assert!(exited < expiry, "exited at {exited}, after its Lease expired at {expiry}");
+}
+
+// Reads still show the Lease as this host's and unexpired, right up to its expiry: only the
+// renewal time tells the leader to stop.
+#[tokio::test]
+async fn a_leader_whose_renewals_are_refused_exits_before_its_lease_expires() {
+    a_leader_losing_its_lease_binding_exits_before_the_lease_expires("leader-unrenewed", "lease-write").await;
+}
+
+#[tokio::test]
+async fn a_leader_that_cannot_read_its_lease_exits_before_the_lease_expires() {
+    a_leader_losing_its_lease_binding_exits_before_the_lease_expires("leader-blind", "lease-read").await;
 }

@@ -148,7 +148,7 @@ async fn mirror_round(plugin: std::path::PathBuf, prefix: &str) {
     .await;
 }
 
-/// foo-deployment owns Deployments, labeler's primary is Deployment, hostile reads them.
+/// foo-deployment owns Deployments, labeler's primary is Deployment, hostile watches them.
 fn three_plugins_on_deployments() -> (Host, tempfile::NamedTempFile) {
     let config = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(config.path(), "plugins:\n  hostile:\n    config: {mode: ok}\n").unwrap();

@@ -83,6 +83,7 @@ fn base() -> Seed {
     let node = |n, l| object(NODE, None, n, l);
     let mut n1 = node("n1", json!({"role": "control"}));
     n1["spec"] = json!({"unschedulable": true});
+    n1["metadata"]["managedFields"] = json!([{"manager": "kubelet"}]);
     let mut deployment = object(DEPLOYMENT, Some("a"), "web", json!({"app": "web"}));
     deployment["metadata"]["managedFields"] = json!([{"manager": "kubectl"}]);
     deployment["spec"] = json!({"replicas": 1});
@@ -127,11 +128,11 @@ enum Ask {
 }
 enum Expect {
     Found(Option<(&'static str, &'static str)>),
-    /// Found, holding these top-level fields and no `metadata.managedFields`.
-    Fields(&'static [&'static str]),
+    /// Found, holding these top-level fields, and `metadata.managedFields` when `true`.
+    Fields(&'static [&'static str], bool),
     Keys(&'static [(&'static str, &'static str)], Option<&'static str>),
     Refused(Refused),
-    /** follow tokens: page sizes; every seeded key once, in order */
+    /// Following tokens gives pages of these sizes, and every seeded key once, in order.
     Walk(&'static [usize]),
 }
 struct Case {
@@ -189,15 +190,15 @@ fn cases() -> Vec<Case> {
             kind: DEPLOYMENT,
             namespace: Some("a"),
             ask: Ask::Get("web"),
-            expect: Fields(&["apiVersion", "kind", "metadata"]),
+            expect: Fields(&["apiVersion", "kind", "metadata"], false),
         },
         Case {
-            name: "a kind served whole keeps its spec",
+            name: "a kind served whole keeps its spec and managedFields",
             seed: "base",
             kind: NODE,
             namespace: None,
             ask: Ask::Get("n1"),
-            expect: Fields(&["apiVersion", "kind", "metadata", "spec"]),
+            expect: Fields(&["apiVersion", "kind", "metadata", "spec"], true),
         },
         list("(namespace, name) order", "base", CONFIGMAP, None, None, 0, None, Keys(ALL, None)),
         list("one namespace", "base", CONFIGMAP, Some("a"), None, 0, None, Keys(&[AW, AW10, AW2, AZ], None)),
@@ -348,13 +349,13 @@ impl Case {
                 let want = want.map(|(n, m)| (n.to_owned(), m.to_owned()));
                 if got == want { Ok(()) } else { Err(format!("got {got:?}, want {want:?}")) }
             }
-            (Ask::Get(name), Expect::Fields(fields)) => {
+            (Ask::Get(name), Expect::Fields(fields, managed)) => {
                 let got = cache.get(kind, ns, name).map_err(|r| format!("refused: {r:?}"))?.ok_or("not found")?;
                 let mut top: Vec<&str> =
                     got.as_object().into_iter().flat_map(|o| o.keys()).map(String::as_str).collect();
                 top.sort_unstable();
-                if top != *fields || got.pointer("/metadata/managedFields").is_some() {
-                    return Err(format!("served {got}, want only the fields {fields:?} and no managedFields"));
+                if top != *fields || got.pointer("/metadata/managedFields").is_some() != *managed {
+                    return Err(format!("served {got}, want the fields {fields:?}, managedFields kept: {managed}"));
                 }
                 Ok(())
             }

@@ -6,8 +6,8 @@ use crate::bindings::{Gvk, Object, wit::CacheError};
 use crate::manifest::{Contract, KindSelector, Manifest, Settings};
 use crate::state::{State, cache_error_text};
 use wasmloop_contract::cache::ListKey;
-pub use wasmloop_contract::conformance::run;
 use wasmloop_contract::conformance::{CacheUnderTest, KINDS, Kind, METADATA_ONLY, Page, Refused};
+pub use wasmloop_contract::conformance::{Seed, run};
 
 /// A `HostServices` cache as a plugin declaring the suite's kinds reaches it: through `State`.
 pub struct Imports(State);

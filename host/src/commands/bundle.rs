@@ -24,8 +24,9 @@ pub(super) fn run(args: &BundleArgs) -> anyhow::Result<ExitCode> {
         .as_deref()
         .map(|path| {
             let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-            serde_saphyr::from_str_with_options::<serde_json::Value>(&text, crate::input::yaml_options())
-                .with_context(|| format!("{} is not valid YAML or JSON", path.display()))?;
+            serde_saphyr::from_str_with_options::<serde_json::Value>(&text, crate::input::yaml_options()).map_err(
+                |e| anyhow::anyhow!("{} is not valid YAML or JSON: {}", path.display(), crate::input::yaml_error(&e)),
+            )?;
             anyhow::Ok(text)
         })
         .transpose()?;

@@ -1,7 +1,7 @@
 //! The cache a plugin reads through its imports: the informers of every kind it declared,
 //! seen through its scope and its grant.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use wasmloop_sandbox::{CacheDenied, Gvk, HostServices, ListKey, ListPage, Object, Selector};
@@ -26,22 +26,22 @@ impl HostServices for CacheView {
         if !self.serves() {
             return None;
         }
-        self.by_kind.get(kind)?.iter().find_map(|i| i.get(namespace, name)).map(|e| e.envelope.clone())
+        // Scopes may overlap: without a namespace, the smallest one holding `name` answers.
+        let found = self.by_kind.get(kind)?.iter().filter_map(|i| i.get(namespace, name));
+        found.min_by(|a, b| a.envelope.namespace.cmp(&b.envelope.namespace)).map(|e| e.envelope.clone())
     }
 
     fn list(&self, kind: &Gvk, namespace: Option<&str>, selector: &Selector) -> Vec<Object> {
         if !self.serves() {
             return Vec::new();
         }
-        let mut seen = HashSet::new();
-        self.by_kind
-            .get(kind)
-            .into_iter()
-            .flatten()
-            .flat_map(|i| i.list(namespace, selector))
-            .filter(|e| seen.insert((e.envelope.namespace.clone(), e.envelope.name.clone())))
-            .map(|e| e.envelope.clone())
-            .collect()
+        // Scopes may overlap: in (namespace, name) order, each object once.
+        let mut merged: BTreeMap<ListKey, Object> = BTreeMap::new();
+        for entry in self.by_kind.get(kind).into_iter().flatten().flat_map(|i| i.list(namespace, selector)) {
+            let key = (entry.envelope.namespace.clone().unwrap_or_default(), entry.envelope.name.clone());
+            merged.entry(key).or_insert_with(|| entry.envelope.clone());
+        }
+        merged.into_values().collect()
     }
 
     fn list_page(
@@ -119,22 +119,51 @@ const PAGE_SCAN: usize = 10_000;
 mod tests {
     use super::*;
 
+    /// A CacheView over `seed`: per kind, one informer of every namespace, and, when
+    /// `overlapping`, one more per namespace holding that namespace's objects, registered
+    /// before it in reverse order, as a plugin whose primary, watches and reads of one kind
+    /// are scoped differently has them.
+    fn view(seed: &wasmloop_sandbox::conformance::Seed, overlapping: bool) -> CacheView {
+        use crate::informer::InformerScope;
+        let mut by_kind: HashMap<Gvk, Vec<Arc<Informer>>> = HashMap::new();
+        for (kind, objects) in seed {
+            let gvk = Gvk::from_api_version(kind.api_version, kind.kind);
+            let informers = by_kind.entry(gvk.clone()).or_default();
+            fn namespace_of(o: &serde_json::Value) -> Option<&str> {
+                o.pointer("/metadata/namespace").and_then(|n| n.as_str())
+            }
+            if overlapping && kind.namespaced {
+                let mut namespaces: Vec<&str> = objects.iter().filter_map(namespace_of).collect();
+                namespaces.sort_unstable();
+                namespaces.dedup();
+                for ns in namespaces.into_iter().rev() {
+                    let scope = InformerScope { kind: gvk.clone(), namespace: Some(ns.to_owned()) };
+                    let informer = Informer::detached(scope, true);
+                    let mine: Vec<serde_json::Value> =
+                        objects.iter().filter(|o| namespace_of(o) == Some(ns)).cloned().collect();
+                    informer.relist_json(&mine);
+                    informers.push(informer);
+                }
+            }
+            let informer = Informer::detached(InformerScope { kind: gvk, namespace: None }, kind.namespaced);
+            informer.relist_json(objects);
+            informers.push(informer);
+        }
+        // The Receiver still reads the last value after its Sender is dropped.
+        let (_, denied) = tokio::sync::watch::channel(None);
+        CacheView { by_kind, denied }
+    }
+
     #[test]
     fn the_informer_view_passes_the_cache_conformance_suite() {
         use wasmloop_sandbox::conformance::{Imports, run};
-        run(|seed| {
-            let mut by_kind: HashMap<Gvk, Vec<Arc<Informer>>> = HashMap::new();
-            for (kind, objects) in seed {
-                let gvk = Gvk::from_api_version(kind.api_version, kind.kind);
-                let scope = crate::informer::InformerScope { kind: gvk.clone(), namespace: None };
-                let informer = Informer::detached(scope, kind.namespaced);
-                informer.relist_json(objects);
-                by_kind.entry(gvk).or_default().push(informer);
-            }
-            // The Receiver still reads the last value after its Sender is dropped.
-            let (_, denied) = tokio::sync::watch::channel(None);
-            Imports::new(Arc::new(CacheView { by_kind, denied }))
-        });
+        run(|seed| Imports::new(Arc::new(view(seed, false))));
+    }
+
+    #[test]
+    fn the_informer_view_of_overlapping_scopes_passes_the_cache_conformance_suite() {
+        use wasmloop_sandbox::conformance::{Imports, run};
+        run(|seed| Imports::new(Arc::new(view(seed, true))));
     }
 
     #[test]

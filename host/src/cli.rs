@@ -70,6 +70,35 @@ pub enum Command {
     Dev(DevArgs),
     /// Print the ConfigMap that ships a plugin to a cluster (`| kubectl apply --server-side -f -`).
     Bundle(BundleArgs),
+    /// Run recorded reconciles (`--record-dir`) again, offline, against another version of
+    /// their plugin, and say what changed. Exit 0: all the same; 2: any changed; 1: bad input.
+    Replay(ReplayArgs),
+}
+
+/// `wasmloop replay`.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The plugin version to replay the cases with (.wasm).
+    #[arg(long)]
+    pub plugin: PathBuf,
+    /// The record directory (`--record-dir`), or one plugin's directory in it. Cases of
+    /// other plugins are skipped.
+    pub dir: PathBuf,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = ReplayOutput::Text)]
+    pub output: ReplayOutput,
+    /// Sandbox options.
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
+}
+
+/// `replay`'s output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReplayOutput {
+    /// One line per case, diffs indented under it, and a summary line.
+    Text,
+    /// One JSON document: every case's result, diff and unanswered look-ups, and the counts.
+    Json,
 }
 
 /// `wasmloop run`.
@@ -83,6 +112,11 @@ pub struct RunArgs {
     /// follow their changes. Repeatable.
     #[arg(long = "plugin-namespace", value_name = "NAMESPACE")]
     pub plugin_namespaces: Vec<String>,
+    /// Load a ConfigMap plugin only if a key of this file signed its component (minisign
+    /// public keys: `minisign.pub` files one after the other). File plugins are the
+    /// operator's own and are not checked.
+    #[arg(long, value_name = "FILE", requires = "plugin_namespaces")]
+    pub trusted_keys: Option<PathBuf>,
     /// Host options.
     #[command(flatten)]
     pub host: HostArgs,
@@ -118,6 +152,11 @@ pub struct BundleArgs {
     /// The plugin's configuration (YAML or JSON), shipped as data["config.yaml"].
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// The component's minisign signature (`minisign -S -m PLUGIN.wasm` writes
+    /// PLUGIN.wasm.minisig), shipped as data["plugin.wasm.minisig"] for hosts run with
+    /// `--trusted-keys`.
+    #[arg(long, value_name = "FILE")]
+    pub signature: Option<PathBuf>,
     /// Sandbox options (the component is validated before it is bundled).
     #[command(flatten)]
     pub sandbox: SandboxArgs,
@@ -153,6 +192,17 @@ pub struct HostArgs {
     /// a revoked grant stops the plugin within this time.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub access_review_seconds: u64,
+    /// Record every reconcile here, as one YAML case per call (request, cache look-ups and
+    /// answers, actions or error; Secrets redacted), under a directory per plugin, for
+    /// `wasmloop replay`.
+    #[arg(long, value_name = "DIR")]
+    pub record_dir: Option<PathBuf>,
+    /// Cases `--record-dir` keeps per plugin, the newest.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub record_keep: u64,
+    /// Bytes `--record-dir` may hold; the oldest cases go first.
+    #[arg(long, default_value_t = 256 << 20, value_parser = clap::value_parser!(u64).range((1 << 20)..=(1 << 40)))]
+    pub record_max_bytes: u64,
     /// Leader election.
     #[command(flatten)]
     pub leader: LeaderArgs,

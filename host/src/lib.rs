@@ -10,5 +10,8 @@ pub mod input;
 pub mod leader;
 pub mod logging;
 pub mod offline_cache;
+pub mod pinning;
 pub mod plugin_configmap;
+pub mod recording;
+pub mod replay;
 pub mod sources;

@@ -3,7 +3,10 @@
 //!
 //! A plugin ConfigMap is labelled `wasmloop.dev/plugin=<name>` and holds the component in
 //! `binaryData["plugin.wasm"]`, or gzip-compressed in `binaryData["plugin.wasm.gz"]`, and
-//! optionally the plugin's configuration in `data["config.yaml"]` (or `config.json`).
+//! optionally the plugin's configuration in `data["config.yaml"]` (or `config.json`). It may
+//! pin the component's digest (the `wasmloop.dev/digest` annotation, which `bundle` writes)
+//! and carry its minisign signature (`data["plugin.wasm.minisig"]`); [`crate::pinning`]
+//! checks both.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -11,6 +14,8 @@ use std::io::{Read, Write};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::pinning::{DIGEST_ANNOTATION, SIGNATURE_KEY, pin_of};
 
 /// The label naming the plugin a ConfigMap ships.
 pub const PLUGIN_LABEL: &str = "wasmloop.dev/plugin";
@@ -36,6 +41,10 @@ pub struct PluginPayload {
     pub component: Vec<u8>,
     /// The configuration as JSON text, if the ConfigMap has one.
     pub config: Option<String>,
+    /// The digest the ConfigMap pins the component to (the annotation's text).
+    pub pin: Option<String>,
+    /// The component's minisign signature (the `.minisig` text).
+    pub signature: Option<String>,
 }
 
 /// Why a ConfigMap does not ship a usable plugin.
@@ -109,16 +118,26 @@ pub fn read(cm: &ConfigMap) -> Result<PluginPayload, PayloadError> {
                 .map_err(|e| PayloadError::BadConfig(at.clone(), key, crate::input::yaml_error(&e)))
         })
         .transpose()?;
-    Ok(PluginPayload { name, component, config })
+    let pin = cm.metadata.annotations.as_ref().and_then(|a| a.get(DIGEST_ANNOTATION)).cloned();
+    let signature = data.and_then(|d| d.get(SIGNATURE_KEY)).cloned();
+    Ok(PluginPayload { name, component, config, pin, signature })
 }
 
-/// Builds the ConfigMap shipping `component` as plugin `name`: plain when it fits,
-/// gzip-compressed when only that makes it fit.
+/// Builds the ConfigMap shipping `component` as plugin `name`, pinned to its digest, with its
+/// configuration and signature when given: plain when it fits, gzip-compressed when only
+/// that makes it fit.
 ///
 /// # Errors
 /// When even the compressed component exceeds the ConfigMap size limit.
-pub fn build(name: &str, namespace: &str, component: &[u8], config: Option<&str>) -> anyhow::Result<ConfigMap> {
-    let budget = (CONFIGMAP_LIMIT - HEADROOM).saturating_sub(config.map_or(0, str::len));
+pub fn build(
+    name: &str,
+    namespace: &str,
+    component: &[u8],
+    config: Option<&str>,
+    signature: Option<&str>,
+) -> anyhow::Result<ConfigMap> {
+    let text = config.map_or(0, str::len) + signature.map_or(0, str::len);
+    let budget = (CONFIGMAP_LIMIT - HEADROOM).saturating_sub(text);
     let (key, payload) = if component.len() <= budget {
         (WASM_KEY, component.to_vec())
     } else {
@@ -134,15 +153,23 @@ pub fn build(name: &str, namespace: &str, component: &[u8], config: Option<&str>
         );
         (WASM_GZ_KEY, packed)
     };
+    let mut data = BTreeMap::new();
+    if let Some(config) = config {
+        data.insert("config.yaml".to_owned(), config.to_owned());
+    }
+    if let Some(signature) = signature {
+        data.insert(SIGNATURE_KEY.to_owned(), signature.to_owned());
+    }
     Ok(ConfigMap {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
             namespace: Some(namespace.to_owned()),
             labels: Some(BTreeMap::from([(PLUGIN_LABEL.to_owned(), name.to_owned())])),
+            annotations: Some(BTreeMap::from([(DIGEST_ANNOTATION.to_owned(), pin_of(component))])),
             ..ObjectMeta::default()
         },
         binary_data: Some(BTreeMap::from([(key.to_owned(), ByteString(payload))])),
-        data: config.map(|c| BTreeMap::from([("config.yaml".to_owned(), c.to_owned())])),
+        data: Some(data).filter(|d| !d.is_empty()),
         ..ConfigMap::default()
     })
 }
@@ -153,7 +180,7 @@ mod tests {
 
     #[test]
     fn a_small_component_ships_uncompressed_and_reads_back() {
-        let cm = build("p", "ns", b"\0asm-bytes", Some("level: 3\n")).unwrap();
+        let cm = build("p", "ns", b"\0asm-bytes", Some("level: 3\n"), Some("signed")).unwrap();
         assert!(cm.binary_data.as_ref().unwrap().contains_key(WASM_KEY));
         let payload = read(&cm).unwrap();
         assert_eq!(
@@ -161,7 +188,9 @@ mod tests {
             PluginPayload {
                 name: "p".into(),
                 component: b"\0asm-bytes".to_vec(),
-                config: Some(r#"{"level":3}"#.into())
+                config: Some(r#"{"level":3}"#.into()),
+                pin: Some(pin_of(b"\0asm-bytes")),
+                signature: Some("signed".into()),
             }
         );
     }
@@ -169,7 +198,7 @@ mod tests {
     #[test]
     fn a_large_compressible_component_ships_gzipped_and_reads_back() {
         let component = vec![7u8; 3 * CONFIGMAP_LIMIT];
-        let cm = build("p", "ns", &component, None).unwrap();
+        let cm = build("p", "ns", &component, None, None).unwrap();
         assert!(cm.binary_data.as_ref().unwrap().contains_key(WASM_GZ_KEY));
         assert_eq!(read(&cm).unwrap().component, component);
     }
@@ -186,13 +215,13 @@ mod tests {
                 x as u8
             })
             .collect();
-        let error = build("big", "ns", &component, None).unwrap_err().to_string();
+        let error = build("big", "ns", &component, None, None).unwrap_err().to_string();
         assert!(error.contains("plugin big is 2048 KiB") && error.contains("shrink the component"), "{error}");
     }
 
     #[test]
     fn a_configmap_without_a_component_says_how_to_make_one() {
-        let mut cm = build("p", "ns", b"x", None).unwrap();
+        let mut cm = build("p", "ns", b"x", None, None).unwrap();
         cm.binary_data = None;
         let error = read(&cm).unwrap_err().to_string();
         assert!(error.contains("ConfigMap ns/p") && error.contains("wasmloop bundle"), "{error}");
@@ -200,7 +229,7 @@ mod tests {
 
     #[test]
     fn broken_config_is_named_with_its_key() {
-        let mut cm = build("p", "ns", b"x", None).unwrap();
+        let mut cm = build("p", "ns", b"x", None, None).unwrap();
         cm.data = Some(BTreeMap::from([("config.yaml".to_owned(), "a: [".to_owned())]));
         let error = read(&cm).unwrap_err().to_string();
         assert!(error.contains("data[\"config.yaml\"]"), "{error}");

@@ -29,9 +29,10 @@ fn bundle(component_name: &str, name: &str, namespace: &str, extra: &[&str]) -> 
         .expect("bundle prints a ConfigMap")
 }
 
-/// Replaces the ConfigMap's payload, as `kubectl apply` of a new bundle would.
+/// Replaces the ConfigMap's payload and drops its digest pin: an edit that ships bytes no
+/// `bundle` pinned, so that what the host makes of the bytes themselves shows.
 async fn replace(api: &Api<ConfigMap>, name: &str, binary: Value) {
-    let patch = json!({"binaryData": binary});
+    let patch = json!({"metadata": {"annotations": {"wasmloop.dev/digest": null}}, "binaryData": binary});
     api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
 }
 
@@ -101,8 +102,10 @@ async fn a_bundled_plugin_loads_swaps_keeps_serving_through_bad_versions_and_unl
     event_on(&plugins, "PluginLoaded", "plugin labeler 1.0.0 serving").await;
 
     // Update: the new behaviour, on existing objects too.
+    // As `bundle | kubectl apply` ships it: the new component and its pin.
     let v2 = bundle("labeler_v2_plugin", "labeler", &plugins.name, &[]);
-    replace(&configmaps, "labeler", serde_json::to_value(v2.binary_data.unwrap()).unwrap()).await;
+    let patch = json!({"metadata": {"annotations": v2.metadata.annotations}, "binaryData": v2.binary_data});
+    configmaps.patch("labeler", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
     labelled(&apps, "web", "v2").await;
     status(&configmaps, "labeler", "version 2.0.0 active", |s| s["version"] == "2.0.0").await;
 
@@ -207,7 +210,9 @@ async fn a_reload_held_open_in_its_cache_sync_pauses_no_other_plugin_and_the_old
     for (key, value) in pod_logger.binary_data.unwrap() {
         binary[key] = serde_json::to_value(value).unwrap();
     }
-    let patch = json!({"metadata": {"labels": {"wasmloop.dev/plugin": "pod-logger"}}, "binaryData": binary});
+    let metadata =
+        json!({"labels": {"wasmloop.dev/plugin": "pod-logger"}, "annotations": pod_logger.metadata.annotations});
+    let patch = json!({"metadata": metadata, "binaryData": binary});
     configmaps.patch("swap", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
     let held = |l: &Value| l["fields"]["kind"] == "v1/Pod" && message(l).contains("watch failed");
     eventually(Duration::from_secs(60), "the new version's Pod watch refused", || {
@@ -350,4 +355,134 @@ async fn a_second_source_of_a_served_plugin_is_refused_and_the_first_keeps_servi
     let still = configmaps.get("configmap-mirror").await.unwrap().metadata.annotations.unwrap_or_default();
     let still: Value = serde_json::from_str(&still["wasmloop.dev/status"]).unwrap();
     assert_eq!((&still["activeDigest"], &still["lastError"]), (&serving["activeDigest"], &Value::Null), "{still}");
+}
+
+/// Runs the real `minisign` with `args` in `dir`.
+fn minisign(dir: &Path, args: &[&str]) {
+    let out = std::process::Command::new("minisign")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run minisign ({e}): install it (Debian: apt-get install minisign)"));
+    assert!(out.status.success(), "minisign {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A host loading plugins from `plugins`, pod-logger confined to `apps`, with `extra` flags.
+fn pod_logger_host(plugins: &TestNamespace, apps: &TestNamespace, extra: &[&str]) -> (Host, tempfile::NamedTempFile) {
+    let yaml = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(yaml.path(), format!("plugins:\n  pod-logger: {{namespace: {}}}\n", apps.name)).unwrap();
+    let mut args: Vec<std::ffi::OsString> =
+        ["--log-format", "json", "run", "--plugin-namespace"].map(Into::into).into();
+    args.push(plugins.name.clone().into());
+    args.extend(["--config".into(), yaml.path().into()]);
+    args.extend(extra.iter().map(Into::into));
+    (Host::start(args), yaml)
+}
+
+/// Creates Pod `name` in `ns` (once the namespace's default ServiceAccount exists) and waits
+/// until pod-logger has logged it: the version serving then is the one that saw it.
+async fn seen_by_pod_logger(host: &Host, ns: &TestNamespace, name: &str) {
+    use k8s_openapi::api::core::v1::Pod;
+    let pods: Api<Pod> = ns.api();
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"containers": [{"name": "web", "image": "nginx"}]}
+    }))
+    .unwrap();
+    eventually(Duration::from_secs(60), "the pod to be admitted", || {
+        let (pods, pod) = (pods.clone(), pod.clone());
+        async move { pods.create(&PostParams::default(), &pod).await.map(drop).map_err(|e| e.to_string()) }
+    })
+    .await;
+    host.logged(&format!("pod {}/{name} seen (phase", ns.name)).await;
+}
+
+#[tokio::test]
+async fn a_component_other_than_the_pinned_one_is_refused_and_the_pinned_version_serves() {
+    let plugins = shared().namespace("cm-pin").await.unwrap();
+    let apps = shared().namespace("cm-pin-apps").await.unwrap();
+    let (host, _config) = pod_logger_host(&plugins, &apps, &[]);
+    let configmaps: Api<ConfigMap> = plugins.api();
+    let pinned = bundle("pod_logger", "pod-logger", &plugins.name, &[]);
+    let pin = pinned.metadata.annotations.as_ref().unwrap()["wasmloop.dev/digest"].clone();
+    let digest = wasmloop_sandbox::digest(&std::fs::read(component("pod_logger")).unwrap());
+    assert_eq!(pin, format!("sha256:{digest}"), "bundle pins the component it ships");
+    configmaps.create(&PostParams::default(), &pinned).await.unwrap();
+    status(&configmaps, "pod-logger", "the pinned version serving", |s| s["activeDigest"] == digest.as_str()).await;
+
+    // Other bytes under the same pin: refused for the pin, before anything reads them.
+    let other = b"not the pinned component".to_vec();
+    let other_digest = wasmloop_sandbox::digest(&other);
+    let patch = json!({"binaryData": {"plugin.wasm": ByteString(other), "plugin.wasm.gz": null}});
+    configmaps.patch("pod-logger", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    let refused =
+        status(&configmaps, "pod-logger", "the other component refused", |s| s["lastError"].is_string()).await;
+    let error = refused["lastError"].as_str().unwrap();
+    assert!(error.contains(&pin) && error.contains(&other_digest), "{error}");
+    assert!(error.contains("plugin pod-logger") && error.contains("keeps serving"), "{error}");
+    assert_eq!(refused["activeDigest"], digest.as_str(), "{refused}");
+    event_on(&plugins, "PluginRejected", "DigestMismatch").await;
+    seen_by_pod_logger(&host, &apps, "after-the-refusal").await;
+}
+
+#[tokio::test]
+async fn with_trusted_keys_only_a_component_signed_by_one_of_them_loads() {
+    let plugins = shared().namespace("cm-signed").await.unwrap();
+    let apps = shared().namespace("cm-signed-apps").await.unwrap();
+    let keys = tempfile::tempdir().unwrap();
+    minisign(keys.path(), &["-G", "-W", "-p", "trusted.pub", "-s", "trusted.key"]);
+    minisign(keys.path(), &["-G", "-W", "-p", "other.pub", "-s", "other.key"]);
+    let wasm = keys.path().join("plugin.wasm");
+    std::fs::copy(component("pod_logger"), &wasm).unwrap();
+    std::fs::write(keys.path().join("else.wasm"), b"another file").unwrap();
+    let sign = |key: &str, file: &str, out: &str| minisign(keys.path(), &["-S", "-s", key, "-m", file, "-x", out]);
+    sign("trusted.key", "plugin.wasm", "good.minisig");
+    sign("other.key", "plugin.wasm", "untrusted.minisig");
+    sign("trusted.key", "else.wasm", "elsewhere.minisig");
+    let trusted = keys.path().join("trusted.pub");
+    let trusted_id =
+        std::fs::read_to_string(&trusted).unwrap().lines().next().unwrap().rsplit(' ').next().unwrap().to_owned();
+    let (_host, _config) = pod_logger_host(&plugins, &apps, &["--trusted-keys", trusted.to_str().unwrap()]);
+    let configmaps: Api<ConfigMap> = plugins.api();
+
+    // Each refusal names the keys involved and what to do; nothing serves.
+    configmaps.create(&PostParams::default(), &bundle("pod_logger", "pod-logger", &plugins.name, &[])).await.unwrap();
+    let refusals = [
+        (None, "requires a minisign signature"),
+        (Some("untrusted.minisig"), "which is not trusted"),
+        (Some("elsewhere.minisig"), "does not verify over this component"),
+    ];
+    for (signature, says) in refusals {
+        if let Some(file) = signature {
+            let text = std::fs::read_to_string(keys.path().join(file)).unwrap();
+            let patch = json!({"data": {"plugin.wasm.minisig": text}});
+            configmaps.patch("pod-logger", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+        }
+        let refused =
+            status(&configmaps, "pod-logger", says, |s| s["lastError"].as_str().is_some_and(|e| e.contains(says)))
+                .await;
+        assert!(refused["lastError"].as_str().unwrap().contains(&trusted_id), "{refused}");
+        assert!(refused["activeDigest"].is_null(), "{refused}");
+    }
+    event_on(&plugins, "PluginRejected", "SignatureRejected").await;
+
+    // Signed by the trusted key, bundled by `bundle --signature`: it loads.
+    let good = keys.path().join("good.minisig");
+    let signed = bundle("pod_logger", "pod-logger", &plugins.name, &["--signature", good.to_str().unwrap()]);
+    configmaps
+        .replace(
+            "pod-logger",
+            &PostParams::default(),
+            &ConfigMap {
+                metadata: ObjectMeta {
+                    resource_version: configmaps.get("pod-logger").await.unwrap().metadata.resource_version,
+                    ..signed.metadata
+                },
+                ..signed
+            },
+        )
+        .await
+        .unwrap();
+    let digest = wasmloop_sandbox::digest(&std::fs::read(&wasm).unwrap());
+    status(&configmaps, "pod-logger", "the signed component serving", |s| s["activeDigest"] == digest.as_str()).await;
 }

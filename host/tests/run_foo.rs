@@ -174,3 +174,101 @@ async fn two_hundred_foos_converge() {
     })
     .await;
 }
+
+/// The cases recorded for Foo `name` in `ns` so far, parsed.
+fn cases_of(dir: &Path, ns: &str, name: &str) -> Vec<serde_json::Value> {
+    let Ok(files) = std::fs::read_dir(dir.join("foo-deployment")) else { return Vec::new() };
+    let mut cases: Vec<(String, serde_json::Value)> = files
+        .filter_map(|f| f.ok())
+        .filter(|f| f.file_name().to_string_lossy().contains(&format!("-{ns}-{name}")))
+        .filter_map(|f| {
+            let text = std::fs::read_to_string(f.path()).ok()?;
+            let case = serde_saphyr::from_str_with_options(&text, wasmloop::input::yaml_options()).ok()?;
+            Some((f.file_name().to_string_lossy().into_owned(), case))
+        })
+        .collect();
+    cases.sort_by(|a, b| a.0.cmp(&b.0));
+    cases.into_iter().map(|(_, case)| case).collect()
+}
+
+#[tokio::test]
+async fn every_reconcile_is_recorded_and_replays_the_same_with_its_version_and_changed_with_another_image() {
+    let ns = shared().namespace("run-record").await.unwrap();
+    let foos = ns.install_crd(Path::new(FOO_CRD)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(yaml.path(), format!("plugins:\n  foo-deployment: {{namespace: {}}}\n", ns.name)).unwrap();
+    let plugin = common::component("foo_deployment");
+    let host = Host::start([
+        "run".as_ref(),
+        "--plugin".as_ref(),
+        plugin.as_os_str(),
+        "--config".as_ref(),
+        yaml.path().as_os_str(),
+        "--record-dir".as_ref(),
+        dir.path().as_os_str(),
+    ]);
+    let deployments: Api<Deployment> = ns.api();
+    for name in ["one", "two", "three"] {
+        foos.create(&PostParams::default(), &foo(name, &format!("{name}-web"), 1)).await.unwrap();
+    }
+    for name in ["one", "two", "three"] {
+        deployment_with(&deployments, &format!("{name}-web"), "the Deployment", |d| replicas(d) == Some(1)).await;
+        // A reconcile that looked the Deployment up and applied it. (Other tests' hosts may
+        // have created it first, so whether it was found depends on them.)
+        let case = eventually(Duration::from_secs(60), &format!("a case applying {name}-web"), || {
+            let cases = cases_of(dir.path(), &ns.name, name);
+            async move {
+                let applies =
+                    |c: &serde_json::Value| c["outcome"]["response"]["actions"].to_string().contains("Deployment");
+                cases.into_iter().find(applies).ok_or_else(|| "not yet".to_owned())
+            }
+        })
+        .await;
+        assert_eq!((&case["plugin"], &case["request"]["phase"]), (&json!("foo-deployment"), &json!("apply")), "{case}");
+        assert_eq!(case["request"]["object"]["metadata"]["name"], name, "{case}");
+        let lookup = &case["lookups"][0];
+        assert_eq!(
+            (&lookup["verb"], &lookup["kind"], &lookup["name"]),
+            (&json!("get"), &json!("apps/v1/Deployment"), &json!(format!("{name}-web"))),
+            "{case}"
+        );
+        let actions = case["outcome"]["response"]["actions"].to_string();
+        assert!(actions.contains(&format!("{name}-web")) && actions.contains("Deployment"), "{case}");
+        assert!(case["digest"].as_str().is_some_and(|d| d.len() == 64), "{case}");
+    }
+    drop(host);
+
+    // The version that recorded the cases replays every one the same.
+    let replay = |plugin: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmloop"))
+            .args(["replay", "-o", "json", "--plugin"])
+            .arg(common::component(plugin))
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        (out.status.code(), report)
+    };
+    let (code, report) = replay("foo_deployment");
+    assert_eq!(code, Some(0), "{report:#}");
+    let cases = report["cases"].as_array().unwrap();
+    assert!(cases.len() >= 3 && cases.iter().all(|c| c["result"] == "same"), "{report:#}");
+    assert_eq!(report["summary"]["same"], cases.len(), "{report:#}");
+
+    // A version with another image: each Foo's Deployment changes, and the diff shows it.
+    let (code, report) = replay("foo_deployment_next");
+    assert_eq!(code, Some(i32::from(wasmloop::commands::EXIT_CHANGED)), "{report:#}");
+    for name in ["one", "two", "three"] {
+        let changed = report["cases"].as_array().unwrap().iter().any(|c| {
+            let diff = c["diff"].as_str().unwrap_or_default();
+            c["case"].as_str().is_some_and(|f| f.contains(&format!("-{}-{name}", ns.name)))
+                && c["result"] == "changed"
+                && diff.contains("-")
+                && diff.contains("nginx:latest")
+                && diff.contains("nginx:1.27")
+        });
+        assert!(changed, "no changed case for {name}: {report:#}");
+    }
+}

@@ -32,6 +32,34 @@ pub enum Requirement {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Selector(pub Vec<Requirement>);
 
+/// The selector in its string form, as it parses back: `app=web,env in (a,b),!legacy`.
+///
+/// ```
+/// use wasmloop_contract::selector::Selector;
+/// let text = "app=web,tier!=cache,env in (a,b),env notin (c),legacy,!beta";
+/// let s: Selector = text.parse().unwrap();
+/// assert_eq!(s.to_string(), text);
+/// assert_eq!(s.to_string().parse::<Selector>().unwrap(), s);
+/// ```
+impl fmt::Display for Selector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, requirement) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            match requirement {
+                Requirement::Equals(k, v) => write!(f, "{k}={v}")?,
+                Requirement::NotEquals(k, v) => write!(f, "{k}!={v}")?,
+                Requirement::In(k, vs) => write!(f, "{k} in ({})", vs.join(","))?,
+                Requirement::NotIn(k, vs) => write!(f, "{k} notin ({})", vs.join(","))?,
+                Requirement::Exists(k) => write!(f, "{k}")?,
+                Requirement::DoesNotExist(k) => write!(f, "!{k}")?,
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A selector string that does not parse.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SelectorError {

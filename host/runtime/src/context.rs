@@ -10,6 +10,7 @@ use crate::identity::Identities;
 use crate::informer::Informers;
 use crate::metrics::Metrics;
 use crate::quarantine::Board;
+use crate::record::CaseSink;
 
 /// One host's connection to the cluster: the client, the discovery cache, the shared
 /// informers, the executor, the metrics, whom plugins act as and whether this host may
@@ -36,6 +37,8 @@ pub struct Context {
     /// True while this host may reconcile (it leads, or runs without leader election).
     /// Informers and queues run either way, so a standby's caches are warm when it takes over.
     pub leading: watch::Receiver<bool>,
+    /// Where each reconcile is recorded (`--record-dir`), if anywhere.
+    pub record: Option<CaseSink>,
 }
 
 impl Context {
@@ -49,6 +52,7 @@ impl Context {
             identities: Arc::new(Identities::host(client.clone())),
             quarantines: Arc::default(),
             write_buckets: Arc::default(),
+            record: None,
             client,
             kinds,
             metrics,
@@ -66,6 +70,12 @@ impl Context {
     /// This context with plugins acting as `identities` says.
     pub fn identities(mut self, identities: Identities) -> Context {
         self.identities = Arc::new(identities);
+        self
+    }
+
+    /// This context recording every reconcile into `sink`.
+    pub fn recording(mut self, sink: CaseSink) -> Context {
+        self.record = Some(sink);
         self
     }
 

@@ -14,6 +14,7 @@ pub mod informer;
 pub mod metrics;
 pub mod quarantine;
 pub mod queue;
+pub mod record;
 pub mod registry;
 pub mod writer;
 

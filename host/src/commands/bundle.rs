@@ -31,7 +31,9 @@ pub(super) fn run(args: &BundleArgs) -> anyhow::Result<ExitCode> {
         })
         .transpose()?;
     let component = std::fs::read(&args.plugin).with_context(|| format!("cannot read {}", args.plugin.display()))?;
-    let configmap = plugin_configmap::build(&args.name, &args.namespace, &component, config.as_deref())?;
+    let signature = args.signature.as_deref().map(read_signature).transpose()?;
+    let configmap =
+        plugin_configmap::build(&args.name, &args.namespace, &component, config.as_deref(), signature.as_deref())?;
     // apiVersion and kind first, as kubectl prints them.
     let value = serde_json::to_value(&configmap)?;
     let mut ordered = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap"});
@@ -42,4 +44,16 @@ pub(super) fn run(args: &BundleArgs) -> anyhow::Result<ExitCode> {
     }
     print!("{}", serde_saphyr::to_string(&ordered)?);
     Ok(ExitCode::SUCCESS)
+}
+
+/// A `.minisig` file, refused now rather than by the host if it is not a minisign signature.
+/// Whether its key is trusted is the host's to say: `bundle` does not know the host's keys.
+fn read_signature(path: &std::path::Path) -> anyhow::Result<String> {
+    let size = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?.len();
+    anyhow::ensure!(size <= 4096, "{} is {size} bytes, not a minisign signature (a .minisig file)", path.display());
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    minisign_verify::Signature::decode(&text).map_err(|e| {
+        anyhow::anyhow!("{} is not a minisign signature ({e}); pass the file `minisign -S` wrote", path.display())
+    })?;
+    Ok(text)
 }

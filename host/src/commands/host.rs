@@ -112,6 +112,12 @@ impl Host {
         if let Some(sink) = dry_run {
             context = context.dry_run(sink);
         }
+        if let Some(dir) = &args.record_dir {
+            let keep = usize::try_from(args.record_keep).unwrap_or(usize::MAX);
+            let bounds = crate::recording::Bounds { keep, max_bytes: args.record_max_bytes };
+            context = context.recording(crate::recording::open(dir, bounds)?);
+            tracing::info!(dir = %dir.display(), keep, max_bytes = args.record_max_bytes, "recording every reconcile");
+        }
         let drain = Duration::from_secs(config.shutdown_timeout_seconds.unwrap_or(30));
         let loader: Loader = {
             let (sandbox, limits) = (sandbox.clone(), args.sandbox.clone());

@@ -10,9 +10,11 @@ mod dev;
 mod host;
 mod inspect;
 mod reconcile;
+mod replay;
 mod run;
 
 pub use common::EXIT_PLUGIN_ERROR;
+pub use replay::EXIT_CHANGED;
 
 /// Runs a command.
 ///
@@ -25,5 +27,6 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::run(&args),
         Command::Dev(args) => dev::run(&args),
         Command::Bundle(args) => bundle::run(&args),
+        Command::Replay(args) => replay::run(&args),
     }
 }

@@ -1,6 +1,7 @@
 //! `wasmloop run`: every plugin against the cluster, in one process.
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use wasmloop_sandbox::{Plugin, Sandbox};
@@ -9,6 +10,7 @@ use super::common;
 use super::host::{Host, shutdown_signal};
 use crate::cli::{PluginIdentity, RunArgs};
 use crate::host_config::HostConfig;
+use crate::pinning::TrustedKeys;
 use crate::sources::configmaps::ConfigMapSource;
 
 pub(super) fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
@@ -55,6 +57,10 @@ async fn serve(args: &RunArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
         host.readiness.ready(&item);
         tracing::info!(plugin = %name, "{loaded}");
     }
+    let trusted = args.trusted_keys.as_deref().map(TrustedKeys::read).transpose()?.map(Arc::new);
+    if let Some(keys) = &trusted {
+        tracing::info!(keys = %keys.ids(), "ConfigMap plugins must be signed by one of these minisign keys");
+    }
     for namespace in &args.plugin_namespaces {
         let source = ConfigMapSource::new(
             host.client.clone(),
@@ -63,6 +69,7 @@ async fn serve(args: &RunArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
             host.readiness.clone(),
             host.leading.clone(),
             host.quarantines.clone(),
+            trusted.clone(),
         );
         tokio::spawn(source.run());
         tracing::info!(namespace, "loading plugins from ConfigMaps labelled wasmloop.dev/plugin");

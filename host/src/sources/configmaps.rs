@@ -22,6 +22,7 @@ use wasmloop_runtime::quarantine::Board;
 use wasmloop_runtime::registry::{Candidate, Loaded, Registry, RegistryError};
 
 use crate::endpoints::Readiness;
+use crate::pinning::{self, TrustedKeys};
 use crate::plugin_configmap::{self, PLUGIN_LABEL, STATUS_ANNOTATION};
 
 /// How long before a plugin that failed to start (a kind not served yet, a cache that did
@@ -53,9 +54,9 @@ struct Seen {
     retry_pending: bool,
 }
 
-/// What a ConfigMap offers, as far as loading goes: the component's digest, the configuration
-/// and the ServiceAccount annotation.
-type Content = (String, Option<String>, Option<String>);
+/// What a ConfigMap offers, as far as loading goes: the component's digest, the configuration,
+/// the ServiceAccount annotation, the pin and the signature.
+type Content = (String, Option<String>, Option<String>, Option<String>, Option<String>);
 
 /// A version serving from a ConfigMap, as its status shows it.
 #[derive(Clone)]
@@ -81,6 +82,8 @@ pub struct ConfigMapSource {
     leading: watch::Receiver<bool>,
     /// The host's quarantined plugins, shown on their ConfigMaps' status.
     quarantines: Arc<Board>,
+    /// When set, only components signed by one of these keys load.
+    trusted: Option<Arc<TrustedKeys>>,
 }
 
 /// The `wasmloop.dev/status` annotation of a ConfigMap: what serves from it, the last refusal,
@@ -112,6 +115,7 @@ impl ConfigMapSource {
         readiness: Arc<Readiness>,
         leading: watch::Receiver<bool>,
         quarantines: Arc<Board>,
+        trusted: Option<Arc<TrustedKeys>>,
     ) -> Self {
         readiness.pending(&Self::readiness_item(namespace), "plugin ConfigMaps not listed yet");
         let (retry, retries) = mpsc::unbounded_channel();
@@ -120,6 +124,7 @@ impl ConfigMapSource {
             retries: Some(retries),
             leading,
             quarantines,
+            trusted,
             api: Api::namespaced(client.clone(), namespace),
             namespace: namespace.to_owned(),
             registry,
@@ -180,7 +185,7 @@ impl ConfigMapSource {
         let payload = match plugin_configmap::read(cm) {
             Ok(payload) => payload,
             Err(error) => {
-                let content = (String::new(), Some(error.to_string()), None);
+                let content = (String::new(), Some(error.to_string()), None, None, None);
                 if self.seen.get(&name).and_then(|s| s.handled.as_ref()) != Some(&content) {
                     let seen = self.seen.entry(name.clone()).or_default();
                     seen.handled = Some(content);
@@ -190,13 +195,21 @@ impl ConfigMapSource {
             }
         };
         let annotation = cm.annotations().get(SERVICE_ACCOUNT_ANNOTATION).cloned();
-        let content = (wasmloop_sandbox::digest(&payload.component), payload.config.clone(), annotation.clone());
+        let digest = wasmloop_sandbox::digest(&payload.component);
+        let content =
+            (digest, payload.config.clone(), annotation.clone(), payload.pin.clone(), payload.signature.clone());
         // The same content was handled already: this is the echo of our own status write, or
         // an edit elsewhere in the ConfigMap.
         if self.seen.get(&name).and_then(|s| s.handled.as_ref()) == Some(&content) {
             return;
         }
         self.seen.entry(name.clone()).or_default().handled = Some(content);
+        let (pin, signature) = (payload.pin.as_deref(), payload.signature.as_deref());
+        if let Err(error) = pinning::check(&payload.component, pin, signature, self.trusted.as_deref()) {
+            let message = format!("plugin {}: {error}{}", payload.name, self.keeps(&name));
+            self.rejected(cm, error.reason(), &message).await;
+            return;
+        }
         tracing::info!(configmap = %source, plugin = %payload.name, "loading the plugin this ConfigMap ships");
         let account = match annotation {
             // The ServiceAccount is always in the ConfigMap's namespace: whoever may write

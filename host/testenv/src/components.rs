@@ -12,7 +12,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 /// Every plugin and test guest, as `scripts/build-plugins` lists them.
-pub const GUESTS: [&str; 9] = [
+pub const GUESTS: [&str; 10] = [
     "foo-deployment",
     "pod-logger",
     "node-image-watch",
@@ -22,6 +22,7 @@ pub const GUESTS: [&str; 9] = [
     "stale-contract-plugin",
     "labeler-plugin",
     "labeler-v2-plugin",
+    "foo-deployment-next",
 ];
 
 /// The target directory the tests were built in (`CARGO_TARGET_DIR`, else the workspace's).

@@ -16,6 +16,13 @@ use serde::Deserialize;
 use serde_json::json;
 use wasmloop_sdk::prelude::*;
 
+/// The container image: sample-controller's `nginx:latest`, unless the build sets
+/// `FOO_DEPLOYMENT_IMAGE` (the replay tests' next version does).
+const IMAGE: &str = match option_env!("FOO_DEPLOYMENT_IMAGE") {
+    Some(image) => image,
+    None => "nginx:latest",
+};
+
 /// The Foo custom resource, reduced to the fields this plugin reads. Everything else in the
 /// object (managed fields, annotations) is skipped by the parser, not materialised.
 #[derive(Debug, Deserialize)]
@@ -115,7 +122,7 @@ pub fn desired_deployment(foo: &Foo) -> Deployment {
                 spec: Some(PodSpec {
                     containers: vec![Container {
                         name: "nginx".into(),
-                        image: Some("nginx:latest".into()),
+                        image: Some(IMAGE.into()),
                         ..Container::default()
                     }],
                     ..PodSpec::default()

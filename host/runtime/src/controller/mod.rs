@@ -291,6 +291,7 @@ impl Controller {
             running: OnceLock::new(),
             serving: AtomicBool::new(false),
             memory: Memory::default(),
+            record: context.record.clone(),
         });
         // Subscribe before the first full enqueue, so no change falls between the two.
         let mut tasks = Vec::new();

@@ -14,6 +14,7 @@ use crate::informer::Informer;
 use crate::metrics::{Metrics, PluginMetrics};
 use crate::quarantine::{Board, Health};
 use crate::queue::WorkQueue;
+use crate::record::CaseSink;
 
 /// One version of a plugin's controller, as its tasks see it.
 pub(super) struct Shared {
@@ -47,6 +48,8 @@ pub(super) struct Shared {
     /// True once the workers run; a prepared version's queue is not yet the plugin's.
     pub(super) serving: AtomicBool,
     pub(super) memory: Memory,
+    /// Where each reconcile is recorded, if anywhere.
+    pub(super) record: Option<CaseSink>,
 }
 
 impl Shared {

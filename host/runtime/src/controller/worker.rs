@@ -17,6 +17,7 @@ use crate::executor::Executor;
 use crate::informer::Entry;
 use crate::metrics::Outcome as MetricOutcome;
 use crate::quarantine::{Admission, Transition};
+use crate::record::{self, Recording};
 
 /// How long a key waits when an older version's reconcile still holds it.
 const BUSY_RETRY: Duration = Duration::from_millis(100);
@@ -271,10 +272,17 @@ async fn call(shared: &Arc<Shared>, key: &Key, entry: Arc<Entry>, phase: Phase, 
         attempt,
         config: shared.config.plugin_config.clone(),
     };
-    let services: Arc<dyn HostServices> = shared.cache.clone();
+    let recording = shared.record.is_some().then(|| Recording::new(shared.cache.clone()));
+    let services: Arc<dyn HostServices> = match &recording {
+        Some(recording) => recording.clone(),
+        None => shared.cache.clone(),
+    };
     // A future on this task: the guest's log lines stay in the reconcile's span, and the
     // deadline holds even while the guest waits in a host call.
     let (result, timings) = shared.plugin.reconcile_timed(&request, services).await;
+    if let (Some(sink), Some(recording)) = (&shared.record, recording) {
+        sink(record::case(&shared.plugin, &request, &recording, &result));
+    }
     shared.plugin_metrics.instantiated(timings.instantiate);
     // The guest answered, even with an error of its own; traps and broken limits are the
     // failures that say the plugin itself is sick.

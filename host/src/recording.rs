@@ -1,0 +1,234 @@
+//! The case store of `--record-dir`: one YAML file per recorded reconcile, under a directory
+//! per plugin, named by time and object (`DIR/<plugin>/<time>-<namespace>-<name>.yaml`).
+//!
+//! The store is bounded twice: the newest `keep` cases per plugin, and `max_bytes` over the
+//! whole directory (the oldest cases go first). Files are written on one thread of their
+//! own, fed through a bounded channel: a slow disk drops cases (counted in the log), never
+//! holds a reconcile back.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+
+use anyhow::Context as _;
+use wasmloop_runtime::record::{Case, CaseSink};
+
+/// Cases waiting for the writer; past this, new cases are dropped.
+const BACKLOG: usize = 256;
+
+/// How much a store keeps.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    /// Cases per plugin.
+    pub keep: usize,
+    /// Bytes over the whole store.
+    pub max_bytes: u64,
+}
+
+/// Opens (creating it) the store in `dir` and returns the sink that feeds it.
+///
+/// # Errors
+/// When the directory cannot be created or listed.
+pub fn open(dir: &Path, bounds: Bounds) -> anyhow::Result<CaseSink> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create the record directory {}", dir.display()))?;
+    let mut store = Store { dir: dir.to_owned(), bounds, files: VecDeque::new(), bytes: 0 };
+    store.scan().with_context(|| format!("cannot list the record directory {}", dir.display()))?;
+    let (send, receive) = std::sync::mpsc::sync_channel(BACKLOG);
+    std::thread::Builder::new()
+        .name("wasmloop-record".into())
+        .spawn(move || store.run(receive))
+        .context("cannot start the record writer")?;
+    Ok(sink(send))
+}
+
+fn sink(send: SyncSender<Case>) -> CaseSink {
+    Arc::new(move |case: Case| match send.try_send(case) {
+        Ok(()) => {}
+        Err(TrySendError::Full(case)) => {
+            tracing::warn!(plugin = %case.plugin, "the record writer is behind: a case was dropped");
+        }
+        Err(TrySendError::Disconnected(_)) => {}
+    })
+}
+
+/// The files of the store, oldest first, with their sizes.
+struct Store {
+    dir: PathBuf,
+    bounds: Bounds,
+    files: VecDeque<(PathBuf, String, u64)>,
+    bytes: u64,
+}
+
+impl Store {
+    /// Takes in the cases a previous run left, so the bounds hold across restarts.
+    fn scan(&mut self) -> std::io::Result<()> {
+        let mut found = Vec::new();
+        for plugin in std::fs::read_dir(&self.dir)? {
+            let plugin = plugin?;
+            if !plugin.file_type()?.is_dir() {
+                continue;
+            }
+            let name = plugin.file_name().to_string_lossy().into_owned();
+            for file in std::fs::read_dir(plugin.path())? {
+                let file = file?;
+                if file.path().extension().is_some_and(|e| e == "yaml") {
+                    found.push((file.file_name(), file.path(), name.clone(), file.metadata()?.len()));
+                }
+            }
+        }
+        // Names start with the time: their order is the cases' order.
+        found.sort();
+        for (_, path, plugin, size) in found {
+            self.bytes += size;
+            self.files.push_back((path, plugin, size));
+        }
+        Ok(())
+    }
+
+    fn run(mut self, cases: Receiver<Case>) {
+        for case in cases {
+            if let Err(error) = self.write(&case) {
+                tracing::warn!(plugin = %case.plugin, %error, "cannot record a case");
+            }
+        }
+    }
+
+    fn write(&mut self, case: &Case) -> anyhow::Result<()> {
+        let dir = self.dir.join(&case.plugin);
+        std::fs::create_dir_all(&dir)?;
+        let name = file_name(case);
+        let mut path = dir.join(&name);
+        // Two calls on one object within a microsecond: keep both.
+        let mut n = 1;
+        while path.exists() {
+            path = dir.join(name.replace(".yaml", &format!("-{n}.yaml")));
+            n += 1;
+        }
+        // Through serde_json::Value so enums print as plain maps, not YAML tags.
+        let text = serde_saphyr::to_string(&serde_json::to_value(case)?)?;
+        // Written whole or not at all: a replay may read the directory meanwhile.
+        let partial = path.with_extension("yaml.partial");
+        std::fs::write(&partial, &text)?;
+        std::fs::rename(&partial, &path)?;
+        self.bytes += text.len() as u64;
+        self.files.push_back((path, case.plugin.clone(), text.len() as u64));
+        self.trim(&case.plugin);
+        Ok(())
+    }
+
+    /// Removes the oldest cases past either bound.
+    fn trim(&mut self, plugin: &str) {
+        let mut of_plugin = self.files.iter().filter(|(_, p, _)| p == plugin).count();
+        let mut index = 0;
+        while index < self.files.len() && (of_plugin > self.bounds.keep || self.bytes > self.bounds.max_bytes) {
+            let over_bytes = self.bytes > self.bounds.max_bytes;
+            let mine = self.files[index].1 == plugin;
+            if over_bytes || (mine && of_plugin > self.bounds.keep) {
+                let (path, owner, size) = self.files.remove(index).expect("in range");
+                let _ = std::fs::remove_file(&path);
+                self.bytes -= size;
+                if owner == plugin {
+                    of_plugin -= 1;
+                }
+            } else {
+                index += 1;
+            }
+        }
+    }
+}
+
+/// `<time>-<namespace>-<name>.yaml`: names and namespaces are DNS labels or subdomains, so
+/// the name is safe on any file system; the time sorts.
+fn file_name(case: &Case) -> String {
+    let meta = &case.request.object["metadata"];
+    let text = |field: &str| meta[field].as_str().unwrap_or("").to_owned();
+    let safe =
+        |s: String| s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '-' }).collect::<String>();
+    let time = case.recorded_at.replace(':', "");
+    let namespace = text("namespace");
+    let place =
+        if namespace.is_empty() { safe(text("name")) } else { format!("{}-{}", safe(namespace), safe(text("name"))) };
+    format!("{time}-{place}.yaml")
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use wasmloop_runtime::record::{Outcome, RecordedRequest};
+
+    use super::*;
+
+    fn case(plugin: &str, name: &str, at: &str, padding: usize) -> Case {
+        Case {
+            plugin: plugin.into(),
+            version: "1.0.0".into(),
+            digest: "d".into(),
+            recorded_at: at.into(),
+            request: RecordedRequest {
+                phase: "apply".into(),
+                object: json!({"metadata": {"namespace": "ns", "name": name}, "pad": "x".repeat(padding)}),
+                owned: Vec::new(),
+                previous: None,
+                attempt: 0,
+                config: json!({}),
+            },
+            lookups: Vec::new(),
+            truncated: false,
+            outcome: Outcome::Response(json!({"actions": []})),
+        }
+    }
+
+    fn names(dir: &Path, plugin: &str) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir.join(plugin))
+            .map(|d| d.map(|f| f.unwrap().file_name().to_string_lossy().into_owned()).collect())
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+
+    fn store(dir: &Path, keep: usize, max_bytes: u64) -> Store {
+        let mut store =
+            Store { dir: dir.to_owned(), bounds: Bounds { keep, max_bytes }, files: VecDeque::new(), bytes: 0 };
+        store.scan().unwrap();
+        store
+    }
+
+    #[test]
+    fn each_plugin_keeps_its_newest_cases() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = store(dir.path(), 2, u64::MAX);
+        for (i, plugin) in ["a", "a", "b", "a"].iter().enumerate() {
+            store.write(&case(plugin, &format!("o{i}"), &format!("2026-11-23T10:00:0{i}Z"), 0)).unwrap();
+        }
+        assert_eq!(names(dir.path(), "a"), ["2026-11-23T100001Z-ns-o1.yaml", "2026-11-23T100003Z-ns-o3.yaml"]);
+        assert_eq!(names(dir.path(), "b"), ["2026-11-23T100002Z-ns-o2.yaml"]);
+    }
+
+    #[test]
+    fn the_store_keeps_under_its_byte_cap_oldest_first_across_plugins_and_restarts() {
+        let dir = tempfile::tempdir().unwrap();
+        let sample = serde_json::to_value(case("a", "o0", "2026-11-23T10:00:00Z", 1000)).unwrap();
+        let one = serde_saphyr::to_string(&sample).unwrap().len() as u64;
+        let mut first = store(dir.path(), 100, 2 * one + one / 2);
+        first.write(&case("a", "o0", "2026-11-23T10:00:00Z", 1000)).unwrap();
+        first.write(&case("b", "o1", "2026-11-23T10:00:01Z", 1000)).unwrap();
+        // A restart reads what is there before it writes.
+        let mut second = store(dir.path(), 100, 2 * one + one / 2);
+        second.write(&case("b", "o2", "2026-11-23T10:00:02Z", 1000)).unwrap();
+        assert_eq!(names(dir.path(), "a"), Vec::<String>::new());
+        assert_eq!(names(dir.path(), "b"), ["2026-11-23T100001Z-ns-o1.yaml", "2026-11-23T100002Z-ns-o2.yaml"]);
+    }
+
+    #[test]
+    fn a_case_file_reads_back_as_the_case() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = store(dir.path(), 10, u64::MAX);
+        let written = case("a", "o", "2026-11-23T10:00:00Z", 3);
+        store.write(&written).unwrap();
+        let path = dir.path().join("a").join(&names(dir.path(), "a")[0]);
+        let text = std::fs::read_to_string(path).unwrap();
+        let read: Case = serde_saphyr::from_str_with_options(&text, crate::input::yaml_options()).unwrap();
+        assert_eq!(read, written);
+    }
+}

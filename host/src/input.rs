@@ -27,6 +27,16 @@ pub fn yaml_options() -> serde_saphyr::Options {
     }
 }
 
+/// [`yaml_options`] with the parser's default budget: for files only the host writes (recorded
+/// cases), which hold no anchors, so an alias bomb in one is refused rather than expanded.
+pub fn case_yaml_options() -> serde_saphyr::Options {
+    serde_saphyr::options! {
+        strict_booleans: true,
+        leading_zero_numbers_as_strings: true,
+        underscored_numbers_as_strings: true,
+    }
+}
+
 /// A YAML error in its author's terms: what and where, without the source snippet, and
 /// without the parser's advice, which is for programmers embedding it.
 pub fn yaml_error(e: &serde_saphyr::Error) -> String {

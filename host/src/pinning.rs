@@ -183,7 +183,8 @@ fn parse_pin(pin: &str) -> Result<&str, PinError> {
         Some(hex) if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) => {
             Ok(hex)
         }
-        _ => Err(PinError::BadPin(pin.to_owned())),
+        // Echoed into the status and an Event: cut, as an annotation may hold 256 KiB.
+        _ => Err(PinError::BadPin(pin.chars().take(80).collect())),
     }
 }
 
@@ -200,10 +201,9 @@ fn key_id(base64_line: &str) -> Option<String> {
     Some(format!("{:016X}", u64::from_le_bytes(number)))
 }
 
-/// The key id of a `.minisig` text: from its first line that is not a comment.
+/// The key id of a `.minisig` text: from its second line, the one `Signature::decode` reads.
 fn signature_key_id(text: &str) -> Option<String> {
-    let line = text.lines().map(str::trim).find(|l| !l.is_empty() && !l.contains("comment:"))?;
-    key_id(line)
+    key_id(text.lines().nth(1)?)
 }
 
 #[cfg(test)]
@@ -228,7 +228,9 @@ mod tests {
         let pin = pin_of(&component());
         let wrong_pin = format!("sha256:{}", "0".repeat(64));
         let tampered = [component().as_slice(), b"!"].concat();
-        let cases: [(&str, &[u8], Option<&str>, Option<&str>, bool, Option<&str>); 10] = [
+        // name, component, pin, signature, keys trusted, the refusal expected
+        type Case<'a> = (&'a str, &'a [u8], Option<&'a str>, Option<&'a str>, bool, Option<&'a str>);
+        let cases: [Case; 10] = [
             ("nothing asked", &component(), None, None, false, None),
             ("the pinned component", &component(), Some(&pin), None, false, None),
             ("another component", &component(), Some(&wrong_pin), None, false, Some("DigestMismatch")),

@@ -43,10 +43,15 @@ pub fn open(dir: &Path, bounds: Bounds) -> anyhow::Result<CaseSink> {
 }
 
 fn sink(send: SyncSender<Case>) -> CaseSink {
+    let dropped = std::sync::atomic::AtomicU64::new(0);
     Arc::new(move |case: Case| match send.try_send(case) {
         Ok(()) => {}
         Err(TrySendError::Full(case)) => {
-            tracing::warn!(plugin = %case.plugin, "the record writer is behind: a case was dropped");
+            // Said at the 1st, 2nd, 4th, 8th... drop: a slow disk must not also flood the log.
+            let n = dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            if n.is_power_of_two() {
+                tracing::warn!(plugin = %case.plugin, dropped = n, "the record writer is behind: cases dropped");
+            }
         }
         Err(TrySendError::Disconnected(_)) => {}
     })
@@ -69,11 +74,15 @@ impl Store {
             if !plugin.file_type()?.is_dir() {
                 continue;
             }
-            let name = plugin.file_name().to_string_lossy().into_owned();
+            let plugin_name = plugin.file_name().to_string_lossy().into_owned();
             for file in std::fs::read_dir(plugin.path())? {
                 let file = file?;
-                if file.path().extension().is_some_and(|e| e == "yaml") {
-                    found.push((file.file_name(), file.path(), name.clone(), file.metadata()?.len()));
+                let name = file.file_name().to_string_lossy().into_owned();
+                if name.ends_with(".yaml.partial") {
+                    // A write the last run did not finish.
+                    let _ = std::fs::remove_file(file.path());
+                } else if is_case_file(&name) {
+                    found.push((file.file_name(), file.path(), plugin_name.clone(), file.metadata()?.len()));
                 }
             }
         }
@@ -95,6 +104,13 @@ impl Store {
     }
 
     fn write(&mut self, case: &Case) -> anyhow::Result<()> {
+        // Through serde_json::Value so enums print as plain maps, not YAML tags.
+        let text = serde_saphyr::to_string(&serde_json::to_value(case)?)?;
+        anyhow::ensure!(
+            (text.len() as u64) <= self.bounds.max_bytes / 4,
+            "its {} bytes are more than a quarter of --record-max-bytes; not kept, so that it cannot evict every other case",
+            text.len()
+        );
         let dir = self.dir.join(&case.plugin);
         std::fs::create_dir_all(&dir)?;
         let name = file_name(case);
@@ -105,12 +121,12 @@ impl Store {
             path = dir.join(name.replace(".yaml", &format!("-{n}.yaml")));
             n += 1;
         }
-        // Through serde_json::Value so enums print as plain maps, not YAML tags.
-        let text = serde_saphyr::to_string(&serde_json::to_value(case)?)?;
         // Written whole or not at all: a replay may read the directory meanwhile.
         let partial = path.with_extension("yaml.partial");
-        std::fs::write(&partial, &text)?;
-        std::fs::rename(&partial, &path)?;
+        if let Err(error) = std::fs::write(&partial, &text).and_then(|()| std::fs::rename(&partial, &path)) {
+            let _ = std::fs::remove_file(&partial);
+            return Err(error.into());
+        }
         self.bytes += text.len() as u64;
         self.files.push_back((path, case.plugin.clone(), text.len() as u64));
         self.trim(&case.plugin);
@@ -138,18 +154,41 @@ impl Store {
     }
 }
 
-/// `<time>-<namespace>-<name>.yaml`: names and namespaces are DNS labels or subdomains, so
-/// the name is safe on any file system; the time sorts.
+/// `<time>-<namespace>-<name>.yaml`, the time in UTC to the nanosecond at a fixed width so
+/// that names sort as the cases were made; namespace and name cut to 60 characters each, so
+/// the name fits any file system's 255 bytes.
 fn file_name(case: &Case) -> String {
     let meta = &case.request.object["metadata"];
-    let text = |field: &str| meta[field].as_str().unwrap_or("").to_owned();
-    let safe =
-        |s: String| s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '-' }).collect::<String>();
-    let time = case.recorded_at.replace(':', "");
-    let namespace = text("namespace");
-    let place =
-        if namespace.is_empty() { safe(text("name")) } else { format!("{}-{}", safe(namespace), safe(text("name"))) };
+    let part = |field: &str| -> String {
+        let text = meta[field].as_str().unwrap_or("");
+        text.chars().take(60).map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '-' }).collect()
+    };
+    let time = case
+        .recorded_at
+        .parse::<k8s_openapi::jiff::Timestamp>()
+        .map(|t| format!("{}{:09}Z", t.strftime("%Y-%m-%dT%H%M%S."), t.subsec_nanosecond()))
+        .unwrap_or_else(|_| "0000-00-00T000000.000000000Z".to_owned());
+    let place = match part("namespace") {
+        namespace if namespace.is_empty() => part("name"),
+        namespace => format!("{namespace}-{}", part("name")),
+    };
     format!("{time}-{place}.yaml")
+}
+
+/// Whether a file in a plugin's directory is a case this store wrote: its name starts with
+/// the time, as [`file_name`] writes it. The store deletes only those.
+fn is_case_file(name: &str) -> bool {
+    // YYYY-MM-DDTHHMMSS.nnnnnnnnnZ-...
+    let b = name.as_bytes();
+    let digits = |range: std::ops::Range<usize>| b[range].iter().all(u8::is_ascii_digit);
+    name.ends_with(".yaml")
+        && b.len() > 29
+        && digits(0..4)
+        && b[10] == b'T'
+        && b[17] == b'.'
+        && digits(18..27)
+        && b[27] == b'Z'
+        && b[28] == b'-'
 }
 
 #[cfg(test)]
@@ -201,8 +240,11 @@ mod tests {
         for (i, plugin) in ["a", "a", "b", "a"].iter().enumerate() {
             store.write(&case(plugin, &format!("o{i}"), &format!("2026-11-23T10:00:0{i}Z"), 0)).unwrap();
         }
-        assert_eq!(names(dir.path(), "a"), ["2026-11-23T100001Z-ns-o1.yaml", "2026-11-23T100003Z-ns-o3.yaml"]);
-        assert_eq!(names(dir.path(), "b"), ["2026-11-23T100002Z-ns-o2.yaml"]);
+        assert_eq!(
+            names(dir.path(), "a"),
+            ["2026-11-23T100001.000000000Z-ns-o1.yaml", "2026-11-23T100003.000000000Z-ns-o3.yaml"]
+        );
+        assert_eq!(names(dir.path(), "b"), ["2026-11-23T100002.000000000Z-ns-o2.yaml"]);
     }
 
     #[test]
@@ -210,14 +252,40 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let sample = serde_json::to_value(case("a", "o0", "2026-11-23T10:00:00Z", 1000)).unwrap();
         let one = serde_saphyr::to_string(&sample).unwrap().len() as u64;
-        let mut first = store(dir.path(), 100, 2 * one + one / 2);
+        let cap = 4 * one + one / 2;
+        let mut first = store(dir.path(), 100, cap);
         first.write(&case("a", "o0", "2026-11-23T10:00:00Z", 1000)).unwrap();
-        first.write(&case("b", "o1", "2026-11-23T10:00:01Z", 1000)).unwrap();
+        for i in 1..4 {
+            first.write(&case("b", &format!("o{i}"), &format!("2026-11-23T10:00:0{i}Z"), 1000)).unwrap();
+        }
         // A restart reads what is there before it writes.
-        let mut second = store(dir.path(), 100, 2 * one + one / 2);
-        second.write(&case("b", "o2", "2026-11-23T10:00:02Z", 1000)).unwrap();
+        let mut second = store(dir.path(), 100, cap);
+        second.write(&case("b", "o4", "2026-11-23T10:00:04Z", 1000)).unwrap();
         assert_eq!(names(dir.path(), "a"), Vec::<String>::new());
-        assert_eq!(names(dir.path(), "b"), ["2026-11-23T100001Z-ns-o1.yaml", "2026-11-23T100002Z-ns-o2.yaml"]);
+        assert_eq!(names(dir.path(), "b").len(), 4);
+    }
+
+    #[test]
+    fn the_store_deletes_only_files_it_wrote_and_names_sort_by_time() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("a")).unwrap();
+        std::fs::write(dir.path().join("a/01-netcfg.yaml"), "mine: true\n").unwrap();
+        std::fs::write(dir.path().join("a/x.yaml.partial"), "half").unwrap();
+        let mut store = store(dir.path(), 1, u64::MAX);
+        // A whole second sorts before a later fraction of it, as it was made.
+        store.write(&case("a", "o0", "2026-11-23T10:00:00Z", 0)).unwrap();
+        store.write(&case("a", "o1", "2026-11-23T10:00:00.5Z", 0)).unwrap();
+        assert_eq!(names(dir.path(), "a"), ["01-netcfg.yaml", "2026-11-23T100000.500000000Z-ns-o1.yaml"]);
+    }
+
+    #[test]
+    fn a_case_too_large_for_the_store_is_refused_rather_than_evicting_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = store(dir.path(), 100, 64 << 10);
+        store.write(&case("a", "small", "2026-11-23T10:00:00Z", 10)).unwrap();
+        let error = store.write(&case("b", "huge", "2026-11-23T10:00:01Z", 32 << 10)).unwrap_err().to_string();
+        assert!(error.contains("quarter of --record-max-bytes"), "{error}");
+        assert_eq!(names(dir.path(), "a").len(), 1);
     }
 
     #[test]

@@ -11,8 +11,8 @@ use std::sync::Mutex;
 use serde::Serialize;
 use serde_json::Value;
 use similar::TextDiff;
-use wasmloop_runtime::record::{Lookup, Outcome, PageAsked};
-use wasmloop_sandbox::{Gvk, HostServices, ListKey, ListPage, Object, Selector, object_from_value};
+use wasmloop_runtime::record::{Lookup, Outcome, PageAsked, kind_text};
+use wasmloop_sandbox::{CacheDenied, Gvk, HostServices, ListKey, ListPage, Object, Selector, object_from_value};
 
 /// How a case replayed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -20,7 +20,7 @@ use wasmloop_sandbox::{Gvk, HostServices, ListKey, ListPage, Object, Selector, o
 pub enum Verdict {
     /// The same response, or the same failure.
     Same,
-    /// Another response.
+    /// Another response, or another failure (message, or whether it is retried).
     Changed,
     /// The recording succeeded; the new version fails.
     NewError,
@@ -52,7 +52,12 @@ pub fn judge(then: &Outcome, now: &Outcome, missing: &[String]) -> Verdict {
     match (then, now) {
         (Outcome::Response(a), Outcome::Response(b)) if a == b => Verdict::Same,
         (Outcome::Response(_), Outcome::Response(_)) => Verdict::Changed,
-        (Outcome::Error { .. }, Outcome::Error { .. }) => Verdict::Same,
+        (Outcome::Error { message: a, transient: x }, Outcome::Error { message: b, transient: y })
+            if a == b && x == y =>
+        {
+            Verdict::Same
+        }
+        (Outcome::Error { .. }, Outcome::Error { .. }) => Verdict::Changed,
         (Outcome::Response(_), Outcome::Error { .. }) => Verdict::NewError,
         (Outcome::Error { .. }, Outcome::Response(_)) => Verdict::Fixed,
     }
@@ -69,14 +74,6 @@ pub fn diff(then: &Outcome, now: &Outcome) -> String {
         return String::new();
     }
     TextDiff::from_lines(&a, &b).unified_diff().context_radius(3).header("recorded", "replayed").to_string()
-}
-
-fn kind_text(kind: &Gvk) -> String {
-    if kind.group.is_empty() {
-        format!("{}/{}", kind.version, kind.kind)
-    } else {
-        format!("{}/{}/{}", kind.group, kind.version, kind.kind)
-    }
 }
 
 /// The cache of one replayed case: the recorded answers, and what was asked beyond them.
@@ -123,6 +120,18 @@ fn place(namespace: Option<&str>, name: &str) -> String {
 }
 
 impl HostServices for ReplayCache {
+    fn denied(&self, kind: &Gvk, namespace: Option<&str>) -> Option<CacheDenied> {
+        let text = kind_text(kind);
+        self.lookups.iter().find_map(|l| match l {
+            Lookup::Denied(d) if d.kind == text && d.namespace.as_deref() == namespace => Some(if d.revoked {
+                CacheDenied::Revoked(d.why.clone())
+            } else {
+                CacheDenied::OutOfScope(d.why.clone())
+            }),
+            _ => None,
+        })
+    }
+
     fn get(&self, kind: &Gvk, namespace: Option<&str>, name: &str) -> Option<Object> {
         let text = kind_text(kind);
         let found = self.lookups.iter().find_map(|l| match l {
@@ -196,10 +205,12 @@ mod tests {
         let response = |image: &str| Outcome::Response(json!({"actions": [{"image": image}]}));
         let error = |m: &str| Outcome::Error { message: m.into(), transient: false };
         let missing = ["get v1/Secret ns/s".to_owned()];
-        let cases: [(&str, Outcome, Outcome, &[String], Verdict); 7] = [
+        let cases: [(&str, Outcome, Outcome, &[String], Verdict); 9] = [
             ("the same response", response("a"), response("a"), &[], Verdict::Same),
             ("another response", response("a"), response("b"), &[], Verdict::Changed),
-            ("still failing", error("x"), error("y"), &[], Verdict::Same),
+            ("failing the same", error("x"), error("x"), &[], Verdict::Same),
+            ("failing otherwise", error("x"), error("y"), &[], Verdict::Changed),
+            ("now retried", error("x"), Outcome::Error { message: "x".into(), transient: true }, &[], Verdict::Changed),
             ("now failing", response("a"), error("x"), &[], Verdict::NewError),
             ("now working", error("x"), response("a"), &[], Verdict::Fixed),
             ("same, but it read more", response("a"), response("a"), &missing, Verdict::NotRecorded),

@@ -180,7 +180,10 @@ fn cases_of(dir: &Path, ns: &str, name: &str) -> Vec<serde_json::Value> {
     let Ok(files) = std::fs::read_dir(dir.join("foo-deployment")) else { return Vec::new() };
     let mut cases: Vec<(String, serde_json::Value)> = files
         .filter_map(|f| f.ok())
-        .filter(|f| f.file_name().to_string_lossy().contains(&format!("-{ns}-{name}")))
+        .filter(|f| {
+            let file = f.file_name().to_string_lossy().into_owned();
+            file.ends_with(".yaml") && file.contains(&format!("-{ns}-{name}"))
+        })
         .filter_map(|f| {
             let text = std::fs::read_to_string(f.path()).ok()?;
             let case = serde_saphyr::from_str_with_options(&text, wasmloop::input::yaml_options()).ok()?;

@@ -110,6 +110,24 @@ pub enum Lookup {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         resume: Option<ListKey>,
     },
+    /// A look-up refused before it was answered.
+    Denied(Denial),
+}
+
+/// A look-up the cache refused before answering (a revoked grant, a namespace outside the
+/// plugin's scope).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Denial {
+    /// `apiVersion/Kind`.
+    pub kind: String,
+    /// The namespace asked, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// True for a revoked grant, false for a namespace outside the plugin's scope.
+    pub revoked: bool,
+    /// Why, as the plugin was told.
+    pub why: String,
 }
 
 /// A page asked for.
@@ -139,24 +157,53 @@ pub enum Outcome {
 /// Where cases go. Called on the worker after each call; it must not block.
 pub type CaseSink = Arc<dyn Fn(Case) + Send + Sync>;
 
-/// Replaces the values of a Secret's `data` and `stringData`, keeping the keys, wherever a
-/// Secret appears in `value` (a List's items, an action's object); anything else is left alone.
+/// Replaces the values of a Secret's `data` and `stringData` (keeping the keys) and drops
+/// its `kubectl.kubernetes.io/last-applied-configuration` annotation (a copy of the whole
+/// Secret), wherever a Secret appears in `value`: an object, a List's items, an action's
+/// object. A patch of a Secret has every value of its body replaced. Anything else is left
+/// alone.
 pub fn redact(value: &mut Value) {
     match value {
         Value::Array(items) => items.iter_mut().for_each(redact),
         Value::Object(object) => {
-            let secret = object.get("kind").and_then(Value::as_str) == Some("Secret")
-                && object.get("apiVersion").and_then(Value::as_str) == Some("v1");
-            if secret {
+            if is_secret(object.get("apiVersion"), object.get("kind")) {
                 for field in ["data", "stringData"] {
                     if let Some(Value::Object(values)) = object.get_mut(field) {
                         values.values_mut().for_each(|v| *v = Value::String(REDACTED.into()));
                     }
                 }
+                if let Some(Value::Object(annotations)) =
+                    object.get_mut("metadata").and_then(|m| m.get_mut("annotations"))
+                {
+                    annotations.remove(LAST_APPLIED);
+                }
+            }
+            let target = object.get("target");
+            if target.is_some_and(|t| is_secret(t.get("apiVersion"), t.get("kind")))
+                && let Some(patch) = object.get_mut("patch")
+            {
+                redact_all(patch);
             }
             object.values_mut().for_each(redact);
         }
         _ => {}
+    }
+}
+
+/// The annotation `kubectl apply` keeps the whole applied object in.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+fn is_secret(api_version: Option<&Value>, kind: Option<&Value>) -> bool {
+    api_version.and_then(Value::as_str) == Some("v1") && kind.and_then(Value::as_str) == Some("Secret")
+}
+
+/// Every scalar in `value` replaced, the shape kept.
+fn redact_all(value: &mut Value) {
+    match value {
+        Value::Array(items) => items.iter_mut().for_each(redact_all),
+        Value::Object(object) => object.values_mut().for_each(redact_all),
+        Value::Null => {}
+        other => *other = Value::String(REDACTED.into()),
     }
 }
 
@@ -202,7 +249,8 @@ pub fn case(plugin: &Plugin, request: &Request, recording: &Recording, result: &
     }
 }
 
-fn kind_text(kind: &Gvk) -> String {
+/// A kind as cases name it: `apiVersion/Kind`, as in `apps/v1/Deployment`.
+pub fn kind_text(kind: &Gvk) -> String {
     if kind.group.is_empty() {
         format!("{}/{}", kind.version, kind.kind)
     } else {
@@ -211,53 +259,79 @@ fn kind_text(kind: &Gvk) -> String {
 }
 
 /// The cache as a plugin reads it during one recorded call: answers as `inner` does, and
-/// keeps each question with its answer.
+/// keeps each question with its answer as the plugin was served it (metadata-only kinds
+/// stripped), within [`CASE_BYTES`] of answers.
 pub struct Recording {
     inner: Arc<dyn HostServices>,
-    lookups: Mutex<(Vec<Lookup>, bool)>,
+    metadata_only: Vec<Gvk>,
+    kept: Mutex<Kept>,
+}
+
+/// Answer bytes one case keeps; past them, or past [`MAX_LOOKUPS`], the case is truncated.
+pub const CASE_BYTES: usize = 4 << 20;
+
+#[derive(Default)]
+struct Kept {
+    lookups: Vec<Lookup>,
+    bytes: usize,
+    truncated: bool,
 }
 
 impl Recording {
-    /// Records the look-ups made through `inner`.
-    pub fn new(inner: Arc<dyn HostServices>) -> Arc<Recording> {
-        Arc::new(Recording { inner, lookups: Mutex::default() })
+    /// Records the look-ups made through `inner` by a plugin served `metadata_only` kinds
+    /// as metadata.
+    pub fn new(inner: Arc<dyn HostServices>, metadata_only: Vec<Gvk>) -> Arc<Recording> {
+        Arc::new(Recording { inner, metadata_only, kept: Mutex::default() })
     }
 
     /// The look-ups made so far, and whether some were left out.
     pub fn take(&self) -> (Vec<Lookup>, bool) {
-        std::mem::take(&mut *self.lookups.lock().expect("lock"))
+        let kept = std::mem::take(&mut *self.kept.lock().expect("lock"));
+        (kept.lookups, kept.truncated)
     }
 
-    fn keep(&self, lookup: impl FnOnce() -> Lookup) {
-        let mut lookups = self.lookups.lock().expect("lock");
-        if lookups.0.len() < MAX_LOOKUPS {
-            lookups.0.push(lookup());
+    /// An answer as the plugin is served it.
+    fn served(&self, kind: &Gvk, object: &Object) -> Value {
+        if self.metadata_only.contains(kind) {
+            recorded(&wasmloop_sandbox::metadata_only(object))
         } else {
-            lookups.1 = true;
+            recorded(object)
         }
+    }
+
+    /// Keeps a look-up whose answers are `objects`, unless the case is full.
+    fn keep<'a>(&self, objects: impl Iterator<Item = &'a Object>, lookup: impl FnOnce() -> Lookup) {
+        let bytes: usize = objects.map(|o| o.json.len()).sum();
+        let mut kept = self.kept.lock().expect("lock");
+        if kept.truncated || kept.lookups.len() >= MAX_LOOKUPS || kept.bytes + bytes > CASE_BYTES {
+            kept.truncated = true;
+            return;
+        }
+        kept.bytes += bytes;
+        kept.lookups.push(lookup());
     }
 }
 
 impl HostServices for Recording {
     fn get(&self, kind: &Gvk, namespace: Option<&str>, name: &str) -> Option<Object> {
         let found = self.inner.get(kind, namespace, name);
-        self.keep(|| Lookup::Get {
+        self.keep(found.iter(), || Lookup::Get {
             kind: kind_text(kind),
             namespace: namespace.map(str::to_owned),
             name: name.to_owned(),
-            found: found.as_ref().map(recorded),
+            found: found.as_ref().map(|o| self.served(kind, o)),
         });
         found
     }
 
     fn list(&self, kind: &Gvk, namespace: Option<&str>, selector: &Selector) -> Vec<Object> {
         let items = self.inner.list(kind, namespace, selector);
-        self.keep(|| Lookup::List {
+        self.keep(items.iter(), || Lookup::List {
             kind: kind_text(kind),
             namespace: namespace.map(str::to_owned),
             selector: selector.to_string(),
             page: None,
-            items: items.iter().map(recorded).collect(),
+            items: items.iter().map(|o| self.served(kind, o)).collect(),
             resume: None,
         });
         items
@@ -272,19 +346,28 @@ impl HostServices for Recording {
         limit: usize,
     ) -> ListPage {
         let page = self.inner.list_page(kind, namespace, selector, after, limit);
-        self.keep(|| Lookup::List {
+        self.keep(page.items.iter(), || Lookup::List {
             kind: kind_text(kind),
             namespace: namespace.map(str::to_owned),
             selector: selector.to_string(),
             page: Some(PageAsked { after: after.cloned(), limit }),
-            items: page.items.iter().map(recorded).collect(),
+            items: page.items.iter().map(|o| self.served(kind, o)).collect(),
             resume: page.resume.clone(),
         });
         page
     }
 
     fn denied(&self, kind: &Gvk, namespace: Option<&str>) -> Option<CacheDenied> {
-        self.inner.denied(kind, namespace)
+        let denied = self.inner.denied(kind, namespace);
+        if let Some(denial) = &denied {
+            let (revoked, why) = match denial {
+                CacheDenied::Revoked(why) => (true, why.clone()),
+                CacheDenied::OutOfScope(why) => (false, why.clone()),
+            };
+            let denial = Denial { kind: kind_text(kind), namespace: namespace.map(str::to_owned), revoked, why };
+            self.keep(std::iter::empty::<&Object>(), || Lookup::Denied(denial));
+        }
+        denied
     }
 
     fn log(&self, plugin: &str, level: LogLevel, message: &str) {
@@ -297,6 +380,47 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// A cache holding one Deployment, refusing namespace `elsewhere`.
+    struct OneDeployment;
+
+    impl HostServices for OneDeployment {
+        fn get(&self, _: &Gvk, _: Option<&str>, name: &str) -> Option<Object> {
+            let value = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                               "metadata": {"name": name, "namespace": "ns"}, "spec": {"replicas": 1}});
+            wasmloop_sandbox::object_from_value(&value).ok()
+        }
+
+        fn list(&self, _: &Gvk, _: Option<&str>, _: &Selector) -> Vec<Object> {
+            Vec::new()
+        }
+
+        fn denied(&self, _: &Gvk, namespace: Option<&str>) -> Option<CacheDenied> {
+            (namespace == Some("elsewhere")).then(|| CacheDenied::OutOfScope("served from ns only".into()))
+        }
+    }
+
+    #[test]
+    fn a_recording_keeps_answers_as_served_and_refusals_and_stops_at_its_bounds() {
+        let deployments = Gvk::from_api_version("apps/v1", "Deployment");
+        let lean = Recording::new(Arc::new(OneDeployment), vec![deployments.clone()]);
+        lean.get(&deployments, Some("ns"), "web");
+        lean.denied(&deployments, Some("elsewhere"));
+        let (lookups, truncated) = lean.take();
+        let Lookup::Get { found: Some(found), .. } = &lookups[0] else { panic!("{lookups:?}") };
+        assert!(found.get("spec").is_none(), "a metadata-only kind is recorded as served: {found}");
+        assert!(matches!(&lookups[1], Lookup::Denied(d) if !d.revoked && d.why.contains("ns only")), "{lookups:?}");
+        assert!(!truncated);
+
+        let full = Recording::new(Arc::new(OneDeployment), Vec::new());
+        for _ in 0..=MAX_LOOKUPS {
+            full.get(&deployments, Some("ns"), "web");
+        }
+        let (lookups, truncated) = full.take();
+        let Lookup::Get { found: Some(found), .. } = &lookups[0] else { panic!("{lookups:?}") };
+        assert_eq!(found["spec"]["replicas"], 1);
+        assert_eq!((lookups.len(), truncated), (MAX_LOOKUPS, true));
+    }
 
     #[test]
     fn secrets_are_redacted_wherever_they_appear_and_nothing_else_is() {
@@ -311,7 +435,23 @@ mod tests {
         let configmap = json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"a": "visible"}});
         let lookalike = json!({"apiVersion": "example.com/v1", "kind": "Secret", "data": {"a": "visible"}});
         let action = |object: Value| json!({"apply": {"object": object}});
+        let patch = |api_version: &str, kind: &str, body: Value| json!({"patch": {"target": {"apiVersion": api_version, "kind": kind, "name": "s"}, "type": "merge", "patch": body}});
+        let mut applied = secret("k");
+        applied["metadata"]["annotations"] = json!({LAST_APPLIED: "{\"data\":{\"a\":\"YQ==\"}}", "team": "a"});
+        let mut applied_redacted = redacted("k");
+        applied_redacted["metadata"]["annotations"] = json!({"team": "a"});
         let cases = [
+            (
+                "a patch of a Secret",
+                patch("v1", "Secret", json!({"data": {"a": "YQ=="}, "n": [1, null]})),
+                patch("v1", "Secret", json!({"data": {"a": REDACTED}, "n": [REDACTED, null]})),
+            ),
+            (
+                "a patch of a ConfigMap",
+                patch("v1", "ConfigMap", json!({"data": {"a": "b"}})),
+                patch("v1", "ConfigMap", json!({"data": {"a": "b"}})),
+            ),
+            ("a Secret kubectl applied", applied, applied_redacted),
             ("a Secret an action writes", action(secret("w")), action(redacted("w"))),
             ("a Secret", secret("s"), redacted("s")),
             (

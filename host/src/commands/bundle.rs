@@ -11,7 +11,10 @@ use crate::plugin_configmap;
 pub(super) fn run(args: &BundleArgs) -> anyhow::Result<ExitCode> {
     let sandbox = common::sandbox(&args.sandbox, None)?;
     // Validate now, not when the host refuses it in the cluster.
-    let plugin = common::block_on(common::load(&sandbox, &args.plugin, &args.sandbox))??;
+    // One read: the bytes validated are the bytes pinned and shipped.
+    let component = std::fs::read(&args.plugin).with_context(|| format!("cannot read {}", args.plugin.display()))?;
+    let origin = args.plugin.display().to_string();
+    let plugin = common::block_on(common::load_bytes(&sandbox, &component, &origin, &args.sandbox))??;
     let manifest_name = &plugin.manifest().name;
     anyhow::ensure!(
         *manifest_name == args.name,
@@ -30,7 +33,6 @@ pub(super) fn run(args: &BundleArgs) -> anyhow::Result<ExitCode> {
             anyhow::Ok(text)
         })
         .transpose()?;
-    let component = std::fs::read(&args.plugin).with_context(|| format!("cannot read {}", args.plugin.display()))?;
     let signature = args.signature.as_deref().map(read_signature).transpose()?;
     let configmap =
         plugin_configmap::build(&args.name, &args.namespace, &component, config.as_deref(), signature.as_deref())?;

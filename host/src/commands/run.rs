@@ -43,6 +43,11 @@ fn readiness_item(plugin: &Plugin) -> String {
 
 async fn serve(args: &RunArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
     let sandbox = common::sandbox(&args.host.sandbox, config.sandbox.max_instances)?;
+    // Read before anything connects: a bad keys file fails the command at once.
+    let trusted = args.trusted_keys.as_deref().map(TrustedKeys::read).transpose()?.map(Arc::new);
+    if let Some(keys) = &trusted {
+        tracing::info!(keys = %keys.ids(), "ConfigMap plugins must be signed by one of these minisign keys");
+    }
     let plugins = load_all(args, &sandbox).await?;
     let pending: Vec<String> = plugins.iter().map(readiness_item).collect();
     let host = Host::start(&args.host, config, &sandbox, &pending, None, PluginIdentity::Impersonate).await?;
@@ -56,10 +61,6 @@ async fn serve(args: &RunArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("cannot start plugin {name}"))?;
         host.readiness.ready(&item);
         tracing::info!(plugin = %name, "{loaded}");
-    }
-    let trusted = args.trusted_keys.as_deref().map(TrustedKeys::read).transpose()?.map(Arc::new);
-    if let Some(keys) = &trusted {
-        tracing::info!(keys = %keys.ids(), "ConfigMap plugins must be signed by one of these minisign keys");
     }
     for namespace in &args.plugin_namespaces {
         let source = ConfigMapSource::new(

@@ -268,6 +268,13 @@ impl ConfigMapSource {
         let name = cm.name_any();
         tracing::info!(configmap = %source_of(&self.namespace, &name), digest = loaded.digest(), "{loaded}");
         if let Loaded::Unchanged { .. } = loaded {
+            // Back to what serves after a refusal (as the refusal advised): the error is over.
+            let seen = self.seen.entry(name.clone()).or_default();
+            if seen.last_error.take().is_some() {
+                seen.last_error_at = None;
+                let status = status_of(seen);
+                self.write_status(&name, &status).await;
+            }
             return;
         }
         let (plugin, version) = match loaded {

@@ -272,7 +272,8 @@ async fn call(shared: &Arc<Shared>, key: &Key, entry: Arc<Entry>, phase: Phase, 
         attempt,
         config: shared.config.plugin_config.clone(),
     };
-    let recording = shared.record.is_some().then(|| Recording::new(shared.cache.clone()));
+    let recording =
+        shared.record.is_some().then(|| Recording::new(shared.cache.clone(), shared.manifest.metadata_only.clone()));
     let services: Arc<dyn HostServices> = match &recording {
         Some(recording) => recording.clone(),
         None => shared.cache.clone(),

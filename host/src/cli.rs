@@ -70,9 +70,22 @@ pub enum Command {
     Dev(DevArgs),
     /// Print the ConfigMap that ships a plugin to a cluster (`| kubectl apply --server-side -f -`).
     Bundle(BundleArgs),
+    /// Record a plugin's reconciles on a live cluster and write nothing to it: `dev --dry-run`
+    /// with `--record-dir`, for a version that is not deployed yet.
+    Record(RecordArgs),
     /// Run recorded reconciles (`--record-dir`) again, offline, against another version of
     /// their plugin, and say what changed. Exit 0: all the same; 2: any changed; 1: bad input.
     Replay(ReplayArgs),
+}
+
+/// `wasmloop record`.
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// A plugin component (.wasm), or a plugin crate's directory (rebuilt on change, as `dev`).
+    pub path: PathBuf,
+    /// Host options; `--record-dir` is required.
+    #[command(flatten)]
+    pub host: HostArgs,
 }
 
 /// `wasmloop replay`.

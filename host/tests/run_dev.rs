@@ -97,6 +97,54 @@ async fn a_dry_run_prints_each_write_as_a_diff_and_writes_nothing() {
 }
 
 #[tokio::test]
+async fn record_captures_cases_from_the_cluster_and_writes_nothing_to_it() {
+    let ns = shared().namespace("dev-record").await.unwrap();
+    let foos = ns.install_crd(Path::new(common::FOO_CRD)).await;
+    foos.create(&PostParams::default(), &common::foo("rec", "rec", 1)).await.unwrap();
+    let cases = tempfile::tempdir().unwrap();
+    let plugin = component("foo_deployment");
+    let host = Host::start(["record".as_ref(), plugin.as_os_str(), "--record-dir".as_ref(), cases.path().as_os_str()]);
+    // The case of the reconcile that would create the Deployment.
+    let dir = cases.path().join("foo-deployment");
+    let marker = format!("-{}-rec.yaml", ns.name);
+    let case = eventually(Duration::from_secs(60), "a recorded case for Foo rec", || {
+        let found = std::fs::read_dir(&dir).ok().and_then(|files| {
+            files.filter_map(|f| f.ok()).find(|f| f.file_name().to_string_lossy().ends_with(&marker))
+        });
+        async move {
+            let file = found.ok_or("not yet")?;
+            let text = std::fs::read_to_string(file.path()).map_err(|e| e.to_string())?;
+            serde_saphyr::from_str_with_options::<serde_json::Value>(&text, wasmloop::input::yaml_options())
+                .map_err(|e| e.to_string())
+        }
+    })
+    .await;
+    let actions = case["outcome"]["response"]["actions"].to_string();
+    assert!(actions.contains("Deployment") && actions.contains("\"rec\""), "{case}");
+    host.printed(&format!("would apply Deployment {}/rec", ns.name)).await;
+    // A reconcile counts once its writes are done: had one gone through, the API server would
+    // hold it by then.
+    eventually(Duration::from_secs(60), "the recorded reconcile to end", || {
+        let host = &host;
+        async move {
+            let ended = host.reconciles("foo-deployment").await;
+            if ended >= 1.0 { Ok(()) } else { Err(format!("{ended} reconciles ended")) }
+        }
+    })
+    .await;
+    assert!(ns.api::<Deployment>().get_opt("rec").await.unwrap().is_none(), "record created the Deployment");
+    assert!(foos.get("rec").await.unwrap().data.get("status").is_none(), "record wrote the status");
+}
+
+#[test]
+fn record_without_a_directory_is_refused_saying_what_it_needs() {
+    let out =
+        std::process::Command::new(env!("CARGO_BIN_EXE_wasmloop")).args(["record", "plugin.wasm"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs --record-dir DIR"), "{out:?}");
+}
+
+#[tokio::test]
 async fn a_plugin_crate_is_built_with_cargo_and_served() {
     let ns = shared().namespace("dev-crate").await.unwrap();
     let krate = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/pod-logger");

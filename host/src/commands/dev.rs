@@ -8,9 +8,18 @@ use wasmloop_runtime::registry::{Candidate, RegistryError};
 
 use super::common;
 use super::host::{Host, shutdown_signal};
-use crate::cli::{DevArgs, PluginIdentity};
+use crate::cli::{DevArgs, PluginIdentity, RecordArgs};
 use crate::host_config::HostConfig;
 use crate::sources::path::{Changes, PathSource};
+
+/// `wasmloop record`: `dev --dry-run` that records, so nothing reaches the cluster.
+pub(super) fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(
+        args.host.record_dir.is_some(),
+        "wasmloop record needs --record-dir DIR, the directory the cases go to"
+    );
+    run(&DevArgs { path: args.path, dry_run: true, host: args.host })
+}
 
 pub(super) fn run(args: &DevArgs) -> anyhow::Result<ExitCode> {
     let config = args.host.config.as_deref().map(HostConfig::read).transpose()?.unwrap_or_default();

@@ -27,6 +27,7 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::run(&args),
         Command::Dev(args) => dev::run(&args),
         Command::Bundle(args) => bundle::run(&args),
+        Command::Record(args) => dev::record(args),
         Command::Replay(args) => replay::run(&args),
     }
 }

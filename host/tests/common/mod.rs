@@ -58,7 +58,7 @@ impl Host {
         Host::start(std::iter::once(PathBuf::from("run")).chain(args))
     }
 
-    /// `wasmloop <args>`; `run` and `dev` get their metrics and probes on one loopback port.
+    /// `wasmloop <args>`; `run`, `dev` and `record` get their metrics and probes on one loopback port.
     /// `run` acts as the host (the test's admin) unless the arguments say `--plugin-identity`:
     /// the tests of impersonation (`run_identity`) say so, the others test something else.
     pub fn start(args: impl IntoIterator<Item = impl AsRef<OsStr>>) -> Host {
@@ -69,7 +69,7 @@ impl Host {
     pub fn start_with(kubeconfig: &std::path::Path, args: impl IntoIterator<Item = impl AsRef<OsStr>>) -> Host {
         let mut args: Vec<OsString> = args.into_iter().map(|a| a.as_ref().to_owned()).collect();
         let identity_given = args.iter().any(|a| a.to_string_lossy().starts_with("--plugin-identity"));
-        if let Some(run) = args.iter().position(|a| a == "run" || a == "dev") {
+        if let Some(run) = args.iter().position(|a| a == "run" || a == "dev" || a == "record") {
             let endpoints = ["--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0"];
             args.splice(run + 1..run + 1, endpoints.map(OsString::from));
             if args[run] == "run" && !identity_given {

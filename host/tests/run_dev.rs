@@ -64,6 +64,15 @@ async fn a_replaced_wasm_is_validated_before_it_serves_then_converges_existing_o
     );
 }
 
+/// Waits until one foo-deployment reconcile has ended, its writes (or their reports) done.
+async fn a_reconcile_ended(host: &Host) {
+    eventually(Duration::from_secs(60), "a foo-deployment reconcile to end", || async {
+        let ended = host.reconciles("foo-deployment").await;
+        if ended >= 1.0 { Ok(()) } else { Err(format!("{ended} reconciles ended")) }
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_dry_run_prints_each_write_as_a_diff_and_writes_nothing() {
     let ns = shared().namespace("dev-dry").await.unwrap();
@@ -84,14 +93,7 @@ async fn a_dry_run_prints_each_write_as_a_diff_and_writes_nothing() {
 
     // A reconcile counts once its writes are done: had the dry run let one through, the API
     // server would hold it by then.
-    eventually(Duration::from_secs(60), "the dry-run reconcile to end", || {
-        let host = &host;
-        async move {
-            let ended = host.reconciles("foo-deployment").await;
-            if ended >= 1.0 { Ok(()) } else { Err(format!("{ended} reconciles ended")) }
-        }
-    })
-    .await;
+    a_reconcile_ended(&host).await;
     assert!(ns.api::<Deployment>().get_opt("dry").await.unwrap().is_none(), "a dry run created the Deployment");
     assert!(foos.get("dry").await.unwrap().data.get("status").is_none(), "a dry run wrote the status");
 }
@@ -124,14 +126,7 @@ async fn record_captures_cases_from_the_cluster_and_writes_nothing_to_it() {
     host.printed(&format!("would apply Deployment {}/rec", ns.name)).await;
     // A reconcile counts once its writes are done: had one gone through, the API server would
     // hold it by then.
-    eventually(Duration::from_secs(60), "the recorded reconcile to end", || {
-        let host = &host;
-        async move {
-            let ended = host.reconciles("foo-deployment").await;
-            if ended >= 1.0 { Ok(()) } else { Err(format!("{ended} reconciles ended")) }
-        }
-    })
-    .await;
+    a_reconcile_ended(&host).await;
     assert!(ns.api::<Deployment>().get_opt("rec").await.unwrap().is_none(), "record created the Deployment");
     assert!(foos.get("rec").await.unwrap().data.get("status").is_none(), "record wrote the status");
 }

@@ -27,6 +27,27 @@ pub fn yaml_options() -> serde_saphyr::Options {
     }
 }
 
+/// The text of `path`, which must be a regular file of at most `limit` bytes: a device or a
+/// pipe reports no size to check, so it is refused, and the read itself stops past `limit`.
+/// `what` says what the file should hold, for the error.
+///
+/// # Errors
+/// A file that cannot be read, is no regular file, or is too large, named with what it should be.
+pub fn read_bounded(path: &Path, limit: u64, what: &str) -> anyhow::Result<String> {
+    use std::io::Read as _;
+    let cannot = || format!("cannot read {}", path.display());
+    let meta = std::fs::metadata(path).with_context(cannot)?;
+    anyhow::ensure!(meta.is_file(), "{} is not a regular file; pass {what}", path.display());
+    let mut text = String::new();
+    std::fs::File::open(path).with_context(cannot)?.take(limit + 1).read_to_string(&mut text).with_context(cannot)?;
+    anyhow::ensure!(
+        text.len() as u64 <= limit,
+        "{} is larger than {limit} bytes, too large for {what}",
+        path.display()
+    );
+    Ok(text)
+}
+
 /// [`yaml_options`] with the parser's default budget: for files only the host writes (recorded
 /// cases), which hold no anchors, so an alias bomb in one is refused rather than expanded.
 pub fn case_yaml_options() -> serde_saphyr::Options {
@@ -140,6 +161,16 @@ mod tests {
         assert!(error.contains("dup.yaml (document 1)") && error.contains("duplicate mapping key: name"), "{error}");
         assert!(error.contains("line 5"), "{error}");
         assert!(!error.contains("DuplicateKeyPolicy"), "advice for programmers leaks: {error}");
+    }
+
+    #[test]
+    fn a_bounded_read_refuses_devices_and_files_past_the_limit() {
+        let error = read_bounded(Path::new("/dev/zero"), 16, "keys").unwrap_err().to_string();
+        assert!(error.contains("not a regular file; pass keys"), "{error}");
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), "x".repeat(17)).unwrap();
+        assert!(read_bounded(file.path(), 16, "keys").unwrap_err().to_string().contains("larger than 16 bytes"));
+        assert_eq!(read_bounded(file.path(), 17, "keys").unwrap().len(), 17);
     }
 
     #[test]

@@ -17,7 +17,6 @@
 
 use std::path::Path;
 
-use anyhow::Context as _;
 use base64::Engine as _;
 use minisign_verify::{PublicKey, Signature};
 
@@ -44,13 +43,7 @@ impl TrustedKeys {
     /// A file that cannot be read, is too large, holds no key or too many, or a line that is
     /// no minisign public key (its number is named).
     pub fn read(path: &Path) -> anyhow::Result<TrustedKeys> {
-        let size = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?.len();
-        anyhow::ensure!(
-            size <= KEYS_FILE_LIMIT,
-            "{} is {size} bytes; a trusted-keys file holds at most {KEYS_FILE_LIMIT} (minisign public keys)",
-            path.display()
-        );
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let text = crate::input::read_bounded(path, KEYS_FILE_LIMIT, "a file of minisign public keys")?;
         TrustedKeys::parse(&text).map_err(|why| anyhow::anyhow!("{}: {why}", path.display()))
     }
 

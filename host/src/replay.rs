@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use serde::Serialize;
 use serde_json::Value;
 use similar::TextDiff;
-use wasmloop_runtime::record::{Lookup, Outcome, PageAsked, kind_text};
+use wasmloop_runtime::record::{Lookup, Outcome, PageAsked};
 use wasmloop_sandbox::{CacheDenied, Gvk, HostServices, ListKey, ListPage, Object, Selector, object_from_value};
 
 /// How a case replayed.
@@ -121,7 +121,7 @@ fn place(namespace: Option<&str>, name: &str) -> String {
 
 impl HostServices for ReplayCache {
     fn denied(&self, kind: &Gvk, namespace: Option<&str>) -> Option<CacheDenied> {
-        let text = kind_text(kind);
+        let text = kind.to_string();
         self.lookups.iter().find_map(|l| match l {
             Lookup::Denied(d) if d.kind == text && d.namespace.as_deref() == namespace => Some(if d.revoked {
                 CacheDenied::Revoked(d.why.clone())
@@ -133,7 +133,7 @@ impl HostServices for ReplayCache {
     }
 
     fn get(&self, kind: &Gvk, namespace: Option<&str>, name: &str) -> Option<Object> {
-        let text = kind_text(kind);
+        let text = kind.to_string();
         let found = self.lookups.iter().find_map(|l| match l {
             Lookup::Get { kind: k, namespace: n, name: m, found }
                 if *k == text && n.as_deref() == namespace && m == name =>
@@ -152,7 +152,7 @@ impl HostServices for ReplayCache {
     }
 
     fn list(&self, kind: &Gvk, namespace: Option<&str>, selector: &Selector) -> Vec<Object> {
-        let (text, selector) = (kind_text(kind), selector.to_string());
+        let (text, selector) = (kind.to_string(), selector.to_string());
         self.listed(&text, namespace, &selector, None).map(|(items, _)| items).unwrap_or_else(|| {
             self.miss(format!("list {text} in {} selecting {selector:?}", namespace.unwrap_or("every namespace")));
             Vec::new()
@@ -167,7 +167,7 @@ impl HostServices for ReplayCache {
         after: Option<&ListKey>,
         limit: usize,
     ) -> ListPage {
-        let (text, selector) = (kind_text(kind), selector.to_string());
+        let (text, selector) = (kind.to_string(), selector.to_string());
         let page = PageAsked { after: after.cloned(), limit };
         match self.listed(&text, namespace, &selector, Some(&page)) {
             Some((items, resume)) => ListPage { items, resume },

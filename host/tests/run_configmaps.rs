@@ -382,18 +382,7 @@ fn pod_logger_host(plugins: &TestNamespace, apps: &TestNamespace, extra: &[&str]
 /// Creates Pod `name` in `ns` (once the namespace's default ServiceAccount exists) and waits
 /// until pod-logger has logged it: the version serving then is the one that saw it.
 async fn seen_by_pod_logger(host: &Host, ns: &TestNamespace, name: &str) {
-    use k8s_openapi::api::core::v1::Pod;
-    let pods: Api<Pod> = ns.api();
-    let pod: Pod = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-        "spec": {"containers": [{"name": "web", "image": "nginx"}]}
-    }))
-    .unwrap();
-    eventually(Duration::from_secs(60), "the pod to be admitted", || {
-        let (pods, pod) = (pods.clone(), pod.clone());
-        async move { pods.create(&PostParams::default(), &pod).await.map(drop).map_err(|e| e.to_string()) }
-    })
-    .await;
+    common::create_pod(ns, name).await;
     host.logged(&format!("pod {}/{name} seen (phase", ns.name)).await;
 }
 

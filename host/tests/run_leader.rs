@@ -20,15 +20,15 @@ fn candidate(ns: &TestNamespace) -> (Host, tempfile::NamedTempFile) {
 }
 
 fn candidate_with_lease(ns: &TestNamespace, seconds: u64) -> (Host, tempfile::NamedTempFile) {
-    let lease = seconds.to_string();
-    let extra: [&std::ffi::OsStr; 5] = [
-        "--leader-elect".as_ref(),
-        "--leader-election-namespace".as_ref(),
-        ns.name.as_ref(),
-        "--lease-duration-seconds".as_ref(),
-        lease.as_ref(),
-    ];
-    hostile("requeue", &extra)
+    let args = lease_args(ns, seconds);
+    hostile("requeue", &args.iter().map(|a| a.as_os_str()).collect::<Vec<_>>())
+}
+
+/// Campaigning for Lease `wasmloop` in `ns`, of `seconds`.
+fn lease_args(ns: &TestNamespace, seconds: u64) -> Vec<std::ffi::OsString> {
+    let args =
+        ["--leader-elect", "--leader-election-namespace", &ns.name, "--lease-duration-seconds", &seconds.to_string()];
+    args.iter().map(Into::into).collect()
 }
 
 fn ticks(host: &Host, object: &str) -> Vec<Timestamp> {
@@ -178,14 +178,8 @@ async fn a_leader_losing_its_lease_binding_exits_before_the_lease_expires(scenar
     create_configmap(&ns, "ticker").await;
     let object = format!("{}/ticker", ns.name);
     let kubeconfig = kubeconfig_as(&user);
-    let lease_seconds = LEASE_SECONDS.to_string();
-    let extra: [&std::ffi::OsStr; 5] = [
-        "--leader-elect".as_ref(),
-        "--leader-election-namespace".as_ref(),
-        ns.name.as_ref(),
-        "--lease-duration-seconds".as_ref(),
-        lease_seconds.as_ref(),
-    ];
+    let args = lease_args(&ns, LEASE_SECONDS);
+    let extra: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
     let (mut leader, _config) = confined_hostile_as(kubeconfig.path(), &ns.name, "requeue", &extra);
     leader.logged("acquired the leader Lease").await;
     leader.wait_reconcile_lines(&object, "tick ticker", 2).await;

@@ -15,17 +15,7 @@ async fn pod_logger_logs_each_pods_lifecycle() {
     let ns = shared().namespace("run-pods").await.unwrap();
     let host = Host::run(&["pod_logger"]);
     let pods: Api<Pod> = ns.api();
-    let pod: Pod = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-0"},
-        "spec": {"containers": [{"name": "web", "image": "nginx"}]}
-    }))
-    .unwrap();
-    // The namespace's default service account is made by the controller manager.
-    eventually(Duration::from_secs(60), "the pod to be admitted", || {
-        let (pods, pod) = (pods.clone(), pod.clone());
-        async move { pods.create(&PostParams::default(), &pod).await.map(drop).map_err(|e| e.to_string()) }
-    })
-    .await;
+    common::create_pod(&ns, "web-0").await;
     let name = format!("pod {}/web-0", ns.name);
     host.logged(&format!("{name} seen (phase")).await;
     // No kubelet runs here: set the phase as a kubelet would.

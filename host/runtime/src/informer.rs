@@ -180,6 +180,13 @@ fn entry(object: DynamicObject, resource: &ApiResource) -> Option<Arc<Entry>> {
 }
 
 impl Informer {
+    /// An empty informer with no watch yet.
+    fn unstarted(scope: InformerScope, namespaced: bool, metrics: Arc<Metrics>) -> Informer {
+        let (changes, _) = broadcast::channel(CHANGES);
+        let (synced, _) = watch::channel(false);
+        Informer { scope, namespaced, cache: RwLock::default(), changes, synced, task: Mutex::new(None), metrics }
+    }
+
     fn start(
         client: Client,
         scope: InformerScope,
@@ -191,17 +198,7 @@ impl Informer {
             (Some(ns), true) => Api::namespaced_with(client, ns, &resource),
             _ => Api::all_with(client, &resource),
         };
-        let (changes, _) = broadcast::channel(CHANGES);
-        let (synced, _) = watch::channel(false);
-        let informer = Arc::new(Informer {
-            scope,
-            namespaced,
-            cache: RwLock::new(Cache::default()),
-            changes,
-            synced,
-            task: Mutex::new(None),
-            metrics: metrics.clone(),
-        });
+        let informer = Arc::new(Informer::unstarted(scope, namespaced, metrics.clone()));
         metrics.watch_started(&informer.scope.labels());
         let weak = Arc::downgrade(&informer);
         let task = tokio::spawn(async move {
@@ -387,17 +384,7 @@ impl Drop for Informer {
 impl Informer {
     /// An informer with no watch, fed by tests as a watch would feed it.
     pub(crate) fn detached(scope: InformerScope, namespaced: bool) -> Arc<Informer> {
-        let (changes, _) = broadcast::channel(CHANGES);
-        let (synced, _) = watch::channel(false);
-        Arc::new(Informer {
-            scope,
-            namespaced,
-            cache: RwLock::new(Cache::default()),
-            changes,
-            synced,
-            task: Mutex::new(None),
-            metrics: Arc::default(),
-        })
+        Arc::new(Informer::unstarted(scope, namespaced, Arc::default()))
     }
 
     /// Delivers `objects` (as the API server serves them) as one relist.

@@ -81,7 +81,7 @@ pub struct RecordedRequest {
 pub enum Lookup {
     /// `get`.
     Get {
-        /// `apiVersion/Kind`, as in `apps/v1/Deployment`.
+        /// The kind as `Gvk` displays it: `apiVersion/Kind`, as in `apps/v1/Deployment`.
         kind: String,
         /// The namespace asked, if any.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -249,15 +249,6 @@ pub fn case(plugin: &Plugin, request: &Request, recording: &Recording, result: &
     }
 }
 
-/// A kind as cases name it: `apiVersion/Kind`, as in `apps/v1/Deployment`.
-pub fn kind_text(kind: &Gvk) -> String {
-    if kind.group.is_empty() {
-        format!("{}/{}", kind.version, kind.kind)
-    } else {
-        format!("{}/{}/{}", kind.group, kind.version, kind.kind)
-    }
-}
-
 /// The cache as a plugin reads it during one recorded call: answers as `inner` does, and
 /// keeps each question with its answer as the plugin was served it (metadata-only kinds
 /// stripped), within [`CASE_BYTES`] of answers.
@@ -316,7 +307,7 @@ impl HostServices for Recording {
     fn get(&self, kind: &Gvk, namespace: Option<&str>, name: &str) -> Option<Object> {
         let found = self.inner.get(kind, namespace, name);
         self.keep(found.iter(), || Lookup::Get {
-            kind: kind_text(kind),
+            kind: kind.to_string(),
             namespace: namespace.map(str::to_owned),
             name: name.to_owned(),
             found: found.as_ref().map(|o| self.served(kind, o)),
@@ -327,7 +318,7 @@ impl HostServices for Recording {
     fn list(&self, kind: &Gvk, namespace: Option<&str>, selector: &Selector) -> Vec<Object> {
         let items = self.inner.list(kind, namespace, selector);
         self.keep(items.iter(), || Lookup::List {
-            kind: kind_text(kind),
+            kind: kind.to_string(),
             namespace: namespace.map(str::to_owned),
             selector: selector.to_string(),
             page: None,
@@ -347,7 +338,7 @@ impl HostServices for Recording {
     ) -> ListPage {
         let page = self.inner.list_page(kind, namespace, selector, after, limit);
         self.keep(page.items.iter(), || Lookup::List {
-            kind: kind_text(kind),
+            kind: kind.to_string(),
             namespace: namespace.map(str::to_owned),
             selector: selector.to_string(),
             page: Some(PageAsked { after: after.cloned(), limit }),
@@ -364,7 +355,7 @@ impl HostServices for Recording {
                 CacheDenied::Revoked(why) => (true, why.clone()),
                 CacheDenied::OutOfScope(why) => (false, why.clone()),
             };
-            let denial = Denial { kind: kind_text(kind), namespace: namespace.map(str::to_owned), revoked, why };
+            let denial = Denial { kind: kind.to_string(), namespace: namespace.map(str::to_owned), revoked, why };
             self.keep(std::iter::empty::<&Object>(), || Lookup::Denied(denial));
         }
         denied

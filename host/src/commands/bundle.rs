@@ -51,9 +51,7 @@ pub(super) fn run(args: &BundleArgs) -> anyhow::Result<ExitCode> {
 /// A `.minisig` file, refused now rather than by the host if it is not a minisign signature.
 /// Whether its key is trusted is the host's to say: `bundle` does not know the host's keys.
 fn read_signature(path: &std::path::Path) -> anyhow::Result<String> {
-    let size = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?.len();
-    anyhow::ensure!(size <= 4096, "{} is {size} bytes, not a minisign signature (a .minisig file)", path.display());
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text = crate::input::read_bounded(path, 4096, "a minisign signature (the .minisig file `minisign -S` writes)")?;
     minisign_verify::Signature::decode(&text).map_err(|e| {
         anyhow::anyhow!("{} is not a minisign signature ({e}); pass the file `minisign -S` wrote", path.display())
     })?;

@@ -106,23 +106,7 @@ fn case_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
 }
 
 fn read_case(file: &Path) -> anyhow::Result<Case> {
-    use std::io::Read as _;
-    let cannot = || format!("cannot read {}", file.display());
-    // Not through a link, and only a regular file: a device or a pipe has no size to check.
-    let kind = std::fs::symlink_metadata(file).with_context(cannot)?.file_type();
-    anyhow::ensure!(kind.is_file(), "{} is not a regular file, so not a case `--record-dir` wrote", file.display());
-    let mut text = String::new();
-    std::fs::File::open(file)
-        .with_context(cannot)?
-        .take(CASE_FILE_LIMIT + 1)
-        .read_to_string(&mut text)
-        .with_context(cannot)?;
-    anyhow::ensure!(
-        text.len() as u64 <= CASE_FILE_LIMIT,
-        "{} is larger than {} MiB, larger than any case the host writes",
-        file.display(),
-        CASE_FILE_LIMIT >> 20
-    );
+    let text = crate::input::read_bounded(file, CASE_FILE_LIMIT, "a case `--record-dir` wrote")?;
     serde_saphyr::from_str_with_options(&text, crate::input::case_yaml_options()).map_err(|e| {
         anyhow::anyhow!(
             "{} is not a recorded case: {}; replay the files `--record-dir` writes",

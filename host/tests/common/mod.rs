@@ -356,6 +356,23 @@ pub async fn create_configmap(ns: &wasmloop_testenv::TestNamespace, name: &str) 
     ns.api::<k8s_openapi::api::core::v1::ConfigMap>().create(&kube::api::PostParams::default(), &cm).await.unwrap();
 }
 
+/// Creates Pod `name` in `ns`, once the API server admits it: the namespace's default
+/// ServiceAccount is made by the controller manager, shortly after the namespace.
+pub async fn create_pod(ns: &wasmloop_testenv::TestNamespace, name: &str) {
+    use k8s_openapi::api::core::v1::Pod;
+    let pods: Api<Pod> = ns.api();
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"containers": [{"name": "web", "image": "nginx"}]}
+    }))
+    .unwrap();
+    eventually(Duration::from_secs(60), "the pod to be admitted", || {
+        let (pods, pod) = (pods.clone(), pod.clone());
+        async move { pods.create(&kube::api::PostParams::default(), &pod).await.map(drop).map_err(|e| e.to_string()) }
+    })
+    .await;
+}
+
 /// Creates a minimal Deployment `name` in `ns`.
 pub async fn create_deployment(ns: &wasmloop_testenv::TestNamespace, name: &str) {
     let deployment: Deployment = serde_json::from_value(json!({

@@ -130,9 +130,32 @@ pub struct RunArgs {
     /// operator's own and are not checked.
     #[arg(long, value_name = "FILE", requires = "plugin_namespaces")]
     pub trusted_keys: Option<PathBuf>,
+    /// Call the component at PATH beside plugin NAME's serving version on every reconcile,
+    /// and compare their actions; the shadow writes nothing. Repeatable, one per plugin.
+    #[arg(long = "shadow", value_name = "NAME=PATH", value_parser = parse_shadow)]
+    pub shadows: Vec<ShadowArg>,
     /// Host options.
     #[command(flatten)]
     pub host: HostArgs,
+}
+
+/// A `--shadow NAME=PATH`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShadowArg {
+    /// The plugin shadowed.
+    pub name: String,
+    /// The candidate component.
+    pub path: PathBuf,
+}
+
+fn parse_shadow(text: &str) -> Result<ShadowArg, String> {
+    let (name, path) =
+        text.split_once('=').ok_or("expected NAME=PATH: the plugin's name, then the candidate's file")?;
+    wasmloop_sandbox::validate::name(name).map_err(|e| format!("plugin name {name:?}: {e}"))?;
+    if path.is_empty() {
+        return Err(format!("no file after {name}=; expected NAME=PATH"));
+    }
+    Ok(ShadowArg { name: name.to_owned(), path: path.into() })
 }
 
 /// `wasmloop dev`.
@@ -170,6 +193,11 @@ pub struct BundleArgs {
     /// `--trusted-keys`.
     #[arg(long, value_name = "FILE")]
     pub signature: Option<PathBuf>,
+    /// Ship the component as a shadow of plugin NAME: the ConfigMap is named NAME-shadow and
+    /// annotated `wasmloop.dev/track: shadow`, and the host calls it beside the serving
+    /// version, compares their actions and writes nothing.
+    #[arg(long)]
+    pub shadow: bool,
     /// Sandbox options (the component is validated before it is bundled).
     #[command(flatten)]
     pub sandbox: SandboxArgs,

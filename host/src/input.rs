@@ -32,20 +32,30 @@ pub fn yaml_options() -> serde_saphyr::Options {
 /// `what` says what the file should hold, for the error.
 ///
 /// # Errors
-/// A file that cannot be read, is no regular file, or is too large, named with what it should be.
+/// A file that cannot be read, is no regular file, is too large or is not UTF-8, named with
+/// what it should be.
 pub fn read_bounded(path: &Path, limit: u64, what: &str) -> anyhow::Result<String> {
+    let bytes = read_bytes_bounded(path, limit, what)?;
+    String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("{} is not UTF-8 text; pass {what}", path.display()))
+}
+
+/// The bytes of `path`, bounded as [`read_bounded`] bounds text.
+///
+/// # Errors
+/// As [`read_bounded`], UTF-8 aside.
+pub fn read_bytes_bounded(path: &Path, limit: u64, what: &str) -> anyhow::Result<Vec<u8>> {
     use std::io::Read as _;
     let cannot = || format!("cannot read {}", path.display());
     let meta = std::fs::metadata(path).with_context(cannot)?;
     anyhow::ensure!(meta.is_file(), "{} is not a regular file; pass {what}", path.display());
-    let mut text = String::new();
-    std::fs::File::open(path).with_context(cannot)?.take(limit + 1).read_to_string(&mut text).with_context(cannot)?;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path).with_context(cannot)?.take(limit + 1).read_to_end(&mut bytes).with_context(cannot)?;
     anyhow::ensure!(
-        text.len() as u64 <= limit,
+        bytes.len() as u64 <= limit,
         "{} is larger than {limit} bytes, too large for {what}",
         path.display()
     );
-    Ok(text)
+    Ok(bytes)
 }
 
 /// [`yaml_options`] with the parser's default budget: for files only the host writes (recorded

@@ -19,6 +19,10 @@ use crate::pinning::{DIGEST_ANNOTATION, SIGNATURE_KEY, pin_of};
 
 /// The label naming the plugin a ConfigMap ships.
 pub const PLUGIN_LABEL: &str = "wasmloop.dev/plugin";
+/// The annotation that makes a plugin ConfigMap a shadow of its plugin: `shadow`.
+pub const TRACK_ANNOTATION: &str = "wasmloop.dev/track";
+/// The suffix `bundle --shadow` gives the ConfigMap's name.
+pub const SHADOW_SUFFIX: &str = "-shadow";
 /// The annotation the host writes the load state to.
 pub const STATUS_ANNOTATION: &str = "wasmloop.dev/status";
 /// The key of an uncompressed component.
@@ -45,6 +49,18 @@ pub struct PluginPayload {
     pub pin: Option<String>,
     /// The component's minisign signature (the `.minisig` text).
     pub signature: Option<String>,
+    /// Whether it serves or shadows.
+    pub track: Track,
+}
+
+/// Whether a plugin ConfigMap serves its plugin or shadows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Track {
+    /// Its actions are carried out (no `wasmloop.dev/track` annotation).
+    #[default]
+    Serving,
+    /// Called beside the serving version and compared with it; writes nothing.
+    Shadow,
 }
 
 /// Why a ConfigMap does not ship a usable plugin.
@@ -66,6 +82,11 @@ pub enum PayloadError {
     /// A configuration that does not parse.
     #[error("ConfigMap {0}: data[\"{1}\"] is not valid YAML/JSON ({2}); fix the plugin configuration")]
     BadConfig(String, &'static str, String),
+    /// An unknown track.
+    #[error(
+        "ConfigMap {0}: the annotation {TRACK_ANNOTATION} is {1:?}; the only track is \"shadow\" (remove the annotation to serve)"
+    )]
+    BadTrack(String, String),
     /// An empty plugin label.
     #[error("ConfigMap {0}: the label {PLUGIN_LABEL} is empty; set it to the plugin's name")]
     NoName(String),
@@ -120,12 +141,17 @@ pub fn read(cm: &ConfigMap) -> Result<PluginPayload, PayloadError> {
         .transpose()?;
     let pin = cm.metadata.annotations.as_ref().and_then(|a| a.get(DIGEST_ANNOTATION)).cloned();
     let signature = data.and_then(|d| d.get(SIGNATURE_KEY)).cloned();
-    Ok(PluginPayload { name, component, config, pin, signature })
+    let track = match cm.metadata.annotations.as_ref().and_then(|a| a.get(TRACK_ANNOTATION)).map(String::as_str) {
+        None => Track::Serving,
+        Some("shadow") => Track::Shadow,
+        Some(other) => return Err(PayloadError::BadTrack(at, other.chars().take(64).collect())),
+    };
+    Ok(PluginPayload { name, component, config, pin, signature, track })
 }
 
 /// Builds the ConfigMap shipping `component` as plugin `name`, pinned to its digest, with its
 /// configuration and signature when given: plain when it fits, gzip-compressed when only
-/// that makes it fit.
+/// that makes it fit. A shadow is named `<name>-shadow` and annotated as one.
 ///
 /// # Errors
 /// When even the compressed component exceeds the ConfigMap size limit.
@@ -135,6 +161,7 @@ pub fn build(
     component: &[u8],
     config: Option<&str>,
     signature: Option<&str>,
+    track: Track,
 ) -> anyhow::Result<ConfigMap> {
     let text = config.map_or(0, str::len) + signature.map_or(0, str::len);
     let budget = (CONFIGMAP_LIMIT - HEADROOM).saturating_sub(text);
@@ -160,12 +187,20 @@ pub fn build(
     if let Some(signature) = signature {
         data.insert(SIGNATURE_KEY.to_owned(), signature.to_owned());
     }
+    let mut annotations = BTreeMap::from([(DIGEST_ANNOTATION.to_owned(), pin_of(component))]);
+    let configmap = match track {
+        Track::Serving => name.to_owned(),
+        Track::Shadow => {
+            annotations.insert(TRACK_ANNOTATION.to_owned(), "shadow".to_owned());
+            format!("{name}{SHADOW_SUFFIX}")
+        }
+    };
     Ok(ConfigMap {
         metadata: ObjectMeta {
-            name: Some(name.to_owned()),
+            name: Some(configmap),
             namespace: Some(namespace.to_owned()),
             labels: Some(BTreeMap::from([(PLUGIN_LABEL.to_owned(), name.to_owned())])),
-            annotations: Some(BTreeMap::from([(DIGEST_ANNOTATION.to_owned(), pin_of(component))])),
+            annotations: Some(annotations),
             ..ObjectMeta::default()
         },
         binary_data: Some(BTreeMap::from([(key.to_owned(), ByteString(payload))])),
@@ -180,7 +215,7 @@ mod tests {
 
     #[test]
     fn a_small_component_ships_uncompressed_and_reads_back() {
-        let cm = build("p", "ns", b"\0asm-bytes", Some("level: 3\n"), Some("signed")).unwrap();
+        let cm = build("p", "ns", b"\0asm-bytes", Some("level: 3\n"), Some("signed"), Track::Serving).unwrap();
         assert!(cm.binary_data.as_ref().unwrap().contains_key(WASM_KEY));
         let payload = read(&cm).unwrap();
         assert_eq!(
@@ -191,14 +226,31 @@ mod tests {
                 config: Some(r#"{"level":3}"#.into()),
                 pin: Some(pin_of(b"\0asm-bytes")),
                 signature: Some("signed".into()),
+                track: Track::Serving,
             }
         );
     }
 
     #[test]
+    fn a_shadow_is_named_apart_annotated_and_reads_back_as_a_shadow() {
+        let cm = build("p", "ns", b"x", None, None, Track::Shadow).unwrap();
+        assert_eq!(cm.metadata.name.as_deref(), Some("p-shadow"));
+        let payload = read(&cm).unwrap();
+        assert_eq!((payload.name.as_str(), payload.track), ("p", Track::Shadow));
+    }
+
+    #[test]
+    fn an_unknown_track_is_refused_naming_the_only_one() {
+        let mut cm = build("p", "ns", b"x", None, None, Track::Serving).unwrap();
+        cm.metadata.annotations.get_or_insert_default().insert(TRACK_ANNOTATION.into(), "canary".into());
+        let error = read(&cm).unwrap_err().to_string();
+        assert!(error.contains("\"canary\"") && error.contains("\"shadow\""), "{error}");
+    }
+
+    #[test]
     fn a_large_compressible_component_ships_gzipped_and_reads_back() {
         let component = vec![7u8; 3 * CONFIGMAP_LIMIT];
-        let cm = build("p", "ns", &component, None, None).unwrap();
+        let cm = build("p", "ns", &component, None, None, Track::Serving).unwrap();
         assert!(cm.binary_data.as_ref().unwrap().contains_key(WASM_GZ_KEY));
         assert_eq!(read(&cm).unwrap().component, component);
     }
@@ -215,13 +267,13 @@ mod tests {
                 x as u8
             })
             .collect();
-        let error = build("big", "ns", &component, None, None).unwrap_err().to_string();
+        let error = build("big", "ns", &component, None, None, Track::Serving).unwrap_err().to_string();
         assert!(error.contains("plugin big is 2048 KiB") && error.contains("shrink the component"), "{error}");
     }
 
     #[test]
     fn a_configmap_without_a_component_says_how_to_make_one() {
-        let mut cm = build("p", "ns", b"x", None, None).unwrap();
+        let mut cm = build("p", "ns", b"x", None, None, Track::Serving).unwrap();
         cm.binary_data = None;
         let error = read(&cm).unwrap_err().to_string();
         assert!(error.contains("ConfigMap ns/p") && error.contains("wasmloop bundle"), "{error}");
@@ -229,7 +281,7 @@ mod tests {
 
     #[test]
     fn broken_config_is_named_with_its_key() {
-        let mut cm = build("p", "ns", b"x", None, None).unwrap();
+        let mut cm = build("p", "ns", b"x", None, None, Track::Serving).unwrap();
         cm.data = Some(BTreeMap::from([("config.yaml".to_owned(), "a: [".to_owned())]));
         let error = read(&cm).unwrap_err().to_string();
         assert!(error.contains("data[\"config.yaml\"]"), "{error}");

@@ -6,7 +6,10 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{FOO_CRD, Host, component, create_configmap, create_deployment, grant_user, kubeconfig_as, labelled};
+use common::{
+    FOO_CRD, Host, component, create_configmap, create_deployment, deployment_with, foo, grant_user, kubeconfig_as,
+    labelled, replicas,
+};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -474,4 +477,128 @@ async fn with_trusted_keys_only_a_component_signed_by_one_of_them_loads() {
         .unwrap();
     let digest = wasmloop_sandbox::digest(&std::fs::read(&wasm).unwrap());
     status(&configmaps, "pod-logger", "the signed component serving", |s| s["activeDigest"] == digest.as_str()).await;
+}
+
+fn image(d: &Deployment) -> Option<String> {
+    d.spec.as_ref()?.template.spec.as_ref()?.containers.first()?.image.clone()
+}
+
+/// The shadow's findings on its status, once they pass `check`.
+async fn findings(api: &Api<ConfigMap>, name: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+    status(api, name, what, |s| check(&s["shadow"]["findings"])).await["shadow"]["findings"].clone()
+}
+
+fn count(findings: &Value, what: &str) -> u64 {
+    findings[what].as_u64().unwrap_or_default()
+}
+
+// One story, one host: the promotion at the end changes what serves.
+#[tokio::test]
+async fn a_shadow_configmap_is_compared_on_every_reconcile_writes_nothing_and_is_promoted_by_dropping_its_annotation() {
+    let plugins = shared().namespace("cm-shadow").await.unwrap();
+    let apps = shared().namespace("cm-shadow-apps").await.unwrap();
+    let foos = apps.install_crd(Path::new(FOO_CRD)).await;
+    let yaml = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(yaml.path(), format!("plugins:\n  foo-deployment: {{namespace: {}}}\n", apps.name)).unwrap();
+    let host =
+        Host::start(["run", "--plugin-namespace", plugins.name.as_str(), "--config", yaml.path().to_str().unwrap()]);
+    let configmaps: Api<ConfigMap> = plugins.api();
+    let serving = bundle("foo_deployment", "foo-deployment", &plugins.name, &[]);
+    configmaps.create(&PostParams::default(), &serving).await.unwrap();
+    status(&configmaps, "foo-deployment", "the serving version", |s| s["version"].is_string()).await;
+    let candidate = bundle("foo_deployment_next", "foo-deployment", &plugins.name, &["--shadow"]);
+    assert_eq!(candidate.metadata.name.as_deref(), Some("foo-deployment-shadow"));
+    configmaps.create(&PostParams::default(), &candidate).await.unwrap();
+    status(&configmaps, "foo-deployment-shadow", "the shadow seated", |s| s["shadow"]["plugin"] == "foo-deployment")
+        .await;
+
+    let deployments: Api<Deployment> = apps.api();
+    for name in ["one", "two", "three"] {
+        foos.create(&PostParams::default(), &foo(name, &format!("{name}-web"), 1)).await.unwrap();
+    }
+    let found =
+        findings(&configmaps, "foo-deployment-shadow", "three differences", |f| count(f, "differing") >= 3).await;
+    let diff = found["latest"]["diff"].as_str().unwrap_or_default();
+    assert!(diff.contains("nginx:latest") && diff.contains("nginx:1.27"), "{found:#}");
+    assert!(found["latest"]["object"].as_str().is_some_and(|o| o.starts_with("Foo ")), "{found:#}");
+    assert_eq!(count(&found, "failed"), 0, "{found:#}");
+    let series = r#"wasmloop_shadow_reconciles_total{plugin="foo-deployment",result="differing"}"#;
+    assert!(host.metric(series).await >= 3.0);
+    event_on(&plugins, "ShadowDiffers", "differs from the serving version").await;
+    // Each Foo was compared after the serving version's call, whose apply is all that wrote.
+    for name in ["one", "two", "three"] {
+        let d =
+            deployment_with(&deployments, &format!("{name}-web"), "the Deployment", |d| replicas(d) == Some(1)).await;
+        assert_eq!(image(&d).as_deref(), Some("nginx:latest"), "the serving image, never the shadow's");
+    }
+
+    // Promotion: the annotation goes, the candidate serves, the old ConfigMap is told.
+    let promote = json!({"metadata": {"annotations": {"wasmloop.dev/track": null}}});
+    configmaps.patch("foo-deployment-shadow", &PatchParams::default(), &Patch::Merge(&promote)).await.unwrap();
+    for name in ["one", "two", "three"] {
+        deployment_with(&deployments, &format!("{name}-web"), "the promoted image", |d| {
+            image(d).as_deref() == Some("nginx:1.27")
+        })
+        .await;
+    }
+    let promoted = status(&configmaps, "foo-deployment-shadow", "the promoted status", |s| {
+        s["plugin"] == "foo-deployment" && s.get("shadow").is_none()
+    })
+    .await;
+    assert!(promoted["activeDigest"].is_string(), "{promoted}");
+    status(&configmaps, "foo-deployment", "the old ConfigMap superseded", |s| {
+        s["lastError"].as_str().is_some_and(|e| e.contains("superseded") && e.contains("foo-deployment-shadow"))
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_panicking_shadow_changes_nothing_for_the_serving_version() {
+    let plugins = shared().namespace("cm-shadow-panic").await.unwrap();
+    let apps = shared().namespace("cm-shadow-panic-apps").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let host_yaml = dir.path().join("host.yaml");
+    let settings = format!(
+        "quarantine: {{afterSeconds: 1, minFailures: 2, firstProbeSeconds: 1, maxProbeSeconds: 2}}\nplugins:\n  hostile: {{namespace: {}}}\n",
+        apps.name
+    );
+    std::fs::write(&host_yaml, settings).unwrap();
+    let (greet, panic) = (dir.path().join("event.yaml"), dir.path().join("panic.yaml"));
+    std::fs::write(&greet, "mode: event\n").unwrap();
+    std::fs::write(&panic, "mode: panic\n").unwrap();
+    let host =
+        Host::start(["run", "--plugin-namespace", plugins.name.as_str(), "--config", host_yaml.to_str().unwrap()]);
+    let configmaps: Api<ConfigMap> = plugins.api();
+    let serving = bundle("hostile_plugin", "hostile", &plugins.name, &["--config", greet.to_str().unwrap()]);
+    configmaps.create(&PostParams::default(), &serving).await.unwrap();
+    status(&configmaps, "hostile", "the serving version", |s| s["version"].is_string()).await;
+    let shadow = bundle("hostile_plugin", "hostile", &plugins.name, &["--shadow", "--config", panic.to_str().unwrap()]);
+    configmaps.create(&PostParams::default(), &shadow).await.unwrap();
+    status(&configmaps, "hostile-shadow", "the shadow seated", |s| s["shadow"]["plugin"] == "hostile").await;
+
+    let names = ["a", "b", "c", "d"];
+    for name in names {
+        create_configmap(&apps, name).await;
+    }
+    let found = findings(&configmaps, "hostile-shadow", "four failures", |f| count(f, "failed") >= 4).await;
+    assert!(found["latest"]["diff"].as_str().is_some_and(|d| d.contains("panicked")), "{found:#}");
+    assert!(host.metric(r#"wasmloop_shadow_reconciles_total{plugin="hostile",result="failed"}"#).await >= 4.0);
+
+    // Every shadow call has ended: the serving version greeted each object, succeeded every
+    // time, and is neither failing nor quarantined.
+    let events: Api<Event> = apps.api();
+    for name in names {
+        wait_for_event(&events, Duration::from_secs(60), "Hello", move |e| {
+            e.reason.as_deref() == Some("Hello") && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+        })
+        .await;
+    }
+    let text = host.get("/metrics").await.1;
+    assert!(!text.contains(r#"wasmloop_reconcile_errors_total{plugin="hostile""#), "{text}");
+    assert!(host.metric(r#"wasmloop_reconciles_total{plugin="hostile",result="success"}"#).await >= 4.0);
+    assert_eq!(host.metric_or_zero(r#"wasmloop_plugin_quarantined{plugin="hostile"}"#).await, 0.0);
+    let warnings = events.list(&Default::default()).await.unwrap();
+    assert!(warnings.items.iter().all(|e| e.type_.as_deref() != Some("Warning")), "{:?}", warnings.items);
+    let serving = status(&configmaps, "hostile", "the serving status", |s| s["version"].is_string()).await;
+    assert!(serving.get("quarantined").is_none() && serving["lastError"].is_null(), "{serving}");
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use common::{Host, component, create_deployment, labelled};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use kube::api::{Api, PostParams};
 use serde_json::json;
 use wasmloop_testenv::{eventually, shared};
@@ -129,6 +129,49 @@ async fn record_captures_cases_from_the_cluster_and_writes_nothing_to_it() {
     a_reconcile_ended(&host).await;
     assert!(ns.api::<Deployment>().get_opt("rec").await.unwrap().is_none(), "record created the Deployment");
     assert!(foos.get("rec").await.unwrap().data.get("status").is_none(), "record wrote the status");
+}
+
+#[tokio::test]
+async fn a_secret_the_plugin_reads_is_recorded_redacted() {
+    let ns = shared().namespace("dev-record-secret").await.unwrap();
+    // The password, base64 in `data`, and a whole copy in the last-applied annotation.
+    let secret: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "db", "annotations": {
+            "kubectl.kubernetes.io/last-applied-configuration": r#"{"stringData":{"password":"hunter2"}}"#
+        }},
+        "data": {"password": "aHVudGVyMg=="}
+    }))
+    .unwrap();
+    ns.api::<Secret>().create(&PostParams::default(), &secret).await.unwrap();
+    let wants: ConfigMap = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "wants-db", "labels": {"wasmloop.dev/secret-reader": "yes"}},
+        "data": {"secret": "db"}
+    }))
+    .unwrap();
+    ns.api::<ConfigMap>().create(&PostParams::default(), &wants).await.unwrap();
+    let cases = tempfile::tempdir().unwrap();
+    let plugin = component("secret_reader_plugin");
+    let host = Host::start(["record".as_ref(), plugin.as_os_str(), "--record-dir".as_ref(), cases.path().as_os_str()]);
+    // The case of a reconcile that found the Secret, and told how many keys it holds.
+    host.printed(&format!("ConfigMap {}/wants-db", ns.name)).await;
+    let dir = cases.path().join("secret-reader");
+    let marker = format!("-{}-wants-db.yaml", ns.name);
+    let text = eventually(Duration::from_secs(60), "a recorded case for wants-db", || {
+        let found = std::fs::read_dir(&dir).ok().and_then(|files| {
+            files.filter_map(|f| f.ok()).find(|f| f.file_name().to_string_lossy().ends_with(&marker))
+        });
+        async move { std::fs::read_to_string(found.ok_or("not yet")?.path()).map_err(|e| e.to_string()) }
+    })
+    .await;
+    let case: serde_json::Value = serde_saphyr::from_str_with_options(&text, wasmloop::input::yaml_options()).unwrap();
+    let found = &case["lookups"][0]["found"];
+    assert_eq!((&found["kind"], &found["metadata"]["name"]), (&json!("Secret"), &json!("db")), "{text}");
+    assert_eq!(found["data"]["password"], "<redacted>", "{text}");
+    assert!(found["metadata"]["annotations"].get("kubectl.kubernetes.io/last-applied-configuration").is_none());
+    assert!(case["outcome"].to_string().contains("holds 1 keys"), "{text}");
+    assert!(!text.contains("aHVudGVyMg==") && !text.contains("hunter2"), "a Secret in clear:\n{text}");
 }
 
 #[test]

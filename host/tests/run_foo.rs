@@ -275,3 +275,49 @@ async fn every_reconcile_is_recorded_and_replays_the_same_with_its_version_and_c
         assert!(changed, "no changed case for {name}: {report:#}");
     }
 }
+
+#[tokio::test]
+async fn a_shadow_file_is_compared_with_the_serving_version_and_writes_nothing() {
+    let ns = shared().namespace("run-shadow").await.unwrap();
+    let foos = ns.install_crd(Path::new(FOO_CRD)).await;
+    let yaml = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(yaml.path(), format!("plugins:\n  foo-deployment: {{namespace: {}}}\n", ns.name)).unwrap();
+    let (plugin, next) = (common::component("foo_deployment"), common::component("foo_deployment_next"));
+    let mut shadow = std::ffi::OsString::from("foo-deployment=");
+    shadow.push(&next);
+    let host = Host::start([
+        "run".as_ref(),
+        "--plugin".as_ref(),
+        plugin.as_os_str(),
+        "--shadow".as_ref(),
+        shadow.as_os_str(),
+        "--config".as_ref(),
+        yaml.path().as_os_str(),
+    ]);
+    host.logged("shadow called beside the serving version").await;
+    foos.create(&PostParams::default(), &foo("shadowed", "shadowed-web", 1)).await.unwrap();
+
+    host.logged("the shadow's response differs from the serving version's").await;
+    let series = r#"wasmloop_shadow_reconciles_total{plugin="foo-deployment",result="differing"}"#;
+    assert!(host.metric(series).await >= 1.0);
+    let deployments: Api<Deployment> = ns.api();
+    let d = deployment_with(&deployments, "shadowed-web", "the Deployment", |d| replicas(d) == Some(1)).await;
+    let image = d.spec.unwrap().template.spec.unwrap().containers[0].image.clone();
+    assert_eq!(image.as_deref(), Some("nginx:latest"), "the serving image, never the shadow's");
+}
+
+#[test]
+fn a_shadow_file_of_another_plugin_fails_the_command_before_it_connects() {
+    let next = common::component("foo_deployment_next");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmloop"))
+        .args(["run", "--plugin"])
+        .arg(common::component("foo_deployment"))
+        .arg("--shadow")
+        .arg(format!("not-foo={}", next.display()))
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(r#"plugin "foo-deployment", not "not-foo""#), "{stderr}");
+}

@@ -7,9 +7,15 @@
 //! Foo's status is set. Reports wall time from the first create to convergence, the
 //! controller process's CPU seconds over the same span, and its peak RSS.
 //!
+//! Two more wasmloop runs measure what safe rollout costs: with `--record-dir` (every call
+//! recorded to a fresh directory) and with `--shadow` (foo-deployment-next called beside the
+//! serving version on every reconcile). For the wasmloop runs it also reads the reconciles
+//! the host counted (`/metrics`), for CPU per reconcile.
+//!
 //! `scripts/bench-convergence` builds both binaries in release and runs this. Knobs:
-//! `FOOS` (default 1000), `ROUNDS` (default 3; the controllers alternate), and
-//! `WASMLOOP_BIN` / `NATIVE_BIN` (default: the release binaries in the target directory).
+//! `FOOS` (default 1000), `ROUNDS` (default 3; the controllers take turns going first),
+//! `CONTROLLERS` (default `native,wasmloop,record,shadow`), and `WASMLOOP_BIN` / `NATIVE_BIN`
+//! (default: the release binaries in the target directory).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -40,29 +46,62 @@ fn binary(var: &str, default: PathBuf) -> PathBuf {
 enum Which {
     Native,
     Wasmloop,
+    /// wasmloop with `--record-dir`.
+    Recording,
+    /// wasmloop with `--shadow foo-deployment=foo_deployment_next.wasm`.
+    Shadow,
 }
 
 impl Which {
+    fn parse(text: &str) -> Which {
+        match text {
+            "native" => Which::Native,
+            "wasmloop" => Which::Wasmloop,
+            "record" => Which::Recording,
+            "shadow" => Which::Shadow,
+            other => panic!("CONTROLLERS: unknown {other:?}; use native, wasmloop, record, shadow"),
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Which::Native => "native kube-rs",
             Which::Wasmloop => "wasmloop",
+            Which::Recording => "wasmloop+record",
+            Which::Shadow => "wasmloop+shadow",
         }
     }
 
-    fn start(self, kubeconfig: &Path, cache: &Path) -> Child {
+    fn slug(self) -> &'static str {
+        match self {
+            Which::Native => "native",
+            Which::Wasmloop => "wasm",
+            Which::Recording => "record",
+            Which::Shadow => "shadow",
+        }
+    }
+
+    /// Starts the controller; a wasmloop one serves `/metrics` on `metrics`.
+    fn start(self, kubeconfig: &Path, cache: &Path, metrics: &str, records: &Path) -> Child {
+        let wasmloop = |extra: &[&std::ffi::OsStr]| {
+            let mut c = Command::new(binary("WASMLOOP_BIN", target_dir().join("release/wasmloop")));
+            let component = target_dir().join("wasm32-wasip2/release/foo_deployment.wasm");
+            // As the admin, like the native controller: both send the same requests.
+            c.args(["run", "--plugin-identity", "host", "--health-probe-bind-address", "0"])
+                .args(["--metrics-bind-address", metrics, "--plugin"])
+                .arg(component)
+                .arg("--cache-dir")
+                .arg(cache)
+                .args(extra);
+            c
+        };
+        let mut shadow = std::ffi::OsString::from("foo-deployment=");
+        shadow.push(target_dir().join("wasm32-wasip2/release/foo_deployment_next.wasm"));
         let mut command = match self {
             Which::Native => Command::new(binary("NATIVE_BIN", target_dir().join("release/foo-controller-native"))),
-            Which::Wasmloop => {
-                let mut c = Command::new(binary("WASMLOOP_BIN", target_dir().join("release/wasmloop")));
-                let component = target_dir().join("wasm32-wasip2/release/foo_deployment.wasm");
-                // As the admin, like the native controller: both send the same requests.
-                c.args(["run", "--plugin-identity", "host", "--health-probe-bind-address", "0", "--plugin"])
-                    .arg(component)
-                    .arg("--cache-dir")
-                    .arg(cache);
-                c
-            }
+            Which::Wasmloop => wasmloop(&[]),
+            Which::Recording => wasmloop(&["--record-dir".as_ref(), records.as_os_str()]),
+            Which::Shadow => wasmloop(&["--shadow".as_ref(), shadow.as_os_str()]),
         };
         command
             .env("KUBECONFIG", kubeconfig)
@@ -129,15 +168,36 @@ struct Measured {
     wall: f64,
     cpu: f64,
     rss: f64,
+    /// Reconciles the host counted; none for the native controller.
+    reconciles: Option<f64>,
+}
+
+/// A free loopback port for the host's `/metrics`.
+fn free_address() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().to_string()
+}
+
+/// The sum of every `wasmloop_reconciles_total` series the host at `address` serves.
+async fn reconciles(address: &str) -> f64 {
+    use http_body_util::BodyExt;
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<http_body_util::Empty<bytes::Bytes>>();
+    let url = format!("http://{address}/metrics");
+    let response = client.get(url.parse().unwrap()).await.unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    String::from_utf8_lossy(&body)
+        .lines()
+        .filter(|l| l.starts_with("wasmloop_reconciles_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }
 
 async fn measure(which: Which, count: usize, round: usize, cache: &Path) -> Measured {
-    let ns = shared()
-        .namespace(&format!("bench-{}-{round}", if which == Which::Native { "native" } else { "wasm" }))
-        .await
-        .unwrap();
+    let ns = shared().namespace(&format!("bench-{}-{round}", which.slug())).await.unwrap();
     let foos = ns.install_crd(Path::new(CRD)).await;
-    let mut child = which.start(&shared().kubeconfig(), cache);
+    let (address, records) = (free_address(), cache.join(format!("records-{round}")));
+    let mut child = which.start(shared().kubeconfig(), cache, &address, &records);
     let pid = child.id();
     // Both start in well under a second; give each the same settling time.
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -158,16 +218,20 @@ async fn measure(which: Which, count: usize, round: usize, cache: &Path) -> Meas
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let wall = started.elapsed().as_secs_f64();
-    let measured = Measured { wall, cpu: cpu_seconds(pid) - cpu_before, rss: peak_rss_mib(pid) };
+    let cpu = cpu_seconds(pid) - cpu_before;
+    let reconciles = if which == Which::Native { None } else { Some(reconciles(&address).await) };
+    let measured = Measured { wall, cpu, rss: peak_rss_mib(pid), reconciles };
     let _ = child.kill();
     let _ = child.wait();
     remove(&ns).await;
+    let _ = std::fs::remove_dir_all(&records);
     println!(
-        "  round {round} {:<15} wall {:>6.2} s   cpu {:>6.2} s   peak rss {:>6.1} MiB",
+        "  round {round} {:<15} wall {:>6.2} s   cpu {:>6.2} s   peak rss {:>6.1} MiB   reconciles {}",
         which.name(),
         measured.wall,
         measured.cpu,
-        measured.rss
+        measured.rss,
+        measured.reconciles.map_or("-".to_owned(), |r| format!("{r:.0}")),
     );
     measured
 }
@@ -187,7 +251,7 @@ async fn remove(ns: &TestNamespace) {
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     let middle = values.len() / 2;
-    if values.len() % 2 == 0 { (values[middle - 1] + values[middle]) / 2.0 } else { values[middle] }
+    if values.len().is_multiple_of(2) { (values[middle - 1] + values[middle]) / 2.0 } else { values[middle] }
 }
 
 /// Compiles the component into the run's cache, as a host that restarts (or a standby) has it:
@@ -210,13 +274,20 @@ fn warm_compile_cache(cache: &Path) {
 async fn main() {
     let count: usize = std::env::var("FOOS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
     let rounds: usize = std::env::var("ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
+    let controllers: Vec<Which> = std::env::var("CONTROLLERS")
+        .unwrap_or_else(|_| "native,wasmloop,record,shadow".into())
+        .split(',')
+        .map(Which::parse)
+        .collect();
     let cache = tempfile_dir();
     warm_compile_cache(&cache);
-    println!("convergence of {count} Foos, {rounds} round(s), controllers alternating");
+    println!("convergence of {count} Foos, {rounds} round(s), controllers taking turns");
     let mut results: Vec<(Which, Measured)> = Vec::new();
     for round in 0..rounds {
-        // Alternate who goes first, so neither always meets a warmer API server.
-        let order = if round % 2 == 0 { [Which::Native, Which::Wasmloop] } else { [Which::Wasmloop, Which::Native] };
+        // Rotate who goes first, so none always meets a warmer API server.
+        let mut order = controllers.clone();
+        let first = round % order.len();
+        order.rotate_left(first);
         for which in order {
             results.push((which, measure(which, count, round, &cache).await));
         }
@@ -224,16 +295,44 @@ async fn main() {
     let pick = |which: Which, f: fn(&Measured) -> f64| {
         median(results.iter().filter(|(w, _)| *w == which).map(|(_, m)| f(m)).collect())
     };
+    let has = |which: Which| controllers.contains(&which);
     println!("\nmedians over {rounds} round(s):");
-    println!("| {count} Foos | native kube-rs | wasmloop | ratio |");
-    println!("|---|---|---|---|");
-    for (what, f, unit) in [
-        ("wall time", (|m: &Measured| m.wall) as fn(&Measured) -> f64, "s"),
-        ("controller CPU", |m: &Measured| m.cpu, "s"),
-        ("peak RSS", |m: &Measured| m.rss, "MiB"),
-    ] {
-        let (native, wasm) = (pick(Which::Native, f), pick(Which::Wasmloop, f));
-        println!("| {what} | {native:.2} {unit} | {wasm:.2} {unit} | {:.2}× |", wasm / native);
+    let metrics: [(&str, fn(&Measured) -> f64, &str); 3] =
+        [("wall time", |m| m.wall, "s"), ("controller CPU", |m| m.cpu, "s"), ("peak RSS", |m| m.rss, "MiB")];
+    if has(Which::Native) && has(Which::Wasmloop) {
+        println!("| {count} Foos | native kube-rs | wasmloop | ratio |");
+        println!("|---|---|---|---|");
+        for (what, f, unit) in metrics {
+            let (native, wasm) = (pick(Which::Native, f), pick(Which::Wasmloop, f));
+            println!("| {what} | {native:.2} {unit} | {wasm:.2} {unit} | {:.2}× |", wasm / native);
+        }
+    }
+    let rollout: Vec<Which> = [Which::Recording, Which::Shadow].into_iter().filter(|w| has(*w)).collect();
+    if has(Which::Wasmloop) && !rollout.is_empty() {
+        let per_reconcile: fn(&Measured) -> f64 = |m| 1e3 * m.cpu / m.reconciles.unwrap_or(f64::NAN);
+        let throughput: fn(&Measured) -> f64 = |m| m.reconciles.unwrap_or(f64::NAN) / m.wall;
+        let header: String = rollout.iter().map(|w| format!(" {} | ratio |", w.name())).collect();
+        println!("\n| {count} Foos | wasmloop |{header}");
+        println!("|---|---|{}", "---|---|".repeat(rollout.len()));
+        let rows: [(&str, fn(&Measured) -> f64, &str); 6] = [
+            ("wall time", |m| m.wall, "s"),
+            ("reconciles", |m| m.reconciles.unwrap_or(f64::NAN), ""),
+            ("reconciles per second", throughput, "/s"),
+            ("controller CPU", |m| m.cpu, "s"),
+            ("CPU per reconcile", per_reconcile, "ms"),
+            ("peak RSS", |m| m.rss, "MiB"),
+        ];
+        for (what, f, unit) in rows {
+            let base = pick(Which::Wasmloop, f);
+            let cells: String = rollout
+                .iter()
+                .map(|w| {
+                    let value = pick(*w, f);
+                    format!(" {value:.2} {unit} | {:.2}× |", value / base)
+                })
+                .collect();
+            println!("| {what} | {base:.2} {unit} |{cells}");
+        }
     }
     let _ = std::fs::remove_dir_all(&cache);
 }

@@ -4,6 +4,7 @@
 //! workers, workers call the plugin and the executor carries out its actions. [`metrics`] observes
 //! every stage.
 
+pub mod compare;
 pub mod context;
 pub mod controller;
 pub mod discovery;
@@ -16,6 +17,7 @@ pub mod quarantine;
 pub mod queue;
 pub mod record;
 pub mod registry;
+pub mod shadow;
 pub mod writer;
 
 pub use context::Context;

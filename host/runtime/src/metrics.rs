@@ -88,6 +88,7 @@ pub struct Metrics {
     writes_throttled: Family<PluginLabels, Counter>,
     quarantined: Family<PluginLabels, Gauge>,
     instantiate: HistogramFamily<PluginLabels>,
+    shadow_reconciles: Family<ResultLabels, Counter>,
     leader: Gauge,
 }
 
@@ -127,6 +128,7 @@ impl Metrics {
             writes_throttled: Family::default(),
             quarantined: Family::default(),
             instantiate: HistogramFamily::new_with_constructor(seconds_histogram),
+            shadow_reconciles: Family::default(),
             leader: Gauge::default(),
         };
         let r = &mut m.registry;
@@ -184,6 +186,11 @@ impl Metrics {
             "instantiate_duration_seconds",
             "Creating a fresh guest instance for one call",
             m.instantiate.clone(),
+        );
+        r.register(
+            "shadow_reconciles",
+            "Calls of a shadow version compared with its serving version's, by plugin and result (same, differing, failed, skipped)",
+            m.shadow_reconciles.clone(),
         );
         r.register("leader", "1 while this host holds the leader lease (or runs without election)", m.leader.clone());
         m
@@ -277,6 +284,12 @@ impl Metrics {
     /// Whether `plugin` is quarantined.
     pub fn quarantined(&self, plugin: &str, quarantined: bool) {
         self.quarantined.get_or_create(&Self::plugin_labels(plugin)).set(i64::from(quarantined));
+    }
+
+    /// A shadow of `plugin` was compared with its serving version: `result` is `same`,
+    /// `differing`, `failed` or `skipped`.
+    pub fn shadow_reconciled(&self, plugin: &str, result: &str) {
+        self.shadow_reconciles.get_or_create(&ResultLabels { plugin: plugin.into(), result: result.into() }).inc();
     }
 
     /// Plugins serving now.

@@ -214,17 +214,22 @@ pub fn recorded(object: &Object) -> Value {
     value
 }
 
-/// The case of one call of `plugin` with `request`, whose look-ups `recording` kept.
-pub fn case(plugin: &Plugin, request: &Request, recording: &Recording, result: &Result<Response, CallError>) -> Case {
-    let (lookups, truncated) = recording.take();
-    let outcome = match result {
+/// A call's outcome as a case records it, redacted: the shape `compare::judge` compares.
+pub fn outcome(result: &Result<Response, CallError>) -> Outcome {
+    match result {
         Ok(response) => {
             let mut value = serde_json::to_value(response).unwrap_or(Value::Null);
             redact(&mut value);
             Outcome::Response(value)
         }
         Err(error) => Outcome::Error { message: error.to_string(), transient: error.failure.is_transient() },
-    };
+    }
+}
+
+/// The case of one call of `plugin` with `request`, whose look-ups `recording` kept.
+pub fn case(plugin: &Plugin, request: &Request, recording: &Recording, result: &Result<Response, CallError>) -> Case {
+    let (lookups, truncated) = recording.take();
+    let outcome = outcome(result);
     let phase = match request.phase {
         Phase::Apply => "apply",
         Phase::Cleanup => "cleanup",

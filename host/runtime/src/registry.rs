@@ -32,6 +32,7 @@ use wasmloop_sandbox::{LoadError, Plugin, Sandbox};
 use crate::context::Context;
 use crate::controller::{Controller, ControllerConfig, StartError};
 use crate::identity::AccountChoice;
+use crate::shadow::{Shadow, ShadowReport, ShadowSeat};
 
 /// Compiles and validates a component (its bytes, its source): the sandbox with the
 /// operator's limits applied.
@@ -79,6 +80,20 @@ pub enum Loaded {
         /// SHA-256 of component and configuration.
         digest: String,
     },
+    /// The source's shadow now serves, replacing what served from another source (the
+    /// shadow was promoted: its source offered it as serving).
+    Promoted {
+        /// The plugin.
+        name: String,
+        /// The new version.
+        version: String,
+        /// The version it replaced, if one served.
+        previous: Option<String>,
+        /// The source that served it, and now serves nothing.
+        superseded: Option<String>,
+        /// SHA-256 of component and configuration.
+        digest: String,
+    },
     /// The same component and configuration already serve: nothing to do.
     Unchanged {
         /// The plugin.
@@ -92,16 +107,20 @@ impl Loaded {
     /// The plugin's name.
     pub fn name(&self) -> &str {
         match self {
-            Loaded::Started { name, .. } | Loaded::Replaced { name, .. } | Loaded::Unchanged { name, .. } => name,
+            Loaded::Started { name, .. }
+            | Loaded::Replaced { name, .. }
+            | Loaded::Promoted { name, .. }
+            | Loaded::Unchanged { name, .. } => name,
         }
     }
 
     /// The digest now serving.
     pub fn digest(&self) -> &str {
         match self {
-            Loaded::Started { digest, .. } | Loaded::Replaced { digest, .. } | Loaded::Unchanged { digest, .. } => {
-                digest
-            }
+            Loaded::Started { digest, .. }
+            | Loaded::Replaced { digest, .. }
+            | Loaded::Promoted { digest, .. }
+            | Loaded::Unchanged { digest, .. } => digest,
         }
     }
 }
@@ -112,6 +131,16 @@ impl std::fmt::Display for Loaded {
             Loaded::Started { name, version, .. } => write!(f, "plugin {name} {version} serving"),
             Loaded::Replaced { name, version, previous, .. } => {
                 write!(f, "plugin {name} {version} serving, replacing {previous}; every primary requeued")
+            }
+            Loaded::Promoted { name, version, previous, superseded, .. } => {
+                write!(f, "plugin {name} {version} promoted from shadow to serving")?;
+                if let Some(previous) = previous {
+                    write!(f, ", replacing {previous}")?;
+                }
+                if let Some(source) = superseded {
+                    write!(f, " from {source}, which now serves nothing")?;
+                }
+                Ok(())
             }
             Loaded::Unchanged { name, .. } => write!(f, "plugin {name} unchanged"),
         }
@@ -154,6 +183,28 @@ pub enum RegistryError {
         /// The source serving it.
         holder: String,
     },
+    /// Another source already offers a shadow of this plugin.
+    #[error(
+        "{origin} offers a shadow of plugin {name:?}, which already has one from {holder}; a plugin has one shadow at a time: remove one of the two"
+    )]
+    ShadowTaken {
+        /// The source.
+        origin: String,
+        /// The plugin.
+        name: String,
+        /// The source whose shadow is seated.
+        holder: String,
+    },
+    /// A shadow cannot stand beside the serving version.
+    #[error("{origin}: the shadow of plugin {name:?} {reason}")]
+    ShadowMismatch {
+        /// The source.
+        origin: String,
+        /// The plugin.
+        name: String,
+        /// What does not match, and what to do.
+        reason: String,
+    },
     /// Its controller could not start (a kind not served, a cache that did not sync).
     #[error("{source}{}", keeps(.running))]
     Start {
@@ -176,6 +227,8 @@ impl RegistryError {
             RegistryError::Load { source, .. } => source.reason(),
             RegistryError::NameMismatch { .. } => "NameMismatch",
             RegistryError::NameTaken { .. } => "NameTaken",
+            RegistryError::ShadowTaken { .. } => "ShadowTaken",
+            RegistryError::ShadowMismatch { .. } => "ShadowMismatch",
             RegistryError::Start { source: StartError::Identity { .. }, .. } => "IdentityRefused",
             RegistryError::Start { .. } => "StartFailed",
         }
@@ -205,6 +258,29 @@ pub struct Registry {
     settings: Settings,
     drain: Duration,
     slots: tokio::sync::Mutex<HashMap<String, Slot>>,
+    /// Each plugin's shadow seat, by plugin name, whether or not a version serves.
+    seats: std::sync::Mutex<HashMap<String, Arc<ShadowSeat>>>,
+}
+
+/// What an accepted shadow did.
+#[derive(Debug)]
+pub enum Shadowed {
+    /// The candidate now shadows its plugin, replacing the source's earlier candidate.
+    Seated {
+        /// The plugin.
+        name: String,
+        /// The candidate's version.
+        version: String,
+        /// SHA-256 of component and configuration.
+        digest: String,
+        /// What it finds, as it finds it.
+        findings: tokio::sync::watch::Receiver<ShadowReport>,
+    },
+    /// The same candidate already shadows the plugin.
+    Unchanged {
+        /// The plugin.
+        name: String,
+    },
 }
 
 /// What identifies a serving version: the component's SHA-256 (as the sandbox computes it)
@@ -222,7 +298,8 @@ impl Registry {
     /// an old version up to `drain` to finish its reconciles in flight when it is replaced or
     /// removed.
     pub fn new(context: Context, sandbox: Sandbox, loader: Loader, settings: Settings, drain: Duration) -> Registry {
-        Registry { context, sandbox, loader, settings, drain, slots: tokio::sync::Mutex::default() }
+        let (slots, seats) = (tokio::sync::Mutex::default(), std::sync::Mutex::default());
+        Registry { context, sandbox, loader, settings, drain, slots, seats }
     }
 
     /// Loads, replaces or keeps the plugin `candidate` offers. Replacements and loads are one
@@ -294,7 +371,11 @@ impl Registry {
         if let Some(expected) = expected_name.filter(|e| *e != name) {
             return Err(reject(RegistryError::NameMismatch { origin: source, expected, found: name.clone(), running }));
         }
-        if let Some(holder) = slots.get(&name).filter(|s| s.source != source) {
+        // A source offering as serving the version it shadows promotes it: it replaces what
+        // serves from another source.
+        let seat = self.seat(&name);
+        let promoted = seat.current().is_some_and(|shadow| shadow.source() == source);
+        if let Some(holder) = slots.get(&name).filter(|s| s.source != source && !promoted) {
             return Err(reject(RegistryError::NameTaken {
                 origin: source.clone(),
                 name: name.clone(),
@@ -320,12 +401,18 @@ impl Registry {
             .reserve(&plugin.with_limits(plugin.limits().instances(concurrency)))
             .map_err(|source| reject(RegistryError::Load { source, running: running.clone() }))?;
         let version = plugin.manifest().version.clone();
-        let prepared = Controller::prepare(plugin, &self.context, controller_config)
+        let prepared = Controller::prepare(plugin, &self.context, controller_config, seat.clone())
             .await
             .map_err(|source| reject(RegistryError::Start { source, running: running.clone() }))?;
-        // A source that now offers a plugin of another name gives up its old one.
-        let old = mine.and_then(|old_name| slots.remove(&old_name));
+        // A source that now offers a plugin of another name gives up its old one; a promoted
+        // shadow takes over from whichever source served.
+        let old = if promoted { slots.remove(&name) } else { mine.and_then(|old_name| slots.remove(&old_name)) };
         let previous = old.as_ref().map(|s| version_of(&s.controller));
+        let superseded = old.as_ref().filter(|s| s.source != source).map(|s| s.source.clone());
+        if promoted {
+            // Before the new version starts: it must not be compared with itself.
+            seat.set(None);
+        }
         let controller = match old {
             Some(old) => prepared.run_after(old.controller.shut_down(self.drain).await),
             None => prepared.run(),
@@ -334,9 +421,105 @@ impl Registry {
         self.context.metrics.plugin_loaded(&name);
         self.context.metrics.plugins_active(slots.len());
         Ok(match previous {
+            _ if promoted => Loaded::Promoted { name, version, previous, superseded, digest },
             Some(previous) => Loaded::Replaced { name, version, previous, digest },
             None => Loaded::Started { name, version, digest },
         })
+    }
+
+    fn seat(&self, name: &str) -> Arc<ShadowSeat> {
+        self.seats.lock().expect("lock").entry(name.to_owned()).or_default().clone()
+    }
+
+    /// Seats `candidate` as the shadow of the plugin it names (`expected_name`, which is
+    /// required): called beside every version of that plugin that serves, now or later, and
+    /// compared with it. It is compiled and its instances reserved as for a serving version;
+    /// the plugin's settings (concurrency, limits) apply. It acts as nobody: it writes
+    /// nothing, and reads through the serving version's caches, so `candidate.account` is not
+    /// used.
+    ///
+    /// # Errors
+    /// When the candidate does not load, names another plugin, has another primary kind than
+    /// the serving version, or another source's shadow is seated; whatever shadowed before
+    /// still does.
+    pub async fn shadow(&self, candidate: Candidate) -> Result<Shadowed, RegistryError> {
+        let origin = candidate.source.clone();
+        let name = candidate.expected_name.clone().ok_or_else(|| RegistryError::ShadowMismatch {
+            origin: origin.clone(),
+            name: String::new(),
+            reason: "names no plugin; say which plugin it shadows".to_owned(),
+        })?;
+        let digest = version_digest(&wasmloop_sandbox::digest(&candidate.bytes), candidate.config.as_deref());
+        let seat = self.seat(&name);
+        if let Some(current) = seat.current() {
+            if current.source() != origin {
+                let holder = current.source().to_owned();
+                return Err(RegistryError::ShadowTaken { origin, name, holder });
+            }
+            if version_digest(current.plugin().digest(), current.config()) == digest {
+                return Ok(Shadowed::Unchanged { name });
+            }
+        }
+        let plugin = self.compile(&candidate).await.map_err(|source| {
+            self.context.metrics.plugin_rejected(&name, source.reason());
+            RegistryError::Load { source, running: None }
+        })?;
+        self.seat_compiled(&origin, &name, plugin, candidate.config).await
+    }
+
+    /// Seats an already compiled `plugin` as the shadow of plugin `name`, as
+    /// [`Registry::shadow`] does after compiling.
+    ///
+    /// # Errors
+    /// As [`Registry::shadow`], compiling aside.
+    pub async fn seat_compiled(
+        &self,
+        origin: &str,
+        name: &str,
+        plugin: Plugin,
+        config: Option<String>,
+    ) -> Result<Shadowed, RegistryError> {
+        let (origin, name) = (origin.to_owned(), name.to_owned());
+        let seat = self.seat(&name);
+        if let Some(holder) = seat.current().map(|s| s.source().to_owned()).filter(|holder| *holder != origin) {
+            return Err(RegistryError::ShadowTaken { origin, name, holder });
+        }
+        let digest = version_digest(plugin.digest(), config.as_deref());
+        let found = plugin.manifest().name.clone();
+        if found != name {
+            self.context.metrics.plugin_rejected(&name, "NameMismatch");
+            return Err(RegistryError::NameMismatch { origin, expected: name, found, running: None });
+        }
+        let serving_primary = {
+            let slots = self.slots.lock().await;
+            slots.get(&name).map(|s| s.controller.plugin().manifest().primary.kind.clone())
+        };
+        let primary = &plugin.manifest().primary.kind;
+        if let Some(serving) = serving_primary.filter(|serving| serving != primary) {
+            let reason = format!(
+                "reconciles {primary}, the serving version {serving}; a shadow is a candidate for the same primary kind"
+            );
+            return Err(RegistryError::ShadowMismatch { origin, name, reason });
+        }
+        let concurrency = (self.settings)(&name).concurrency_for(plugin.manifest().settings.max_concurrent_reconciles);
+        let plugin =
+            self.sandbox.reserve(&plugin.with_limits(plugin.limits().instances(concurrency))).map_err(|source| {
+                self.context.metrics.plugin_rejected(&name, source.reason());
+                RegistryError::Load { source, running: None }
+            })?;
+        let version = plugin.manifest().version.clone();
+        let (shadow, findings) = Shadow::new(plugin, origin, config, concurrency, self.context.metrics.clone());
+        seat.set(Some(shadow));
+        Ok(Shadowed::Seated { name, version, digest, findings })
+    }
+
+    /// Unseats the shadow `source` offered; its calls in flight finish unseen. Returns the
+    /// plugin it shadowed.
+    pub fn unshadow(&self, source: &str) -> Option<String> {
+        let seats = self.seats.lock().expect("lock");
+        let (name, seat) = seats.iter().find(|(_, seat)| seat.current().is_some_and(|s| s.source() == source))?;
+        seat.set(None);
+        Some(name.clone())
     }
 
     async fn compile(&self, candidate: &Candidate) -> Result<Plugin, LoadError> {

@@ -6,7 +6,7 @@ use anyhow::Context as _;
 
 use super::common;
 use crate::cli::BundleArgs;
-use crate::plugin_configmap;
+use crate::plugin_configmap::{self, Track};
 
 pub(super) fn run(args: &BundleArgs) -> anyhow::Result<ExitCode> {
     let sandbox = common::sandbox(&args.sandbox, None)?;
@@ -34,8 +34,10 @@ pub(super) fn run(args: &BundleArgs) -> anyhow::Result<ExitCode> {
         })
         .transpose()?;
     let signature = args.signature.as_deref().map(read_signature).transpose()?;
+    let track = if args.shadow { Track::Shadow } else { Track::Serving };
+    let (name, namespace) = (&args.name, &args.namespace);
     let configmap =
-        plugin_configmap::build(&args.name, &args.namespace, &component, config.as_deref(), signature.as_deref())?;
+        plugin_configmap::build(name, namespace, &component, config.as_deref(), signature.as_deref(), track)?;
     // apiVersion and kind first, as kubectl prints them.
     let value = serde_json::to_value(&configmap)?;
     let mut ordered = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap"});

@@ -8,12 +8,13 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use serde_json::{Value, json};
-use wasmloop_runtime::record::Case;
+use wasmloop_runtime::compare::{Verdict, diff, judge};
+use wasmloop_runtime::record::{Case, outcome};
 use wasmloop_sandbox::{Object, Phase, Plugin, Request, object_from_value};
 
 use super::common;
 use crate::cli::{ReplayArgs, ReplayOutput};
-use crate::replay::{ReplayCache, Verdict, diff, judge, outcome_of};
+use crate::replay::ReplayCache;
 
 /// Exit code when any case replayed other than `same` (bad input and load errors exit 1).
 pub const EXIT_CHANGED: u8 = 2;
@@ -79,7 +80,7 @@ async fn replay_one(plugin: &Plugin, case: &Case, file: &Path) -> anyhow::Result
     };
     let cache = Arc::new(ReplayCache::new(case.lookups.clone()));
     let result = plugin.reconcile(&request, cache.clone()).await;
-    let now = outcome_of(&result);
+    let now = outcome(&result);
     let missing = cache.missing();
     Ok(Replayed { verdict: judge(&case.outcome, &now, &missing), diff: diff(&case.outcome, &now), missing })
 }

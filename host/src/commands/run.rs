@@ -4,11 +4,12 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use wasmloop_runtime::registry::Shadowed;
 use wasmloop_sandbox::{Plugin, Sandbox};
 
 use super::common;
 use super::host::{Host, shutdown_signal};
-use crate::cli::{PluginIdentity, RunArgs};
+use crate::cli::{PluginIdentity, RunArgs, ShadowArg};
 use crate::host_config::HostConfig;
 use crate::pinning::TrustedKeys;
 use crate::sources::configmaps::ConfigMapSource;
@@ -37,6 +38,40 @@ async fn load_all(args: &RunArgs, sandbox: &Sandbox) -> anyhow::Result<Vec<Plugi
     Ok(plugins)
 }
 
+/// Compiles every `--shadow` file before anything connects, and checks it names its plugin.
+async fn load_shadows(args: &RunArgs, sandbox: &Sandbox) -> anyhow::Result<Vec<(String, Plugin)>> {
+    let mut shadows = Vec::new();
+    for ShadowArg { name, path } in &args.shadows {
+        let plugin = common::load(sandbox, path, &args.host.sandbox).await?;
+        let found = &plugin.manifest().name;
+        anyhow::ensure!(
+            found == name,
+            "--shadow {name}={}: the component is plugin {found:?}, not {name:?}; a shadow names the plugin it shadows",
+            path.display()
+        );
+        anyhow::ensure!(
+            !shadows.iter().any(|(other, _)| other == name),
+            "--shadow {name}= is given twice; a plugin has one shadow at a time"
+        );
+        shadows.push((name.clone(), plugin));
+    }
+    Ok(shadows)
+}
+
+/// Seats a `--shadow`: called beside plugin `name`.
+async fn seat_shadow(host: &Host, name: &str, plugin: Plugin) -> anyhow::Result<()> {
+    let source = format!("file {}", plugin.origin());
+    let seated = host
+        .registry
+        .seat_compiled(&source, name, plugin, None)
+        .await
+        .with_context(|| format!("cannot shadow plugin {name} with {source}"))?;
+    if let Shadowed::Seated { name, version, .. } = seated {
+        tracing::info!(plugin = %name, %source, version, "shadow called beside the serving version; it writes nothing");
+    }
+    Ok(())
+}
+
 fn readiness_item(plugin: &Plugin) -> String {
     format!("plugin {}", plugin.manifest().name)
 }
@@ -49,6 +84,7 @@ async fn serve(args: &RunArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
         tracing::info!(keys = %keys.ids(), "ConfigMap plugins must be signed by one of these minisign keys");
     }
     let plugins = load_all(args, &sandbox).await?;
+    let shadows = load_shadows(args, &sandbox).await?;
     let pending: Vec<String> = plugins.iter().map(readiness_item).collect();
     let host = Host::start(&args.host, config, &sandbox, &pending, None, PluginIdentity::Impersonate).await?;
     for plugin in plugins {
@@ -61,6 +97,9 @@ async fn serve(args: &RunArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("cannot start plugin {name}"))?;
         host.readiness.ready(&item);
         tracing::info!(plugin = %name, "{loaded}");
+    }
+    for (name, plugin) in shadows {
+        seat_shadow(&host, &name, plugin).await?;
     }
     for namespace in &args.plugin_namespaces {
         let source = ConfigMapSource::new(

@@ -2,13 +2,19 @@
 //! ones swap, deleted ones unload, with no restart. The outcome is written back where users
 //! look: the `wasmloop.dev/status` annotation and `PluginLoaded` / `PluginRejected` Events
 //! on the ConfigMap.
+//!
+//! A ConfigMap annotated `wasmloop.dev/track: shadow` is a candidate: the registry seats it
+//! beside its plugin's serving version, and its findings (compared, same, differing, failed,
+//! the latest difference) go to its status annotation, at most once per
+//! [`SHADOW_STATUS_EVERY`], with a `ShadowDiffers` Event the first time it differs. Removing
+//! the annotation promotes it: it replaces the serving version, whichever ConfigMap served.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType};
@@ -16,18 +22,23 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 use tokio::sync::{mpsc, watch};
+use wasmloop_runtime::compare::ShadowResult;
 use wasmloop_runtime::events::Recorders;
 use wasmloop_runtime::identity::{AccountChoice, SERVICE_ACCOUNT_ANNOTATION, ServiceAccount};
 use wasmloop_runtime::quarantine::Board;
-use wasmloop_runtime::registry::{Candidate, Loaded, Registry, RegistryError};
+use wasmloop_runtime::registry::{Candidate, Loaded, Registry, RegistryError, Shadowed};
+use wasmloop_runtime::shadow::ShadowReport;
 
 use crate::endpoints::Readiness;
 use crate::pinning::{self, TrustedKeys};
-use crate::plugin_configmap::{self, PLUGIN_LABEL, STATUS_ANNOTATION};
+use crate::plugin_configmap::{self, PLUGIN_LABEL, PluginPayload, STATUS_ANNOTATION, TRACK_ANNOTATION, Track};
 
 /// How long before a plugin that failed to start (a kind not served yet, a cache that did
 /// not sync) is tried again with the same ConfigMap.
 const START_RETRY: Duration = Duration::from_secs(15);
+
+/// How often a shadow's findings are written to its status, at most.
+const SHADOW_STATUS_EVERY: Duration = Duration::from_secs(1);
 
 /// The field manager of the status annotation.
 const MANAGER: &str = "wasmloop";
@@ -45,6 +56,8 @@ struct Seen {
     handled: Option<Content>,
     /// The version serving from this ConfigMap.
     active: Option<Active>,
+    /// The candidate shadowing from this ConfigMap, and what it found.
+    shadow: Option<Shadowing>,
     /// Why the last offer was refused, and when; none when it was accepted.
     last_error: Option<String>,
     last_error_at: Option<String>,
@@ -54,9 +67,29 @@ struct Seen {
     retry_pending: bool,
 }
 
-/// What a ConfigMap offers, as far as loading goes: the component's digest, the configuration,
-/// the ServiceAccount annotation, the pin and the signature.
-type Content = (String, Option<String>, Option<String>, Option<String>, Option<String>);
+/// What a ConfigMap offers, as far as loading goes.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct Content {
+    /// The component's SHA-256, or the reason it could not be read.
+    digest: String,
+    config: Option<String>,
+    /// The ServiceAccount annotation.
+    account: Option<String>,
+    pin: Option<String>,
+    signature: Option<String>,
+    track: Track,
+}
+
+/// A candidate shadowing from a ConfigMap, as its status shows it.
+struct Shadowing {
+    plugin: String,
+    version: String,
+    digest: String,
+    loaded_at: String,
+    findings: ShadowReport,
+    /// The `ShadowDiffers` Event was recorded.
+    announced: bool,
+}
 
 /// A version serving from a ConfigMap, as its status shows it.
 #[derive(Clone)]
@@ -84,6 +117,9 @@ pub struct ConfigMapSource {
     quarantines: Arc<Board>,
     /// When set, only components signed by one of these keys load.
     trusted: Option<Arc<TrustedKeys>>,
+    /// Shadows' findings: the ConfigMap, the shadow's digest, the findings.
+    found: mpsc::UnboundedSender<(String, String, ShadowReport)>,
+    findings: Option<mpsc::UnboundedReceiver<(String, String, ShadowReport)>>,
 }
 
 /// The `wasmloop.dev/status` annotation of a ConfigMap: what serves from it, the last refusal,
@@ -96,6 +132,12 @@ fn status_of(seen: &Seen) -> serde_json::Value {
         }),
         None => json!({"activeDigest": null}),
     };
+    if let Some(shadow) = &seen.shadow {
+        status["shadow"] = json!({
+            "plugin": shadow.plugin, "version": shadow.version, "digest": shadow.digest,
+            "loadedAt": shadow.loaded_at, "findings": shadow.findings,
+        });
+    }
     status["lastError"] = json!(seen.last_error);
     if let Some(at) = &seen.last_error_at {
         status["lastErrorAt"] = json!(at);
@@ -119,7 +161,10 @@ impl ConfigMapSource {
     ) -> Self {
         readiness.pending(&Self::readiness_item(namespace), "plugin ConfigMaps not listed yet");
         let (retry, retries) = mpsc::unbounded_channel();
+        let (found, findings) = mpsc::unbounded_channel();
         ConfigMapSource {
+            found,
+            findings: Some(findings),
             retry,
             retries: Some(retries),
             leading,
@@ -143,11 +188,13 @@ impl ConfigMapSource {
         let config = watcher::Config::default().labels(PLUGIN_LABEL);
         let mut events = watcher(self.api.clone(), config).default_backoff().boxed();
         let mut retries = self.retries.take().expect("run once");
+        let mut findings = self.findings.take().expect("run once");
         let mut quarantines = self.quarantines.subscribe();
         let mut listed: Option<HashSet<String>> = None;
         loop {
             tokio::select! {
                 Ok(()) = quarantines.changed() => self.show_quarantines().await,
+                Some((name, digest, report)) = findings.recv() => self.shadow_found(&name, &digest, report).await,
                 event = events.next() => match event {
                     Some(Ok(watcher::Event::Init)) => listed = Some(HashSet::new()),
                     Some(Ok(watcher::Event::InitApply(cm))) => {
@@ -185,7 +232,7 @@ impl ConfigMapSource {
         let payload = match plugin_configmap::read(cm) {
             Ok(payload) => payload,
             Err(error) => {
-                let content = (String::new(), Some(error.to_string()), None, None, None);
+                let content = Content { config: Some(error.to_string()), ..Content::default() };
                 if self.seen.get(&name).and_then(|s| s.handled.as_ref()) != Some(&content) {
                     let seen = self.seen.entry(name.clone()).or_default();
                     seen.handled = Some(content);
@@ -196,8 +243,14 @@ impl ConfigMapSource {
         };
         let annotation = cm.annotations().get(SERVICE_ACCOUNT_ANNOTATION).cloned();
         let digest = wasmloop_sandbox::digest(&payload.component);
-        let content =
-            (digest, payload.config.clone(), annotation.clone(), payload.pin.clone(), payload.signature.clone());
+        let content = Content {
+            digest,
+            config: payload.config.clone(),
+            account: annotation.clone(),
+            pin: payload.pin.clone(),
+            signature: payload.signature.clone(),
+            track: payload.track,
+        };
         // The same content was handled already: this is the echo of our own status write, or
         // an edit elsewhere in the ConfigMap.
         if self.seen.get(&name).and_then(|s| s.handled.as_ref()) == Some(&content) {
@@ -208,6 +261,10 @@ impl ConfigMapSource {
         if let Err(error) = pinning::check(&payload.component, pin, signature, self.trusted.as_deref()) {
             let message = format!("plugin {}: {error}{}", payload.name, self.keeps(&name));
             self.rejected(cm, error.reason(), &message).await;
+            return;
+        }
+        if payload.track == Track::Shadow {
+            self.offer_shadow(cm, source, payload).await;
             return;
         }
         tracing::info!(configmap = %source, plugin = %payload.name, "loading the plugin this ConfigMap ships");
@@ -278,9 +335,17 @@ impl ConfigMapSource {
             return;
         }
         let (plugin, version) = match loaded {
-            Loaded::Started { name, version, .. } | Loaded::Replaced { name, version, .. } => (name, version),
+            Loaded::Started { name, version, .. }
+            | Loaded::Replaced { name, version, .. }
+            | Loaded::Promoted { name, version, .. } => (name, version),
             Loaded::Unchanged { .. } => unreachable!("returned above"),
         };
+        if let Loaded::Promoted { superseded, .. } = loaded {
+            self.seen.entry(name.clone()).or_default().shadow = None;
+            if let Some(old) = superseded {
+                self.superseded(old.clone(), plugin, &source_of(&self.namespace, &name)).await;
+            }
+        }
         let active = Active {
             plugin: plugin.clone(),
             version: version.clone(),
@@ -329,7 +394,10 @@ impl ConfigMapSource {
     }
 
     async fn unload(&mut self, name: &str) {
-        self.seen.remove(name);
+        let was_shadow = self.seen.remove(name).is_some_and(|seen| seen.shadow.is_some());
+        if was_shadow && let Some(plugin) = self.registry.unshadow(&source_of(&self.namespace, name)) {
+            tracing::info!(configmap = %source_of(&self.namespace, name), plugin, "ConfigMap deleted: shadow removed");
+        }
         if let Some(plugin) = self.registry.remove(&source_of(&self.namespace, name)).await {
             tracing::info!(configmap = %source_of(&self.namespace, name), plugin, "ConfigMap deleted: plugin unloaded");
             // A ConfigMap refused because this one held its plugin (a rename) may load now.
@@ -357,15 +425,133 @@ impl ConfigMapSource {
     }
 
     async fn event(&self, cm: &ConfigMap, type_: EventType, reason: &str, note: String) {
+        self.event_on(&cm.object_ref(&()), type_, reason, "LoadPlugin", note).await;
+    }
+
+    async fn event_on(&self, regarding: &ObjectReference, type_: EventType, reason: &str, action: &str, note: String) {
         if !self.leads() {
             return;
         }
         let recorder = self.recorders.get(MANAGER, &note);
-        let event =
-            Event { type_, reason: reason.into(), note: Some(note), action: "LoadPlugin".into(), secondary: None };
-        if let Err(error) = recorder.publish(&event, &cm.object_ref(&())).await {
-            tracing::warn!(configmap = %source_of(&self.namespace, &cm.name_any()), %error, "cannot record the Event; grant the host create on events.k8s.io Events");
+        let event = Event { type_, reason: reason.into(), note: Some(note), action: action.into(), secondary: None };
+        if let Err(error) = recorder.publish(&event, regarding).await {
+            let configmap = regarding.name.as_deref().unwrap_or_default();
+            tracing::warn!(configmap, %error, "cannot record the Event; grant the host create on events.k8s.io Events");
         }
+    }
+
+    /// Seats the candidate a shadow ConfigMap ships, and forwards what it finds to the status.
+    async fn offer_shadow(&mut self, cm: &ConfigMap, source: String, payload: PluginPayload) {
+        let name = cm.name_any();
+        if let Some(active) = self.seen.get(&name).and_then(|s| s.active.as_ref()) {
+            let message = format!(
+                "this ConfigMap serves plugin {}; a shadow is a second ConfigMap (`wasmloop bundle --shadow`): remove the {TRACK_ANNOTATION} annotation here{}",
+                active.plugin,
+                self.keeps(&name)
+            );
+            self.rejected(cm, "InvalidConfigMap", &message).await;
+            return;
+        }
+        tracing::info!(configmap = %source, plugin = %payload.name, "seating the shadow this ConfigMap ships");
+        let candidate = Candidate {
+            source,
+            expected_name: Some(payload.name),
+            bytes: payload.component.into(),
+            config: payload.config,
+            account: AccountChoice::LikePlugin { namespace: self.namespace.clone() },
+        };
+        match self.registry.shadow(candidate).await {
+            Ok(Shadowed::Unchanged { .. }) => {
+                let seen = self.seen.entry(name.clone()).or_default();
+                if seen.last_error.take().is_some() {
+                    seen.last_error_at = None;
+                    let status = status_of(seen);
+                    self.write_status(&name, &status).await;
+                }
+            }
+            Ok(Shadowed::Seated { name: plugin, version, digest, findings }) => {
+                self.forward(name.clone(), digest.clone(), findings);
+                let loaded_at = Timestamp::now().to_string();
+                let (findings, announced) = (ShadowReport::default(), false);
+                let shadowing = Shadowing {
+                    plugin: plugin.clone(),
+                    version: version.clone(),
+                    digest,
+                    loaded_at,
+                    findings,
+                    announced,
+                };
+                let seen = self.seen.entry(name.clone()).or_default();
+                (seen.shadow, seen.last_error, seen.last_error_at) = (Some(shadowing), None, None);
+                let status = status_of(seen);
+                self.write_status(&name, &status).await;
+                let note = format!(
+                    "version {version} shadows plugin {plugin}: called beside the serving version, compared, never written"
+                );
+                self.event(cm, EventType::Normal, "ShadowStarted", note).await;
+            }
+            Err(error) => self.rejected(cm, error.reason(), &error.to_string()).await,
+        }
+    }
+
+    /// Sends a shadow's findings to the source's loop as they change, at most once per
+    /// [`SHADOW_STATUS_EVERY`]; ends when the shadow is gone.
+    fn forward(&self, name: String, digest: String, mut findings: watch::Receiver<ShadowReport>) {
+        let found = self.found.clone();
+        tokio::spawn(async move {
+            while findings.changed().await.is_ok() {
+                let report = findings.borrow_and_update().clone();
+                if found.send((name.clone(), digest.clone(), report)).is_err() {
+                    return;
+                }
+                tokio::time::sleep(SHADOW_STATUS_EVERY).await;
+            }
+        });
+    }
+
+    /// Shows a shadow's findings on its status, and says so with an Event the first time it
+    /// differs.
+    async fn shadow_found(&mut self, name: &str, digest: &str, report: ShadowReport) {
+        let Some(seen) = self.seen.get_mut(name) else { return };
+        // A report from a candidate since replaced is stale.
+        let Some(shadow) = seen.shadow.as_mut().filter(|s| s.digest == digest) else { return };
+        shadow.findings = report;
+        let first = !shadow.announced && shadow.findings.differences() > 0;
+        shadow.announced |= first;
+        let note = shadow.findings.latest.as_ref().filter(|_| first).map(|latest| {
+            format!(
+                "version {} of plugin {} {} from the serving version on {}; the wasmloop.dev/status annotation counts and shows the latest difference",
+                shadow.version,
+                shadow.plugin,
+                if latest.result == ShadowResult::Failed { "failed where it did not" } else { "differs" },
+                latest.object
+            )
+        });
+        let status = status_of(seen);
+        self.write_status(name, &status).await;
+        if let Some(note) = note {
+            let regarding = ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("ConfigMap".into()),
+                namespace: Some(self.namespace.clone()),
+                name: Some(name.to_owned()),
+                ..ObjectReference::default()
+            };
+            self.event_on(&regarding, EventType::Normal, "ShadowDiffers", "CompareShadow", note).await;
+        }
+    }
+
+    /// Says on the ConfigMap `old` (a source name) that a promoted shadow serves its plugin now.
+    async fn superseded(&mut self, old: String, plugin: &str, by: &str) {
+        let Some(name) = self.seen.keys().find(|n| source_of(&self.namespace, n) == old).cloned() else { return };
+        let seen = self.seen.get_mut(&name).expect("found above");
+        seen.active = None;
+        seen.last_error = Some(format!(
+            "superseded: plugin {plugin} is served from {by} now (a promoted shadow); delete this ConfigMap"
+        ));
+        seen.last_error_at = Some(Timestamp::now().to_string());
+        let status = status_of(seen);
+        self.write_status(&name, &status).await;
     }
 }
 

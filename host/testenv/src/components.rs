@@ -12,7 +12,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 /// Every plugin and test guest, as `scripts/build-plugins` lists them.
-pub const GUESTS: [&str; 10] = [
+pub const GUESTS: [&str; 11] = [
     "foo-deployment",
     "pod-logger",
     "node-image-watch",
@@ -23,6 +23,7 @@ pub const GUESTS: [&str; 10] = [
     "labeler-plugin",
     "labeler-v2-plugin",
     "foo-deployment-next",
+    "secret-reader-plugin",
 ];
 
 /// The target directory the tests were built in (`CARGO_TARGET_DIR`, else the workspace's).

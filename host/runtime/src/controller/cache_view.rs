@@ -71,7 +71,13 @@ impl HostServices for CacheView {
                 "its read access was revoked ({why}); the call's answer is dropped"
             )));
         }
-        let informers = self.by_kind.get(kind)?;
+        let Some(informers) = self.by_kind.get(kind) else {
+            // Never for the plugin these caches were made for (it reads only what it
+            // declared); a shadow that declares more is told, rather than answered "not found".
+            return Some(CacheDenied::OutOfScope(format!(
+                "{kind} is not cached for this plugin: a shadow reads only the kinds its serving version declares"
+            )));
+        };
         let wanted = namespace?;
         let served: Vec<&str> = informers
             .iter()

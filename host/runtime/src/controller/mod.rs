@@ -45,6 +45,7 @@ use crate::discovery::DiscoveryError;
 use crate::identity::{Identity, IdentityError};
 use crate::informer::{Informer, InformerScope};
 use crate::queue::WorkQueue;
+use crate::shadow::ShadowSeat;
 use cache_view::CacheView;
 use config::{effective_namespace, grants_within};
 use memory::{Memory, Remembered};
@@ -185,11 +186,17 @@ impl Controller {
     /// Acquires the plugin's informers (shared ones keep their warm caches), waits for them to
     /// sync and starts queueing keys, every primary among them, without reconciling yet. A
     /// new plugin version is prepared while the old one still serves; it runs once the old
-    /// one has finished its reconciles in flight.
+    /// one has finished its reconciles in flight. Whatever shadow sits in `shadow` is called
+    /// beside it.
     ///
     /// # Errors
     /// When a declared kind is not served or its cache does not sync.
-    pub async fn prepare(plugin: Plugin, context: &Context, config: ControllerConfig) -> Result<Prepared, StartError> {
+    pub async fn prepare(
+        plugin: Plugin,
+        context: &Context,
+        config: ControllerConfig,
+        shadow: Arc<ShadowSeat>,
+    ) -> Result<Prepared, StartError> {
         let informers = &context.informers;
         let manifest = plugin.manifest().clone();
         let confined = |what: &str, declared: Option<&str>| {
@@ -292,6 +299,7 @@ impl Controller {
             serving: AtomicBool::new(false),
             memory: Memory::default(),
             record: context.record.clone(),
+            shadow,
         });
         // Subscribe before the first full enqueue, so no change falls between the two.
         let mut tasks = Vec::new();

@@ -15,6 +15,7 @@ use crate::metrics::{Metrics, PluginMetrics};
 use crate::quarantine::{Board, Health};
 use crate::queue::WorkQueue;
 use crate::record::CaseSink;
+use crate::shadow::ShadowSeat;
 
 /// One version of a plugin's controller, as its tasks see it.
 pub(super) struct Shared {
@@ -50,6 +51,8 @@ pub(super) struct Shared {
     pub(super) memory: Memory,
     /// Where each reconcile is recorded, if anywhere.
     pub(super) record: Option<CaseSink>,
+    /// The candidate version called beside this one, if any.
+    pub(super) shadow: Arc<ShadowSeat>,
 }
 
 impl Shared {

@@ -1,0 +1,276 @@
+//! Shadow mode: a candidate version of a plugin called beside the serving version, with the
+//! same request and the same caches, every time the serving version is called. Its response is
+//! compared with the serving version's ([`crate::compare`]) and counted; nothing it returns is
+//! carried out.
+//!
+//! What keeps a shadow from touching what serves:
+//! - it has no executor, so it writes nothing, and no write budget to spend;
+//! - it has its own instances, reserved from the pool like any plugin's, and is only called
+//!   when one is free: a busy shadow skips a comparison (counted `skipped`) rather than make
+//!   the serving version wait;
+//! - its calls run in tasks of their own, after the serving version's call has returned, and
+//!   their failures count against the shadow only: no retry, no quarantine, no Event on the
+//!   primary;
+//! - it reads through the serving version's caches, so under the serving version's identity
+//!   and scope; a kind the serving version does not cache is refused to it, by name.
+//!
+//! ```
+//! use wasmloop_runtime::compare::ShadowResult;
+//! use wasmloop_runtime::shadow::ShadowReport;
+//! let mut report = ShadowReport::default();
+//! report.count(ShadowResult::Same, "Foo default/a", None, "2026-11-23T00:00:00Z");
+//! report.count(ShadowResult::Differing, "Foo default/b", Some("-a\n+b\n".into()), "2026-11-23T00:00:01Z");
+//! assert_eq!((report.compared, report.same, report.differing), (2, 1, 1));
+//! assert_eq!(report.latest.as_ref().map(|d| d.object.as_str()), Some("Foo default/b"));
+//! ```
+
+use std::sync::{Arc, RwLock};
+
+use serde::Serialize;
+use tokio::sync::{Semaphore, watch};
+use wasmloop_sandbox::{Gvk, HostServices, Object, Plugin, Request};
+
+use crate::compare::{self, ShadowResult};
+use crate::metrics::Metrics;
+use crate::record::{self, Outcome};
+
+/// The most of a diff a report keeps: enough to see what changed, small enough for an
+/// annotation.
+const DIFF_BYTES: usize = 2048;
+
+/// What a shadow has found so far.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShadowReport {
+    /// Calls compared (skipped ones included).
+    pub compared: u64,
+    /// Same response, or same failure.
+    pub same: u64,
+    /// Another response.
+    pub differing: u64,
+    /// The shadow failed where the serving version did not fail the same way.
+    pub failed: u64,
+    /// Not compared: the shadow's instances were all busy.
+    pub skipped: u64,
+    /// The latest comparison that was neither the same nor skipped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latest: Option<Difference>,
+}
+
+/// One comparison that found a difference.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Difference {
+    /// The primary, as `Kind namespace/name`.
+    pub object: String,
+    /// `differing` or `failed`.
+    pub result: ShadowResult,
+    /// The serving outcome against the shadow's, as a unified diff, cut to 2 KiB.
+    pub diff: String,
+    /// When (RFC 3339).
+    pub at: String,
+}
+
+impl ShadowReport {
+    /// Counts one comparison of `object`; a difference becomes the latest one.
+    pub fn count(&mut self, result: ShadowResult, object: &str, diff: Option<String>, at: &str) {
+        self.compared += 1;
+        let counter = match result {
+            ShadowResult::Same => &mut self.same,
+            ShadowResult::Differing => &mut self.differing,
+            ShadowResult::Failed => &mut self.failed,
+            ShadowResult::Skipped => &mut self.skipped,
+        };
+        *counter += 1;
+        if matches!(result, ShadowResult::Differing | ShadowResult::Failed) {
+            let diff = diff.unwrap_or_default();
+            self.latest = Some(Difference { object: object.to_owned(), result, diff, at: at.to_owned() });
+        }
+    }
+
+    /// Differences and failures found.
+    pub fn differences(&self) -> u64 {
+        self.differing + self.failed
+    }
+}
+
+/// A candidate version shadowing a plugin.
+pub struct Shadow {
+    plugin: Plugin,
+    source: String,
+    /// Its own configuration; none to run with the serving version's.
+    config: Option<String>,
+    /// One per instance reserved for it: a comparison runs only when one is free.
+    permits: Arc<Semaphore>,
+    report: watch::Sender<ShadowReport>,
+    metrics: Arc<Metrics>,
+}
+
+impl std::fmt::Debug for Shadow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shadow").field("source", &self.source).field("digest", &self.plugin.digest()).finish()
+    }
+}
+
+impl Shadow {
+    /// A shadow calling `plugin` (its instances reserved already, `instances` of them), with
+    /// `config` if given, offered by `source`. Its findings arrive on the returned receiver.
+    pub fn new(
+        plugin: Plugin,
+        source: String,
+        config: Option<String>,
+        instances: usize,
+        metrics: Arc<Metrics>,
+    ) -> (Arc<Shadow>, watch::Receiver<ShadowReport>) {
+        let (report, findings) = watch::channel(ShadowReport::default());
+        let permits = Arc::new(Semaphore::new(instances.max(1)));
+        (Arc::new(Shadow { plugin, source, config, permits, report, metrics }), findings)
+    }
+
+    /// The candidate version.
+    pub fn plugin(&self) -> &Plugin {
+        &self.plugin
+    }
+
+    /// Where it comes from.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Its configuration, if it has its own.
+    pub fn config(&self) -> Option<&str> {
+        self.config.as_deref()
+    }
+
+    /// What it has found so far.
+    pub fn report(&self) -> ShadowReport {
+        self.report.borrow().clone()
+    }
+
+    /// Calls the shadow with the serving version's `request`, reading `cache`, in a task of its
+    /// own, and counts how its outcome compares with `serving`. Returns at once; when every
+    /// instance of the shadow is busy, counts the call skipped instead.
+    pub fn compare(self: &Arc<Self>, request: Request, cache: Arc<dyn HostServices>, serving: Outcome) {
+        let object = shown(&request.object);
+        let Ok(permit) = self.permits.clone().try_acquire_owned() else {
+            self.count(ShadowResult::Skipped, &object, None);
+            return;
+        };
+        let shadow = self.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let mut request = request;
+            if let Some(config) = &shadow.config {
+                request.config.clone_from(config);
+            }
+            let primary = &shadow.plugin.manifest().primary.kind;
+            let now = if Gvk::from_api_version(&request.object.api_version, &request.object.kind) != *primary {
+                let message =
+                    format!("the shadow's primary kind {primary} is not the serving version's {}", request.object.kind);
+                Outcome::Error { message, transient: false }
+            } else {
+                record::outcome(&shadow.plugin.reconcile(&request, cache).await)
+            };
+            let result = ShadowResult::of(compare::judge(&serving, &now, &[]), &now);
+            let diff = (result != ShadowResult::Same).then(|| cut(compare::diff(&serving, &now)));
+            shadow.count(result, &object, diff);
+        });
+    }
+
+    fn count(&self, result: ShadowResult, object: &str, diff: Option<String>) {
+        let plugin = &self.plugin.manifest().name;
+        self.metrics.shadow_reconciled(plugin, result.label());
+        let at = k8s_openapi::jiff::Timestamp::now().to_string();
+        let mut differences = 0;
+        self.report.send_modify(|report| {
+            report.count(result, object, diff.clone(), &at);
+            differences = report.differences();
+        });
+        if matches!(result, ShadowResult::Differing | ShadowResult::Failed) && differences.is_power_of_two() {
+            // The first difference, then at powers of two: a shadow that differs on every
+            // object must not flood the log.
+            tracing::info!(
+                plugin,
+                shadow = %self.source,
+                object,
+                result = result.label(),
+                differences,
+                "the shadow's response differs from the serving version's:\n{}",
+                diff.unwrap_or_default()
+            );
+        }
+    }
+}
+
+/// An object as `Kind namespace/name`.
+fn shown(object: &Object) -> String {
+    match &object.namespace {
+        Some(namespace) => format!("{} {namespace}/{}", object.kind, object.name),
+        None => format!("{} {}", object.kind, object.name),
+    }
+}
+
+/// `text` cut to [`DIFF_BYTES`] on a line boundary, saying so.
+fn cut(text: String) -> String {
+    if text.len() <= DIFF_BYTES {
+        return text;
+    }
+    let end = text[..DIFF_BYTES].rfind('\n').map_or(0, |i| i + 1);
+    format!("{}... ({} more bytes)\n", &text[..end], text.len() - end)
+}
+
+/// Where a plugin's shadow sits, shared by the registry and every version of the plugin's
+/// controller: a shadow outlives a new serving version, and a serving version picks up a
+/// shadow offered after it started.
+#[derive(Debug, Default)]
+pub struct ShadowSeat(RwLock<Option<Arc<Shadow>>>);
+
+impl ShadowSeat {
+    /// The shadow seated now.
+    pub fn current(&self) -> Option<Arc<Shadow>> {
+        self.0.read().expect("lock").clone()
+    }
+
+    /// Seats `shadow` (none to empty the seat), returning the one it replaces.
+    pub fn set(&self, shadow: Option<Arc<Shadow>>) -> Option<Arc<Shadow>> {
+        std::mem::replace(&mut *self.0.write().expect("lock"), shadow)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_result_is_counted_and_a_difference_becomes_the_latest() {
+        let mut report = ShadowReport::default();
+        let steps = [
+            (ShadowResult::Same, "a", None),
+            (ShadowResult::Differing, "b", Some("diff b")),
+            (ShadowResult::Skipped, "c", None),
+            (ShadowResult::Failed, "d", Some("diff d")),
+            (ShadowResult::Same, "e", None),
+        ];
+        for (result, object, diff) in steps {
+            report.count(result, object, diff.map(str::to_owned), "t");
+        }
+        let counts = (report.compared, report.same, report.differing, report.failed, report.skipped);
+        assert_eq!(counts, (5, 2, 1, 1, 1));
+        let latest = report.latest.expect("a difference");
+        assert_eq!(
+            (latest.object.as_str(), latest.result, latest.diff.as_str()),
+            ("d", ShadowResult::Failed, "diff d")
+        );
+    }
+
+    #[test]
+    fn a_long_diff_is_cut_on_a_line_and_says_how_much_is_left() {
+        let long: String = (0..500).map(|i| format!("+line {i}\n")).collect();
+        let short = cut(long.clone());
+        assert!(short.len() < DIFF_BYTES + 40, "{}", short.len());
+        assert!(short.ends_with("more bytes)\n"), "{short}");
+        let kept = short.rsplit_once("... (").expect("marked").0;
+        assert!(long.starts_with(kept) && kept.ends_with('\n'));
+        assert_eq!(cut("-a\n+b\n".into()), "-a\n+b\n");
+    }
+}

@@ -61,6 +61,9 @@ pub enum Track {
     Serving,
     /// Called beside the serving version and compared with it; writes nothing.
     Shadow,
+    /// Loads nothing: the host marks a serving ConfigMap so when a promoted shadow replaces
+    /// it, so that a restart does not bring the old version back.
+    Superseded,
 }
 
 /// Why a ConfigMap does not ship a usable plugin.
@@ -84,7 +87,7 @@ pub enum PayloadError {
     BadConfig(String, &'static str, String),
     /// An unknown track.
     #[error(
-        "ConfigMap {0}: the annotation {TRACK_ANNOTATION} is {1:?}; the only track is \"shadow\" (remove the annotation to serve)"
+        "ConfigMap {0}: the annotation {TRACK_ANNOTATION} is {1:?}; it is \"shadow\" for a candidate, or \"superseded\" (set by the host) for a ConfigMap a promoted shadow replaced; remove it to serve"
     )]
     BadTrack(String, String),
     /// An empty plugin label.
@@ -144,6 +147,7 @@ pub fn read(cm: &ConfigMap) -> Result<PluginPayload, PayloadError> {
     let track = match cm.metadata.annotations.as_ref().and_then(|a| a.get(TRACK_ANNOTATION)).map(String::as_str) {
         None => Track::Serving,
         Some("shadow") => Track::Shadow,
+        Some("superseded") => Track::Superseded,
         Some(other) => return Err(PayloadError::BadTrack(at, other.chars().take(64).collect())),
     };
     Ok(PluginPayload { name, component, config, pin, signature, track })
@@ -189,7 +193,7 @@ pub fn build(
     }
     let mut annotations = BTreeMap::from([(DIGEST_ANNOTATION.to_owned(), pin_of(component))]);
     let configmap = match track {
-        Track::Serving => name.to_owned(),
+        Track::Serving | Track::Superseded => name.to_owned(),
         Track::Shadow => {
             annotations.insert(TRACK_ANNOTATION.to_owned(), "shadow".to_owned());
             format!("{name}{SHADOW_SUFFIX}")

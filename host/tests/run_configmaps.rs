@@ -547,9 +547,20 @@ async fn a_shadow_configmap_is_compared_on_every_reconcile_writes_nothing_and_is
     .await;
     assert!(promoted["activeDigest"].is_string(), "{promoted}");
     status(&configmaps, "foo-deployment", "the old ConfigMap superseded", |s| {
-        s["lastError"].as_str().is_some_and(|e| e.contains("superseded") && e.contains("foo-deployment-shadow"))
+        s["lastError"].as_str().is_some_and(|e| e.contains("superseded"))
     })
     .await;
+    let old = configmaps.get("foo-deployment").await.unwrap();
+    assert_eq!(old.metadata.annotations.unwrap()["wasmloop.dev/track"], "superseded");
+
+    // A restart lists the old ConfigMap first; it is marked, so the promoted version serves.
+    drop(host);
+    let host =
+        Host::start(["run", "--plugin-namespace", plugins.name.as_str(), "--config", yaml.path().to_str().unwrap()]);
+    host.logged("plugin foo-deployment 0.1.0 serving").await;
+    foos.create(&PostParams::default(), &foo("four", "four-web", 1)).await.unwrap();
+    let four = deployment_with(&deployments, "four-web", "the Deployment", |d| replicas(d) == Some(1)).await;
+    assert_eq!(image(&four).as_deref(), Some("nginx:1.27"), "the promoted version, after a restart");
 }
 
 #[tokio::test]
@@ -601,4 +612,44 @@ async fn a_panicking_shadow_changes_nothing_for_the_serving_version() {
     assert!(warnings.items.iter().all(|e| e.type_.as_deref() != Some("Warning")), "{:?}", warnings.items);
     let serving = status(&configmaps, "hostile", "the serving status", |s| s["version"].is_string()).await;
     assert!(serving.get("quarantined").is_none() && serving["lastError"].is_null(), "{serving}");
+}
+
+#[tokio::test]
+async fn a_shadow_from_another_plugin_namespace_is_refused_and_cannot_take_the_plugin_over() {
+    let (ours, theirs) =
+        (shared().namespace("cm-shadow-ours").await.unwrap(), shared().namespace("cm-shadow-theirs").await.unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let ok = dir.path().join("ok.yaml");
+    std::fs::write(&ok, "mode: ok\n").unwrap();
+    let host_yaml = dir.path().join("host.yaml");
+    std::fs::write(&host_yaml, format!("plugins:\n  hostile: {{namespace: {}}}\n", ours.name)).unwrap();
+    let _host = Host::start([
+        "run",
+        "--plugin-namespace",
+        ours.name.as_str(),
+        "--plugin-namespace",
+        theirs.name.as_str(),
+        "--config",
+        host_yaml.to_str().unwrap(),
+    ]);
+    let serving = bundle("hostile_plugin", "hostile", &ours.name, &["--config", ok.to_str().unwrap()]);
+    ours.api::<ConfigMap>().create(&PostParams::default(), &serving).await.unwrap();
+    status(&ours.api(), "hostile", "the serving version", |s| s["version"].is_string()).await;
+
+    let intruder = bundle("hostile_plugin", "hostile", &theirs.name, &["--shadow"]);
+    let their_configmaps: Api<ConfigMap> = theirs.api();
+    their_configmaps.create(&PostParams::default(), &intruder).await.unwrap();
+    status(&their_configmaps, "hostile-shadow", "the shadow refused", |s| {
+        s["lastError"].as_str().is_some_and(|e| e.contains("from its own plugin namespace"))
+    })
+    .await;
+    // Un-annotated, it is a second source of a served plugin, not a promotion.
+    let promote = json!({"metadata": {"annotations": {"wasmloop.dev/track": null}}});
+    their_configmaps.patch("hostile-shadow", &PatchParams::default(), &Patch::Merge(&promote)).await.unwrap();
+    status(&their_configmaps, "hostile-shadow", "the takeover refused", |s| {
+        s["lastError"].as_str().is_some_and(|e| e.contains("already serves"))
+    })
+    .await;
+    let ours_status = status(&ours.api(), "hostile", "the serving status", |s| s["version"].is_string()).await;
+    assert!(ours_status["lastError"].is_null(), "{ours_status}");
 }

@@ -55,20 +55,20 @@ pub fn judge(then: &Outcome, now: &Outcome, missing: &[String]) -> Verdict {
     match (then, now) {
         (Outcome::Response(a), Outcome::Response(b)) if a == b => Verdict::Same,
         (Outcome::Response(_), Outcome::Response(_)) => Verdict::Changed,
-        (Outcome::Error { message: a, transient: x }, Outcome::Error { message: b, transient: y })
-            if a == b && x == y =>
-        {
-            Verdict::Same
-        }
+        (
+            Outcome::Error { message: a, transient: x, class: c },
+            Outcome::Error { message: b, transient: y, class: d },
+        ) if x == y && c == d && (c.is_some() || a == b) => Verdict::Same,
         (Outcome::Error { .. }, Outcome::Error { .. }) => Verdict::Changed,
         (Outcome::Response(_), Outcome::Error { .. }) => Verdict::NewError,
         (Outcome::Error { .. }, Outcome::Response(_)) => Verdict::Fixed,
     }
 }
 
-/// The outcomes as YAML, diffed line by line as `dev --dry-run` diffs objects; empty when
-/// they are the same.
-pub fn diff(then: &Outcome, now: &Outcome) -> String {
+/// The outcomes as YAML, diffed line by line as `dev --dry-run` diffs objects, under the
+/// headers `labels` (replay: recorded, replayed; shadow: serving, shadow); empty when they
+/// are the same.
+pub fn diff(then: &Outcome, now: &Outcome, labels: (&str, &str)) -> String {
     // Through serde_json::Value so enums print as plain maps, not YAML tags.
     let yaml =
         |o: &Outcome| serde_json::to_value(o).ok().and_then(|v| serde_saphyr::to_string(&v).ok()).unwrap_or_default();
@@ -76,7 +76,7 @@ pub fn diff(then: &Outcome, now: &Outcome) -> String {
     if a == b {
         return String::new();
     }
-    TextDiff::from_lines(&a, &b).unified_diff().context_radius(3).header("recorded", "replayed").to_string()
+    TextDiff::from_lines(&a, &b).unified_diff().context_radius(3).header(labels.0, labels.1).to_string()
 }
 
 /// How a shadow's call compared with the serving version's, as the metric and the shadow's
@@ -125,14 +125,24 @@ mod tests {
     #[test]
     fn verdicts_follow_the_outcomes_and_a_missing_answer_outranks_them() {
         let response = |image: &str| Outcome::Response(json!({"actions": [{"image": image}]}));
-        let error = |m: &str| Outcome::Error { message: m.into(), transient: false };
+        let error = |m: &str| Outcome::Error { message: m.into(), transient: false, class: None };
+        let trap =
+            |m: &str| Outcome::Error { message: m.into(), transient: false, class: Some("PluginTrapped".into()) };
         let missing = ["get v1/Secret ns/s".to_owned()];
-        let cases: [(&str, Outcome, Outcome, &[String], Verdict); 9] = [
+        let cases: [(&str, Outcome, Outcome, &[String], Verdict); 11] = [
             ("the same response", response("a"), response("a"), &[], Verdict::Same),
             ("another response", response("a"), response("b"), &[], Verdict::Changed),
             ("failing the same", error("x"), error("x"), &[], Verdict::Same),
             ("failing otherwise", error("x"), error("y"), &[], Verdict::Changed),
-            ("now retried", error("x"), Outcome::Error { message: "x".into(), transient: true }, &[], Verdict::Changed),
+            (
+                "now retried",
+                error("x"),
+                Outcome::Error { message: "x".into(), transient: true, class: None },
+                &[],
+                Verdict::Changed,
+            ),
+            ("trapping elsewhere in the code", trap("at 0x1f"), trap("at 0x2e"), &[], Verdict::Same),
+            ("trapping where it returned an error", error("x"), trap("x"), &[], Verdict::Changed),
             ("now failing", response("a"), error("x"), &[], Verdict::NewError),
             ("now working", error("x"), response("a"), &[], Verdict::Fixed),
             ("same, but it read more", response("a"), response("a"), &missing, Verdict::NotRecorded),
@@ -147,16 +157,16 @@ mod tests {
     fn a_change_shows_as_a_diff_of_the_outcomes() {
         let then = Outcome::Response(json!({"actions": [{"image": "nginx:latest"}]}));
         let now = Outcome::Response(json!({"actions": [{"image": "nginx:1.27"}]}));
-        let text = diff(&then, &now);
+        let text = diff(&then, &now, ("recorded", "replayed"));
         assert!(text.contains("-    image: nginx:latest") || text.contains("-  - image: nginx:latest"), "{text}");
         assert!(text.contains("nginx:1.27"), "{text}");
-        assert!(diff(&then, &then).is_empty());
+        assert!(diff(&then, &then, ("recorded", "replayed")).is_empty());
     }
 
     #[test]
     fn a_shadow_that_fails_has_failed_and_any_other_change_differs() {
         let response = Outcome::Response(json!({"actions": []}));
-        let error = Outcome::Error { message: "x".into(), transient: false };
+        let error = Outcome::Error { message: "x".into(), transient: false, class: None };
         let cases = [
             ("the same response", Verdict::Same, &response, ShadowResult::Same),
             ("failing as the serving version does", Verdict::Same, &error, ShadowResult::Same),

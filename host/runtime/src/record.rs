@@ -20,8 +20,8 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use wasmloop_sandbox::{
-    CacheDenied, CallError, Gvk, HostServices, ListKey, ListPage, LogLevel, Object, Phase, Plugin, Request, Response,
-    Selector,
+    CacheDenied, CallError, CallFailure, Gvk, HostServices, ListKey, ListPage, LogLevel, Object, Phase, Plugin,
+    Request, Response, Selector,
 };
 
 /// What replaces a Secret's value.
@@ -151,6 +151,12 @@ pub enum Outcome {
         message: String,
         /// Whether the host retries it.
         transient: bool,
+        /// For a failure the host detected (a trap, a deadline, a limit), its class
+        /// (`PluginTrapped`, ...): two such failures are the same when their classes are,
+        /// whatever their messages say of timings or code locations. None for an error the
+        /// plugin returned, whose message is its own.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        class: Option<String>,
     },
 }
 
@@ -222,7 +228,14 @@ pub fn outcome(result: &Result<Response, CallError>) -> Outcome {
             redact(&mut value);
             Outcome::Response(value)
         }
-        Err(error) => Outcome::Error { message: error.to_string(), transient: error.failure.is_transient() },
+        Err(error) => Outcome::Error {
+            message: error.to_string(),
+            transient: error.failure.is_transient(),
+            class: match error.failure {
+                CallFailure::Plugin { .. } => None,
+                ref other => Some(other.metric_reason().to_owned()),
+            },
+        },
     }
 }
 

@@ -13,7 +13,7 @@
 //! use wasmloop_runtime::registry::Candidate;
 //! use wasmloop_runtime::identity::AccountChoice;
 //! let account = AccountChoice::Operator { namespace: "wasmloop-system".into() };
-//! let candidate = Candidate { source: "file labeler.wasm".into(), expected_name: None, bytes: bytes.into(), config: None, account };
+//! let candidate = Candidate { source: "file labeler.wasm".into(), realm: String::new(), expected_name: None, bytes: bytes.into(), config: None, account };
 //! match registry.upsert(candidate).await {
 //!     Ok(loaded) => println!("{loaded}"),
 //!     Err(error) => eprintln!("{error}"), // the previous version, if any, still serves
@@ -32,7 +32,7 @@ use wasmloop_sandbox::{LoadError, Plugin, Sandbox};
 use crate::context::Context;
 use crate::controller::{Controller, ControllerConfig, StartError};
 use crate::identity::AccountChoice;
-use crate::shadow::{Shadow, ShadowReport, ShadowSeat};
+use crate::shadow::{Shadow, ShadowReport, ShadowSeat, fits};
 
 /// Compiles and validates a component (its bytes, its source): the sandbox with the
 /// operator's limits applied.
@@ -47,6 +47,9 @@ pub struct Candidate {
     /// Where it comes from, as users would name it ("ConfigMap ns/name", "file x.wasm"); one
     /// source serves at most one plugin.
     pub source: String,
+    /// Whom it may shadow and, promoted, replace: versions of the same realm only (a
+    /// ConfigMap's namespace; empty for the operator's files).
+    pub realm: String,
     /// The plugin name the source promises (a ConfigMap's label); the manifest must agree.
     pub expected_name: Option<String>,
     /// The component.
@@ -238,12 +241,14 @@ impl RegistryError {
 /// Where a version comes from, as `install_locked` needs it.
 struct Offer {
     source: String,
+    realm: String,
     expected_name: Option<String>,
     account: AccountChoice,
 }
 
 struct Slot {
     source: String,
+    realm: String,
     /// How the version serving picked its ServiceAccount: a new choice is a new version.
     account: AccountChoice,
     digest: String,
@@ -273,6 +278,8 @@ pub enum Shadowed {
         version: String,
         /// SHA-256 of component and configuration.
         digest: String,
+        /// This seating's id ([`Shadow::id`]): findings of an earlier one are stale.
+        id: u64,
         /// What it finds, as it finds it.
         findings: tokio::sync::watch::Receiver<ShadowReport>,
     },
@@ -327,13 +334,17 @@ impl Registry {
             RegistryError::Load { source, running }
         })?;
         let mut slots = self.slots.lock().await;
-        let offer =
-            Offer { source: candidate.source, expected_name: candidate.expected_name, account: candidate.account };
+        let offer = Offer {
+            source: candidate.source,
+            realm: candidate.realm,
+            expected_name: candidate.expected_name,
+            account: candidate.account,
+        };
         self.install_locked(&mut slots, offer, plugin, candidate.config).await
     }
 
-    /// Serves an already compiled `plugin` for `source`, as [`Registry::upsert`] does after
-    /// compiling.
+    /// Serves an already compiled `plugin` for `source`, one of the operator's files (realm
+    /// ""), as [`Registry::upsert`] does after compiling.
     ///
     /// # Errors
     /// As [`Registry::upsert`], compiling aside.
@@ -345,7 +356,7 @@ impl Registry {
         config: Option<String>,
     ) -> Result<Loaded, RegistryError> {
         let mut slots = self.slots.lock().await;
-        let offer = Offer { source: source.to_owned(), expected_name: None, account };
+        let offer = Offer { source: source.to_owned(), realm: String::new(), expected_name: None, account };
         self.install_locked(&mut slots, offer, plugin, config).await
     }
 
@@ -356,7 +367,7 @@ impl Registry {
         plugin: Plugin,
         config: Option<String>,
     ) -> Result<Loaded, RegistryError> {
-        let Offer { source, expected_name, account } = offer;
+        let Offer { source, realm, expected_name, account } = offer;
         let digest = version_digest(plugin.digest(), config.as_deref());
         let mine = slots.iter().find(|(_, s)| s.source == source).map(|(n, _)| n.clone());
         if let Some(name) = mine.as_ref().filter(|n| slots[*n].digest == digest && slots[*n].account == account) {
@@ -371,11 +382,16 @@ impl Registry {
         if let Some(expected) = expected_name.filter(|e| *e != name) {
             return Err(reject(RegistryError::NameMismatch { origin: source, expected, found: name.clone(), running }));
         }
-        // A source offering as serving the version it shadows promotes it: it replaces what
-        // serves from another source.
+        // A source offering as serving, unchanged, the version it shadows promotes it: it
+        // replaces what serves from another source of its realm.
         let seat = self.seat(&name);
-        let promoted = seat.current().is_some_and(|shadow| shadow.source() == source);
-        if let Some(holder) = slots.get(&name).filter(|s| s.source != source && !promoted) {
+        let promoted = seat.current().filter(|shadow| {
+            shadow.source() == source
+                && version_digest(shadow.plugin().digest(), shadow.config()) == digest
+                && mine.is_none()
+                && slots.get(&name).is_none_or(|s| s.realm == realm)
+        });
+        if let Some(holder) = slots.get(&name).filter(|s| s.source != source && promoted.is_none()) {
             return Err(reject(RegistryError::NameTaken {
                 origin: source.clone(),
                 name: name.clone(),
@@ -394,34 +410,38 @@ impl Registry {
                 },
             )?;
         // One instance per worker (workers make the `map` calls too): a call never waits for
-        // another plugin.
+        // another plugin. A promoted shadow keeps the instances it reserved, the same number:
+        // a full pool does not stop a promotion.
         let concurrency = controller_config.concurrency_for(plugin.manifest().settings.max_concurrent_reconciles);
-        let plugin = self
-            .sandbox
-            .reserve(&plugin.with_limits(plugin.limits().instances(concurrency)))
-            .map_err(|source| reject(RegistryError::Load { source, running: running.clone() }))?;
+        let plugin = match &promoted {
+            Some(shadow) => shadow.plugin().clone(),
+            None => self
+                .sandbox
+                .reserve(&plugin.with_limits(plugin.limits().instances(concurrency)))
+                .map_err(|source| reject(RegistryError::Load { source, running: running.clone() }))?,
+        };
         let version = plugin.manifest().version.clone();
-        let prepared = Controller::prepare(plugin, &self.context, controller_config, seat.clone())
+        let prepared = Controller::prepare(plugin, &self.context, controller_config, seat.for_realm(&realm))
             .await
             .map_err(|source| reject(RegistryError::Start { source, running: running.clone() }))?;
         // A source that now offers a plugin of another name gives up its old one; a promoted
         // shadow takes over from whichever source served.
-        let old = if promoted { slots.remove(&name) } else { mine.and_then(|old_name| slots.remove(&old_name)) };
+        let old =
+            if promoted.is_some() { slots.remove(&name) } else { mine.and_then(|old_name| slots.remove(&old_name)) };
         let previous = old.as_ref().map(|s| version_of(&s.controller));
         let superseded = old.as_ref().filter(|s| s.source != source).map(|s| s.source.clone());
-        if promoted {
-            // Before the new version starts: it must not be compared with itself.
-            seat.set(None);
-        }
+        // A source serves or shadows, not both; and a promoted shadow must be gone before the
+        // new version starts, or it would be compared with itself.
+        self.vacate(&source);
         let controller = match old {
             Some(old) => prepared.run_after(old.controller.shut_down(self.drain).await),
             None => prepared.run(),
         };
-        slots.insert(name.clone(), Slot { source, account, digest: digest.clone(), controller });
+        slots.insert(name.clone(), Slot { source, realm, account, digest: digest.clone(), controller });
         self.context.metrics.plugin_loaded(&name);
         self.context.metrics.plugins_active(slots.len());
         Ok(match previous {
-            _ if promoted => Loaded::Promoted { name, version, previous, superseded, digest },
+            _ if promoted.is_some() => Loaded::Promoted { name, version, previous, superseded, digest },
             Some(previous) => Loaded::Replaced { name, version, previous, digest },
             None => Loaded::Started { name, version, digest },
         })
@@ -431,17 +451,33 @@ impl Registry {
         self.seats.lock().expect("lock").entry(name.to_owned()).or_default().clone()
     }
 
+    /// The shadow seated for plugin `name`, without making a seat for a name never seated.
+    fn seated(&self, name: &str) -> Option<Arc<Shadow>> {
+        self.seats.lock().expect("lock").get(name).and_then(|seat| seat.current())
+    }
+
+    /// Unseats every shadow of `source`, returning the plugins they shadowed, and forgets the
+    /// seats nothing uses any more (a hostile source must not grow the map name by name).
+    fn vacate(&self, source: &str) -> Vec<String> {
+        let mut seats = self.seats.lock().expect("lock");
+        let vacated: Vec<String> =
+            seats.iter().filter(|(_, seat)| seat.vacate(source).is_some()).map(|(name, _)| name.clone()).collect();
+        // A serving controller holds its seat: only seats held by nothing else go.
+        seats.retain(|_, seat| seat.current().is_some() || Arc::strong_count(seat) > 1);
+        vacated
+    }
+
     /// Seats `candidate` as the shadow of the plugin it names (`expected_name`, which is
-    /// required): called beside every version of that plugin that serves, now or later, and
-    /// compared with it. It is compiled and its instances reserved as for a serving version;
-    /// the plugin's settings (concurrency, limits) apply. It acts as nobody: it writes
-    /// nothing, and reads through the serving version's caches, so `candidate.account` is not
-    /// used.
+    /// required): called beside every version of that plugin from the same realm that serves,
+    /// now or later, and compared with it. It is compiled and its instances reserved as for a
+    /// serving version; the plugin's settings (concurrency, limits) apply. It acts as nobody:
+    /// it writes nothing, and reads through the serving version's caches, so
+    /// `candidate.account` is not used.
     ///
     /// # Errors
-    /// When the candidate does not load, names another plugin, has another primary kind than
-    /// the serving version, or another source's shadow is seated; whatever shadowed before
-    /// still does.
+    /// When the candidate does not load, names another plugin, does not fit the serving
+    /// version ([`crate::shadow::fits`]) or comes from another realm, or another source's
+    /// shadow is seated; whatever shadowed before still does.
     pub async fn shadow(&self, candidate: Candidate) -> Result<Shadowed, RegistryError> {
         let origin = candidate.source.clone();
         let name = candidate.expected_name.clone().ok_or_else(|| RegistryError::ShadowMismatch {
@@ -450,8 +486,7 @@ impl Registry {
             reason: "names no plugin; say which plugin it shadows".to_owned(),
         })?;
         let digest = version_digest(&wasmloop_sandbox::digest(&candidate.bytes), candidate.config.as_deref());
-        let seat = self.seat(&name);
-        if let Some(current) = seat.current() {
+        if let Some(current) = self.seated(&name) {
             if current.source() != origin {
                 let holder = current.source().to_owned();
                 return Err(RegistryError::ShadowTaken { origin, name, holder });
@@ -464,24 +499,27 @@ impl Registry {
             self.context.metrics.plugin_rejected(&name, source.reason());
             RegistryError::Load { source, running: None }
         })?;
-        self.seat_compiled(&origin, &name, plugin, candidate.config).await
+        self.seat_compiled((&origin, &candidate.realm), &name, plugin, candidate.config).await
     }
 
-    /// Seats an already compiled `plugin` as the shadow of plugin `name`, as
-    /// [`Registry::shadow`] does after compiling.
+    /// Seats an already compiled `plugin` from `(source, realm)` as the shadow of plugin
+    /// `name`, as [`Registry::shadow`] does after compiling.
     ///
     /// # Errors
     /// As [`Registry::shadow`], compiling aside.
     pub async fn seat_compiled(
         &self,
-        origin: &str,
+        (origin, realm): (&str, &str),
         name: &str,
         plugin: Plugin,
         config: Option<String>,
     ) -> Result<Shadowed, RegistryError> {
         let (origin, name) = (origin.to_owned(), name.to_owned());
-        let seat = self.seat(&name);
-        if let Some(holder) = seat.current().map(|s| s.source().to_owned()).filter(|holder| *holder != origin) {
+        let mismatch = |origin: String, name: String, reason: String| {
+            self.context.metrics.plugin_rejected(&name, "ShadowMismatch");
+            RegistryError::ShadowMismatch { origin, name, reason }
+        };
+        if let Some(holder) = self.seated(&name).map(|s| s.source().to_owned()).filter(|h| *h != origin) {
             return Err(RegistryError::ShadowTaken { origin, name, holder });
         }
         let digest = version_digest(plugin.digest(), config.as_deref());
@@ -490,16 +528,20 @@ impl Registry {
             self.context.metrics.plugin_rejected(&name, "NameMismatch");
             return Err(RegistryError::NameMismatch { origin, expected: name, found, running: None });
         }
-        let serving_primary = {
+        {
             let slots = self.slots.lock().await;
-            slots.get(&name).map(|s| s.controller.plugin().manifest().primary.kind.clone())
-        };
-        let primary = &plugin.manifest().primary.kind;
-        if let Some(serving) = serving_primary.filter(|serving| serving != primary) {
-            let reason = format!(
-                "reconciles {primary}, the serving version {serving}; a shadow is a candidate for the same primary kind"
-            );
-            return Err(RegistryError::ShadowMismatch { origin, name, reason });
+            if let Some(serving) = slots.get(&name) {
+                if serving.realm != realm {
+                    let reason = format!(
+                        "would stand beside the version {} serves; a shadow stands beside a version from its own plugin namespace",
+                        serving.source
+                    );
+                    return Err(mismatch(origin, name, reason));
+                }
+                if let Err(reason) = fits(serving.controller.plugin().manifest(), plugin.manifest()) {
+                    return Err(mismatch(origin, name, reason));
+                }
+            }
         }
         let concurrency = (self.settings)(&name).concurrency_for(plugin.manifest().settings.max_concurrent_reconciles);
         let plugin =
@@ -508,18 +550,23 @@ impl Registry {
                 RegistryError::Load { source, running: None }
             })?;
         let version = plugin.manifest().version.clone();
-        let (shadow, findings) = Shadow::new(plugin, origin, config, concurrency, self.context.metrics.clone());
-        seat.set(Some(shadow));
-        Ok(Shadowed::Seated { name, version, digest, findings })
+        let metrics = self.context.metrics.clone();
+        let (shadow, findings) = Shadow::new(plugin, (origin.clone(), realm.to_owned()), config, concurrency, metrics);
+        let id = shadow.id();
+        // A source shadows one plugin: relabelled, it leaves the seat of the one before.
+        self.vacate(&origin);
+        self.seat(&name).seat(shadow).map_err(|holder| RegistryError::ShadowTaken {
+            origin,
+            name: name.clone(),
+            holder,
+        })?;
+        Ok(Shadowed::Seated { name, version, digest, id, findings })
     }
 
-    /// Unseats the shadow `source` offered; its calls in flight finish unseen. Returns the
-    /// plugin it shadowed.
-    pub fn unshadow(&self, source: &str) -> Option<String> {
-        let seats = self.seats.lock().expect("lock");
-        let (name, seat) = seats.iter().find(|(_, seat)| seat.current().is_some_and(|s| s.source() == source))?;
-        seat.set(None);
-        Some(name.clone())
+    /// Unseats the shadows `source` offered; their calls in flight finish unseen. Returns the
+    /// plugins they shadowed.
+    pub fn unshadow(&self, source: &str) -> Vec<String> {
+        self.vacate(source)
     }
 
     async fn compile(&self, candidate: &Candidate) -> Result<Plugin, LoadError> {
@@ -549,6 +596,7 @@ impl Registry {
         // one's reconciles have finished.
         slot.controller.shut_down(self.drain).await;
         self.context.metrics.plugin_stopped(&name);
+        self.vacate(source);
         Some(name)
     }
 

@@ -12,7 +12,11 @@
 //!   their failures count against the shadow only: no retry, no quarantine, no Event on the
 //!   primary;
 //! - it reads through the serving version's caches, so under the serving version's identity
-//!   and scope; a kind the serving version does not cache is refused to it, by name.
+//!   and scope; a kind the serving version does not cache is refused to it, by name, and it
+//!   must read metadata-only whatever the serving version reads metadata-only ([`fits`]);
+//! - it stands only beside a version from its own realm (the same plugin namespace, or the
+//!   operator's files), so a ConfigMap writer cannot shadow, or by promotion replace, another
+//!   namespace's plugin.
 //!
 //! ```
 //! use wasmloop_runtime::compare::ShadowResult;
@@ -20,19 +24,21 @@
 //! let mut report = ShadowReport::default();
 //! report.count(ShadowResult::Same, "Foo default/a", None, "2026-11-23T00:00:00Z");
 //! report.count(ShadowResult::Differing, "Foo default/b", Some("-a\n+b\n".into()), "2026-11-23T00:00:01Z");
-//! assert_eq!((report.compared, report.same, report.differing), (2, 1, 1));
+//! report.count(ShadowResult::Skipped, "Foo default/c", None, "2026-11-23T00:00:02Z");
+//! assert_eq!((report.compared, report.same, report.differing, report.skipped), (2, 1, 1, 1));
 //! assert_eq!(report.latest.as_ref().map(|d| d.object.as_str()), Some("Foo default/b"));
 //! ```
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use serde::Serialize;
 use tokio::sync::{Semaphore, watch};
-use wasmloop_sandbox::{Gvk, HostServices, Object, Plugin, Request};
+use wasmloop_sandbox::{CallError, Gvk, HostServices, Manifest, Object, Plugin, Request, Response};
 
 use crate::compare::{self, ShadowResult};
 use crate::metrics::Metrics;
-use crate::record::{self, Outcome};
+use crate::record;
 
 /// The most of a diff a report keeps: enough to see what changed, small enough for an
 /// annotation.
@@ -42,7 +48,7 @@ const DIFF_BYTES: usize = 2048;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ShadowReport {
-    /// Calls compared (skipped ones included).
+    /// Calls compared: same, differing and failed.
     pub compared: u64,
     /// Same response, or same failure.
     pub same: u64,
@@ -74,7 +80,9 @@ pub struct Difference {
 impl ShadowReport {
     /// Counts one comparison of `object`; a difference becomes the latest one.
     pub fn count(&mut self, result: ShadowResult, object: &str, diff: Option<String>, at: &str) {
-        self.compared += 1;
+        if result != ShadowResult::Skipped {
+            self.compared += 1;
+        }
         let counter = match result {
             ShadowResult::Same => &mut self.same,
             ShadowResult::Differing => &mut self.differing,
@@ -94,10 +102,41 @@ impl ShadowReport {
     }
 }
 
+/// Whether a candidate may shadow a serving version: the same primary kind, and every kind
+/// the serving version reads metadata-only read metadata-only by the candidate too (the
+/// caches hold whole objects; the sandbox strips them by the candidate's own manifest).
+///
+/// # Errors
+/// What does not fit, and what to change.
+pub fn fits(serving: &Manifest, candidate: &Manifest) -> Result<(), String> {
+    let (primary, theirs) = (&candidate.primary.kind, &serving.primary.kind);
+    if primary != theirs {
+        return Err(format!(
+            "reconciles {primary}, the serving version {theirs}; a shadow is a candidate for the same primary kind"
+        ));
+    }
+    let whole: Vec<String> =
+        serving.metadata_only.iter().filter(|k| !candidate.is_metadata_only(k)).map(Gvk::to_string).collect();
+    if !whole.is_empty() {
+        return Err(format!(
+            "reads {} whole, which the serving version reads metadata-only; declare it metadata-only in the shadow too",
+            whole.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
 /// A candidate version shadowing a plugin.
 pub struct Shadow {
     plugin: Plugin,
+    /// Tells this seating's findings from those of an earlier one of the same source.
+    id: u64,
     source: String,
+    /// Whose versions it may stand beside: the plugin namespace of a ConfigMap, or empty for
+    /// the operator's files.
+    realm: String,
     /// Its own configuration; none to run with the serving version's.
     config: Option<String>,
     /// One per instance reserved for it: a comparison runs only when one is free.
@@ -114,17 +153,29 @@ impl std::fmt::Debug for Shadow {
 
 impl Shadow {
     /// A shadow calling `plugin` (its instances reserved already, `instances` of them), with
-    /// `config` if given, offered by `source`. Its findings arrive on the returned receiver.
+    /// `config` if given, offered by `source` of `realm`. Its findings arrive on the returned
+    /// receiver.
     pub fn new(
         plugin: Plugin,
-        source: String,
+        (source, realm): (String, String),
         config: Option<String>,
         instances: usize,
         metrics: Arc<Metrics>,
     ) -> (Arc<Shadow>, watch::Receiver<ShadowReport>) {
         let (report, findings) = watch::channel(ShadowReport::default());
         let permits = Arc::new(Semaphore::new(instances.max(1)));
-        (Arc::new(Shadow { plugin, source, config, permits, report, metrics }), findings)
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        (Arc::new(Shadow { plugin, id, source, realm, config, permits, report, metrics }), findings)
+    }
+
+    /// This seating's id: unique in the process.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Whose versions it may stand beside.
+    pub fn realm(&self) -> &str {
+        &self.realm
     }
 
     /// The candidate version.
@@ -148,14 +199,27 @@ impl Shadow {
     }
 
     /// Calls the shadow with the serving version's `request`, reading `cache`, in a task of its
-    /// own, and counts how its outcome compares with `serving`. Returns at once; when every
-    /// instance of the shadow is busy, counts the call skipped instead.
-    pub fn compare(self: &Arc<Self>, request: Request, cache: Arc<dyn HostServices>, serving: Outcome) {
+    /// own, and counts how its outcome compares with the serving version's `result`. Returns
+    /// at once; when every instance of the shadow is busy, counts the call skipped instead.
+    pub fn compare(
+        self: &Arc<Self>,
+        serving_manifest: &Manifest,
+        request: Request,
+        cache: Arc<dyn HostServices>,
+        result: &Result<Response, CallError>,
+    ) {
         let object = shown(&request.object);
+        if let Err(why) = fits(serving_manifest, self.plugin.manifest()) {
+            // Seated before this serving version started, and it does not fit it: not called.
+            self.count(ShadowResult::Failed, &object, Some(format!("not called: the shadow {why}\n")));
+            return;
+        }
         let Ok(permit) = self.permits.clone().try_acquire_owned() else {
             self.count(ShadowResult::Skipped, &object, None);
             return;
         };
+        // Only once a comparison will run: serializing the response is not free.
+        let serving = record::outcome(result);
         let shadow = self.clone();
         tokio::spawn(async move {
             let _permit = permit;
@@ -163,16 +227,10 @@ impl Shadow {
             if let Some(config) = &shadow.config {
                 request.config.clone_from(config);
             }
-            let primary = &shadow.plugin.manifest().primary.kind;
-            let now = if Gvk::from_api_version(&request.object.api_version, &request.object.kind) != *primary {
-                let message =
-                    format!("the shadow's primary kind {primary} is not the serving version's {}", request.object.kind);
-                Outcome::Error { message, transient: false }
-            } else {
-                record::outcome(&shadow.plugin.reconcile(&request, cache).await)
-            };
+            let now = record::outcome(&shadow.plugin.reconcile(&request, cache).await);
             let result = ShadowResult::of(compare::judge(&serving, &now, &[]), &now);
-            let diff = (result != ShadowResult::Same).then(|| cut(compare::diff(&serving, &now)));
+            let diff =
+                (result != ShadowResult::Same).then(|| cut(compare::diff(&serving, &now, ("serving", "shadow"))));
             shadow.count(result, &object, diff);
         });
     }
@@ -215,7 +273,7 @@ fn cut(text: String) -> String {
     if text.len() <= DIFF_BYTES {
         return text;
     }
-    let end = text[..DIFF_BYTES].rfind('\n').map_or(0, |i| i + 1);
+    let end = text[..text.floor_char_boundary(DIFF_BYTES)].rfind('\n').map_or(0, |i| i + 1);
     format!("{}... ({} more bytes)\n", &text[..end], text.len() - end)
 }
 
@@ -231,15 +289,89 @@ impl ShadowSeat {
         self.0.read().expect("lock").clone()
     }
 
-    /// Seats `shadow` (none to empty the seat), returning the one it replaces.
-    pub fn set(&self, shadow: Option<Arc<Shadow>>) -> Option<Arc<Shadow>> {
-        std::mem::replace(&mut *self.0.write().expect("lock"), shadow)
+    /// Seats `shadow` unless another source's shadow sits here, returning the one it
+    /// replaces; one check and swap, so two sources cannot both win.
+    ///
+    /// # Errors
+    /// The source of the shadow seated.
+    pub fn seat(&self, shadow: Arc<Shadow>) -> Result<Option<Arc<Shadow>>, String> {
+        let mut seat = self.0.write().expect("lock");
+        match seat.as_ref() {
+            Some(current) if current.source != shadow.source => Err(current.source.clone()),
+            _ => Ok(seat.replace(shadow)),
+        }
+    }
+
+    /// The seat as a version of `realm` sees it: a shadow from another realm is not its to
+    /// call.
+    pub fn for_realm(self: &Arc<Self>, realm: &str) -> RealmSeat {
+        RealmSeat { seat: self.clone(), realm: realm.to_owned() }
+    }
+
+    /// Empties the seat if `source`'s shadow sits here, returning it.
+    pub fn vacate(&self, source: &str) -> Option<Arc<Shadow>> {
+        let mut seat = self.0.write().expect("lock");
+        if seat.as_ref().is_some_and(|s| s.source == source) { seat.take() } else { None }
+    }
+}
+
+/// A plugin's seat as one serving version sees it: only shadows of its own realm.
+#[derive(Debug, Default)]
+pub struct RealmSeat {
+    seat: Arc<ShadowSeat>,
+    realm: String,
+}
+
+impl RealmSeat {
+    /// The shadow to call beside this version, if any.
+    pub fn current(&self) -> Option<Arc<Shadow>> {
+        self.seat.current().filter(|shadow| shadow.realm == self.realm)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use wasmloop_sandbox::{Contract, KindSelector, Settings};
+
     use super::*;
+
+    fn manifest(primary: &str, metadata_only: &[&str]) -> Manifest {
+        let gvk = |kind: &str| Gvk::from_api_version("v1", kind);
+        Manifest {
+            name: "p".into(),
+            version: "1".into(),
+            primary: KindSelector { kind: gvk(primary), namespace: None, label_selector: None },
+            owns: Vec::new(),
+            watches: Vec::new(),
+            reads: metadata_only.iter().map(|k| gvk(k)).collect(),
+            metadata_only: metadata_only.iter().map(|k| gvk(k)).collect(),
+            writes: Vec::new(),
+            contract: Contract::V0_2,
+            finalizer: None,
+            prune: false,
+            deliver_deleted: false,
+            deliver_previous: false,
+            settings: Settings::default(),
+        }
+    }
+
+    #[test]
+    fn a_shadow_fits_with_the_same_primary_and_at_least_the_serving_metadata_only_kinds() {
+        let cases = [
+            ("the same manifest", manifest("ConfigMap", &["Secret"]), None),
+            ("more metadata-only", manifest("ConfigMap", &["Secret", "Pod"]), None),
+            ("another primary", manifest("Service", &["Secret"]), Some("a candidate for the same primary kind")),
+            ("Secrets read whole", manifest("ConfigMap", &[]), Some("reads v1/Secret whole")),
+        ];
+        let serving = manifest("ConfigMap", &["Secret"]);
+        for (name, candidate, refused) in cases {
+            match (fits(&serving, &candidate), refused) {
+                (Ok(()), None) => {}
+                (Err(why), Some(part)) => assert!(why.contains(part), "{name}: {why}"),
+                (got, want) => panic!("{name}: got {got:?}, wanted a refusal saying {want:?}"),
+            }
+        }
+    }
 
     #[test]
     fn each_result_is_counted_and_a_difference_becomes_the_latest() {
@@ -255,7 +387,7 @@ mod tests {
             report.count(result, object, diff.map(str::to_owned), "t");
         }
         let counts = (report.compared, report.same, report.differing, report.failed, report.skipped);
-        assert_eq!(counts, (5, 2, 1, 1, 1));
+        assert_eq!(counts, (4, 2, 1, 1, 1), "a skipped call is not compared");
         let latest = report.latest.expect("a difference");
         assert_eq!(
             (latest.object.as_str(), latest.result, latest.diff.as_str()),
@@ -272,5 +404,14 @@ mod tests {
         let kept = short.rsplit_once("... (").expect("marked").0;
         assert!(long.starts_with(kept) && kept.ends_with('\n'));
         assert_eq!(cut("-a\n+b\n".into()), "-a\n+b\n");
+    }
+
+    #[test]
+    fn a_diff_is_cut_between_characters_whatever_they_are() {
+        for pad in 0..4 {
+            let long = format!("{}{}\n", "x".repeat(pad), "é€😀".repeat(400));
+            let short = cut(long.clone());
+            assert!(short.ends_with("more bytes)\n"), "{short}");
+        }
     }
 }

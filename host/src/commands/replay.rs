@@ -82,7 +82,11 @@ async fn replay_one(plugin: &Plugin, case: &Case, file: &Path) -> anyhow::Result
     let result = plugin.reconcile(&request, cache.clone()).await;
     let now = outcome(&result);
     let missing = cache.missing();
-    Ok(Replayed { verdict: judge(&case.outcome, &now, &missing), diff: diff(&case.outcome, &now), missing })
+    Ok(Replayed {
+        verdict: judge(&case.outcome, &now, &missing),
+        diff: diff(&case.outcome, &now, ("recorded", "replayed")),
+        missing,
+    })
 }
 
 /// The `.yaml` files under `dir`, a directory per plugin or flat, in name (time) order.

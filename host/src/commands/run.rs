@@ -63,7 +63,7 @@ async fn seat_shadow(host: &Host, name: &str, plugin: Plugin) -> anyhow::Result<
     let source = format!("file {}", plugin.origin());
     let seated = host
         .registry
-        .seat_compiled(&source, name, plugin, None)
+        .seat_compiled((&source, ""), name, plugin, None)
         .await
         .with_context(|| format!("cannot shadow plugin {name} with {source}"))?;
     if let Shadowed::Seated { name, version, .. } = seated {

@@ -7,7 +7,9 @@
 //! beside its plugin's serving version, and its findings (compared, same, differing, failed,
 //! the latest difference) go to its status annotation, at most once per
 //! [`SHADOW_STATUS_EVERY`], with a `ShadowDiffers` Event the first time it differs. Removing
-//! the annotation promotes it: it replaces the serving version, whichever ConfigMap served.
+//! the annotation promotes it: it replaces the serving version, whichever ConfigMap of this
+//! namespace served, and the host marks that one `wasmloop.dev/track: superseded`, which
+//! loads nothing, so that a restart or another replica does not bring the old version back.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -82,6 +84,8 @@ struct Content {
 
 /// A candidate shadowing from a ConfigMap, as its status shows it.
 struct Shadowing {
+    /// The seating's id: findings of an earlier seating of this ConfigMap are stale.
+    id: u64,
     plugin: String,
     version: String,
     digest: String,
@@ -117,9 +121,9 @@ pub struct ConfigMapSource {
     quarantines: Arc<Board>,
     /// When set, only components signed by one of these keys load.
     trusted: Option<Arc<TrustedKeys>>,
-    /// Shadows' findings: the ConfigMap, the shadow's digest, the findings.
-    found: mpsc::UnboundedSender<(String, String, ShadowReport)>,
-    findings: Option<mpsc::UnboundedReceiver<(String, String, ShadowReport)>>,
+    /// Shadows' findings: the ConfigMap, the seating's id, the findings.
+    found: mpsc::UnboundedSender<(String, u64, ShadowReport)>,
+    findings: Option<mpsc::UnboundedReceiver<(String, u64, ShadowReport)>>,
 }
 
 /// The `wasmloop.dev/status` annotation of a ConfigMap: what serves from it, the last refusal,
@@ -194,7 +198,7 @@ impl ConfigMapSource {
         loop {
             tokio::select! {
                 Ok(()) = quarantines.changed() => self.show_quarantines().await,
-                Some((name, digest, report)) = findings.recv() => self.shadow_found(&name, &digest, report).await,
+                Some((name, id, report)) = findings.recv() => self.shadow_found(&name, id, report).await,
                 event = events.next() => match event {
                     Some(Ok(watcher::Event::Init)) => listed = Some(HashSet::new()),
                     Some(Ok(watcher::Event::InitApply(cm))) => {
@@ -263,9 +267,10 @@ impl ConfigMapSource {
             self.rejected(cm, error.reason(), &message).await;
             return;
         }
-        if payload.track == Track::Shadow {
-            self.offer_shadow(cm, source, payload).await;
-            return;
+        match payload.track {
+            Track::Serving => {}
+            Track::Shadow => return self.offer_shadow(cm, source, payload).await,
+            Track::Superseded => return self.retire(cm).await,
         }
         tracing::info!(configmap = %source, plugin = %payload.name, "loading the plugin this ConfigMap ships");
         let account = match annotation {
@@ -288,6 +293,7 @@ impl ConfigMapSource {
         };
         let candidate = Candidate {
             source,
+            realm: self.namespace.clone(),
             expected_name: Some(payload.name),
             bytes: payload.component.into(),
             config: payload.config,
@@ -394,19 +400,41 @@ impl ConfigMapSource {
     }
 
     async fn unload(&mut self, name: &str) {
-        let was_shadow = self.seen.remove(name).is_some_and(|seen| seen.shadow.is_some());
-        if was_shadow && let Some(plugin) = self.registry.unshadow(&source_of(&self.namespace, name)) {
-            tracing::info!(configmap = %source_of(&self.namespace, name), plugin, "ConfigMap deleted: shadow removed");
+        self.seen.remove(name);
+        let source = source_of(&self.namespace, name);
+        let unshadowed = self.registry.unshadow(&source);
+        for plugin in &unshadowed {
+            tracing::info!(configmap = %source, plugin, "ConfigMap deleted: shadow removed");
         }
-        if let Some(plugin) = self.registry.remove(&source_of(&self.namespace, name)).await {
-            tracing::info!(configmap = %source_of(&self.namespace, name), plugin, "ConfigMap deleted: plugin unloaded");
-            // A ConfigMap refused because this one held its plugin (a rename) may load now.
+        let removed = self.registry.remove(&source).await;
+        if let Some(plugin) = &removed {
+            tracing::info!(configmap = %source, plugin, "ConfigMap deleted: plugin unloaded");
+        }
+        if removed.is_some() || !unshadowed.is_empty() {
+            // A ConfigMap refused because this one held its plugin or its shadow seat (a
+            // rename, a second candidate) may load now.
             for (other, seen) in &self.seen {
                 if seen.last_error.is_some() && seen.active.is_none() {
                     let _ = self.retry.send(other.clone());
                 }
             }
         }
+    }
+
+    /// A ConfigMap marked superseded loads nothing: what it served or shadowed stops.
+    async fn retire(&mut self, cm: &ConfigMap) {
+        let name = cm.name_any();
+        let source = source_of(&self.namespace, &name);
+        self.registry.unshadow(&source);
+        if let Some(plugin) = self.registry.remove(&source).await {
+            tracing::info!(configmap = %source, plugin, "ConfigMap marked superseded: plugin unloaded");
+        }
+        let seen = self.seen.entry(name.clone()).or_default();
+        (seen.active, seen.shadow) = (None, None);
+        let message = format!(
+            "superseded ({TRACK_ANNOTATION}: superseded): this ConfigMap loads nothing; delete it, or remove the annotation to offer it again"
+        );
+        self.rejected(cm, "Superseded", &message).await;
     }
 
     fn leads(&self) -> bool {
@@ -455,6 +483,7 @@ impl ConfigMapSource {
         tracing::info!(configmap = %source, plugin = %payload.name, "seating the shadow this ConfigMap ships");
         let candidate = Candidate {
             source,
+            realm: self.namespace.clone(),
             expected_name: Some(payload.name),
             bytes: payload.component.into(),
             config: payload.config,
@@ -469,11 +498,12 @@ impl ConfigMapSource {
                     self.write_status(&name, &status).await;
                 }
             }
-            Ok(Shadowed::Seated { name: plugin, version, digest, findings }) => {
-                self.forward(name.clone(), digest.clone(), findings);
+            Ok(Shadowed::Seated { name: plugin, version, digest, id, findings }) => {
+                self.forward(name.clone(), id, findings);
                 let loaded_at = Timestamp::now().to_string();
                 let (findings, announced) = (ShadowReport::default(), false);
                 let shadowing = Shadowing {
+                    id,
                     plugin: plugin.clone(),
                     version: version.clone(),
                     digest,
@@ -496,12 +526,12 @@ impl ConfigMapSource {
 
     /// Sends a shadow's findings to the source's loop as they change, at most once per
     /// [`SHADOW_STATUS_EVERY`]; ends when the shadow is gone.
-    fn forward(&self, name: String, digest: String, mut findings: watch::Receiver<ShadowReport>) {
+    fn forward(&self, name: String, id: u64, mut findings: watch::Receiver<ShadowReport>) {
         let found = self.found.clone();
         tokio::spawn(async move {
             while findings.changed().await.is_ok() {
                 let report = findings.borrow_and_update().clone();
-                if found.send((name.clone(), digest.clone(), report)).is_err() {
+                if found.send((name.clone(), id, report)).is_err() {
                     return;
                 }
                 tokio::time::sleep(SHADOW_STATUS_EVERY).await;
@@ -511,10 +541,10 @@ impl ConfigMapSource {
 
     /// Shows a shadow's findings on its status, and says so with an Event the first time it
     /// differs.
-    async fn shadow_found(&mut self, name: &str, digest: &str, report: ShadowReport) {
+    async fn shadow_found(&mut self, name: &str, id: u64, report: ShadowReport) {
         let Some(seen) = self.seen.get_mut(name) else { return };
         // A report from a candidate since replaced is stale.
-        let Some(shadow) = seen.shadow.as_mut().filter(|s| s.digest == digest) else { return };
+        let Some(shadow) = seen.shadow.as_mut().filter(|s| s.id == id) else { return };
         shadow.findings = report;
         let first = !shadow.announced && shadow.findings.differences() > 0;
         shadow.announced |= first;
@@ -541,7 +571,9 @@ impl ConfigMapSource {
         }
     }
 
-    /// Says on the ConfigMap `old` (a source name) that a promoted shadow serves its plugin now.
+    /// Marks the ConfigMap `old` (a source name) superseded, since a promoted shadow serves
+    /// its plugin now, and says so on its status. The mark is what a restart reads: without it
+    /// the two ConfigMaps would race for the plugin, and the old one, listed first, would win.
     async fn superseded(&mut self, old: String, plugin: &str, by: &str) {
         let Some(name) = self.seen.keys().find(|n| source_of(&self.namespace, n) == old).cloned() else { return };
         let seen = self.seen.get_mut(&name).expect("found above");
@@ -551,7 +583,13 @@ impl ConfigMapSource {
         ));
         seen.last_error_at = Some(Timestamp::now().to_string());
         let status = status_of(seen);
-        self.write_status(&name, &status).await;
+        let mark = json!({"metadata": {"annotations": {TRACK_ANNOTATION: "superseded", STATUS_ANNOTATION: status.to_string()}}});
+        let params = PatchParams { field_manager: Some(MANAGER.into()), ..PatchParams::default() };
+        // Every replica marks it, not only the leader: the mark is what keeps a restarted
+        // replica from loading the old version, and the patch is the same from each.
+        if let Err(error) = self.api.patch(&name, &params, &Patch::Merge(&mark)).await {
+            tracing::warn!(configmap = %old, %error, "cannot mark the superseded ConfigMap; delete it, or a restart may load it instead of {by}");
+        }
     }
 }
 

@@ -284,10 +284,6 @@ async fn call(shared: &Arc<Shared>, key: &Key, entry: Arc<Entry>, phase: Phase, 
     if let (Some(sink), Some(recording)) = (&shared.record, recording) {
         sink(record::case(&shared.plugin, &request, &recording, &result));
     }
-    if let Some(shadow) = shared.shadow.current() {
-        // After the serving call, on the same request and caches; it returns at once.
-        shadow.compare(request, shared.cache.clone(), record::outcome(&result));
-    }
     shared.plugin_metrics.instantiated(timings.instantiate);
     // The guest answered, even with an error of its own; traps and broken limits are the
     // failures that say the plugin itself is sick.
@@ -298,6 +294,10 @@ async fn call(shared: &Arc<Shared>, key: &Key, entry: Arc<Entry>, phase: Phase, 
         // Every primary is requeued when access is granted again.
         tracing::info!(plugin = %shared.manifest.name, %key, "skipped: access revoked");
         return Outcome::NOTHING;
+    }
+    if let Some(shadow) = shared.shadow.current() {
+        // After the serving call, on the same request and caches; it returns at once.
+        shadow.compare(&shared.manifest, request, shared.cache.clone(), &result);
     }
     let response = match result {
         Ok(response) => response,

@@ -198,6 +198,10 @@ pub struct BundleArgs {
     /// version, compares their actions and writes nothing.
     #[arg(long)]
     pub shadow: bool,
+    /// The ConfigMap's name, when not NAME (or NAME-shadow): for a candidate beside a promoted
+    /// shadow that serves from NAME-shadow, or to update whichever ConfigMap serves.
+    #[arg(long, value_name = "CONFIGMAP")]
+    pub configmap: Option<String>,
     /// Sandbox options (the component is validated before it is bundled).
     #[command(flatten)]
     pub sandbox: SandboxArgs,

@@ -561,6 +561,17 @@ async fn a_shadow_configmap_is_compared_on_every_reconcile_writes_nothing_and_is
     foos.create(&PostParams::default(), &foo("four", "four-web", 1)).await.unwrap();
     let four = deployment_with(&deployments, "four-web", "the Deployment", |d| replicas(d) == Some(1)).await;
     assert_eq!(image(&four).as_deref(), Some("nginx:1.27"), "the promoted version, after a restart");
+
+    // The next candidate beside it needs a name of its own.
+    let next =
+        bundle("foo_deployment", "foo-deployment", &plugins.name, &["--shadow", "--configmap", "foo-deployment-next"]);
+    configmaps.create(&PostParams::default(), &next).await.unwrap();
+    status(&configmaps, "foo-deployment-next", "the next shadow seated", |s| s["shadow"]["plugin"] == "foo-deployment")
+        .await;
+    foos.create(&PostParams::default(), &foo("five", "five-web", 1)).await.unwrap();
+    let found = findings(&configmaps, "foo-deployment-next", "a difference", |f| count(f, "differing") >= 1).await;
+    let diff = found["latest"]["diff"].as_str().unwrap_or_default();
+    assert!(diff.contains("--- serving") && diff.contains("-") && diff.contains("nginx:1.27"), "{found:#}");
 }
 
 #[tokio::test]

@@ -58,10 +58,19 @@ pub fn judge(then: &Outcome, now: &Outcome, missing: &[String]) -> Verdict {
         (
             Outcome::Error { message: a, transient: x, class: c },
             Outcome::Error { message: b, transient: y, class: d },
-        ) if x == y && c == d && (c.is_some() || a == b) => Verdict::Same,
+        ) if x == y && classes_or_messages_match((c, d), (a, b)) => Verdict::Same,
         (Outcome::Error { .. }, Outcome::Error { .. }) => Verdict::Changed,
         (Outcome::Response(_), Outcome::Error { .. }) => Verdict::NewError,
         (Outcome::Error { .. }, Outcome::Response(_)) => Verdict::Fixed,
+    }
+}
+
+/// Two failures' classes when both have one (a trap is a trap wherever it happened), else
+/// their messages.
+fn classes_or_messages_match(classes: (&Option<String>, &Option<String>), messages: (&String, &String)) -> bool {
+    match classes {
+        (Some(c), Some(d)) => c == d,
+        _ => messages.0 == messages.1,
     }
 }
 
@@ -129,7 +138,7 @@ mod tests {
         let trap =
             |m: &str| Outcome::Error { message: m.into(), transient: false, class: Some("PluginTrapped".into()) };
         let missing = ["get v1/Secret ns/s".to_owned()];
-        let cases: [(&str, Outcome, Outcome, &[String], Verdict); 11] = [
+        let cases: [(&str, Outcome, Outcome, &[String], Verdict); 12] = [
             ("the same response", response("a"), response("a"), &[], Verdict::Same),
             ("another response", response("a"), response("b"), &[], Verdict::Changed),
             ("failing the same", error("x"), error("x"), &[], Verdict::Same),
@@ -142,7 +151,8 @@ mod tests {
                 Verdict::Changed,
             ),
             ("trapping elsewhere in the code", trap("at 0x1f"), trap("at 0x2e"), &[], Verdict::Same),
-            ("trapping where it returned an error", error("x"), trap("x"), &[], Verdict::Changed),
+            ("trapping where it returned an error", error("x"), trap("y"), &[], Verdict::Changed),
+            ("a trap recorded before classes, the same words", error("at 0x1f"), trap("at 0x1f"), &[], Verdict::Same),
             ("now failing", response("a"), error("x"), &[], Verdict::NewError),
             ("now working", error("x"), response("a"), &[], Verdict::Fixed),
             ("same, but it read more", response("a"), response("a"), &missing, Verdict::NotRecorded),

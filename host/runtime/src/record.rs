@@ -151,10 +151,10 @@ pub enum Outcome {
         message: String,
         /// Whether the host retries it.
         transient: bool,
-        /// For a failure the host detected (a trap, a deadline, a limit), its class
-        /// (`PluginTrapped`, ...): two such failures are the same when their classes are,
-        /// whatever their messages say of timings or code locations. None for an error the
-        /// plugin returned, whose message is its own.
+        /// For a trap, a deadline or a broken limit, its class (`PluginTrapped`, ...): two
+        /// such failures are the same when their classes are, whatever their messages say of
+        /// timings or code locations. None for other failures (an error the plugin returned,
+        /// an action refused), and in cases recorded before classes: their messages compare.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         class: Option<String>,
     },
@@ -232,8 +232,14 @@ pub fn outcome(result: &Result<Response, CallError>) -> Outcome {
             message: error.to_string(),
             transient: error.failure.is_transient(),
             class: match error.failure {
-                CallFailure::Plugin { .. } => None,
-                ref other => Some(other.metric_reason().to_owned()),
+                // Where or how long: details that differ from version to version.
+                CallFailure::Trap { .. }
+                | CallFailure::Deadline { .. }
+                | CallFailure::MemoryLimit { .. }
+                | CallFailure::ResponseTooLarge { .. }
+                | CallFailure::TooManyItems { .. } => Some(error.failure.metric_reason().to_owned()),
+                // The plugin's own words, or what it asked for: the message is the failure.
+                _ => None,
             },
         },
     }

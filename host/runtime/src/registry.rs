@@ -263,9 +263,13 @@ pub struct Registry {
     settings: Settings,
     drain: Duration,
     slots: tokio::sync::Mutex<HashMap<String, Slot>>,
-    /// Each plugin's shadow seat, by plugin name, whether or not a version serves.
-    seats: std::sync::Mutex<HashMap<String, Arc<ShadowSeat>>>,
+    /// Each plugin's shadow seat, by realm and plugin name, whether or not a version serves:
+    /// a shadow of one realm neither blocks nor stands in for another realm's.
+    seats: std::sync::Mutex<HashMap<SeatKey, Arc<ShadowSeat>>>,
 }
+
+/// A seat's realm and plugin name.
+type SeatKey = (String, String);
 
 /// What an accepted shadow did.
 #[derive(Debug)]
@@ -384,7 +388,7 @@ impl Registry {
         }
         // A source offering as serving, unchanged, the version it shadows promotes it: it
         // replaces what serves from another source of its realm.
-        let seat = self.seat(&name);
+        let seat = self.seat(&realm, &name);
         let promoted = seat.current().filter(|shadow| {
             shadow.source() == source
                 && version_digest(shadow.plugin().digest(), shadow.config()) == digest
@@ -421,7 +425,7 @@ impl Registry {
                 .map_err(|source| reject(RegistryError::Load { source, running: running.clone() }))?,
         };
         let version = plugin.manifest().version.clone();
-        let prepared = Controller::prepare(plugin, &self.context, controller_config, seat.for_realm(&realm))
+        let prepared = Controller::prepare(plugin, &self.context, controller_config, seat.clone())
             .await
             .map_err(|source| reject(RegistryError::Start { source, running: running.clone() }))?;
         // A source that now offers a plugin of another name gives up its old one; a promoted
@@ -447,24 +451,20 @@ impl Registry {
         })
     }
 
-    fn seat(&self, name: &str) -> Arc<ShadowSeat> {
-        self.seats.lock().expect("lock").entry(name.to_owned()).or_default().clone()
+    fn seat(&self, realm: &str, name: &str) -> Arc<ShadowSeat> {
+        let key = (realm.to_owned(), name.to_owned());
+        self.seats.lock().expect("lock").entry(key).or_default().clone()
     }
 
-    /// The shadow seated for plugin `name`, without making a seat for a name never seated.
-    fn seated(&self, name: &str) -> Option<Arc<Shadow>> {
-        self.seats.lock().expect("lock").get(name).and_then(|seat| seat.current())
+    /// The shadow seated for plugin `name` of `realm`, without making a seat never used.
+    fn seated(&self, realm: &str, name: &str) -> Option<Arc<Shadow>> {
+        let key = (realm.to_owned(), name.to_owned());
+        self.seats.lock().expect("lock").get(&key).and_then(|seat| seat.current())
     }
 
-    /// Unseats every shadow of `source`, returning the plugins they shadowed, and forgets the
-    /// seats nothing uses any more (a hostile source must not grow the map name by name).
+    /// Unseats every shadow of `source`, returning the plugins they shadowed.
     fn vacate(&self, source: &str) -> Vec<String> {
-        let mut seats = self.seats.lock().expect("lock");
-        let vacated: Vec<String> =
-            seats.iter().filter(|(_, seat)| seat.vacate(source).is_some()).map(|(name, _)| name.clone()).collect();
-        // A serving controller holds its seat: only seats held by nothing else go.
-        seats.retain(|_, seat| seat.current().is_some() || Arc::strong_count(seat) > 1);
-        vacated
+        vacate_locked(&mut self.seats.lock().expect("lock"), source, None)
     }
 
     /// Seats `candidate` as the shadow of the plugin it names (`expected_name`, which is
@@ -486,7 +486,7 @@ impl Registry {
             reason: "names no plugin; say which plugin it shadows".to_owned(),
         })?;
         let digest = version_digest(&wasmloop_sandbox::digest(&candidate.bytes), candidate.config.as_deref());
-        if let Some(current) = self.seated(&name) {
+        if let Some(current) = self.seated(&candidate.realm, &name) {
             if current.source() != origin {
                 let holder = current.source().to_owned();
                 return Err(RegistryError::ShadowTaken { origin, name, holder });
@@ -519,7 +519,7 @@ impl Registry {
             self.context.metrics.plugin_rejected(&name, "ShadowMismatch");
             RegistryError::ShadowMismatch { origin, name, reason }
         };
-        if let Some(holder) = self.seated(&name).map(|s| s.source().to_owned()).filter(|h| *h != origin) {
+        if let Some(holder) = self.seated(realm, &name).map(|s| s.source().to_owned()).filter(|h| *h != origin) {
             return Err(RegistryError::ShadowTaken { origin, name, holder });
         }
         let digest = version_digest(plugin.digest(), config.as_deref());
@@ -553,13 +553,16 @@ impl Registry {
         let metrics = self.context.metrics.clone();
         let (shadow, findings) = Shadow::new(plugin, (origin.clone(), realm.to_owned()), config, concurrency, metrics);
         let id = shadow.id();
-        // A source shadows one plugin: relabelled, it leaves the seat of the one before.
-        self.vacate(&origin);
-        self.seat(&name).seat(shadow).map_err(|holder| RegistryError::ShadowTaken {
-            origin,
-            name: name.clone(),
-            holder,
-        })?;
+        // One step under the map's lock: seated here (replacing this source's earlier shadow),
+        // then gone from every other seat (a relabelled ConfigMap shadows one plugin). Seating
+        // fails before anything is vacated, so what shadowed before still does.
+        let mut seats = self.seats.lock().expect("lock");
+        let key = (realm.to_owned(), name.clone());
+        let seated = seats.entry(key.clone()).or_default().seat(shadow);
+        if let Err(holder) = seated {
+            return Err(RegistryError::ShadowTaken { origin, name, holder });
+        }
+        vacate_locked(&mut seats, &origin, Some(&key));
         Ok(Shadowed::Seated { name, version, digest, id, findings })
     }
 
@@ -613,6 +616,20 @@ impl Registry {
         futures::future::join_all(slots.into_iter().map(|s| s.controller.shut_down(timeout))).await;
         self.context.metrics.plugins_active(0);
     }
+}
+
+/// Unseats every shadow of `source` but the one at `except`, returning the plugins they
+/// shadowed, and forgets the seats nothing uses any more (a hostile source must not grow the
+/// map name by name). A serving controller holds its seat, so only seats held by nothing else
+/// go.
+fn vacate_locked(seats: &mut HashMap<SeatKey, Arc<ShadowSeat>>, source: &str, except: Option<&SeatKey>) -> Vec<String> {
+    let vacated = seats
+        .iter()
+        .filter(|(key, seat)| Some(*key) != except && seat.vacate(source).is_some())
+        .map(|((_, name), _)| name.clone())
+        .collect();
+    seats.retain(|_, seat| seat.current().is_some() || Arc::strong_count(seat) > 1);
+    vacated
 }
 
 fn running_version(slots: &HashMap<String, Slot>, source: &str) -> Option<String> {

@@ -15,8 +15,8 @@
 //!   and scope; a kind the serving version does not cache is refused to it, by name, and it
 //!   must read metadata-only whatever the serving version reads metadata-only ([`fits`]);
 //! - it stands only beside a version from its own realm (the same plugin namespace, or the
-//!   operator's files), so a ConfigMap writer cannot shadow, or by promotion replace, another
-//!   namespace's plugin.
+//!   operator's files: seats are kept by realm and plugin), so a ConfigMap writer cannot
+//!   shadow, or by promotion replace, another namespace's plugin.
 //!
 //! ```
 //! use wasmloop_runtime::compare::ShadowResult;
@@ -273,7 +273,9 @@ fn cut(text: String) -> String {
     if text.len() <= DIFF_BYTES {
         return text;
     }
-    let end = text[..text.floor_char_boundary(DIFF_BYTES)].rfind('\n').map_or(0, |i| i + 1);
+    let boundary = text.floor_char_boundary(DIFF_BYTES);
+    // On a line boundary when there is one; a first line longer than the cut is cut inside.
+    let end = text[..boundary].rfind('\n').map_or(boundary, |i| i + 1);
     format!("{}... ({} more bytes)\n", &text[..end], text.len() - end)
 }
 
@@ -302,30 +304,10 @@ impl ShadowSeat {
         }
     }
 
-    /// The seat as a version of `realm` sees it: a shadow from another realm is not its to
-    /// call.
-    pub fn for_realm(self: &Arc<Self>, realm: &str) -> RealmSeat {
-        RealmSeat { seat: self.clone(), realm: realm.to_owned() }
-    }
-
     /// Empties the seat if `source`'s shadow sits here, returning it.
     pub fn vacate(&self, source: &str) -> Option<Arc<Shadow>> {
         let mut seat = self.0.write().expect("lock");
         if seat.as_ref().is_some_and(|s| s.source == source) { seat.take() } else { None }
-    }
-}
-
-/// A plugin's seat as one serving version sees it: only shadows of its own realm.
-#[derive(Debug, Default)]
-pub struct RealmSeat {
-    seat: Arc<ShadowSeat>,
-    realm: String,
-}
-
-impl RealmSeat {
-    /// The shadow to call beside this version, if any.
-    pub fn current(&self) -> Option<Arc<Shadow>> {
-        self.seat.current().filter(|shadow| shadow.realm == self.realm)
     }
 }
 

@@ -36,8 +36,14 @@ pub(super) fn run(args: &BundleArgs) -> anyhow::Result<ExitCode> {
     let signature = args.signature.as_deref().map(read_signature).transpose()?;
     let track = if args.shadow { Track::Shadow } else { Track::Serving };
     let (name, namespace) = (&args.name, &args.namespace);
-    let configmap =
+    let mut configmap =
         plugin_configmap::build(name, namespace, &component, config.as_deref(), signature.as_deref(), track)?;
+    if let Some(named) = &args.configmap {
+        wasmloop_sandbox::validate::name(named).map_err(|e| {
+            anyhow::anyhow!("--configmap {named:?}: {e}; name the ConfigMap as Kubernetes names objects")
+        })?;
+        configmap.metadata.name = Some(named.clone());
+    }
     // apiVersion and kind first, as kubectl prints them.
     let value = serde_json::to_value(&configmap)?;
     let mut ordered = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap"});

@@ -346,8 +346,9 @@ impl ConfigMapSource {
             | Loaded::Promoted { name, version, .. } => (name, version),
             Loaded::Unchanged { .. } => unreachable!("returned above"),
         };
+        // Serving now: whatever this ConfigMap shadowed before is unseated.
+        self.seen.entry(name.clone()).or_default().shadow = None;
         if let Loaded::Promoted { superseded, .. } = loaded {
-            self.seen.entry(name.clone()).or_default().shadow = None;
             if let Some(old) = superseded {
                 self.superseded(old.clone(), plugin, &source_of(&self.namespace, &name)).await;
             }
@@ -411,30 +412,52 @@ impl ConfigMapSource {
             tracing::info!(configmap = %source, plugin, "ConfigMap deleted: plugin unloaded");
         }
         if removed.is_some() || !unshadowed.is_empty() {
-            // A ConfigMap refused because this one held its plugin or its shadow seat (a
-            // rename, a second candidate) may load now.
-            for (other, seen) in &self.seen {
-                if seen.last_error.is_some() && seen.active.is_none() {
-                    let _ = self.retry.send(other.clone());
-                }
+            self.retry_blocked();
+        }
+    }
+
+    /// Offers again every ConfigMap refused while another held its plugin or its shadow seat
+    /// (a rename, a second candidate, a promotion another replica saw first): it may load now.
+    fn retry_blocked(&self) {
+        for (other, seen) in &self.seen {
+            if seen.last_error.is_some() && seen.active.is_none() {
+                let _ = self.retry.send(other.clone());
             }
         }
     }
 
-    /// A ConfigMap marked superseded loads nothing: what it served or shadowed stops.
+    /// A ConfigMap marked superseded loads nothing: what it served or shadowed stops, and
+    /// whatever waited for its plugin may load.
     async fn retire(&mut self, cm: &ConfigMap) {
         let name = cm.name_any();
         let source = source_of(&self.namespace, &name);
         self.registry.unshadow(&source);
         if let Some(plugin) = self.registry.remove(&source).await {
             tracing::info!(configmap = %source, plugin, "ConfigMap marked superseded: plugin unloaded");
+            self.retry_blocked();
         }
+        // The promotion's own words, on the status since, name the successor: keep them, and
+        // say nothing again after a restart.
+        let said = cm
+            .annotations()
+            .get(STATUS_ANNOTATION)
+            .and_then(|text| serde_json::from_str::<serde_json::Value>(text).ok())
+            .and_then(|status| status["lastError"].as_str().map(str::to_owned));
         let seen = self.seen.entry(name.clone()).or_default();
         (seen.active, seen.shadow) = (None, None);
+        if seen.last_error.is_none() {
+            seen.last_error = said;
+        }
+        if seen.last_error.as_deref().is_some_and(|e| e.starts_with("superseded")) {
+            return;
+        }
         let message = format!(
             "superseded ({TRACK_ANNOTATION}: superseded): this ConfigMap loads nothing; delete it, or remove the annotation to offer it again"
         );
-        self.rejected(cm, "Superseded", &message).await;
+        (seen.last_error, seen.last_error_at) = (Some(message.clone()), Some(Timestamp::now().to_string()));
+        let status = status_of(seen);
+        self.write_status(&name, &status).await;
+        self.event(cm, EventType::Normal, "Superseded", message).await;
     }
 
     fn leads(&self) -> bool {
@@ -582,11 +605,14 @@ impl ConfigMapSource {
             "superseded: plugin {plugin} is served from {by} now (a promoted shadow); delete this ConfigMap"
         ));
         seen.last_error_at = Some(Timestamp::now().to_string());
-        let status = status_of(seen);
-        let mark = json!({"metadata": {"annotations": {TRACK_ANNOTATION: "superseded", STATUS_ANNOTATION: status.to_string()}}});
-        let params = PatchParams { field_manager: Some(MANAGER.into()), ..PatchParams::default() };
+        let mut mark = json!({"metadata": {"annotations": {TRACK_ANNOTATION: "superseded"}}});
         // Every replica marks it, not only the leader: the mark is what keeps a restarted
-        // replica from loading the old version, and the patch is the same from each.
+        // replica from loading the old version, and it is the same from each. The status is
+        // the leader's to write, as always.
+        if *self.leading.borrow() {
+            mark["metadata"]["annotations"][STATUS_ANNOTATION] = json!(status_of(seen).to_string());
+        }
+        let params = PatchParams { field_manager: Some(MANAGER.into()), ..PatchParams::default() };
         if let Err(error) = self.api.patch(&name, &params, &Patch::Merge(&mark)).await {
             tracing::warn!(configmap = %old, %error, "cannot mark the superseded ConfigMap; delete it, or a restart may load it instead of {by}");
         }

@@ -45,7 +45,7 @@ use crate::discovery::DiscoveryError;
 use crate::identity::{Identity, IdentityError};
 use crate::informer::{Informer, InformerScope};
 use crate::queue::WorkQueue;
-use crate::shadow::RealmSeat;
+use crate::shadow::ShadowSeat;
 use cache_view::CacheView;
 use config::{effective_namespace, grants_within};
 use memory::{Memory, Remembered};
@@ -186,8 +186,8 @@ impl Controller {
     /// Acquires the plugin's informers (shared ones keep their warm caches), waits for them to
     /// sync and starts queueing keys, every primary among them, without reconciling yet. A
     /// new plugin version is prepared while the old one still serves; it runs once the old
-    /// one has finished its reconciles in flight. Whatever shadow of its realm sits in
-    /// `shadow` is called beside it.
+    /// one has finished its reconciles in flight. Whatever shadow sits in `shadow` (its
+    /// realm's seat for the plugin) is called beside it.
     ///
     /// # Errors
     /// When a declared kind is not served or its cache does not sync.
@@ -195,7 +195,7 @@ impl Controller {
         plugin: Plugin,
         context: &Context,
         config: ControllerConfig,
-        shadow: RealmSeat,
+        shadow: Arc<ShadowSeat>,
     ) -> Result<Prepared, StartError> {
         let informers = &context.informers;
         let manifest = plugin.manifest().clone();

@@ -15,7 +15,7 @@ use crate::metrics::{Metrics, PluginMetrics};
 use crate::quarantine::{Board, Health};
 use crate::queue::WorkQueue;
 use crate::record::CaseSink;
-use crate::shadow::RealmSeat;
+use crate::shadow::ShadowSeat;
 
 /// One version of a plugin's controller, as its tasks see it.
 pub(super) struct Shared {
@@ -52,7 +52,7 @@ pub(super) struct Shared {
     /// Where each reconcile is recorded, if anywhere.
     pub(super) record: Option<CaseSink>,
     /// The candidate version called beside this one, if any.
-    pub(super) shadow: RealmSeat,
+    pub(super) shadow: Arc<ShadowSeat>,
 }
 
 impl Shared {

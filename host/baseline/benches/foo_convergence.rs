@@ -23,24 +23,14 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use serde_json::json;
 use wasmloop_testenv::{TestNamespace, shared};
 
+mod common;
+use common::{binary, cpu_seconds, free_address, median, peak_rss_mib, reconciles, remove, target_dir};
+
 const CRD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../plugins/foo-deployment/deploy/crd.yaml");
-
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"))
-}
-
-fn binary(var: &str, default: PathBuf) -> PathBuf {
-    let path = std::env::var_os(var).map(PathBuf::from).unwrap_or(default);
-    assert!(path.exists(), "{} is missing: run scripts/bench-convergence, which builds it", path.display());
-    path
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Which {
@@ -118,28 +108,6 @@ impl Which {
     }
 }
 
-/// CPU seconds (user + system) a process has used, from /proc.
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("the controller runs");
-    // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
-    let rest = &stat[stat.rfind(')').unwrap() + 2..];
-    let fields: Vec<&str> = rest.split(' ').collect();
-    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
-    ticks / clock_ticks()
-}
-
-fn clock_ticks() -> f64 {
-    let out = Command::new("getconf").arg("CLK_TCK").output().expect("getconf runs");
-    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(100.0)
-}
-
-/// Peak resident set size in MiB, from /proc.
-fn peak_rss_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the controller runs");
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).expect("VmHWM in /proc/PID/status");
-    line.split_whitespace().nth(1).unwrap().parse::<f64>().unwrap() / 1024.0
-}
-
 fn foo(i: usize) -> DynamicObject {
     let name = format!("foo-{i}");
     serde_json::from_value(json!({
@@ -174,27 +142,6 @@ struct Measured {
     rss: f64,
     /// Reconciles the host counted; none for the native controller.
     reconciles: Option<f64>,
-}
-
-/// A free loopback port for the host's `/metrics`.
-fn free_address() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().to_string()
-}
-
-/// The sum of every `wasmloop_reconciles_total` series the host at `address` serves.
-async fn reconciles(address: &str) -> f64 {
-    use http_body_util::BodyExt;
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build_http::<http_body_util::Empty<bytes::Bytes>>();
-    let url = format!("http://{address}/metrics");
-    let response = client.get(url.parse().unwrap()).await.unwrap_or_else(|e| panic!("GET {url}: {e}"));
-    let body = response.into_body().collect().await.unwrap().to_bytes();
-    String::from_utf8_lossy(&body)
-        .lines()
-        .filter(|l| l.starts_with("wasmloop_reconciles_total{"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
 }
 
 async fn measure(which: Which, count: usize, round: usize, cache: &Path) -> Measured {
@@ -238,24 +185,6 @@ async fn measure(which: Which, count: usize, round: usize, cache: &Path) -> Meas
         measured.reconciles.map_or("-".to_owned(), |r| format!("{r:.0}")),
     );
     measured
-}
-
-/// Deletes the namespace and waits until it is gone, so the next controller's first list
-/// does not meet this round's objects.
-async fn remove(ns: &TestNamespace) {
-    let namespaces: Api<Namespace> = Api::all(ns.client.clone());
-    namespaces.delete(&ns.name, &DeleteParams::default()).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(600);
-    while namespaces.get_opt(&ns.name).await.unwrap().is_some() {
-        assert!(Instant::now() < deadline, "namespace {} still there after 600 s", ns.name);
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let middle = values.len() / 2;
-    if values.len().is_multiple_of(2) { (values[middle - 1] + values[middle]) / 2.0 } else { values[middle] }
 }
 
 /// Compiles the component into the run's cache, as a host that restarts (or a standby) has it:

@@ -12,7 +12,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 /// Every plugin and test guest, as `scripts/build-plugins` lists them.
-pub const GUESTS: [&str; 11] = [
+pub const GUESTS: [&str; 12] = [
     "foo-deployment",
     "pod-logger",
     "node-image-watch",
@@ -24,6 +24,7 @@ pub const GUESTS: [&str; 11] = [
     "labeler-v2-plugin",
     "foo-deployment-next",
     "secret-reader-plugin",
+    "noop-plugin",
 ];
 
 /// The target directory the tests were built in (`CARGO_TARGET_DIR`, else the workspace's).

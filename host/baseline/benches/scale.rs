@@ -1,0 +1,250 @@
+//! Scale: what one plugin costs in memory against a native kube-rs controller doing the same
+//! nothing, as the objects it watches grow.
+//!
+//! For each count N in `SCALE_COUNTS` (default `0,1000,10000`): a fresh namespace holding N
+//! ConfigMaps with ~1 KB of data each, server-side applied (so they carry `managedFields`, as
+//! real objects do). Then each controller in turn, scoped to that namespace: started, waited for
+//! until it has reconciled all N (`wasmloop_reconciles_total`; the native one prints when it
+//! has), left 2 s to settle, and measured: RSS (`VmRSS`) after sync and peak RSS (`VmHWM`),
+//! which is where the initial list's spike shows. N = 0 gives the fixed cost; the growth from
+//! it, divided by N, is the cost per object, reported beside the object's JSON size.
+//!
+//! - native: `configmap-controller-native`, a kube-rs `Controller` over ConfigMaps whose
+//!   reconcile does nothing (its reflector store keeps every object, as any controller's does);
+//! - wasmloop: `wasmloop run` with the `noop` guest, whose primary is ConfigMap and whose
+//!   reconcile returns no action, confined to the namespace by `host.yaml`.
+//!
+//! `scripts/bench-scale` builds the binaries in release and runs this. Knobs: `SCALE_COUNTS`
+//! (comma-separated), `WASMLOOP_BIN` / `NATIVE_CM_BIN`.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+use wasmloop_testenv::{TestNamespace, shared};
+
+mod common;
+use common::{binary, free_address, get, peak_rss_mib, reconciles, remove, rss_mib, target_dir};
+
+/// How long a controller may take to reconcile every object.
+const SYNC_TIMEOUT: Duration = Duration::from_secs(900);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Which {
+    Native,
+    Wasmloop,
+}
+
+impl Which {
+    fn name(self) -> &'static str {
+        match self {
+            Which::Native => "native kube-rs",
+            Which::Wasmloop => "wasmloop",
+        }
+    }
+}
+
+/// A ConfigMap with ~1 KB of data.
+fn configmap(i: usize) -> serde_json::Value {
+    let payload: String = (0..1000).map(|k| char::from(b'a' + ((i + k) % 26) as u8)).collect();
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": format!("cm-{i}"), "labels": {"app": "scale-bench"}},
+        "data": {"payload": payload, "index": i.to_string()}
+    })
+}
+
+/// Server-side applies `count` ConfigMaps, 50 at a time, and returns the JSON size of one as
+/// the API server serves it.
+async fn fill(ns: &TestNamespace, count: usize) -> usize {
+    let api: Api<ConfigMap> = ns.api();
+    let params = PatchParams::apply("scale-bench").force();
+    futures::stream::iter(0..count)
+        .for_each_concurrent(50, |i| {
+            let (api, params) = (api.clone(), params.clone());
+            async move {
+                api.patch(&format!("cm-{i}"), &params, &Patch::Apply(configmap(i))).await.unwrap();
+            }
+        })
+        .await;
+    match count {
+        0 => 0,
+        _ => serde_json::to_vec(&api.get("cm-0").await.unwrap()).unwrap().len(),
+    }
+}
+
+struct Running {
+    child: Child,
+    /// The native controller's stdout, where it says it has reconciled every object.
+    reports: Option<std::sync::mpsc::Receiver<String>>,
+    /// wasmloop's metrics and probes.
+    metrics: String,
+    probes: String,
+}
+
+fn start(which: Which, ns: &TestNamespace, count: usize, dir: &Path) -> Running {
+    let (metrics, probes) = (free_address(), free_address());
+    let mut command = match which {
+        Which::Native => {
+            let mut c = Command::new(binary("NATIVE_CM_BIN", target_dir().join("release/configmap-controller-native")));
+            c.args(["--namespace", &ns.name, "--report-at", &count.max(1).to_string()]);
+            c
+        }
+        Which::Wasmloop => {
+            let mut c = Command::new(binary("WASMLOOP_BIN", target_dir().join("release/wasmloop")));
+            let yaml = dir.join(format!("host-{}.yaml", ns.name));
+            std::fs::write(&yaml, format!("plugins:\n  noop: {{namespace: {}}}\n", ns.name)).unwrap();
+            c.args(["run", "--plugin-identity", "host", "--metrics-bind-address", &metrics])
+                .args(["--health-probe-bind-address", &probes, "--plugin"])
+                .arg(target_dir().join("wasm32-wasip2/release/noop_plugin.wasm"))
+                .arg("--cache-dir")
+                .arg(dir)
+                .arg("--config")
+                .arg(yaml);
+            c
+        }
+    };
+    let mut child = command
+        .env("KUBECONFIG", shared().kubeconfig())
+        .env("RUST_LOG", "warn")
+        .env("WASMLOOP_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("the controller starts");
+    let stdout = child.stdout.take().expect("piped");
+    let (send, reports) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = send.send(line);
+        }
+    });
+    let reports = (which == Which::Native).then_some(reports);
+    Running { child, reports, metrics, probes }
+}
+
+/// Waits until the controller has synced and reconciled every one of `count` objects.
+async fn synced(which: Which, running: &mut Running, count: usize) {
+    let deadline = Instant::now() + SYNC_TIMEOUT;
+    loop {
+        assert!(Instant::now() < deadline, "{} did not reconcile {count} objects in time", which.name());
+        assert!(running.child.try_wait().unwrap().is_none(), "{} exited", which.name());
+        let done = match which {
+            // With nothing to reconcile, nothing is reported: a synced cache is all there is.
+            Which::Native if count == 0 => true,
+            Which::Native => {
+                let reports = running.reports.as_ref().expect("native");
+                reports.try_iter().any(|line| line == format!("reconciled {count}"))
+            }
+            Which::Wasmloop => {
+                let ready = get(&running.probes, "/readyz").await.is_ok_and(|(code, _)| code == 200);
+                ready && reconciles(&running.metrics).await >= count as f64
+            }
+        };
+        if done {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+struct Measured {
+    rss: f64,
+    peak: f64,
+}
+
+async fn measure(which: Which, ns: &TestNamespace, count: usize, dir: &Path) -> Measured {
+    let mut running = start(which, ns, count, dir);
+    synced(which, &mut running, count).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let pid = running.child.id();
+    let measured = Measured { rss: rss_mib(pid), peak: peak_rss_mib(pid) };
+    let _ = running.child.kill();
+    let _ = running.child.wait();
+    println!(
+        "  {count:>6} ConfigMaps  {:<15} rss {:>7.1} MiB   peak {:>7.1} MiB",
+        which.name(),
+        measured.rss,
+        measured.peak
+    );
+    measured
+}
+
+/// Compiles the component into the run's cache, as for a restart.
+fn warm_compile_cache(dir: &Path) {
+    let status = Command::new(binary("WASMLOOP_BIN", target_dir().join("release/wasmloop")))
+        .arg("inspect")
+        .arg(target_dir().join("wasm32-wasip2/release/noop_plugin.wasm"))
+        .arg("--cache-dir")
+        .arg(dir)
+        .stdout(Stdio::null())
+        .status()
+        .expect("wasmloop inspect runs");
+    assert!(status.success(), "wasmloop inspect noop_plugin.wasm failed");
+}
+
+fn scratch_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("wasmloop-scale-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[tokio::main]
+async fn main() {
+    let counts: Vec<usize> = std::env::var("SCALE_COUNTS")
+        .unwrap_or_else(|_| "0,1000,10000".into())
+        .split(',')
+        .map(|c| c.trim().parse().expect("SCALE_COUNTS: comma-separated numbers"))
+        .collect();
+    let dir = scratch_dir();
+    warm_compile_cache(&dir);
+    println!("one plugin over N ConfigMaps (~1 KB of data each, server-side applied)");
+    let mut rows = Vec::new();
+    for (round, &count) in counts.iter().enumerate() {
+        let ns = shared().namespace(&format!("scale-{count}")).await.unwrap();
+        let size = fill(&ns, count).await;
+        // Alternate who goes first, so neither always meets a warmer API server.
+        let order = if round % 2 == 0 { [Which::Native, Which::Wasmloop] } else { [Which::Wasmloop, Which::Native] };
+        let mut native = None;
+        let mut wasm = None;
+        for which in order {
+            let measured = measure(which, &ns, count, &dir).await;
+            match which {
+                Which::Native => native = Some(measured),
+                Which::Wasmloop => wasm = Some(measured),
+            }
+        }
+        remove(&ns).await;
+        rows.push((count, size, native.expect("measured"), wasm.expect("measured")));
+    }
+    println!(
+        "\n| ConfigMaps | JSON per object | native RSS | wasmloop RSS | ratio | native peak | wasmloop peak | ratio |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for (count, size, native, wasm) in &rows {
+        println!(
+            "| {count} | {size} B | {:.1} MiB | {:.1} MiB | {:.2}× | {:.1} MiB | {:.1} MiB | {:.2}× |",
+            native.rss,
+            wasm.rss,
+            wasm.rss / native.rss,
+            native.peak,
+            wasm.peak,
+            wasm.peak / native.peak
+        );
+    }
+    if let Some((_, _, native0, wasm0)) = rows.iter().find(|(count, ..)| *count == 0) {
+        println!("\n| ConfigMaps | JSON per object | native per object | wasmloop per object | ratio |");
+        println!("|---|---|---|---|---|");
+        for (count, size, native, wasm) in rows.iter().filter(|(count, ..)| *count > 0) {
+            let per = |m: &Measured, zero: &Measured| (m.rss - zero.rss) * 1024.0 * 1024.0 / *count as f64;
+            let (n, w) = (per(native, native0), per(wasm, wasm0));
+            println!("| {count} | {size} B | {n:.0} B | {w:.0} B | {:.2}× |", w / n);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

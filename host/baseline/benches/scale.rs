@@ -14,8 +14,12 @@
 //! - wasmloop: `wasmloop run` with the `noop` guest, whose primary is ConfigMap and whose
 //!   reconcile returns no action, confined to the namespace by `host.yaml`.
 //!
+//! Then ten plugins over the same `TEN_AT` ConfigMaps (default 5,000): one wasmloop process
+//! serving ten no-op plugins (the `noop` guest built ten times, `NOOP_NAME=noop-0..9`),
+//! against ten native controllers, one process each, summed.
+//!
 //! `scripts/bench-scale` builds the binaries in release and runs this. Knobs: `SCALE_COUNTS`
-//! (comma-separated), `WASMLOOP_BIN` / `NATIVE_CM_BIN`.
+//! (comma-separated), `TEN_AT` (0 to skip), `WASMLOOP_BIN` / `NATIVE_CM_BIN`.
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -87,7 +91,8 @@ struct Running {
     probes: String,
 }
 
-fn start(which: Which, ns: &TestNamespace, count: usize, dir: &Path) -> Running {
+/// Starts `which` over `ns`; wasmloop serves `plugins` (name, component).
+fn start(which: Which, ns: &TestNamespace, count: usize, dir: &Path, plugins: &[(String, PathBuf)]) -> Running {
     let (metrics, probes) = (free_address(), free_address());
     let mut command = match which {
         Which::Native => {
@@ -98,14 +103,15 @@ fn start(which: Which, ns: &TestNamespace, count: usize, dir: &Path) -> Running 
         Which::Wasmloop => {
             let mut c = Command::new(binary("WASMLOOP_BIN", target_dir().join("release/wasmloop")));
             let yaml = dir.join(format!("host-{}.yaml", ns.name));
-            std::fs::write(&yaml, format!("plugins:\n  noop: {{namespace: {}}}\n", ns.name)).unwrap();
+            let confined: String =
+                plugins.iter().map(|(name, _)| format!("  {name}: {{namespace: {}}}\n", ns.name)).collect();
+            std::fs::write(&yaml, format!("plugins:\n{confined}")).unwrap();
             c.args(["run", "--plugin-identity", "host", "--metrics-bind-address", &metrics])
-                .args(["--health-probe-bind-address", &probes, "--plugin"])
-                .arg(target_dir().join("wasm32-wasip2/release/noop_plugin.wasm"))
-                .arg("--cache-dir")
-                .arg(dir)
-                .arg("--config")
-                .arg(yaml);
+                .args(["--health-probe-bind-address", &probes]);
+            for (_, component) in plugins {
+                c.arg("--plugin").arg(component);
+            }
+            c.arg("--cache-dir").arg(dir).arg("--config").arg(yaml);
             c
         }
     };
@@ -129,7 +135,7 @@ fn start(which: Which, ns: &TestNamespace, count: usize, dir: &Path) -> Running 
 }
 
 /// Waits until the controller has synced and reconciled every one of `count` objects.
-async fn synced(which: Which, running: &mut Running, count: usize) {
+async fn synced(which: Which, running: &mut Running, count: usize, plugins: usize) {
     let deadline = Instant::now() + SYNC_TIMEOUT;
     loop {
         assert!(Instant::now() < deadline, "{} did not reconcile {count} objects in time", which.name());
@@ -143,7 +149,7 @@ async fn synced(which: Which, running: &mut Running, count: usize) {
             }
             Which::Wasmloop => {
                 let ready = get(&running.probes, "/readyz").await.is_ok_and(|(code, _)| code == 200);
-                ready && reconciles(&running.metrics).await >= count as f64
+                ready && reconciles(&running.metrics).await >= (count * plugins) as f64
             }
         };
         if done {
@@ -159,8 +165,9 @@ struct Measured {
 }
 
 async fn measure(which: Which, ns: &TestNamespace, count: usize, dir: &Path) -> Measured {
-    let mut running = start(which, ns, count, dir);
-    synced(which, &mut running, count).await;
+    let plugins = [("noop".to_owned(), dir.join("noop.wasm"))];
+    let mut running = start(which, ns, count, dir, &plugins);
+    synced(which, &mut running, count, 1).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let pid = running.child.id();
     let measured = Measured { rss: rss_mib(pid), peak: peak_rss_mib(pid) };
@@ -176,16 +183,70 @@ async fn measure(which: Which, ns: &TestNamespace, count: usize, dir: &Path) -> 
 }
 
 /// Compiles the component into the run's cache, as for a restart.
-fn warm_compile_cache(dir: &Path) {
+fn warm_compile_cache(dir: &Path, component: &Path) {
     let status = Command::new(binary("WASMLOOP_BIN", target_dir().join("release/wasmloop")))
         .arg("inspect")
-        .arg(target_dir().join("wasm32-wasip2/release/noop_plugin.wasm"))
+        .arg(component)
         .arg("--cache-dir")
         .arg(dir)
         .stdout(Stdio::null())
         .status()
         .expect("wasmloop inspect runs");
-    assert!(status.success(), "wasmloop inspect noop_plugin.wasm failed");
+    assert!(status.success(), "wasmloop inspect {} failed", component.display());
+}
+
+/// The `noop` guest built as plugin `name` (`NOOP_NAME`), copied to `dir/<name>.wasm`: cargo
+/// rebuilds only the guest crate when the name changes.
+fn noop_named(name: Option<&str>, dir: &Path) -> PathBuf {
+    let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cargo.args(["build", "--release", "--target", "wasm32-wasip2", "-p", "noop-plugin"]);
+    match name {
+        Some(name) => cargo.env("NOOP_NAME", name),
+        None => cargo.env_remove("NOOP_NAME"),
+    };
+    let status = cargo.env("CARGO_TARGET_DIR", target_dir()).stdout(Stdio::null()).status().expect("cargo runs");
+    assert!(status.success(), "building the noop guest failed");
+    let copy = dir.join(format!("{}.wasm", name.unwrap_or("noop")));
+    std::fs::copy(target_dir().join("wasm32-wasip2/release/noop_plugin.wasm"), &copy).unwrap();
+    warm_compile_cache(dir, &copy);
+    copy
+}
+
+/// Ten plugins over `count` ConfigMaps: ten native processes, summed, against one wasmloop.
+async fn ten(count: usize, dir: &Path) {
+    let plugins: Vec<(String, PathBuf)> = (0..10)
+        .map(|k| {
+            let name = format!("noop-{k}");
+            let component = noop_named(Some(&name), dir);
+            (name, component)
+        })
+        .collect();
+    let ns = shared().namespace(&format!("scale-ten-{count}")).await.unwrap();
+    let size = fill(&ns, count).await;
+    let mut natives: Vec<Running> = (0..10).map(|_| start(Which::Native, &ns, count, dir, &[])).collect();
+    for running in &mut natives {
+        synced(Which::Native, running, count, 1).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (mut native_rss, mut native_peak) = (0.0, 0.0);
+    for running in &mut natives {
+        native_rss += rss_mib(running.child.id());
+        native_peak += peak_rss_mib(running.child.id());
+        let _ = running.child.kill();
+        let _ = running.child.wait();
+    }
+    let mut wasm = start(Which::Wasmloop, &ns, count, dir, &plugins);
+    synced(Which::Wasmloop, &mut wasm, count, plugins.len()).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (wasm_rss, wasm_peak) = (rss_mib(wasm.child.id()), peak_rss_mib(wasm.child.id()));
+    let _ = wasm.child.kill();
+    let _ = wasm.child.wait();
+    remove(&ns).await;
+    println!("\nten plugins over the same {count} ConfigMaps ({size} B each as served):");
+    println!("| ten plugins, {count} ConfigMaps | ten native processes (sum) | wasmloop, one process | ratio |");
+    println!("|---|---|---|---|");
+    println!("| RSS after sync | {native_rss:.1} MiB | {wasm_rss:.1} MiB | {:.2}× |", wasm_rss / native_rss);
+    println!("| peak RSS | {native_peak:.1} MiB | {wasm_peak:.1} MiB | {:.2}× |", wasm_peak / native_peak);
 }
 
 fn scratch_dir() -> PathBuf {
@@ -201,8 +262,9 @@ async fn main() {
         .split(',')
         .map(|c| c.trim().parse().expect("SCALE_COUNTS: comma-separated numbers"))
         .collect();
+    let ten_at: usize = std::env::var("TEN_AT").ok().and_then(|v| v.parse().ok()).unwrap_or(5000);
     let dir = scratch_dir();
-    warm_compile_cache(&dir);
+    noop_named(None, &dir);
     println!("one plugin over N ConfigMaps (~1 KB of data each, server-side applied)");
     let mut rows = Vec::new();
     for (round, &count) in counts.iter().enumerate() {
@@ -245,6 +307,11 @@ async fn main() {
             let (n, w) = (per(native, native0), per(wasm, wasm0));
             println!("| {count} | {size} B | {n:.0} B | {w:.0} B | {:.2}× |", w / n);
         }
+    }
+    if ten_at > 0 {
+        ten(ten_at, &dir).await;
+        // Leave the guest as the workspace builds it.
+        noop_named(None, &dir);
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

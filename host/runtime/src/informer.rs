@@ -5,10 +5,12 @@
 //! Pods open one watch even when they select different Pods. An informer lives while anyone
 //! holds it ([`Informers::acquire`] hands out `Arc`s); the last drop stops its watch.
 //!
-//! Each cached object is kept twice: as the decoded object, and as the contract's envelope
-//! (routing fields plus JSON text) serialized once when the object changes, so handing it to
-//! a plugin costs a copy, not a serialization. An index on owner UID finds a primary's
-//! children without scanning.
+//! Each cached object is kept once, as the contract's envelope (routing fields plus JSON
+//! text) serialized once when the object changes, so handing it to a plugin costs a copy, not
+//! a serialization; beside it only the few metadata fields the host itself reads (labels,
+//! owners, finalizers, deletion, resourceVersion). The decoded object is dropped: a
+//! `DynamicObject` is a `serde_json::Value` tree several times the size of its text. An
+//! index on owner UID finds a primary's children without scanning.
 //!
 //! # Guarantees
 //! - Watch errors back off (kube-runtime's default backoff) and resume; a `410 Gone` relists.
@@ -20,6 +22,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
@@ -35,17 +38,56 @@ const CHANGES: usize = 4096;
 /// One cached object.
 #[derive(Debug)]
 pub struct Entry {
-    /// The object as decoded from the API.
-    pub object: Arc<DynamicObject>,
-    /// The contract's envelope of it, serialized once.
+    /// The metadata the host reads; nothing else of it is kept.
+    meta: ObjectMeta,
+    /// The contract's envelope of the object, serialized once: the one full copy.
     pub envelope: Object,
 }
 
 impl Entry {
+    /// An entry for `object`, whose `apiVersion` and `kind` are `resource`'s (the items of a
+    /// list carry none); none when it does not serialize.
+    pub fn new(object: DynamicObject, resource: &ApiResource) -> Option<Entry> {
+        let mut value = serde_json::to_value(&object).ok()?;
+        value["apiVersion"] = resource.api_version.clone().into();
+        value["kind"] = resource.kind.clone().into();
+        let envelope = object_from_value(&value).ok()?;
+        let m = object.metadata;
+        let meta = ObjectMeta {
+            labels: m.labels,
+            owner_references: m.owner_references,
+            finalizers: m.finalizers,
+            deletion_timestamp: m.deletion_timestamp,
+            resource_version: m.resource_version,
+            ..ObjectMeta::default()
+        };
+        Some(Entry { meta, envelope })
+    }
+
     /// True when the object's labels satisfy `selector`.
     pub fn selected_by(&self, selector: &Selector) -> bool {
-        let labels = self.object.labels();
-        selector.matches(|k| labels.get(k).map(String::as_str))
+        let labels = self.meta.labels.as_ref();
+        selector.matches(|k| labels.and_then(|l| l.get(k)).map(String::as_str))
+    }
+
+    /// Its owner references.
+    pub fn owner_references(&self) -> &[OwnerReference] {
+        self.meta.owner_references.as_deref().unwrap_or_default()
+    }
+
+    /// Its finalizers.
+    pub fn finalizers(&self) -> &[String] {
+        self.meta.finalizers.as_deref().unwrap_or_default()
+    }
+
+    /// Its resourceVersion.
+    pub fn resource_version(&self) -> Option<String> {
+        self.meta.resource_version.clone()
+    }
+
+    /// True once its deletion has begun.
+    pub fn deleting(&self) -> bool {
+        self.meta.deletion_timestamp.is_some()
     }
 }
 
@@ -70,7 +112,7 @@ struct Cache {
 
 impl Cache {
     fn owners(entry: &Entry) -> impl Iterator<Item = &str> {
-        entry.object.owner_references().iter().map(|o| o.uid.as_str())
+        entry.owner_references().iter().map(|o| o.uid.as_str())
     }
 
     fn insert(&mut self, key: Key, entry: Arc<Entry>) -> Option<Arc<Entry>> {
@@ -171,12 +213,7 @@ fn key_of(object: &DynamicObject) -> Key {
 }
 
 fn entry(object: DynamicObject, resource: &ApiResource) -> Option<Arc<Entry>> {
-    let mut value = serde_json::to_value(&object).ok()?;
-    // Watch events of a list carry no apiVersion/kind per item; the envelope needs them.
-    value["apiVersion"] = resource.api_version.clone().into();
-    value["kind"] = resource.kind.clone().into();
-    let envelope = object_from_value(&value).ok()?;
-    Some(Arc::new(Entry { object: Arc::new(object), envelope }))
+    Entry::new(object, resource).map(Arc::new)
 }
 
 impl Informer {
@@ -245,10 +282,8 @@ impl Informer {
                     }
                 }
                 for (key, entry) in listed {
-                    let changed = cache
-                        .objects
-                        .get(&key)
-                        .is_none_or(|old| old.object.resource_version() != entry.object.resource_version());
+                    let changed =
+                        cache.objects.get(&key).is_none_or(|old| old.resource_version() != entry.resource_version());
                     if changed {
                         cache.insert(key, entry.clone());
                         let _ = self.changes.send(Change::Applied(entry));

@@ -164,11 +164,7 @@ mod tests {
         let resource = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
         let mut object = DynamicObject::new(name, &resource).within("t");
         object.metadata.uid = Some(uid.into());
-        let mut value = serde_json::to_value(&object).unwrap();
-        value["apiVersion"] = "v1".into();
-        value["kind"] = "ConfigMap".into();
-        let envelope = wasmloop_sandbox::object_from_value(&value).unwrap();
-        Arc::new(Entry { object: Arc::new(object), envelope })
+        Arc::new(Entry::new(object, &resource).unwrap())
     }
 
     #[test]

@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use kube::ResourceExt;
 use tokio::sync::broadcast::{self, error::RecvError};
 use wasmloop_sandbox::Selector;
 
@@ -52,7 +51,6 @@ pub(super) async fn primary(shared: Arc<Shared>, mut changes: broadcast::Receive
 pub(super) async fn owned(shared: Arc<Shared>, mut changes: broadcast::Receiver<Change>) {
     while let Some(entry) = next_related(&shared, &mut changes).await {
         let owners: Vec<(&str, &str, &str)> = entry
-            .object
             .owner_references()
             .iter()
             .filter(|o| o.controller == Some(true))

@@ -5,7 +5,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kube::ResourceExt;
 use tracing::Instrument;
 use wasmloop_sandbox::{CallError, CallFailure, EventType, HostServices, Object, Phase, Request};
 
@@ -208,9 +207,9 @@ async fn reconcile(shared: &Arc<Shared>, key: &Key, attempt: u32) -> Outcome {
     let observed = match &cached {
         None => Observed::Absent { tombstone: tombstone.is_some() },
         Some(entry) => Observed::Present {
-            deleting: entry.object.metadata.deletion_timestamp.is_some(),
+            deleting: entry.deleting(),
             selected: entry.selected_by(&shared.selector),
-            finalizers: entry.object.finalizers(),
+            finalizers: entry.finalizers(),
         },
     };
     let finalizer = shared.manifest.finalizer.as_deref();
@@ -230,13 +229,7 @@ async fn reconcile(shared: &Arc<Shared>, key: &Key, attempt: u32) -> Outcome {
             let f = finalizer.expect("planned from the manifest");
             let added = shared
                 .executor
-                .add_finalizer(
-                    &shared.manifest,
-                    &entry.envelope,
-                    entry.object.finalizers(),
-                    f,
-                    entry.object.resource_version(),
-                )
+                .add_finalizer(&shared.manifest, &entry.envelope, entry.finalizers(), f, entry.resource_version())
                 .await;
             match added {
                 Err(error) => {
@@ -319,7 +312,7 @@ async fn call(shared: &Arc<Shared>, key: &Key, entry: Arc<Entry>, phase: Phase, 
         let children: Vec<Arc<Entry>> = shared.owned.iter().flat_map(|i| i.owned_by(&uid)).collect();
         let children = children.iter().map(|c| Child {
             object: &c.envelope,
-            controller: c.object.owner_references().iter().find(|o| o.controller == Some(true)).map(|o| o.uid.as_str()),
+            controller: c.owner_references().iter().find(|o| o.controller == Some(true)).map(|o| o.uid.as_str()),
         });
         let stale: Vec<_> =
             plan::prune_targets(&uid, children, &applied).into_iter().map(wasmloop_sandbox::Action::Delete).collect();

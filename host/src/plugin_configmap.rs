@@ -33,8 +33,9 @@ pub const WASM_GZ_KEY: &str = "plugin.wasm.gz";
 pub const CONFIGMAP_LIMIT: usize = 1024 * 1024;
 /// Room left under the limit for metadata, the configuration and the status annotation.
 const HEADROOM: usize = 16 * 1024;
-/// A decompressed component larger than this is refused: a gzip bomb, not a plugin.
-const MAX_COMPONENT: u64 = 64 * 1024 * 1024;
+/// A decompressed component larger than this is refused: a gzip bomb, not a plugin. Component
+/// files are held to it too.
+pub const MAX_COMPONENT: u64 = 64 * 1024 * 1024;
 
 /// What a plugin ConfigMap holds.
 #[derive(Debug, Clone, PartialEq)]

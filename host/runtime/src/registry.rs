@@ -551,7 +551,7 @@ impl Registry {
             })?;
         let version = plugin.manifest().version.clone();
         let metrics = self.context.metrics.clone();
-        let (shadow, findings) = Shadow::new(plugin, (origin.clone(), realm.to_owned()), config, concurrency, metrics);
+        let (shadow, findings) = Shadow::new(plugin, origin.clone(), config, concurrency, metrics);
         let id = shadow.id();
         // One step under the map's lock: seated here (replacing this source's earlier shadow),
         // then gone from every other seat (a relabelled ConfigMap shadows one plugin). Seating

@@ -134,9 +134,6 @@ pub struct Shadow {
     /// Tells this seating's findings from those of an earlier one of the same source.
     id: u64,
     source: String,
-    /// Whose versions it may stand beside: the plugin namespace of a ConfigMap, or empty for
-    /// the operator's files.
-    realm: String,
     /// Its own configuration; none to run with the serving version's.
     config: Option<String>,
     /// One per instance reserved for it: a comparison runs only when one is free.
@@ -153,11 +150,11 @@ impl std::fmt::Debug for Shadow {
 
 impl Shadow {
     /// A shadow calling `plugin` (its instances reserved already, `instances` of them), with
-    /// `config` if given, offered by `source` of `realm`. Its findings arrive on the returned
-    /// receiver.
+    /// `config` if given, offered by `source`. Its findings arrive on the returned receiver.
+    /// Its realm is the seat's: the registry keeps seats by realm and plugin.
     pub fn new(
         plugin: Plugin,
-        (source, realm): (String, String),
+        source: String,
         config: Option<String>,
         instances: usize,
         metrics: Arc<Metrics>,
@@ -165,17 +162,12 @@ impl Shadow {
         let (report, findings) = watch::channel(ShadowReport::default());
         let permits = Arc::new(Semaphore::new(instances.max(1)));
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        (Arc::new(Shadow { plugin, id, source, realm, config, permits, report, metrics }), findings)
+        (Arc::new(Shadow { plugin, id, source, config, permits, report, metrics }), findings)
     }
 
     /// This seating's id: unique in the process.
     pub fn id(&self) -> u64 {
         self.id
-    }
-
-    /// Whose versions it may stand beside.
-    pub fn realm(&self) -> &str {
-        &self.realm
     }
 
     /// The candidate version.

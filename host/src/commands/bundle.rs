@@ -2,8 +2,6 @@
 
 use std::process::ExitCode;
 
-use anyhow::Context as _;
-
 use super::common;
 use crate::cli::BundleArgs;
 use crate::plugin_configmap::{self, Track};
@@ -12,7 +10,7 @@ pub(super) fn run(args: &BundleArgs) -> anyhow::Result<ExitCode> {
     let sandbox = common::sandbox(&args.sandbox, None)?;
     // Validate now, not when the host refuses it in the cluster.
     // One read: the bytes validated are the bytes pinned and shipped.
-    let component = std::fs::read(&args.plugin).with_context(|| format!("cannot read {}", args.plugin.display()))?;
+    let component = common::read_component(&args.plugin)?;
     let origin = args.plugin.display().to_string();
     let plugin = common::block_on(common::load_bytes(&sandbox, &component, &origin, &args.sandbox))??;
     let manifest_name = &plugin.manifest().name;
@@ -26,7 +24,8 @@ pub(super) fn run(args: &BundleArgs) -> anyhow::Result<ExitCode> {
         .config
         .as_deref()
         .map(|path| {
-            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            let limit = plugin_configmap::CONFIGMAP_LIMIT as u64;
+            let text = crate::input::read_bounded(path, limit, "the plugin's configuration (YAML or JSON)")?;
             serde_saphyr::from_str_with_options::<serde_json::Value>(&text, crate::input::yaml_options()).map_err(
                 |e| anyhow::anyhow!("{} is not valid YAML or JSON: {}", path.display(), crate::input::yaml_error(&e)),
             )?;

@@ -36,9 +36,14 @@ pub(super) fn sandbox(args: &SandboxArgs, pool: Option<u32>) -> anyhow::Result<S
 
 /// Loads a plugin file, applying the command line's limits over the plugin's own.
 pub(super) async fn load(sandbox: &Sandbox, path: &Path, args: &SandboxArgs) -> anyhow::Result<Plugin> {
-    let bytes =
-        std::fs::read(path).with_context(|| format!("cannot read plugin {}; check the path", path.display()))?;
+    let bytes = read_component(path)?;
     Ok(load_bytes(sandbox, &bytes, &path.display().to_string(), args).await?)
+}
+
+/// A component file, bounded as a ConfigMap's component is: a device, a pipe or a file past
+/// the limit is refused before it is read whole.
+pub(super) fn read_component(path: &Path) -> anyhow::Result<Vec<u8>> {
+    crate::input::read_bytes_bounded(path, crate::plugin_configmap::MAX_COMPONENT, "a plugin component (.wasm)")
 }
 
 /// Compiles and validates a component, applying the command line's limits over the plugin's own:

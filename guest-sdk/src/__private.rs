@@ -7,6 +7,7 @@ pub mod bindings {
 }
 
 pub use crate::bindings::export;
+pub use crate::bindings::exports::wasmloop::plugin::cache_options::Guest as CacheOptions;
 pub use crate::bindings::exports::wasmloop::plugin::plugin::Guest;
 
 use crate::action::{Action, EventType, PatchKind};
@@ -31,6 +32,8 @@ pub type WitReconcileError = wit::ReconcileError;
 pub type WitObject = wit_types::Object;
 /// The object-ref record.
 pub type WitObjectRef = wit_types::ObjectRef;
+/// The keep record of `cache-options` (0.2.1).
+pub type WitKeep = crate::bindings::exports::wasmloop::plugin::cache_options::Keep;
 
 fn gvk_to_wit(g: Gvk) -> wit_types::Gvk {
     wit_types::Gvk { group: g.group, version: g.version, kind: g.kind }
@@ -87,6 +90,25 @@ pub fn manifest<P: Reconciler>() -> WitManifest {
             resync_seconds: m.settings.resync_seconds,
         },
     }
+}
+
+/// What the plugin keeps of the fields the host strips, in WIT form.
+pub fn keep_fields<P: Reconciler>() -> Vec<WitKeep> {
+    use crate::bindings::exports::wasmloop::plugin::cache_options::KeptFields;
+    P::manifest()
+        .keeps
+        .into_iter()
+        .map(|(kind, kept)| {
+            let mut fields = KeptFields::empty();
+            if kept.managed_fields {
+                fields = fields | KeptFields::MANAGED_FIELDS;
+            }
+            if kept.last_applied {
+                fields = fields | KeptFields::LAST_APPLIED;
+            }
+            WitKeep { kind: gvk_to_wit(kind), fields }
+        })
+        .collect()
 }
 
 fn request_from_wit(r: WitRequest) -> Request {

@@ -168,6 +168,18 @@ mod imp {
         )
     }
 
+    /// `o` as the host's cache holds it for a plugin with `manifest`: without `managedFields`
+    /// and the last-applied annotation, unless the plugin keeps them for its kind.
+    pub(crate) fn as_cached(manifest: &Manifest, o: Object) -> Object {
+        let kept = manifest.keeps.iter().find(|(k, _)| k.matches(&o.api_version, &o.kind)).map(|(_, kept)| *kept);
+        let Ok(mut value) = serde_json::from_str::<Value>(o.json()) else { return o };
+        if !wasmloop_contract::cache::strip(&mut value, kept.unwrap_or_default()) {
+            return o;
+        }
+        let (api_version, kind, name, namespace, uid) = (o.api_version, o.kind, o.name, o.namespace, o.uid);
+        Object::from_parts(api_version, kind, name, namespace, uid, value.to_string())
+    }
+
     /// One object per kind, namespace and name, the last given: a cache holds each object once,
     /// at its latest state, however often a test seeds it (owned and cached, say).
     fn last_of_each(cache: Vec<Object>) -> Vec<Object> {
@@ -188,7 +200,7 @@ mod imp {
         cache: Vec<Object>,
         f: impl FnOnce() -> T,
     ) -> (T, Vec<(Level, String)>, Option<String>) {
-        let cache = last_of_each(cache);
+        let cache = last_of_each(cache).into_iter().map(|o| as_cached(&manifest, o)).collect();
         HOST.with(|h| *h.borrow_mut() = Some(NativeHost { manifest, cache, logs: Vec::new(), undeclared: None }));
         let out = f();
         let host = HOST.with(|h| h.borrow_mut().take());
@@ -203,7 +215,7 @@ pub(crate) use imp::*;
 mod conformance {
     use serde_json::Value;
     use wasmloop_contract::cache::ListKey;
-    use wasmloop_contract::conformance::{CacheUnderTest, KINDS, Kind, METADATA_ONLY, Page, Refused, run};
+    use wasmloop_contract::conformance::{CacheUnderTest, KEEPS, KINDS, Kind, METADATA_ONLY, Page, Refused, run};
 
     use super::imp;
     use crate::abi::CacheError;
@@ -264,6 +276,7 @@ mod conformance {
         manifest.primary.kind = gvk(KINDS[0]);
         manifest.reads = KINDS[1..].iter().map(|k| gvk(*k)).collect();
         manifest.metadata_only = METADATA_ONLY.iter().map(|k| gvk(*k)).collect();
+        manifest.keeps = KEEPS.iter().map(|(k, kept)| (gvk(*k), *kept)).collect();
         run(|seed| TestHost {
             manifest: manifest.clone(),
             cache: seed

@@ -71,7 +71,7 @@ pub use action::{
 };
 pub use error::Error;
 pub use kind::{Gvk, Kind};
-pub use manifest::{Grant, KindSelector, Manifest, Settings, WriteScope};
+pub use manifest::{Grant, Kept, KindSelector, Manifest, Settings, WriteScope};
 pub use reconciler::Reconciler;
 pub use request::{Config, Object, ObjectRef, Phase, Request};
 
@@ -116,6 +116,11 @@ macro_rules! export_plugin {
                     config: ::std::string::String,
                 ) -> ::std::vec::Vec<$crate::__private::WitObjectRef> {
                     $crate::__private::map::<$plugin>(related, config)
+                }
+            }
+            impl $crate::__private::CacheOptions for __WasmloopExport {
+                fn keep_fields() -> ::std::vec::Vec<$crate::__private::WitKeep> {
+                    $crate::__private::keep_fields::<$plugin>()
                 }
             }
     $crate::__private::export!(__WasmloopExport with_types_in $crate::__private::bindings);

@@ -1,5 +1,6 @@
 //! What a plugin declares about itself.
 
+pub use wasmloop_contract::cache::Kept;
 use wasmloop_contract::manifest as contract;
 
 use crate::kind::{Gvk, Kind};
@@ -149,6 +150,9 @@ pub struct Manifest {
     pub metadata_only: Vec<Gvk>,
     /// What the plugin writes beyond the implied grants.
     pub writes: Vec<Grant>,
+    /// Fields the host's cache keeps on objects of a kind, which it strips by default:
+    /// see [`Manifest::keep_managed_fields`].
+    pub keeps: Vec<(Gvk, Kept)>,
     /// A finalizer to hold on every primary until cleanup succeeds.
     pub finalizer: Option<String>,
     /// Delete owned children a reconcile did not apply.
@@ -179,6 +183,7 @@ impl Manifest {
             reads: Vec::new(),
             metadata_only: Vec::new(),
             writes: Vec::new(),
+            keeps: Vec::new(),
             finalizer: None,
             prune: false,
             deliver_deleted: false,
@@ -237,6 +242,45 @@ impl Manifest {
     pub fn writes(mut self, grant: Grant) -> Self {
         self.writes.push(grant);
         self
+    }
+
+    /// Keeps `metadata.managedFields` on the objects of kind `K` the plugin receives.
+    ///
+    /// The host strips them from every cached object by default (they record which field
+    /// manager set which field, and are often most of an object's size); a plugin that reads
+    /// them, to find who else manages a field, asks here. `K` must be declared, and not
+    /// metadata-only. Needs a host serving contract 0.2.1; an older 0.2 host ignores it.
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use wasmloop_sdk::Manifest;
+    /// let m = Manifest::new("audit", "1.0.0").primary::<ConfigMap>().keep_managed_fields::<ConfigMap>();
+    /// assert!(m.keeps[0].1.managed_fields && !m.keeps[0].1.last_applied);
+    /// assert_eq!(m.validate(), Ok(()));
+    /// ```
+    #[must_use]
+    pub fn keep_managed_fields<K: Kind>(self) -> Self {
+        self.keep(K::gvk(), Kept { managed_fields: true, last_applied: false })
+    }
+
+    /// Keeps the `kubectl.kubernetes.io/last-applied-configuration` annotation on the objects
+    /// of kind `K` the plugin receives; the host strips it by default, like `managedFields`.
+    #[must_use]
+    pub fn keep_last_applied<K: Kind>(self) -> Self {
+        self.keep(K::gvk(), Kept { managed_fields: false, last_applied: true })
+    }
+
+    fn keep(mut self, kind: Gvk, kept: Kept) -> Self {
+        match self.keeps.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, earlier)) => *earlier = earlier.union(kept),
+            None => self.keeps.push((kind, kept)),
+        }
+        self
+    }
+
+    /// What the plugin keeps of kind `kind`'s objects.
+    pub fn kept(&self, kind: &Gvk) -> Kept {
+        self.keeps.iter().find(|(k, _)| k == kind).map(|(_, kept)| *kept).unwrap_or_default()
     }
 
     /// Holds `finalizer` on every primary until phase `cleanup` succeeds.
@@ -328,6 +372,7 @@ impl Manifest {
                     },
                 })
                 .collect(),
+            keeps: self.keeps.iter().map(|(k, kept)| contract::KeepView { kind: kind_ref(k), kept: *kept }).collect(),
             finalizer: self.finalizer.as_deref(),
             settings: self.settings,
         };

@@ -208,8 +208,12 @@ impl TestCase {
     /// (a target without a namespace counts as in the primary's, as the host decodes it), and
     /// so does a `prune` the manifest does not allow, outside phase `Apply`, or twice.
     pub fn run<P: Reconciler>(&self) -> Outcome {
-        let request = self.request();
         let manifest = checked::<P>();
+        // As the host hands them over: from its cache, stripped as the plugin's cache is.
+        let mut request = self.request();
+        request.object = crate::host::as_cached(&manifest, request.object);
+        request.owned = request.owned.into_iter().map(|o| crate::host::as_cached(&manifest, o)).collect();
+        request.previous = request.previous.map(|o| crate::host::as_cached(&manifest, o));
         let (result, logs, undeclared) = with_host(manifest.clone(), self.cache_objects(), || P::reconcile(&request));
         let result = match (undeclared, result) {
             (Some(message), _) => Err(Error::permanent(message)),

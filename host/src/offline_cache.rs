@@ -2,7 +2,7 @@
 //! line, looked up the way the host's informer cache answers.
 
 use serde_json::Value;
-use wasmloop_sandbox::{Gvk, HostServices, Object, Selector, object_from_value};
+use wasmloop_sandbox::{Gvk, HostServices, Manifest, Object, Selector, object_from_value};
 
 /// Objects from files, searchable by kind, namespace, name and labels.
 #[derive(Debug, Default)]
@@ -33,6 +33,16 @@ impl OfflineCache {
         self.objects.push((object, value));
     }
 
+    /// Strips every object as the host's informers strip them for a plugin with `manifest`:
+    /// `managedFields` and the last-applied annotation go, unless it keeps them for the kind.
+    pub fn strip_for(&mut self, manifest: &Manifest) {
+        for (object, value) in &mut self.objects {
+            if strip_for(manifest, object, value) {
+                object.json = value.to_string();
+            }
+        }
+    }
+
     fn of_kind<'a>(&'a self, kind: &'a Gvk, namespace: Option<&'a str>) -> impl Iterator<Item = &'a (Object, Value)> {
         self.objects.iter().filter(move |(o, _)| {
             o.kind == kind.kind
@@ -41,6 +51,11 @@ impl OfflineCache {
                 && wasmloop_contract::cache::in_namespace(namespace, o.namespace.as_deref())
         })
     }
+}
+
+/// Strips `value` as the host's informers would for `manifest`; true when it removed anything.
+pub fn strip_for(manifest: &Manifest, object: &Object, value: &mut Value) -> bool {
+    wasmloop_contract::cache::strip(value, manifest.kept(&object.gvk()))
 }
 
 impl HostServices for OfflineCache {
@@ -68,6 +83,7 @@ mod tests {
         wasmloop_sandbox::conformance::run(|seed| {
             let mut cache = OfflineCache::default();
             seed.iter().flat_map(|(_, objects)| objects).for_each(|v| cache.insert(v.clone()).unwrap());
+            cache.strip_for(&wasmloop_sandbox::conformance::manifest());
             wasmloop_sandbox::conformance::Imports::new(std::sync::Arc::new(cache))
         });
     }

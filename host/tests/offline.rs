@@ -349,6 +349,35 @@ fn a_metadata_only_kind_reaches_the_plugin_without_spec_status_or_managed_fields
     assert_eq!(first_event_message(&out), "fields apiVersion,kind,metadata; managedFields: false");
 }
 
+#[test]
+fn managed_fields_reach_a_plugin_that_keeps_them_and_the_last_applied_annotation_is_stripped() {
+    let config = config_file("peek-fields");
+    let applied = fixture("hostile/applied.yaml");
+    let cache = applied.to_str().unwrap();
+    let out = reconcile(
+        "hostile_plugin",
+        "hostile/applied.yaml",
+        &["--config", config.path().to_str().unwrap(), "--cache", cache],
+    );
+    assert_eq!(
+        first_event_message(&out),
+        "request managedFields: true, last-applied: false; cache managedFields: true, last-applied: false"
+    );
+}
+
+#[test]
+fn a_component_built_for_contract_0_2_0_still_loads_and_reconciles_as_before() {
+    // Built before 0.2.1 added cache-options (see tests/fixtures/contract-0.2.0/README.md).
+    let plugin = fixture("contract-0.2.0/configmap_mirror.wasm");
+    let (plugin, object) = (plugin.to_str().unwrap().to_owned(), path_arg("configmap-mirror/source.yaml"));
+    let cluster = path_arg("configmap-mirror/cluster.yaml");
+    let out = wasmloop(&["reconcile", "--plugin", &plugin, "--object", &object, "--cache", &cluster]);
+    assert_eq!(stdout_yaml(&out), expected("configmap-mirror/expected-apply.yaml"));
+    let inspected = stdout_yaml(&wasmloop(&["inspect", &plugin]));
+    assert_eq!(inspected["contract"], "0.2");
+    assert!(inspected.get("keeps").is_none(), "a 0.2.0 component keeps nothing: {inspected}");
+}
+
 // ---- inspect and the compile cache -----------------------------------------------------
 
 #[test]
@@ -399,7 +428,7 @@ fn component_of_another_contract_version_is_refused_naming_both_versions() {
         1,
         &[
             "future_contract_plugin.wasm was built for contract wasmloop:plugin@0.3.0",
-            "this host serves wasmloop:plugin@0.2.0",
+            "this host serves wasmloop:plugin@0.2.1",
             "wasmloop:plugin@0.1.0 (0.1.x, through an adapter)",
             "rebuild the plugin",
         ],

@@ -343,3 +343,37 @@ async fn a_map_that_keeps_trapping_earns_its_plugin_no_quarantine() {
     assert_eq!(host.metric_or_zero(quarantined).await, 0.0, "a failing map counted against the plugin's health");
     assert!(!host.output().contains("plugin quarantined"), "{}", host.output());
 }
+
+#[tokio::test]
+async fn a_plugin_gets_managed_fields_only_when_it_keeps_them_and_the_last_applied_annotation_stripped() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let ns = shared().namespace("iso-fields").await.unwrap();
+    // What `kubectl apply` leaves: the last-applied annotation, and managedFields.
+    let configmaps: Api<ConfigMap> = ns.api();
+    let applied: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "applied", "annotations": {
+            "kubectl.kubernetes.io/last-applied-configuration": "{\"data\":{\"k\":\"v\"}}"}},
+        "data": {"k": "v"}
+    }))
+    .unwrap();
+    let live = configmaps.create(&kube::api::PostParams::default(), &applied).await.unwrap();
+    assert!(live.metadata.managed_fields.is_some_and(|m| !m.is_empty()), "the API server records managedFields");
+    // hostile keeps managedFields of ConfigMaps; noop, on the same ConfigMaps, keeps nothing.
+    let yaml = format!(
+        "plugins:\n  hostile: {{namespace: {ns}, config: {{mode: peek-fields}}}}\n  noop: {{namespace: {ns}}}\n",
+        ns = ns.name
+    );
+    let (host, _config) = run_with(&["hostile_plugin", "noop_plugin"], &yaml, &[]);
+    let events: Api<Event> = ns.api();
+    let want = "request managedFields: true, last-applied: false; cache managedFields: true, last-applied: false";
+    wait_for_event(&events, Duration::from_secs(60), "what reached the plugin", |e| {
+        e.reason.as_deref() == Some("Peeked")
+            && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("applied")
+            && e.note.as_deref() == Some(want)
+    })
+    .await;
+    // The keeping plugin has an informer of its own: two watches of ConfigMaps in the
+    // namespace, not one shared.
+    let watches = format!(r#"wasmloop_watches_active{{kind="v1/ConfigMap",namespace="{}"}}"#, ns.name);
+    assert_eq!(host.metric(&watches).await, 2.0);
+}

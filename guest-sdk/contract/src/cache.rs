@@ -61,6 +61,67 @@ pub fn parse_token(token: &str) -> Result<ListKey, String> {
     }
 }
 
+/// The `kubectl.kubernetes.io/last-applied-configuration` annotation: `kubectl apply`'s copy of
+/// the whole object it last applied, often the largest part of a small object.
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Which of the fields every cache strips by default a plugin keeps, for one kind. The
+/// default keeps neither: controller-runtime's `TransformStripManagedFields` convention, and
+/// the last-applied annotation with it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Kept {
+    /// `metadata.managedFields`.
+    pub managed_fields: bool,
+    /// The [`LAST_APPLIED`] annotation.
+    pub last_applied: bool,
+}
+
+impl Kept {
+    /// Keeps neither.
+    pub fn is_empty(&self) -> bool {
+        !self.managed_fields && !self.last_applied
+    }
+
+    /// Both sets together.
+    pub fn union(self, other: Kept) -> Kept {
+        Kept {
+            managed_fields: self.managed_fields || other.managed_fields,
+            last_applied: self.last_applied || other.last_applied,
+        }
+    }
+}
+
+/// Removes from `object` what a cache strips unless `kept` says otherwise: `managedFields`,
+/// and the last-applied annotation (and the annotations map, when that was all it held).
+/// Returns true when it removed anything. Anything but an object with a `metadata` object is
+/// left as it is.
+///
+/// ```
+/// use serde_json::json;
+/// use wasmloop_contract::cache::{Kept, strip};
+/// let mut cm = json!({"metadata": {"name": "a", "managedFields": [{}],
+///     "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}"}}});
+/// assert!(strip(&mut cm, Kept::default()));
+/// assert_eq!(cm, json!({"metadata": {"name": "a"}}));
+/// ```
+pub fn strip(object: &mut serde_json::Value, kept: Kept) -> bool {
+    let Some(serde_json::Value::Object(metadata)) = object.get_mut("metadata") else { return false };
+    let mut removed = false;
+    if !kept.managed_fields {
+        removed |= metadata.remove("managedFields").is_some();
+    }
+    if !kept.last_applied
+        && let Some(serde_json::Value::Object(annotations)) = metadata.get_mut("annotations")
+        && annotations.remove(LAST_APPLIED).is_some()
+    {
+        removed = true;
+        if annotations.is_empty() {
+            metadata.remove("annotations");
+        }
+    }
+    removed
+}
+
 /// An object as a metadata-only kind reaches its plugin: `apiVersion`, `kind` and `metadata`
 /// without `managedFields`, the shape of a `PartialObjectMetadata`. Anything but a JSON object
 /// is kept as it is.
@@ -84,4 +145,42 @@ pub fn metadata_only(full: serde_json::Value) -> serde_json::Value {
         metadata.remove("managedFields");
     }
     serde_json::Value::Object(lean)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn object() -> serde_json::Value {
+        json!({"metadata": {"name": "a", "managedFields": [{"manager": "m"}],
+            "annotations": {LAST_APPLIED: "{}", "team": "x"}}})
+    }
+
+    #[test]
+    fn strip_keeps_what_is_asked_and_only_that() {
+        let keep = |managed_fields, last_applied| Kept { managed_fields, last_applied };
+        let cases = [
+            (keep(false, false), false, false),
+            (keep(true, false), true, false),
+            (keep(false, true), false, true),
+            (keep(true, true), true, true),
+        ];
+        for (kept, managed, applied) in cases {
+            let mut o = object();
+            assert_eq!(strip(&mut o, kept), !(managed && applied), "{kept:?}");
+            assert_eq!(o.pointer("/metadata/managedFields").is_some(), managed, "{kept:?}");
+            assert_eq!(o["metadata"]["annotations"].get(LAST_APPLIED).is_some(), applied, "{kept:?}");
+            assert_eq!(o["metadata"]["annotations"]["team"], "x", "other annotations stay");
+        }
+    }
+
+    #[test]
+    fn strip_leaves_what_is_not_an_object_with_metadata() {
+        for mut v in [json!(1), json!({"metadata": 3}), json!({"kind": "X"})] {
+            let before = v.clone();
+            assert!(!strip(&mut v, Kept::default()));
+            assert_eq!(v, before);
+        }
+    }
 }

@@ -10,7 +10,7 @@
 //! wasmloop_contract::conformance::run(|seed| MyCache::from(seed));
 //! ```
 
-use crate::cache::{ListKey, token_of};
+use crate::cache::{Kept, LAST_APPLIED, ListKey, token_of};
 use serde_json::{Value, json};
 
 /// A kind the suite seeds.
@@ -31,6 +31,9 @@ const DEPLOYMENT: Kind = Kind { api_version: "apps/v1", kind: "Deployment", name
 pub const KINDS: [Kind; 3] = [CONFIGMAP, NODE, DEPLOYMENT];
 /// The kinds an adapter declares metadata-only.
 pub const METADATA_ONLY: [Kind; 1] = [DEPLOYMENT];
+/// What an adapter's plugin keeps of the fields caches strip (contract 0.2.1 `keep-fields`):
+/// Nodes keep `managedFields`; everything else is stripped.
+pub const KEEPS: [(Kind, Kept); 1] = [(NODE, Kept { managed_fields: true, last_applied: false })];
 
 /// Why a cache refused a question.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,16 +86,22 @@ fn base() -> Seed {
     let node = |n, l| object(NODE, None, n, l);
     let mut n1 = node("n1", json!({"role": "control"}));
     n1["spec"] = json!({"unschedulable": true});
+    let applied = json!({LAST_APPLIED: "{}"});
     n1["metadata"]["managedFields"] = json!([{"manager": "kubelet"}]);
+    n1["metadata"]["annotations"] = applied.clone();
     let mut deployment = object(DEPLOYMENT, Some("a"), "web", json!({"app": "web"}));
     deployment["metadata"]["managedFields"] = json!([{"manager": "kubectl"}]);
+    deployment["metadata"]["annotations"] = applied.clone();
+    let mut b_web = cm("b", "web", json!({"app": "web", "tier": "web"}));
+    b_web["metadata"]["managedFields"] = json!([{"manager": "kubectl"}]);
+    b_web["metadata"]["annotations"] = applied;
     deployment["spec"] = json!({"replicas": 1});
     deployment["status"] = json!({"replicas": 1});
     vec![
         (
             CONFIGMAP,
             vec![
-                cm("b", "web", json!({"app": "web", "tier": "web"})),
+                b_web,
                 cm("a", "web-2", json!({"app": "db", "legacy": "true"})),
                 cm("a-b", "x", json!({})),
                 cm("a", "web", json!({"app": "web", "tier": "api"})),
@@ -128,8 +137,9 @@ enum Ask {
 }
 enum Expect {
     Found(Option<(&'static str, &'static str)>),
-    /// Found, holding these top-level fields, and `metadata.managedFields` when `true`.
-    Fields(&'static [&'static str], bool),
+    /// Found, holding these top-level fields, `metadata.managedFields` when the first flag is
+    /// set and the last-applied annotation when the second is.
+    Fields(&'static [&'static str], bool, bool),
     Keys(&'static [(&'static str, &'static str)], Option<&'static str>),
     Refused(Refused),
     /// Following tokens gives pages of these sizes, and every seeded key once, in order.
@@ -190,15 +200,23 @@ fn cases() -> Vec<Case> {
             kind: DEPLOYMENT,
             namespace: Some("a"),
             ask: Ask::Get("web"),
-            expect: Fields(&["apiVersion", "kind", "metadata"], false),
+            expect: Fields(&["apiVersion", "kind", "metadata"], false, false),
         },
         Case {
-            name: "a kind served whole keeps its spec and managedFields",
+            name: "a kind served whole keeps its spec, and managedFields when the plugin keeps them",
             seed: "base",
             kind: NODE,
             namespace: None,
             ask: Ask::Get("n1"),
-            expect: Fields(&["apiVersion", "kind", "metadata", "spec"], true),
+            expect: Fields(&["apiVersion", "kind", "metadata", "spec"], true, false),
+        },
+        Case {
+            name: "managedFields and the last-applied annotation are stripped unless kept",
+            seed: "base",
+            kind: CONFIGMAP,
+            namespace: Some("b"),
+            ask: Ask::Get("web"),
+            expect: Fields(&["apiVersion", "kind", "metadata"], false, false),
         },
         list("(namespace, name) order", "base", CONFIGMAP, None, None, 0, None, Keys(ALL, None)),
         list("one namespace", "base", CONFIGMAP, Some("a"), None, 0, None, Keys(&[AW, AW10, AW2, AZ], None)),
@@ -349,13 +367,19 @@ impl Case {
                 let want = want.map(|(n, m)| (n.to_owned(), m.to_owned()));
                 if got == want { Ok(()) } else { Err(format!("got {got:?}, want {want:?}")) }
             }
-            (Ask::Get(name), Expect::Fields(fields, managed)) => {
+            (Ask::Get(name), Expect::Fields(fields, managed, applied)) => {
                 let got = cache.get(kind, ns, name).map_err(|r| format!("refused: {r:?}"))?.ok_or("not found")?;
                 let mut top: Vec<&str> =
                     got.as_object().into_iter().flat_map(|o| o.keys()).map(String::as_str).collect();
                 top.sort_unstable();
-                if top != *fields || got.pointer("/metadata/managedFields").is_some() != *managed {
-                    return Err(format!("served {got}, want the fields {fields:?}, managedFields kept: {managed}"));
+                let has_applied = got.pointer("/metadata/annotations").and_then(|a| a.get(LAST_APPLIED)).is_some();
+                if top != *fields
+                    || got.pointer("/metadata/managedFields").is_some() != *managed
+                    || has_applied != *applied
+                {
+                    return Err(format!(
+                        "served {got}, want the fields {fields:?}, managedFields kept: {managed}, last-applied kept: {applied}"
+                    ));
                 }
                 Ok(())
             }

@@ -73,6 +73,15 @@ pub struct GrantView<'a> {
     pub scope: ScopeView<'a>,
 }
 
+/// Fields of one kind a plugin asks the host's cache to keep (contract 0.2.1).
+#[derive(Debug, Clone, Copy)]
+pub struct KeepView<'a> {
+    /// The kind.
+    pub kind: KindRef<'a>,
+    /// What to keep of it.
+    pub kept: crate::cache::Kept,
+}
+
 /// Defaults a plugin proposes; the operator's configuration overrides them. The SDK hands
 /// it to plugin authors as `wasmloop_sdk::Settings`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -106,6 +115,8 @@ pub struct ManifestView<'a> {
     pub metadata_only: Vec<KindRef<'a>>,
     /// Write grants.
     pub writes: Vec<GrantView<'a>>,
+    /// Fields kept on cached objects, by kind.
+    pub keeps: Vec<KeepView<'a>>,
     /// The finalizer.
     pub finalizer: Option<&'a str>,
     /// Settings.
@@ -123,6 +134,7 @@ impl<'a> ManifestView<'a> {
             reads: Vec::new(),
             metadata_only: Vec::new(),
             writes: Vec::new(),
+            keeps: Vec::new(),
             finalizer: None,
             settings: Settings::default(),
         }
@@ -155,10 +167,36 @@ pub fn validate(m: &ManifestView<'_>) -> Result<(), String> {
             "metadata-only kind {k} is not under owns, watches or reads; declare how the plugin sees it there too"
         ));
     }
+    check_keeps(m)?;
     if let Some(f) = m.finalizer {
         check_finalizer(f)?;
     }
     check_settings(&m.settings)
+}
+
+fn check_keeps(m: &ManifestView<'_>) -> Result<(), String> {
+    for (i, keep) in m.keeps.iter().enumerate() {
+        let k = &keep.kind;
+        let declared =
+            m.primary.kind == *k || m.owns.contains(k) || m.reads.contains(k) || m.watches.iter().any(|w| w.kind == *k);
+        if !declared {
+            return Err(format!(
+                "keep-fields names {k}, which the manifest does not declare; declare it under primary, owns, watches or reads, or drop the keep"
+            ));
+        }
+        if keep.kept.is_empty() {
+            return Err(format!("keep-fields on {k} names no field; keep managed-fields, last-applied or both"));
+        }
+        if keep.kept.managed_fields && m.metadata_only.contains(k) {
+            return Err(format!(
+                "keep-fields keeps managedFields of {k}, which is metadata-only and served without them; drop one of the two"
+            ));
+        }
+        if m.keeps[..i].iter().any(|earlier| earlier.kind == *k) {
+            return Err(format!("keep-fields names {k} twice; name each kind once with every field it keeps"));
+        }
+    }
+    Ok(())
 }
 
 fn check_kind(kind: &KindRef<'_>, role: &str) -> Result<(), String> {

@@ -5,6 +5,11 @@
 //! Pods open one watch even when they select different Pods. An informer lives while anyone
 //! holds it ([`Informers::acquire`] hands out `Arc`s); the last drop stops its watch.
 //!
+//! What reconcile logic does not read is dropped before anything is kept: `managedFields` and
+//! the `kubectl.kubernetes.io/last-applied-configuration` annotation (controller-runtime's
+//! `TransformStripManagedFields` convention), unless the scope keeps them for a plugin that
+//! asked ([`InformerScope::kept`]); such a plugin gets an informer of its own.
+//!
 //! Each cached object is kept once, as the contract's envelope (routing fields plus JSON
 //! text) serialized once when the object changes, so handing it to a plugin costs a copy, not
 //! a serialization; beside it only the few metadata fields the host itself reads (labels,
@@ -27,6 +32,7 @@ use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use tokio::sync::{broadcast, watch};
+use wasmloop_contract::cache::Kept;
 use wasmloop_sandbox::{Gvk, Object, Selector, object_from_value};
 
 use crate::discovery::{DiscoveryError, Kinds};
@@ -46,11 +52,12 @@ pub struct Entry {
 
 impl Entry {
     /// An entry for `object`, whose `apiVersion` and `kind` are `resource`'s (the items of a
-    /// list carry none); none when it does not serialize.
-    pub fn new(object: DynamicObject, resource: &ApiResource) -> Option<Entry> {
+    /// list carry none), stripped of what `kept` does not keep; none when it does not serialize.
+    pub fn new(object: DynamicObject, resource: &ApiResource, kept: Kept) -> Option<Entry> {
         let mut value = serde_json::to_value(&object).ok()?;
         value["apiVersion"] = resource.api_version.clone().into();
         value["kind"] = resource.kind.clone().into();
+        wasmloop_contract::cache::strip(&mut value, kept);
         let envelope = object_from_value(&value).ok()?;
         let m = object.metadata;
         let meta = ObjectMeta {
@@ -147,13 +154,24 @@ impl Cache {
     }
 }
 
-/// One kind in one namespace scope (none: all namespaces, or a cluster-scoped kind).
+/// One kind in one namespace scope (none: all namespaces, or a cluster-scoped kind), with
+/// the fields its objects keep.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct InformerScope {
     /// The kind.
     pub kind: Gvk,
     /// The namespace, or none for all.
     pub namespace: Option<String>,
+    /// What it keeps of the fields informers strip; the default keeps neither, and is the
+    /// informer every plugin that did not ask shares.
+    pub kept: Kept,
+}
+
+impl InformerScope {
+    /// `kind` in `namespace`, stripped as by default.
+    pub fn new(kind: Gvk, namespace: Option<String>) -> InformerScope {
+        InformerScope { kind, namespace, kept: Kept::default() }
+    }
 }
 
 impl InformerScope {
@@ -212,8 +230,8 @@ fn key_of(object: &DynamicObject) -> Key {
     (object.namespace().unwrap_or_default(), object.name_any())
 }
 
-fn entry(object: DynamicObject, resource: &ApiResource) -> Option<Arc<Entry>> {
-    Entry::new(object, resource).map(Arc::new)
+fn entry(object: DynamicObject, resource: &ApiResource, kept: Kept) -> Option<Arc<Entry>> {
+    Entry::new(object, resource, kept).map(Arc::new)
 }
 
 impl Informer {
@@ -268,7 +286,7 @@ impl Informer {
             }
             watcher::Event::InitApply(object) => {
                 let key = key_of(&object);
-                if let (Some(buffer), Some(entry)) = (relist.as_mut(), entry(object, resource)) {
+                if let (Some(buffer), Some(entry)) = (relist.as_mut(), entry(object, resource, self.scope.kept)) {
                     buffer.insert(key, entry);
                 }
             }
@@ -294,14 +312,14 @@ impl Informer {
             }
             watcher::Event::Apply(object) => {
                 let key = key_of(&object);
-                if let Some(entry) = entry(object, resource) {
+                if let Some(entry) = entry(object, resource, self.scope.kept) {
                     self.cache.write().expect("lock").insert(key, entry.clone());
                     let _ = self.changes.send(Change::Applied(entry));
                 }
             }
             watcher::Event::Delete(object) => {
                 let key = key_of(&object);
-                let last = entry(object, resource);
+                let last = entry(object, resource, self.scope.kept);
                 let removed = self.cache.write().expect("lock").remove(&key);
                 if let Some(last) = last.or(removed) {
                     let _ = self.changes.send(Change::Deleted(last));
@@ -445,7 +463,7 @@ mod tests {
 
     /// A ConfigMap informer with no watch: the tests feed it the events a watch would.
     fn detached() -> (Arc<Informer>, ApiResource) {
-        let scope = InformerScope { kind: Gvk::from_api_version("v1", "ConfigMap"), namespace: None };
+        let scope = InformerScope::new(Gvk::from_api_version("v1", "ConfigMap"), None);
         (Informer::detached(scope, true), ApiResource::erase::<ConfigMap>(&()))
     }
 

@@ -319,6 +319,7 @@ mod tests {
             watches: Vec::new(),
             reads: metadata_only.iter().map(|k| gvk(k)).collect(),
             metadata_only: metadata_only.iter().map(|k| gvk(k)).collect(),
+            keeps: Vec::new(),
             writes: Vec::new(),
             contract: Contract::V0_2,
             finalizer: None,

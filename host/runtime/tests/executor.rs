@@ -28,6 +28,7 @@ fn manifest(owns_configmaps: bool) -> Manifest {
         watches: Vec::new(),
         reads: Vec::new(),
         metadata_only: Vec::new(),
+        keeps: Vec::new(),
         writes: vec![WriteGrant { kind: configmap.clone(), verbs: all, scope: WriteScope::PrimaryNamespace }],
         contract: Contract::V0_2,
         finalizer: None,

@@ -13,7 +13,7 @@ use wasmloop_sandbox::{Gvk, Selector};
 use wasmloop_testenv::{TestNamespace, shared};
 
 fn configmaps(ns: &TestNamespace) -> InformerScope {
-    InformerScope { kind: Gvk::from_api_version("v1", "ConfigMap"), namespace: Some(ns.name.clone()) }
+    InformerScope::new(Gvk::from_api_version("v1", "ConfigMap"), Some(ns.name.clone()))
 }
 
 fn configmap(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
@@ -130,7 +130,7 @@ async fn children_are_found_by_owner_uid() {
 async fn an_unknown_kind_is_an_error_naming_it() {
     let ns = shared().namespace("inf-unknown").await.unwrap();
     let informers = Informers::new(ns.client.clone(), Arc::new(Kinds::new(ns.client.clone())), Arc::default());
-    let scope = InformerScope { kind: Gvk::from_api_version("example.com/v1", "Nothing"), namespace: None };
+    let scope = InformerScope::new(Gvk::from_api_version("example.com/v1", "Nothing"), None);
     let err = informers.acquire(&scope).await.err().expect("discovery fails");
     assert!(err.to_string().contains("kind example.com/v1/Nothing is not served"), "{err}");
 }

@@ -1,4 +1,4 @@
-//! The host's two `bindgen!`s: `wit/plugin.wit` (contract 0.2, what the host is written
+//! The host's two `bindgen!`s: `wit/plugin.wit` (contract 0.2.1, what the host is written
 //! against) and `wit/v0.1/plugin.wit` (contract 0.1, served through the adapter in
 //! `adapter.rs`).
 //!
@@ -13,7 +13,7 @@
 
 wasmtime::component::bindgen!({
     path: "../../wit",
-    world: "wasmloop:plugin/reconciler@0.2.0",
+    world: "wasmloop:plugin/reconciler@0.2.1",
     // Not `Hash`: wasmtime's `flags` types (write-verbs) do not derive it. Gvk, the one
     // map key, implements it below.
     additional_derives: [PartialEq, Eq],
@@ -29,6 +29,7 @@ pub use exports::wasmloop::plugin::plugin::{Phase, Request};
 pub use wasmloop::plugin::types::{Gvk, Object};
 
 pub(crate) mod wit {
+    pub use super::exports::wasmloop::plugin::cache_options::{Keep, KeptFields};
     pub use super::exports::wasmloop::plugin::plugin::{Action, EventType, PatchKind, ReconcileError, Response};
     pub use super::wasmloop::plugin::cache::{CacheError, Host as CacheHost, Page};
     pub use super::wasmloop::plugin::log::Host as LogHost;

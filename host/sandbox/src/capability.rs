@@ -174,6 +174,7 @@ mod tests {
             reads: vec![gvk("", "v1", "Secret")],
             metadata_only: Vec::new(),
             writes,
+            keeps: Vec::new(),
             contract,
             finalizer: None,
             prune: false,

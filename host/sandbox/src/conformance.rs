@@ -3,10 +3,10 @@
 
 use crate::HostServices;
 use crate::bindings::{Gvk, Object, wit::CacheError};
-use crate::manifest::{Contract, KindSelector, Manifest, Settings};
+use crate::manifest::{Contract, Keep, KindSelector, Manifest, Settings};
 use crate::state::{State, cache_error_text};
 use wasmloop_contract::cache::ListKey;
-use wasmloop_contract::conformance::{CacheUnderTest, KINDS, Kind, METADATA_ONLY, Page, Refused};
+use wasmloop_contract::conformance::{CacheUnderTest, KEEPS, KINDS, Kind, METADATA_ONLY, Page, Refused};
 pub use wasmloop_contract::conformance::{Seed, run};
 
 /// A `HostServices` cache as a plugin declaring the suite's kinds reaches it: through `State`.
@@ -27,26 +27,40 @@ fn refused(e: CacheError) -> Refused {
     }
 }
 
+/// The manifest of the plugin the suite asks as: every kind of the suite, `KINDS[0]` as the
+/// primary, `METADATA_ONLY` metadata-only and `KEEPS` kept. A cache that strips by a plugin's
+/// manifest (the offline cache) is built for this one.
+pub fn manifest() -> Manifest {
+    Manifest {
+        name: "conformance".into(),
+        version: "0.0.0".into(),
+        primary: KindSelector { kind: gvk(KINDS[0]), namespace: None, label_selector: None },
+        owns: vec![],
+        watches: vec![],
+        reads: KINDS[1..].iter().map(|k| gvk(*k)).collect(),
+        metadata_only: METADATA_ONLY.iter().map(|k| gvk(*k)).collect(),
+        writes: vec![],
+        keeps: KEEPS
+            .iter()
+            .map(|(k, kept)| Keep {
+                kind: gvk(*k),
+                managed_fields: kept.managed_fields,
+                last_applied: kept.last_applied,
+            })
+            .collect(),
+        contract: Contract::V0_2,
+        finalizer: None,
+        prune: false,
+        deliver_deleted: false,
+        deliver_previous: false,
+        settings: Settings::default(),
+    }
+}
+
 impl Imports {
-    /// `services` as a plugin declaring every kind of the suite reads it.
+    /// `services` as a plugin declaring every kind of the suite reads it ([`manifest`]).
     pub fn new(services: std::sync::Arc<dyn HostServices>) -> Imports {
-        let manifest = Manifest {
-            name: "conformance".into(),
-            version: "0.0.0".into(),
-            primary: KindSelector { kind: gvk(KINDS[0]), namespace: None, label_selector: None },
-            owns: vec![],
-            watches: vec![],
-            reads: KINDS[1..].iter().map(|k| gvk(*k)).collect(),
-            metadata_only: METADATA_ONLY.iter().map(|k| gvk(*k)).collect(),
-            writes: vec![],
-            contract: Contract::V0_2,
-            finalizer: None,
-            prune: false,
-            deliver_deleted: false,
-            deliver_previous: false,
-            settings: Settings::default(),
-        };
-        Imports(State::new("conformance".into(), Some(manifest.into()), services, 64 << 20))
+        Imports(State::new("conformance".into(), Some(manifest().into()), services, 64 << 20))
     }
 }
 

@@ -10,7 +10,10 @@ use crate::manifest::Contract;
 pub const CONTRACT_PACKAGE: &str = "wasmloop:plugin";
 /// The contract version the host is written against; components built for `0.2.x` are
 /// accepted, and so are those built for [`LEGACY_CONTRACT_VERSION`].
-pub const CONTRACT_VERSION: &str = "0.2.0";
+pub const CONTRACT_VERSION: &str = "0.2.1";
+/// The optional interface of cache options (0.2.1), probed for by name; wasmtime's semver
+/// lookup finds later 0.2.x exports of it too.
+pub(crate) const CACHE_OPTIONS: &str = "wasmloop:plugin/cache-options@0.2.1";
 /// The older contract version still served, through an adapter.
 pub const LEGACY_CONTRACT_VERSION: &str = "0.1.0";
 

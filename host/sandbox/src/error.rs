@@ -110,12 +110,13 @@ pub enum LoadError {
     /// `reconcile` or `map` does not have the types of the contract version the component
     /// names: it was built against an earlier revision of that version's WIT.
     #[error(
-        "{origin} names contract wasmloop:plugin@{} but its {reason}; rebuild the plugin with the current wasmloop-sdk",
-        crate::contract::CONTRACT_VERSION
+        "{origin} names contract wasmloop:plugin@{version} but its {reason}; rebuild the plugin with the current wasmloop-sdk"
     )]
     StaleExports {
         /// Where the bytes came from.
         origin: String,
+        /// The contract version its exports name.
+        version: String,
         /// Which export, and wasmtime's account of the mismatch.
         reason: String,
     },

@@ -502,6 +502,21 @@ impl IntoWit for WriteGrant {
     }
 }
 
+/// `cache-options.keep` (0.2.1).
+#[derive(ComponentType, Lift)]
+#[component(record)]
+pub(crate) struct Keep {
+    kind: Kind,
+    fields: wit::KeptFields,
+}
+
+impl IntoWit for Keep {
+    type Wit = wit::Keep;
+    fn into_wit(self) -> wit::Keep {
+        wit::Keep { kind: self.kind.into_wit(), fields: self.fields }
+    }
+}
+
 /// `plugin-manifest` of contract 0.2.
 #[derive(ComponentType, Lift)]
 #[component(record)]

@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use crate::bindings::{Gvk, wit};
+use wasmloop_contract::cache::Kept;
 use wasmloop_contract::manifest as contract;
 
 /// Which objects of a kind a plugin wants.
@@ -88,6 +89,28 @@ pub struct WriteGrant {
     pub scope: WriteScope,
 }
 
+/// Fields of one kind the plugin's cache keeps (contract 0.2.1 `keep-fields`); every other
+/// kind's objects reach it without `managedFields` and the last-applied annotation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Keep {
+    /// The kind.
+    #[serde(serialize_with = "gvk_text")]
+    pub kind: Gvk,
+    /// `metadata.managedFields`.
+    #[serde(rename = "managedFields")]
+    pub managed_fields: bool,
+    /// The `kubectl.kubernetes.io/last-applied-configuration` annotation.
+    #[serde(rename = "lastApplied")]
+    pub last_applied: bool,
+}
+
+impl Keep {
+    /// As the shared rules see it.
+    pub fn kept(&self) -> Kept {
+        Kept { managed_fields: self.managed_fields, last_applied: self.last_applied }
+    }
+}
+
 /// A validated manifest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -112,6 +135,10 @@ pub struct Manifest {
     /// Write grants beyond the implied ones.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub writes: Vec<WriteGrant>,
+    /// Fields kept on cached objects (0.2.1; empty for components that do not export
+    /// `cache-options`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub keeps: Vec<Keep>,
     /// The contract the plugin was built for.
     pub contract: Contract,
     /// The finalizer held on primaries.
@@ -176,6 +203,7 @@ impl Manifest {
             reads: m.reads,
             metadata_only: m.metadata_only,
             writes: m.writes.into_iter().map(grant).collect(),
+            keeps: Vec::new(),
             contract,
             finalizer: m.finalizer,
             prune: m.prune,
@@ -191,6 +219,28 @@ impl Manifest {
         };
         contract::validate(&manifest.view())?;
         Ok(manifest)
+    }
+
+    /// The manifest with the fields its `keep-fields` export asked to keep (0.2.1).
+    ///
+    /// # Errors
+    /// A sentence naming the kind that cannot be kept, and why.
+    pub(crate) fn with_keeps(mut self, keeps: Vec<wit::Keep>) -> Result<Manifest, String> {
+        self.keeps = keeps
+            .into_iter()
+            .map(|k| Keep {
+                kind: k.kind,
+                managed_fields: k.fields.contains(wit::KeptFields::MANAGED_FIELDS),
+                last_applied: k.fields.contains(wit::KeptFields::LAST_APPLIED),
+            })
+            .collect();
+        contract::validate(&self.view())?;
+        Ok(self)
+    }
+
+    /// What the plugin keeps of objects of `kind`.
+    pub fn kept(&self, kind: &Gvk) -> Kept {
+        self.keeps.iter().find(|k| k.kind == *kind).map(Keep::kept).unwrap_or_default()
     }
 
     /// The manifest as the shared rules see it ([`wasmloop_contract::manifest::validate`]).
@@ -218,6 +268,7 @@ impl Manifest {
                     },
                 })
                 .collect(),
+            keeps: self.keeps.iter().map(|k| contract::KeepView { kind: kind_ref(&k.kind), kept: k.kept() }).collect(),
             finalizer: self.finalizer.as_deref(),
             settings: contract::Settings {
                 max_concurrent_reconciles: s.max_concurrent_reconciles,

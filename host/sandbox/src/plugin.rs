@@ -40,6 +40,8 @@ pub(crate) struct Exports {
     manifest: ComponentExportIndex,
     reconcile: ComponentExportIndex,
     map: ComponentExportIndex,
+    /// `cache-options.keep-fields`, when the component exports it (0.2.1).
+    keep_fields: Option<ComponentExportIndex>,
 }
 
 impl Exports {
@@ -52,7 +54,15 @@ impl Exports {
                 .get_export_index(Some(&iface), name)
                 .ok_or_else(|| format!("{interface} lacks the function {name}"))
         };
-        Ok(Exports { manifest: func("manifest")?, reconcile: func("reconcile")?, map: func("map")? })
+        let keep_fields = match component.get_export_index(None, crate::contract::CACHE_OPTIONS) {
+            Some(options) => Some(
+                component
+                    .get_export_index(Some(&options), "keep-fields")
+                    .ok_or_else(|| format!("{} lacks the function keep-fields", crate::contract::CACHE_OPTIONS))?,
+            ),
+            None => None,
+        };
+        Ok(Exports { manifest: func("manifest")?, reconcile: func("reconcile")?, map: func("map")?, keep_fields })
     }
 }
 
@@ -266,6 +276,21 @@ impl CallSetup {
             })
             .await;
         out
+    }
+}
+
+impl CallSetup {
+    /// Calls `cache-options.keep-fields()` when the component exports it; none when it does
+    /// not (every 0.1 and 0.2.0 component), which keeps nothing.
+    pub(crate) async fn keep_fields(&self) -> Result<Option<Vec<wit::Keep>>, CallFailure> {
+        let Some(index) = self.exports.keep_fields else { return Ok(None) };
+        let budget = Budget::new(MAX_MANIFEST_KINDS, MAX_MANIFEST_BYTES, "kept kinds");
+        let (out, _) = self
+            .call(None, Arc::new(crate::host_services::EmptyHost), async |store, instance, _| {
+                counted_call::<(), lift::List<lift::Keep>>(store, instance, &index, (), budget).await
+            })
+            .await;
+        out.map(Some)
     }
 }
 

@@ -146,9 +146,16 @@ impl Sandbox {
             .manifest(Arc::new(EmptyHost))
             .await
             .map_err(|failure| LoadError::ManifestCall { origin: origin_owned(), failure })?;
+        let keeps =
+            setup.keep_fields().await.map_err(|failure| LoadError::ManifestCall { origin: origin_owned(), failure })?;
         let manifest = Manifest::from_wit(raw, contract)
+            .and_then(|m| m.with_keeps(keeps.unwrap_or_default()))
             .map_err(|reason| LoadError::InvalidManifest { origin: origin_owned(), reason })?;
-        setup.check_exports().await.map_err(|reason| LoadError::StaleExports { origin: origin_owned(), reason })?;
+        setup.check_exports().await.map_err(|reason| LoadError::StaleExports {
+            origin: origin_owned(),
+            version: interface.split_once('@').map(|(_, v)| v.to_owned()).unwrap_or_default(),
+            reason,
+        })?;
         if contract == crate::Contract::V0_1 {
             tracing::info!(
                 plugin = %manifest.name, %origin,

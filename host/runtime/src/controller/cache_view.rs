@@ -131,6 +131,14 @@ mod tests {
     /// are scoped differently has them.
     fn view(seed: &wasmloop_sandbox::conformance::Seed, overlapping: bool) -> CacheView {
         use crate::informer::InformerScope;
+        // The suite's plugin keeps what `KEEPS` says; its informers hold that.
+        let kept = |kind: wasmloop_contract::conformance::Kind| {
+            wasmloop_contract::conformance::KEEPS
+                .iter()
+                .find(|(k, _)| *k == kind)
+                .map(|(_, kept)| *kept)
+                .unwrap_or_default()
+        };
         let mut by_kind: HashMap<Gvk, Vec<Arc<Informer>>> = HashMap::new();
         for (kind, objects) in seed {
             let gvk = Gvk::from_api_version(kind.api_version, kind.kind);
@@ -143,7 +151,7 @@ mod tests {
                 namespaces.sort_unstable();
                 namespaces.dedup();
                 for ns in namespaces.into_iter().rev() {
-                    let scope = InformerScope { kind: gvk.clone(), namespace: Some(ns.to_owned()) };
+                    let scope = InformerScope { kind: gvk.clone(), namespace: Some(ns.to_owned()), kept: kept(*kind) };
                     let informer = Informer::detached(scope, true);
                     let mine: Vec<serde_json::Value> =
                         objects.iter().filter(|o| namespace_of(o) == Some(ns)).cloned().collect();
@@ -151,7 +159,8 @@ mod tests {
                     informers.push(informer);
                 }
             }
-            let informer = Informer::detached(InformerScope { kind: gvk, namespace: None }, kind.namespaced);
+            let scope = InformerScope { kind: gvk, namespace: None, kept: kept(*kind) };
+            let informer = Informer::detached(scope, kind.namespaced);
             informer.relist_json(objects);
             informers.push(informer);
         }

@@ -161,6 +161,7 @@ mod tests {
             watches: Vec::new(),
             reads: Vec::new(),
             metadata_only: Vec::new(),
+            keeps: Vec::new(),
             writes: vec![WriteGrant {
                 kind: configmap.clone(),
                 verbs: WriteVerbs { patch: true, ..Default::default() },

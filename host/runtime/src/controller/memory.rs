@@ -164,7 +164,7 @@ mod tests {
         let resource = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
         let mut object = DynamicObject::new(name, &resource).within("t");
         object.metadata.uid = Some(uid.into());
-        Arc::new(Entry::new(object, &resource).unwrap())
+        Arc::new(Entry::new(object, &resource, Default::default()).unwrap())
     }
 
     #[test]

@@ -214,7 +214,13 @@ impl Controller {
                 reason,
             })?;
         }
-        let scope = |kind: &Gvk, namespace: Option<String>| InformerScope { kind: kind.clone(), namespace };
+        // A plugin that keeps managedFields or last-applied of a kind gets an informer of its
+        // own for it; the rest share the stripped one.
+        let scope = |kind: &Gvk, namespace: Option<String>| InformerScope {
+            kind: kind.clone(),
+            namespace,
+            kept: manifest.kept(kind),
+        };
         let discovery = |source| StartError::Discovery { plugin: manifest.name.clone(), source };
         let primary = informers.acquire(&scope(&manifest.primary.kind, namespace.clone())).await.map_err(discovery)?;
         let mut owned = Vec::new();

@@ -288,6 +288,7 @@ mod tests {
             watches: Vec::new(),
             reads: Vec::new(),
             metadata_only: Vec::new(),
+            keeps: Vec::new(),
             writes: Vec::new(),
             contract: Contract::V0_2,
             finalizer: finalizer.map(str::to_owned),

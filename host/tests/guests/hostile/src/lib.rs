@@ -49,6 +49,9 @@ impl Reconciler for Hostile {
             .watches(KindSelector::of::<Deployment>().labels(MAP_LABEL))
             .metadata_only::<Deployment>()
             .writes(Grant::of::<ConfigMap>().patch())
+            // Contract 0.2.1: keeps managedFields of its ConfigMaps, not their last-applied
+            // annotation, so a test sees one kept field and one stripped on one object.
+            .keep_managed_fields::<ConfigMap>()
     }
 
     fn map(related: &Object, _config: &wasmloop_sdk::Config) -> Vec<ObjectRef> {
@@ -202,6 +205,28 @@ impl Reconciler for Hostile {
                     EventType::Normal,
                     "Peeked",
                     format!("fields {}; managedFields: {managed}", fields.join(",")),
+                )])
+            }
+            "peek-fields" => {
+                // What reached it of the fields the host strips unless kept, on its primary as
+                // the request carries it and as the cache serves it.
+                let cached =
+                    cache::get_object(&ConfigMap::gvk(), request.object.namespace.as_deref(), &request.object.name)?
+                        .ok_or_else(|| Error::permanent("its own ConfigMap is not in the cache"))?;
+                let report = |json: &str| -> Result<String, Error> {
+                    let value: serde_json::Value =
+                        serde_json::from_str(json).map_err(|e| Error::permanent(e.to_string()))?;
+                    let managed = value.pointer("/metadata/managedFields").is_some();
+                    let applied = value
+                        .pointer("/metadata/annotations")
+                        .and_then(|a| a.get("kubectl.kubernetes.io/last-applied-configuration"))
+                        .is_some();
+                    Ok(format!("managedFields: {managed}, last-applied: {applied}"))
+                };
+                Ok(vec![event(
+                    EventType::Normal,
+                    "Peeked",
+                    format!("request {}; cache {}", report(request.object.json())?, report(cached.json())?),
                 )])
             }
             "log-flood" => {

@@ -30,7 +30,8 @@ pub struct LeaderArgs {
     /// Name of the Lease.
     #[arg(long, default_value = "wasmloop", value_name = "NAME")]
     pub leader_election_id: String,
-    /// Namespace of the Lease [default: POD_NAMESPACE, else the service account's namespace].
+    /// Namespace of the Leases, for leader election and sharding [default: POD_NAMESPACE, else
+    /// the service account's namespace].
     #[arg(long, value_name = "NAMESPACE")]
     pub leader_election_namespace: Option<String>,
     /// How long a Lease holds without renewal; a standby takes over at most this long after
@@ -39,23 +40,46 @@ pub struct LeaderArgs {
     /// eighth, which shorter Leases leave too little time for on a loaded node.
     #[arg(long, default_value_t = 15, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(6..=3600))]
     pub lease_duration_seconds: u64,
+    /// Split the plugins between the replicas instead of electing one leader: each runs the
+    /// plugins rendezvous hashing assigns it, fenced by a Lease per plugin. See the README's
+    /// "Sharding" for when to choose which.
+    #[arg(long, conflicts_with = "leader_elect")]
+    pub shard: bool,
+    /// The shard's name: the prefix of its Leases (`<group>-member-<pod>`,
+    /// `<group>-plugin-<name>`). Replicas of one group share its plugins.
+    #[arg(long, default_value = "wasmloop", value_name = "NAME", value_parser = shard_group)]
+    pub shard_group: String,
+}
+
+/// A shard group is a Lease name prefix: a DNS label, short enough to leave room for the rest.
+fn shard_group(text: &str) -> Result<String, String> {
+    let ok = !text.is_empty()
+        && text.len() <= 40
+        && text.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !text.starts_with('-')
+        && !text.ends_with('-');
+    if ok {
+        Ok(text.to_owned())
+    } else {
+        Err("use 1-40 characters of a-z, 0-9 and '-', not starting or ending with '-'".into())
+    }
 }
 
 const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
-fn namespace(args: &LeaderArgs) -> anyhow::Result<String> {
+pub(crate) fn namespace(args: &LeaderArgs) -> anyhow::Result<String> {
     if let Some(ns) = args.leader_election_namespace.clone().or_else(|| std::env::var("POD_NAMESPACE").ok()) {
         return Ok(ns);
     }
     std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE).map(|ns| ns.trim().to_owned()).map_err(|_| {
         anyhow::anyhow!(
-            "--leader-elect needs the Lease's namespace: pass --leader-election-namespace, or set POD_NAMESPACE (the Downward API does in deploy/)"
+            "--leader-elect and --shard need the Leases' namespace: pass --leader-election-namespace, or set POD_NAMESPACE (the Downward API does in deploy/)"
         )
     })
 }
 
 /// This host's name in the Lease: the pod's name, else the host name and process id.
-fn identity() -> String {
+pub(crate) fn identity() -> String {
     std::env::var("POD_NAME").unwrap_or_else(|_| {
         let host = std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_owned()).unwrap_or_default();
         format!("{host}-{}", std::process::id())

@@ -14,4 +14,5 @@ pub mod pinning;
 pub mod plugin_configmap;
 pub mod recording;
 pub mod replay;
+pub mod shard;
 pub mod sources;

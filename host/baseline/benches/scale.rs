@@ -26,14 +26,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, Patch, PatchParams};
-use serde_json::json;
 use wasmloop_testenv::{TestNamespace, shared};
 
 mod common;
-use common::{binary, free_address, get, peak_rss_mib, reconciles, remove, rss_mib, target_dir};
+use common::{
+    binary, fill, free_address, get, peak_rss_mib, reconciles, remove, rss_mib, target_dir, warm_compile_cache,
+};
 
 /// How long a controller may take to reconcile every object.
 const SYNC_TIMEOUT: Duration = Duration::from_secs(900);
@@ -50,35 +48,6 @@ impl Which {
             Which::Native => "native kube-rs",
             Which::Wasmloop => "wasmloop",
         }
-    }
-}
-
-/// A ConfigMap with ~1 KB of data.
-fn configmap(i: usize) -> serde_json::Value {
-    let payload: String = (0..1000).map(|k| char::from(b'a' + ((i + k) % 26) as u8)).collect();
-    json!({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": format!("cm-{i}"), "labels": {"app": "scale-bench"}},
-        "data": {"payload": payload, "index": i.to_string()}
-    })
-}
-
-/// Server-side applies `count` ConfigMaps, 50 at a time, and returns the JSON size of one as
-/// the API server serves it.
-async fn fill(ns: &TestNamespace, count: usize) -> usize {
-    let api: Api<ConfigMap> = ns.api();
-    let params = PatchParams::apply("scale-bench").force();
-    futures::stream::iter(0..count)
-        .for_each_concurrent(50, |i| {
-            let (api, params) = (api.clone(), params.clone());
-            async move {
-                api.patch(&format!("cm-{i}"), &params, &Patch::Apply(configmap(i))).await.unwrap();
-            }
-        })
-        .await;
-    match count {
-        0 => 0,
-        _ => serde_json::to_vec(&api.get("cm-0").await.unwrap()).unwrap().len(),
     }
 }
 
@@ -180,19 +149,6 @@ async fn measure(which: Which, ns: &TestNamespace, count: usize, dir: &Path) -> 
         measured.peak
     );
     measured
-}
-
-/// Compiles the component into the run's cache, as for a restart.
-fn warm_compile_cache(dir: &Path, component: &Path) {
-    let status = Command::new(binary("WASMLOOP_BIN", target_dir().join("release/wasmloop")))
-        .arg("inspect")
-        .arg(component)
-        .arg("--cache-dir")
-        .arg(dir)
-        .stdout(Stdio::null())
-        .status()
-        .expect("wasmloop inspect runs");
-    assert!(status.success(), "wasmloop inspect {} failed", component.display());
 }
 
 /// The `noop` guest built as plugin `name` (`NOOP_NAME`), copied to `dir/<name>.wasm`: cargo

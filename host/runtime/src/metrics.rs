@@ -59,6 +59,13 @@ pub struct WatchLabels {
     pub namespace: String,
 }
 
+/// A plugin and the replica that runs it (`--shard`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ShardLabels {
+    plugin: String,
+    replica: String,
+}
+
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn seconds_histogram() -> Histogram {
@@ -90,6 +97,9 @@ pub struct Metrics {
     instantiate: HistogramFamily<PluginLabels>,
     shadow_reconciles: Family<ResultLabels, Counter>,
     leader: Gauge,
+    shard_members: Gauge,
+    shard_running: Family<ShardLabels, Gauge>,
+    shard_moves: Family<ResultLabels, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -130,6 +140,9 @@ impl Metrics {
             instantiate: HistogramFamily::new_with_constructor(seconds_histogram),
             shadow_reconciles: Family::default(),
             leader: Gauge::default(),
+            shard_members: Gauge::default(),
+            shard_running: Family::default(),
+            shard_moves: Family::default(),
         };
         let r = &mut m.registry;
         r.register("reconciles", "Reconciles by plugin and result (success, retry, failed)", m.reconciles.clone());
@@ -193,6 +206,21 @@ impl Metrics {
             m.shadow_reconciles.clone(),
         );
         r.register("leader", "1 while this host holds the leader lease (or runs without election)", m.leader.clone());
+        r.register(
+            "shard_members",
+            "Live replicas this replica counts, itself included (--shard)",
+            m.shard_members.clone(),
+        );
+        r.register(
+            "shard_running",
+            "1 while this replica holds the plugin's fence and runs it (--shard), by plugin and replica",
+            m.shard_running.clone(),
+        );
+        r.register(
+            "shard_moves",
+            "Plugins this replica took (result=in) or handed over (result=out) (--shard)",
+            m.shard_moves.clone(),
+        );
         m
     }
 
@@ -300,6 +328,19 @@ impl Metrics {
     /// Whether this host leads.
     pub fn leader(&self, leads: bool) {
         self.leader.set(i64::from(leads));
+    }
+
+    /// The live replicas a sharded host counts.
+    pub fn shard_members(&self, count: usize) {
+        self.shard_members.set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
+    /// Whether `replica` runs `plugin` now; a move in or out is counted.
+    pub fn shard_running(&self, plugin: &str, replica: &str, running: bool) {
+        let labels = ShardLabels { plugin: plugin.to_owned(), replica: replica.to_owned() };
+        self.shard_running.get_or_create(&labels).set(i64::from(running));
+        let result = if running { "in" } else { "out" };
+        self.shard_moves.get_or_create(&ResultLabels { plugin: plugin.to_owned(), result: result.into() }).inc();
     }
 }
 

@@ -21,7 +21,7 @@
 //! # }
 //! ```
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -97,6 +97,14 @@ pub enum Loaded {
         /// SHA-256 of component and configuration.
         digest: String,
     },
+    /// Valid, but another replica runs this plugin (`--shard`): compiled and kept here, not
+    /// started, until the plugin is admitted ([`Registry::admit`]).
+    Parked {
+        /// The plugin.
+        name: String,
+        /// SHA-256 of component and configuration.
+        digest: String,
+    },
     /// The same component and configuration already serve: nothing to do.
     Unchanged {
         /// The plugin.
@@ -113,6 +121,7 @@ impl Loaded {
             Loaded::Started { name, .. }
             | Loaded::Replaced { name, .. }
             | Loaded::Promoted { name, .. }
+            | Loaded::Parked { name, .. }
             | Loaded::Unchanged { name, .. } => name,
         }
     }
@@ -123,6 +132,7 @@ impl Loaded {
             Loaded::Started { digest, .. }
             | Loaded::Replaced { digest, .. }
             | Loaded::Promoted { digest, .. }
+            | Loaded::Parked { digest, .. }
             | Loaded::Unchanged { digest, .. } => digest,
         }
     }
@@ -145,6 +155,7 @@ impl std::fmt::Display for Loaded {
                 }
                 Ok(())
             }
+            Loaded::Parked { name, .. } => write!(f, "plugin {name} parked: another replica runs it"),
             Loaded::Unchanged { name, .. } => write!(f, "plugin {name} unchanged"),
         }
     }
@@ -239,6 +250,7 @@ impl RegistryError {
 }
 
 /// Where a version comes from, as `install_locked` needs it.
+#[derive(Clone)]
 struct Offer {
     source: String,
     realm: String,
@@ -252,7 +264,26 @@ struct Slot {
     /// How the version serving picked its ServiceAccount: a new choice is a new version.
     account: AccountChoice,
     digest: String,
+    /// Its configuration as the source gave it, to park it with.
+    config: Option<String>,
     controller: Controller,
+}
+
+/// A valid version this host does not run, because another replica runs its plugin.
+struct Parked {
+    offer: Offer,
+    /// Compiled, holding no instances.
+    plugin: Plugin,
+    config: Option<String>,
+}
+
+/// Which plugins a sharded host may run (`--shard`): those whose fence it holds. Touched only
+/// under the slots lock, so a check and the install it allows are one step.
+#[derive(Default)]
+struct Gate {
+    admitted: HashSet<String>,
+    /// By source: each source's latest offer of a plugin not admitted.
+    parked: HashMap<String, Parked>,
 }
 
 /// The running plugins of one host, by name.
@@ -266,6 +297,10 @@ pub struct Registry {
     /// Each plugin's shadow seat, by realm and plugin name, whether or not a version serves:
     /// a shadow of one realm neither blocks nor stands in for another realm's.
     seats: std::sync::Mutex<HashMap<SeatKey, Arc<ShadowSeat>>>,
+    /// With `--shard`, what this replica may run; none runs everything.
+    gate: Option<std::sync::Mutex<Gate>>,
+    /// Versions started by [`Registry::admit`], for the sources that offered them.
+    admissions: tokio::sync::broadcast::Sender<(String, Loaded)>,
 }
 
 /// A seat's realm and plugin name.
@@ -310,7 +345,86 @@ impl Registry {
     /// removed.
     pub fn new(context: Context, sandbox: Sandbox, loader: Loader, settings: Settings, drain: Duration) -> Registry {
         let (slots, seats) = (tokio::sync::Mutex::default(), std::sync::Mutex::default());
-        Registry { context, sandbox, loader, settings, drain, slots, seats }
+        let (admissions, _) = tokio::sync::broadcast::channel(64);
+        Registry { context, sandbox, loader, settings, drain, slots, seats, gate: None, admissions }
+    }
+
+    /// The registry of one replica of several sharing the plugins out: it runs only the
+    /// plugins it is admitted to ([`Registry::admit`]) and parks every other valid version
+    /// ([`Loaded::Parked`]).
+    #[must_use]
+    pub fn sharded(mut self) -> Registry {
+        self.gate = Some(std::sync::Mutex::default());
+        self
+    }
+
+    /// Versions that [`Registry::admit`] started, with the source that offered each: a source
+    /// learns that its parked offer serves now.
+    pub fn admissions(&self) -> tokio::sync::broadcast::Receiver<(String, Loaded)> {
+        self.admissions.subscribe()
+    }
+
+    fn admits(&self, name: &str) -> bool {
+        self.gate.as_ref().is_none_or(|g| g.lock().expect("lock").admitted.contains(name))
+    }
+
+    /// Lets this replica run plugin `name` (it holds the plugin's fence) and starts the
+    /// versions parked for it. Returns what each source's version did.
+    pub async fn admit(&self, name: &str) -> Vec<(String, Result<Loaded, RegistryError>)> {
+        let mut slots = self.slots.lock().await;
+        let waiting: Vec<Parked> = match &self.gate {
+            None => return Vec::new(),
+            Some(gate) => {
+                let mut gate = gate.lock().expect("lock");
+                gate.admitted.insert(name.to_owned());
+                let sources: Vec<String> = gate
+                    .parked
+                    .iter()
+                    .filter(|(_, p)| p.plugin.manifest().name == name)
+                    .map(|(s, _)| s.clone())
+                    .collect();
+                sources.into_iter().filter_map(|s| gate.parked.remove(&s)).collect()
+            }
+        };
+        let mut results = Vec::new();
+        for Parked { offer, plugin, config } in waiting {
+            let source = offer.source.clone();
+            let result = self.install_locked(&mut slots, offer, plugin, config).await;
+            if let Ok(loaded) = &result {
+                let _ = self.admissions.send((source.clone(), loaded.clone()));
+            }
+            results.push((source, result));
+        }
+        results
+    }
+
+    /// Stops running plugin `name` here, letting its reconciles in flight finish, and parks its
+    /// version: another replica is to run it. Returns once nothing of it runs here.
+    pub async fn evict(&self, name: &str) {
+        let mut slots = self.slots.lock().await;
+        let Some(gate) = &self.gate else { return };
+        gate.lock().expect("lock").admitted.remove(name);
+        let Some(slot) = slots.remove(name) else { return };
+        self.context.metrics.plugins_active(slots.len());
+        let plugin = slot.controller.plugin().with_limits(slot.controller.plugin().limits());
+        slot.controller.shut_down(self.drain).await;
+        self.context.metrics.plugin_stopped(name);
+        let offer =
+            Offer { source: slot.source.clone(), realm: slot.realm, expected_name: None, account: slot.account };
+        let parked = Parked { offer, plugin, config: slot.config };
+        gate.lock().expect("lock").parked.insert(slot.source, parked);
+    }
+
+    /// Every plugin this replica knows a valid version of, running or parked, sorted.
+    pub async fn known(&self) -> Vec<String> {
+        let slots = self.slots.lock().await;
+        let mut names: Vec<String> = slots.keys().cloned().collect();
+        if let Some(gate) = &self.gate {
+            names.extend(gate.lock().expect("lock").parked.values().map(|p| p.plugin.manifest().name.clone()));
+        }
+        names.sort();
+        names.dedup();
+        names
     }
 
     /// Loads, replaces or keeps the plugin `candidate` offers. Replacements and loads are one
@@ -326,6 +440,16 @@ impl Registry {
             let same = |s: &Slot| s.source == candidate.source && s.digest == digest && s.account == candidate.account;
             if let Some((name, _)) = slots.iter().find(|(_, s)| same(s)) {
                 return Ok(Loaded::Unchanged { name: name.clone(), digest });
+            }
+            if let Some(gate) = &self.gate {
+                let gate = gate.lock().expect("lock");
+                let parked = gate.parked.get(&candidate.source).filter(|p| {
+                    version_digest(p.plugin.digest(), p.config.as_deref()) == digest
+                        && p.offer.account == candidate.account
+                });
+                if let Some(parked) = parked {
+                    return Ok(Loaded::Parked { name: parked.plugin.manifest().name.clone(), digest });
+                }
             }
             let serving = slots.iter().find(|(_, s)| s.source == candidate.source).map(|(n, _)| n.clone());
             (running_version(&slots, &candidate.source), serving)
@@ -383,8 +507,11 @@ impl Registry {
             self.context.metrics.plugin_rejected(&name, error.reason());
             error
         };
-        if let Some(expected) = expected_name.filter(|e| *e != name) {
+        if let Some(expected) = expected_name.clone().filter(|e| *e != name) {
             return Err(reject(RegistryError::NameMismatch { origin: source, expected, found: name.clone(), running }));
+        }
+        if !self.admits(&name) {
+            return Ok(self.park(slots, Offer { source, realm, expected_name, account }, plugin, config, mine).await);
         }
         // A source offering as serving, unchanged, the version it shadows promotes it: it
         // replaces what serves from another source of its realm.
@@ -403,8 +530,8 @@ impl Registry {
             }));
         }
         let mut controller_config = (self.settings)(&name);
-        if let Some(text) = config {
-            controller_config.plugin_config = text;
+        if let Some(text) = &config {
+            controller_config.plugin_config = text.clone();
         }
         controller_config.identity =
             self.context.identities.identity_for(&account, &name, controller_config.service_account.as_ref()).map_err(
@@ -441,7 +568,10 @@ impl Registry {
             Some(old) => prepared.run_after(old.controller.shut_down(self.drain).await),
             None => prepared.run(),
         };
-        slots.insert(name.clone(), Slot { source, realm, account, digest: digest.clone(), controller });
+        if let Some(gate) = &self.gate {
+            gate.lock().expect("lock").parked.remove(&source);
+        }
+        slots.insert(name.clone(), Slot { source, realm, account, digest: digest.clone(), config, controller });
         self.context.metrics.plugin_loaded(&name);
         self.context.metrics.plugins_active(slots.len());
         Ok(match previous {
@@ -449,6 +579,26 @@ impl Registry {
             Some(previous) => Loaded::Replaced { name, version, previous, digest },
             None => Loaded::Started { name, version, digest },
         })
+    }
+
+    /// Keeps `plugin` for when its name is admitted. What the source served before (a plugin
+    /// of another name) stops: the source offers this one now.
+    async fn park(
+        &self,
+        slots: &mut HashMap<String, Slot>,
+        offer: Offer,
+        plugin: Plugin,
+        config: Option<String>,
+        serving: Option<String>,
+    ) -> Loaded {
+        let (name, digest) = (plugin.manifest().name.clone(), version_digest(plugin.digest(), config.as_deref()));
+        if let Some(old) = serving.and_then(|old| slots.remove(&old)) {
+            self.context.metrics.plugins_active(slots.len());
+            old.controller.shut_down(self.drain).await;
+        }
+        let gate = self.gate.as_ref().expect("only a gated registry parks");
+        gate.lock().expect("lock").parked.insert(offer.source.clone(), Parked { offer, plugin, config });
+        Loaded::Parked { name, digest }
     }
 
     fn seat(&self, realm: &str, name: &str) -> Arc<ShadowSeat> {
@@ -592,6 +742,9 @@ impl Registry {
     /// are released when no other plugin holds them. Returns the plugin's name.
     pub async fn remove(&self, source: &str) -> Option<String> {
         let mut slots = self.slots.lock().await;
+        if let Some(gate) = &self.gate {
+            gate.lock().expect("lock").parked.remove(source);
+        }
         let name = slots.iter().find(|(_, s)| s.source == source).map(|(n, _)| n.clone())?;
         let slot = slots.remove(&name).expect("found above");
         self.context.metrics.plugins_active(slots.len());

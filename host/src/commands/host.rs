@@ -24,6 +24,8 @@ pub(super) struct Host {
     /// True while this host leads (always, without leader election).
     pub leading: tokio::sync::watch::Receiver<bool>,
     election: crate::leader::Election,
+    /// This replica's part of the shard, with `--shard`.
+    shard: Option<crate::shard::Shard>,
     pub readiness: Arc<Readiness>,
     /// The plugins quarantined now.
     pub quarantines: Arc<Board>,
@@ -107,7 +109,8 @@ impl Host {
             PluginIdentity::Host => "the host".to_owned(),
             PluginIdentity::Impersonate => "their own ServiceAccounts".to_owned(),
         });
-        let mut context = Context::new(client.clone(), metrics).identities(identities).leadership(election.leading());
+        let mut context =
+            Context::new(client.clone(), metrics.clone()).identities(identities).leadership(election.leading());
         context.quarantines = quarantines.clone();
         if let Some(sink) = dry_run {
             context = context.dry_run(sink);
@@ -128,8 +131,18 @@ impl Host {
         };
         let config = Arc::new(config);
         let settings: Settings = Arc::new(move |plugin: &str| controller_config(&config, plugin));
+        let mut registry = Registry::new(context, sandbox.clone(), loader, settings, drain);
+        if args.leader.shard {
+            registry = registry.sharded();
+        }
+        let registry = Arc::new(registry);
+        let shard = match args.leader.shard {
+            true => Some(crate::shard::join(client.clone(), &args.leader, registry.clone(), metrics).await?),
+            false => None,
+        };
         Ok(Host {
-            registry: Arc::new(Registry::new(context, sandbox.clone(), loader, settings, drain)),
+            registry,
+            shard,
             client,
             leading: election.leading(),
             election,
@@ -148,7 +161,11 @@ impl Host {
     /// Stops every plugin, letting reconciles in flight finish.
     pub async fn shut_down(self) {
         tracing::info!(timeout = ?self.drain, "shutting down: no new reconciles, finishing those in flight");
-        self.registry.shut_down(self.drain).await;
+        match self.shard {
+            // Hands every plugin over at once rather than after the fences go stale.
+            Some(shard) => shard.leave(self.drain).await,
+            None => self.registry.shut_down(self.drain).await,
+        }
         // Hand the Lease over now rather than make the next leader wait for it to run out.
         self.election.resign().await;
     }

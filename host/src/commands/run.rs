@@ -102,7 +102,7 @@ async fn serve(args: &RunArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
         seat_shadow(&host, &name, plugin).await?;
     }
     for namespace in &args.plugin_namespaces {
-        let source = ConfigMapSource::new(
+        let mut source = ConfigMapSource::new(
             host.client.clone(),
             namespace,
             host.registry.clone(),
@@ -111,6 +111,9 @@ async fn serve(args: &RunArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
             host.quarantines.clone(),
             trusted.clone(),
         );
+        if args.host.leader.shard {
+            source = source.replica(crate::leader::identity());
+        }
         tokio::spawn(source.run());
         tracing::info!(namespace, "loading plugins from ConfigMaps labelled wasmloop.dev/plugin");
     }

@@ -124,11 +124,14 @@ pub struct ConfigMapSource {
     /// Shadows' findings: the ConfigMap, the seating's id, the findings.
     found: mpsc::UnboundedSender<(String, u64, ShadowReport)>,
     findings: Option<mpsc::UnboundedReceiver<(String, u64, ShadowReport)>>,
+    /// With `--shard`, this replica's identity, shown in the status of what it runs.
+    replica: Option<String>,
 }
 
 /// The `wasmloop.dev/status` annotation of a ConfigMap: what serves from it, the last refusal,
 /// and a quarantine.
-fn status_of(seen: &Seen) -> serde_json::Value {
+/// With `--shard`, `replica` names the replica that runs it.
+fn status_of(seen: &Seen, replica: Option<&str>) -> serde_json::Value {
     let mut status = match &seen.active {
         Some(active) => json!({
             "plugin": active.plugin, "version": active.version, "activeDigest": active.digest,
@@ -136,6 +139,9 @@ fn status_of(seen: &Seen) -> serde_json::Value {
         }),
         None => json!({"activeDigest": null}),
     };
+    if let (Some(_), Some(replica)) = (&seen.active, replica) {
+        status["replica"] = json!(replica);
+    }
     if let Some(shadow) = &seen.shadow {
         status["shadow"] = json!({
             "plugin": shadow.plugin, "version": shadow.version, "digest": shadow.digest,
@@ -180,7 +186,16 @@ impl ConfigMapSource {
             readiness,
             recorders: Recorders::new(client),
             seen: HashMap::new(),
+            replica: None,
         }
+    }
+
+    /// Shows `identity` in the status of the plugins this replica runs (`--shard`): the
+    /// replicas that park a plugin write nothing about it, the one that runs it says so.
+    #[must_use]
+    pub fn replica(mut self, identity: String) -> Self {
+        self.replica = Some(identity);
+        self
     }
 
     fn readiness_item(namespace: &str) -> String {
@@ -194,10 +209,12 @@ impl ConfigMapSource {
         let mut retries = self.retries.take().expect("run once");
         let mut findings = self.findings.take().expect("run once");
         let mut quarantines = self.quarantines.subscribe();
+        let mut admissions = self.registry.admissions();
         let mut listed: Option<HashSet<String>> = None;
         loop {
             tokio::select! {
                 Ok(()) = quarantines.changed() => self.show_quarantines().await,
+                admitted = admissions.recv() => self.admitted(admitted).await,
                 Some((name, id, report)) = findings.recv() => self.shadow_found(&name, id, report).await,
                 event = events.next() => match event {
                     Some(Ok(watcher::Event::Init)) => listed = Some(HashSet::new()),
@@ -320,6 +337,17 @@ impl ConfigMapSource {
         }
     }
 
+    /// A version this source offered, parked until now, serves (`--shard`: this replica took
+    /// its plugin over).
+    async fn admitted(&mut self, admitted: Result<(String, Loaded), tokio::sync::broadcast::error::RecvError>) {
+        let Ok((source, loaded)) = admitted else { return };
+        let prefix = source_of(&self.namespace, "");
+        let Some(name) = source.strip_prefix(&prefix) else { return };
+        if let Ok(Some(cm)) = self.api.get_opt(name).await {
+            self.loaded(&cm, &loaded).await;
+        }
+    }
+
     fn keeps(&self, name: &str) -> String {
         match self.seen.get(name).and_then(|s| s.active.as_ref()) {
             Some(active) => format!(" (plugin {} {} keeps serving)", active.plugin, active.version),
@@ -330,12 +358,17 @@ impl ConfigMapSource {
     async fn loaded(&mut self, cm: &ConfigMap, loaded: &Loaded) {
         let name = cm.name_any();
         tracing::info!(configmap = %source_of(&self.namespace, &name), digest = loaded.digest(), "{loaded}");
+        if let Loaded::Parked { .. } = loaded {
+            // Another replica runs it, and says so in the status.
+            self.seen.entry(name).or_default().active = None;
+            return;
+        }
         if let Loaded::Unchanged { .. } = loaded {
             // Back to what serves after a refusal (as the refusal advised): the error is over.
             let seen = self.seen.entry(name.clone()).or_default();
             if seen.last_error.take().is_some() {
                 seen.last_error_at = None;
-                let status = status_of(seen);
+                let status = status_of(seen, self.replica.as_deref());
                 self.write_status(&name, &status).await;
             }
             return;
@@ -344,7 +377,7 @@ impl ConfigMapSource {
             Loaded::Started { name, version, .. }
             | Loaded::Replaced { name, version, .. }
             | Loaded::Promoted { name, version, .. } => (name, version),
-            Loaded::Unchanged { .. } => unreachable!("returned above"),
+            Loaded::Unchanged { .. } | Loaded::Parked { .. } => unreachable!("returned above"),
         };
         // Serving now: whatever this ConfigMap shadowed before is unseated.
         self.seen.entry(name.clone()).or_default().shadow = None;
@@ -363,7 +396,7 @@ impl ConfigMapSource {
         (seen.active, seen.last_error, seen.last_error_at) = (Some(active), None, None);
         // A new version starts healthy.
         seen.quarantined = None;
-        let status = status_of(seen);
+        let status = status_of(seen, self.replica.as_deref());
         self.write_status(&name, &status).await;
         let note = format!("plugin {plugin} {version} serving (sha256 {})", short(loaded.digest()));
         self.event(cm, EventType::Normal, "PluginLoaded", note).await;
@@ -379,7 +412,7 @@ impl ConfigMapSource {
         }
         seen.last_error = Some(message.to_owned());
         seen.last_error_at = Some(Timestamp::now().to_string());
-        let status = status_of(seen);
+        let status = status_of(seen, self.replica.as_deref());
         self.write_status(&name, &status).await;
         self.event(cm, EventType::Warning, "PluginRejected", format!("{reason}: {message}")).await;
     }
@@ -392,7 +425,7 @@ impl ConfigMapSource {
             let now = self.quarantines.get(&active.plugin);
             if now != seen.quarantined {
                 seen.quarantined = now;
-                changed.push((name.clone(), status_of(seen)));
+                changed.push((name.clone(), status_of(seen, self.replica.as_deref())));
             }
         }
         for (name, status) in changed {
@@ -455,7 +488,7 @@ impl ConfigMapSource {
             "superseded ({TRACK_ANNOTATION}: superseded): this ConfigMap loads nothing; delete it, or remove the annotation to offer it again"
         );
         (seen.last_error, seen.last_error_at) = (Some(message.clone()), Some(Timestamp::now().to_string()));
-        let status = status_of(seen);
+        let status = status_of(seen, self.replica.as_deref());
         self.write_status(&name, &status).await;
         self.event(cm, EventType::Normal, "Superseded", message).await;
     }
@@ -517,7 +550,7 @@ impl ConfigMapSource {
                 let seen = self.seen.entry(name.clone()).or_default();
                 if seen.last_error.take().is_some() {
                     seen.last_error_at = None;
-                    let status = status_of(seen);
+                    let status = status_of(seen, self.replica.as_deref());
                     self.write_status(&name, &status).await;
                 }
             }
@@ -536,7 +569,7 @@ impl ConfigMapSource {
                 };
                 let seen = self.seen.entry(name.clone()).or_default();
                 (seen.shadow, seen.last_error, seen.last_error_at) = (Some(shadowing), None, None);
-                let status = status_of(seen);
+                let status = status_of(seen, self.replica.as_deref());
                 self.write_status(&name, &status).await;
                 let note = format!(
                     "version {version} shadows plugin {plugin}: called beside the serving version, compared, never written"
@@ -580,7 +613,7 @@ impl ConfigMapSource {
                 latest.object
             )
         });
-        let status = status_of(seen);
+        let status = status_of(seen, self.replica.as_deref());
         self.write_status(name, &status).await;
         if let Some(note) = note {
             let regarding = ObjectReference {
@@ -610,7 +643,8 @@ impl ConfigMapSource {
         // replica from loading the old version, and it is the same from each. The status is
         // the leader's to write, as always.
         if *self.leading.borrow() {
-            mark["metadata"]["annotations"][STATUS_ANNOTATION] = json!(status_of(seen).to_string());
+            mark["metadata"]["annotations"][STATUS_ANNOTATION] =
+                json!(status_of(seen, self.replica.as_deref()).to_string());
         }
         let params = PatchParams { field_manager: Some(MANAGER.into()), ..PatchParams::default() };
         if let Err(error) = self.api.patch(&name, &params, &Patch::Merge(&mark)).await {

@@ -12,7 +12,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 /// Every plugin and test guest, as `scripts/build-plugins` lists them.
-pub const GUESTS: [&str; 12] = [
+pub const GUESTS: [&str; 13] = [
     "foo-deployment",
     "pod-logger",
     "node-image-watch",
@@ -25,6 +25,7 @@ pub const GUESTS: [&str; 12] = [
     "foo-deployment-next",
     "secret-reader-plugin",
     "noop-plugin",
+    "stamp-plugin",
 ];
 
 /// The target directory the tests were built in (`CARGO_TARGET_DIR`, else the workspace's).
@@ -70,4 +71,32 @@ fn build() -> Result<(), String> {
         ""
     };
     Err(format!("cargo build --target wasm32-wasip2 failed{hint}:\n{stderr}"))
+}
+
+/// Guest `package` (library `lib`) built as plugin `name`: its crate reads the name from the
+/// environment variable `var` at build time (`option_env!`), so cargo rebuilds only that crate.
+/// Copied to `wasm32-wasip2/named/<name>.wasm`, since each build overwrites the last. Builds
+/// run one at a time.
+///
+/// # Panics
+/// When the build fails.
+pub fn component_named(package: &str, lib: &str, var: &str, name: &str) -> PathBuf {
+    static BUILDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    // Every guest first, so that this build's artifacts are the last word for `lib`.
+    component(lib);
+    let _one = BUILDING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let copy = target_dir().join("wasm32-wasip2/named").join(format!("{name}.wasm"));
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = Command::new(cargo)
+        .current_dir(workspace())
+        .env("CARGO_TARGET_DIR", target_dir())
+        .env(var, name)
+        .args(["build", "--release", "--target", "wasm32-wasip2", "-p", package])
+        .output()
+        .expect("cargo runs");
+    assert!(out.status.success(), "building {package} as {name} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::create_dir_all(copy.parent().expect("a parent")).expect("a directory for named guests");
+    std::fs::copy(target_dir().join("wasm32-wasip2/release").join(format!("{lib}.wasm")), &copy)
+        .expect("the build's output");
+    copy
 }

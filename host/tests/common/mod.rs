@@ -65,8 +65,21 @@ impl Host {
         Host::start_with(shared().kubeconfig(), args)
     }
 
+    /// As [`Host::start`], with environment variables `env` set (`POD_NAME`, say).
+    pub fn start_env(env: &[(&str, &str)], args: impl IntoIterator<Item = impl AsRef<OsStr>>) -> Host {
+        Host::start_full(shared().kubeconfig(), env, args)
+    }
+
     /// As [`Host::start`], acting as `kubeconfig` says (see [`kubeconfig_as`]).
     pub fn start_with(kubeconfig: &std::path::Path, args: impl IntoIterator<Item = impl AsRef<OsStr>>) -> Host {
+        Host::start_full(kubeconfig, &[], args)
+    }
+
+    fn start_full(
+        kubeconfig: &std::path::Path,
+        env: &[(&str, &str)],
+        args: impl IntoIterator<Item = impl AsRef<OsStr>>,
+    ) -> Host {
         let mut args: Vec<OsString> = args.into_iter().map(|a| a.as_ref().to_owned()).collect();
         let identity_given = args.iter().any(|a| a.to_string_lossy().starts_with("--plugin-identity"));
         if let Some(run) = args.iter().position(|a| a == "run" || a == "dev" || a == "record") {
@@ -78,6 +91,7 @@ impl Host {
         }
         let mut command = Command::new(env!("CARGO_BIN_EXE_wasmloop"));
         command.args(args).env("KUBECONFIG", kubeconfig).env("WASMLOOP_LOG", "info");
+        command.envs(env.iter().copied());
         Host::spawn(command)
     }
 

@@ -8,8 +8,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, DeleteParams};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use serde_json::json;
+use std::process::Stdio;
 use wasmloop_testenv::TestNamespace;
 
 /// Resident set size now, in MiB, from /proc.
@@ -98,4 +101,46 @@ pub fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     let middle = values.len() / 2;
     if values.len().is_multiple_of(2) { (values[middle - 1] + values[middle]) / 2.0 } else { values[middle] }
+}
+
+/// A ConfigMap with ~1 KB of data.
+pub fn configmap(i: usize) -> serde_json::Value {
+    let payload: String = (0..1000).map(|k| char::from(b'a' + ((i + k) % 26) as u8)).collect();
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": format!("cm-{i}"), "labels": {"app": "scale-bench"}},
+        "data": {"payload": payload, "index": i.to_string()}
+    })
+}
+
+/// Server-side applies `count` ConfigMaps, 50 at a time, and returns the JSON size of one as
+/// the API server serves it.
+pub async fn fill(ns: &TestNamespace, count: usize) -> usize {
+    let api: Api<ConfigMap> = ns.api();
+    let params = PatchParams::apply("scale-bench").force();
+    futures::stream::iter(0..count)
+        .for_each_concurrent(50, |i| {
+            let (api, params) = (api.clone(), params.clone());
+            async move {
+                api.patch(&format!("cm-{i}"), &params, &Patch::Apply(configmap(i))).await.unwrap();
+            }
+        })
+        .await;
+    match count {
+        0 => 0,
+        _ => serde_json::to_vec(&api.get("cm-0").await.unwrap()).unwrap().len(),
+    }
+}
+
+/// Compiles the component into the run's cache, as for a restart.
+pub fn warm_compile_cache(dir: &Path, component: &Path) {
+    let status = Command::new(binary("WASMLOOP_BIN", target_dir().join("release/wasmloop")))
+        .arg("inspect")
+        .arg(component)
+        .arg("--cache-dir")
+        .arg(dir)
+        .stdout(Stdio::null())
+        .status()
+        .expect("wasmloop inspect runs");
+    assert!(status.success(), "wasmloop inspect {} failed", component.display());
 }

@@ -1,0 +1,237 @@
+//! Plugin sharding (`run --shard`) between `wasmloop run` replicas on the real control plane:
+//! twelve plugins split between three replicas, each run exactly once; a SIGKILLed replica's
+//! plugins move to the others; an added replica takes a share.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::Host;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+use wasmloop_testenv::{TestNamespace, eventually, shared};
+
+/// The shortest Lease the host allows.
+const LEASE_SECONDS: &str = "6";
+
+/// The twelve plugins: the stamp guest built as `stamp-00` to `stamp-11`.
+fn stamps() -> Vec<(String, PathBuf)> {
+    (0..12)
+        .map(|i| {
+            let name = format!("stamp-{i:02}");
+            let component =
+                wasmloop_testenv::components::component_named("stamp-plugin", "stamp_plugin", "STAMP_NAME", &name);
+            (name, component)
+        })
+        .collect()
+}
+
+/// A host configuration confining every plugin to `ns`, so that tests running at once do
+/// not stamp each other's ConfigMaps.
+fn confined(ns: &TestNamespace, plugins: &[(String, PathBuf)]) -> tempfile::NamedTempFile {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let lines: String = plugins.iter().map(|(name, _)| format!("  {name}: {{namespace: {}}}\n", ns.name)).collect();
+    std::fs::write(file.path(), format!("plugins:\n{lines}")).unwrap();
+    file
+}
+
+/// Replica `name` (its identity, as `POD_NAME` gives it in a pod) of the shard whose Leases
+/// live in `ns`, running `--shard` with every plugin and `extra` arguments.
+fn replica(
+    ns: &TestNamespace,
+    name: &str,
+    plugins: &[(String, PathBuf)],
+    config: &tempfile::NamedTempFile,
+    extra: &[&str],
+) -> Host {
+    let mut args: Vec<OsString> =
+        ["run", "--shard", "--leader-election-namespace", &ns.name, "--lease-duration-seconds", LEASE_SECONDS]
+            .map(OsString::from)
+            .into();
+    args.extend(["--config".into(), config.path().into()]);
+    for (_, component) in plugins {
+        args.extend(["--plugin".into(), component.into()]);
+    }
+    args.extend(extra.iter().map(OsString::from));
+    Host::start_env(&[("POD_NAME", name)], args)
+}
+
+/// The plugins `host` runs now, by its `wasmloop_shard_running` series.
+async fn running(host: &Host) -> BTreeSet<String> {
+    let (_, text) = host.get("/metrics").await;
+    text.lines()
+        .filter(|l| l.starts_with("wasmloop_shard_running{") && l.ends_with(" 1"))
+        .filter_map(|l| l.split("plugin=\"").nth(1)?.split('"').next().map(str::to_owned))
+        .collect()
+}
+
+/// Who runs what among `replicas` by rendezvous hashing, as every replica computes it.
+fn assigned(replicas: &[&str], plugins: &[(String, PathBuf)]) -> BTreeMap<String, BTreeSet<String>> {
+    let members: Vec<String> = replicas.iter().map(|r| (*r).to_owned()).collect();
+    let owner = |p: &str| wasmloop::shard::hashing::owner(p, &members).unwrap().to_owned();
+    replicas
+        .iter()
+        .map(|r| ((*r).to_owned(), plugins.iter().filter(|(p, _)| owner(p) == *r).map(|(p, _)| p.clone()).collect()))
+        .collect()
+}
+
+/// Waits until each of `replicas` runs exactly the plugins assigned to it among them (so
+/// every plugin runs on exactly one), and returns who runs what.
+async fn settled(replicas: &[(&str, &Host)], plugins: &[(String, PathBuf)]) -> BTreeMap<String, BTreeSet<String>> {
+    let names: Vec<&str> = replicas.iter().map(|(n, _)| *n).collect();
+    let want = assigned(&names, plugins);
+    eventually(Duration::from_secs(90), "every plugin running on the one replica assigned it", || {
+        let want = &want;
+        async move {
+            let mut shares = BTreeMap::new();
+            for (name, host) in replicas {
+                shares.insert((*name).to_owned(), running(host).await);
+            }
+            if shares == *want { Ok(shares) } else { Err(format!("running {shares:?}, assigned {want:?}")) }
+        }
+    })
+    .await
+}
+
+/// Creates a ConfigMap every stamp plugin reconciles.
+async fn stamped_configmap(ns: &TestNamespace, name: &str) {
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": name, "labels": {"wasmloop.dev/stamp": "true"}}})).unwrap();
+    ns.api::<ConfigMap>().create(&PostParams::default(), &cm).await.unwrap();
+}
+
+/// Waits until every plugin has stamped ConfigMap `name`.
+async fn stamped_by_all(ns: &TestNamespace, name: &str, plugins: &[(String, PathBuf)]) {
+    let api: Api<ConfigMap> = ns.api();
+    eventually(Duration::from_secs(90), "every plugin's stamp", || {
+        let api = api.clone();
+        async move {
+            let annotations = api.get(name).await.map_err(|e| e.to_string())?.metadata.annotations.unwrap_or_default();
+            let missing: Vec<&String> = plugins
+                .iter()
+                .map(|(n, _)| n)
+                .filter(|n| !annotations.contains_key(&format!("stamp.wasmloop.dev/{n}")))
+                .collect();
+            if missing.is_empty() { Ok(()) } else { Err(format!("not stamped by {missing:?}")) }
+        }
+    })
+    .await;
+}
+
+/// Successful reconciles of `plugin` on `host` (0 when it never ran there).
+async fn reconciles(host: &Host, plugin: &str) -> f64 {
+    host.metric_or_zero(&format!(r#"wasmloop_reconciles_total{{plugin="{plugin}",result="success"}}"#)).await
+}
+
+#[tokio::test]
+async fn three_replicas_split_twelve_plugins_and_each_plugin_runs_on_exactly_one() {
+    let ns = shared().namespace("shard-split").await.unwrap();
+    let plugins = stamps();
+    let config = confined(&ns, &plugins);
+    let a = replica(&ns, "replica-a", &plugins, &config, &[]);
+    let b = replica(&ns, "replica-b", &plugins, &config, &[]);
+    let c = replica(&ns, "replica-c", &plugins, &config, &[]);
+    let shares = settled(&[("replica-a", &a), ("replica-b", &b), ("replica-c", &c)], &plugins).await;
+    for (replica, share) in &shares {
+        assert!(!share.is_empty(), "{replica} runs nothing: {shares:?}");
+    }
+    for host in [&a, &b, &c] {
+        assert_eq!(host.metric("wasmloop_shard_members").await, 3.0);
+    }
+    stamped_configmap(&ns, "work").await;
+    stamped_by_all(&ns, "work", &plugins).await;
+    // Every stamp is in, so each plugin's runner has reconciled: the others never did.
+    for (replica, host) in [("replica-a", &a), ("replica-b", &b), ("replica-c", &c)] {
+        for (plugin, _) in &plugins {
+            let ran = reconciles(host, plugin).await;
+            assert_eq!(ran > 0.0, shares[replica].contains(plugin), "{plugin} on {replica}: {ran} reconciles");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_sigkilled_replicas_plugins_move_to_the_others_and_objects_created_meanwhile_converge() {
+    let ns = shared().namespace("shard-kill").await.unwrap();
+    let plugins = stamps();
+    let config = confined(&ns, &plugins);
+    let a = replica(&ns, "replica-a", &plugins, &config, &[]);
+    let b = replica(&ns, "replica-b", &plugins, &config, &[]);
+    let mut c = replica(&ns, "replica-c", &plugins, &config, &[]);
+    let before = settled(&[("replica-a", &a), ("replica-b", &b), ("replica-c", &c)], &plugins).await;
+    c.kill();
+    stamped_configmap(&ns, "meanwhile").await;
+    let after = settled(&[("replica-a", &a), ("replica-b", &b)], &plugins).await;
+    // Only the dead replica's plugins moved.
+    for replica in ["replica-a", "replica-b"] {
+        assert!(after[replica].is_superset(&before[replica]), "{replica} lost plugins: {before:?} -> {after:?}");
+    }
+    stamped_by_all(&ns, "meanwhile", &plugins).await;
+    for host in [&a, &b] {
+        eventually(Duration::from_secs(30), "the dead replica dropped from the members", || async move {
+            let members = host.metric("wasmloop_shard_members").await;
+            if members == 2.0 { Ok(()) } else { Err(format!("{members} members")) }
+        })
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn an_added_replica_takes_a_share_and_only_that_share_moves() {
+    let ns = shared().namespace("shard-add").await.unwrap();
+    let plugins = stamps();
+    let config = confined(&ns, &plugins);
+    let a = replica(&ns, "replica-a", &plugins, &config, &[]);
+    let b = replica(&ns, "replica-b", &plugins, &config, &[]);
+    let before = settled(&[("replica-a", &a), ("replica-b", &b)], &plugins).await;
+    let c = replica(&ns, "replica-c", &plugins, &config, &[]);
+    let after = settled(&[("replica-a", &a), ("replica-b", &b), ("replica-c", &c)], &plugins).await;
+    assert!(!after["replica-c"].is_empty(), "the new replica took nothing: {after:?}");
+    for replica in ["replica-a", "replica-b"] {
+        assert!(after[replica].is_subset(&before[replica]), "{replica} gained plugins: {before:?} -> {after:?}");
+    }
+    // Handed over, not dropped: objects still converge.
+    stamped_configmap(&ns, "after-join").await;
+    stamped_by_all(&ns, "after-join", &plugins).await;
+}
+
+#[tokio::test]
+async fn a_plugin_configmaps_status_names_the_replica_that_runs_it() {
+    let ns = shared().namespace("shard-status").await.unwrap();
+    let plugin =
+        wasmloop_testenv::components::component_named("stamp-plugin", "stamp_plugin", "STAMP_NAME", "stamp-cm");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmloop"))
+        .arg("bundle")
+        .arg(&plugin)
+        .args(["--name", "stamp-cm", "--namespace", &ns.name])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "bundle failed: {}", String::from_utf8_lossy(&out.stderr));
+    let cm: ConfigMap = serde_saphyr::from_slice_with_options(&out.stdout, wasmloop::input::yaml_options()).unwrap();
+    let configmaps: Api<ConfigMap> = ns.api();
+    configmaps.create(&PostParams::default(), &cm).await.unwrap();
+    let none: Vec<(String, PathBuf)> = Vec::new();
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(config.path(), format!("plugins:\n  stamp-cm: {{namespace: {}}}\n", ns.name)).unwrap();
+    let extra = ["--plugin-namespace", ns.name.as_str()];
+    let a = replica(&ns, "replica-a", &none, &config, &extra);
+    let b = replica(&ns, "replica-b", &none, &config, &extra);
+    let only = [("stamp-cm".to_owned(), plugin.clone())];
+    let shares = settled(&[("replica-a", &a), ("replica-b", &b)], &only).await;
+    let runner = shares.iter().find(|(_, s)| s.contains("stamp-cm")).map(|(r, _)| r.clone()).unwrap();
+    eventually(Duration::from_secs(60), "the status naming the runner", || {
+        let (configmaps, runner) = (configmaps.clone(), runner.clone());
+        async move {
+            let cm = configmaps.get("stamp-cm").await.map_err(|e| e.to_string())?;
+            let text = cm.metadata.annotations.unwrap_or_default().remove("wasmloop.dev/status").ok_or("no status")?;
+            let status: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+            if status["replica"] == runner.as_str() && status["plugin"] == "stamp-cm" { Ok(()) } else { Err(text) }
+        }
+    })
+    .await;
+    stamped_configmap(&ns, "work").await;
+    stamped_by_all(&ns, "work", &only).await;
+}

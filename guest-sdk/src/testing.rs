@@ -233,8 +233,9 @@ impl TestCase {
 
     /// Runs `P::map` natively on `related`, with this case's cache and config.
     pub fn map<P: Reconciler>(&self, related: impl Serialize) -> Vec<ObjectRef> {
-        let related = object(&related);
-        with_host(checked::<P>(), self.cache_objects(), || P::map(&related, &Config::new(self.config.clone()))).0
+        let manifest = checked::<P>();
+        let related = crate::host::as_cached(&manifest, object(&related));
+        with_host(manifest, self.cache_objects(), || P::map(&related, &Config::new(self.config.clone()))).0
     }
 }
 

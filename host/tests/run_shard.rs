@@ -48,8 +48,20 @@ fn replica(
     config: &tempfile::NamedTempFile,
     extra: &[&str],
 ) -> Host {
+    replica_leasing(ns, name, plugins, config, extra, LEASE_SECONDS)
+}
+
+/// As [`replica`], with Leases of `seconds`.
+fn replica_leasing(
+    ns: &TestNamespace,
+    name: &str,
+    plugins: &[(String, PathBuf)],
+    config: &tempfile::NamedTempFile,
+    extra: &[&str],
+    seconds: &str,
+) -> Host {
     let mut args: Vec<OsString> =
-        ["run", "--shard", "--leader-election-namespace", &ns.name, "--lease-duration-seconds", LEASE_SECONDS]
+        ["run", "--shard", "--leader-election-namespace", &ns.name, "--lease-duration-seconds", seconds]
             .map(OsString::from)
             .into();
     args.extend(["--config".into(), config.path().into()]);
@@ -234,4 +246,21 @@ async fn a_plugin_configmaps_status_names_the_replica_that_runs_it() {
     .await;
     stamped_configmap(&ns, "work").await;
     stamped_by_all(&ns, "work", &only).await;
+}
+
+#[tokio::test]
+async fn a_replica_stopped_with_sigterm_hands_its_plugins_over_without_waiting_for_its_leases() {
+    let ns = shared().namespace("shard-term").await.unwrap();
+    let plugins = stamps();
+    let config = confined(&ns, &plugins);
+    // Leases of ten minutes: a move that waited for them to go stale would not end in time.
+    let lease = "600";
+    let a = replica_leasing(&ns, "replica-a", &plugins, &config, &[], lease);
+    let mut b = replica_leasing(&ns, "replica-b", &plugins, &config, &[], lease);
+    settled(&[("replica-a", &a), ("replica-b", &b)], &plugins).await;
+    assert!(b.terminate().success(), "a replica leaving on SIGTERM exits 0");
+    b.logged("left the shard: every plugin handed over, member Lease deleted").await;
+    settled(&[("replica-a", &a)], &plugins).await;
+    stamped_configmap(&ns, "after-leave").await;
+    stamped_by_all(&ns, "after-leave", &plugins).await;
 }

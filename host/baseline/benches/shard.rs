@@ -16,7 +16,7 @@
 //! `scripts/bench-shard` builds the binaries in release and runs this. Knobs: `OBJECTS`,
 //! `ROUNDS`, `LEASE_SECONDS` (default 15, the host's default), `WASMLOOP_BIN`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -93,18 +93,25 @@ async fn running(host: &Host) -> BTreeSet<String> {
         .collect()
 }
 
-/// True once `hosts` run every plugin, each on exactly one, and are ready.
-async fn settled(hosts: &[&Host]) -> bool {
-    let mut count: BTreeMap<String, usize> = BTreeMap::new();
-    for host in hosts {
-        if !ready(host).await {
+/// True once each of `hosts` (named as `names`) is ready and runs exactly the plugins
+/// rendezvous hashing assigns it among them, as every replica computes it.
+async fn settled(hosts: &[(&str, &Host)]) -> bool {
+    let members: Vec<String> = hosts.iter().map(|(n, _)| (*n).to_owned()).collect();
+    for (name, host) in hosts {
+        let want: BTreeSet<String> = (0..PLUGINS)
+            .map(|i| format!("stamp-{i:02}"))
+            .filter(|p| wasmloop::shard::hashing::owner(p, &members) == Some(*name))
+            .collect();
+        if !ready(host).await || running(host).await != want {
             return false;
         }
-        for plugin in running(host).await {
-            *count.entry(plugin).or_default() += 1;
-        }
     }
-    count.len() == PLUGINS && count.values().all(|n| *n == 1)
+    true
+}
+
+/// The replicas with their names.
+fn all(replicas: &[Host]) -> Vec<(&str, &Host)> {
+    REPLICAS.iter().copied().zip(replicas).collect()
 }
 
 async fn wait(what: &str, limit: Duration, mut done: impl AsyncFnMut() -> bool) -> Duration {
@@ -156,7 +163,7 @@ async fn main() {
 
     let shard = |identity: &str| start(&dir, &plugins, &config, Some((identity, &leases.name, lease)));
     let mut replicas: Vec<Host> = REPLICAS.iter().map(|r| shard(r)).collect();
-    wait("three replicas settled", limit, async || settled(&replicas.iter().collect::<Vec<_>>()).await).await;
+    wait("three replicas settled", limit, async || settled(&all(&replicas)).await).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let shares: Vec<(usize, f64)> =
         shares_of(&replicas).await.into_iter().zip(&replicas).map(|(n, h)| (n, rss_mib(h.child.id()))).collect();
@@ -166,11 +173,12 @@ async fn main() {
         let victim = round % REPLICAS.len();
         replicas[victim].child.kill().unwrap();
         replicas[victim].child.wait().unwrap();
-        let survivors: Vec<&Host> = replicas.iter().enumerate().filter(|(i, _)| *i != victim).map(|(_, h)| h).collect();
+        let survivors: Vec<(&str, &Host)> =
+            all(&replicas).into_iter().enumerate().filter(|(i, _)| *i != victim).map(|(_, h)| h).collect();
         let took = wait("the dead replica's plugins moved", limit, async || settled(&survivors).await).await;
         moves.push(took.as_secs_f64());
         replicas[victim] = shard(REPLICAS[victim]);
-        wait("the shard settled again", limit, async || settled(&replicas.iter().collect::<Vec<_>>()).await).await;
+        wait("the shard settled again", limit, async || settled(&all(&replicas)).await).await;
     }
     drop(replicas);
 

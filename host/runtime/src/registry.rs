@@ -30,7 +30,7 @@ use futures::future::BoxFuture;
 use wasmloop_sandbox::{LoadError, Plugin, Sandbox};
 
 use crate::context::Context;
-use crate::controller::{Controller, ControllerConfig, StartError};
+use crate::controller::{Controller, ControllerConfig, Handover, StartError};
 use crate::identity::AccountChoice;
 use crate::shadow::{Shadow, ShadowReport, ShadowSeat, fits};
 
@@ -284,6 +284,8 @@ struct Gate {
     admitted: HashSet<String>,
     /// By source: each source's latest offer of a plugin not admitted.
     parked: HashMap<String, Parked>,
+    /// The plugins serving at the last look at the slots ([`Registry::known`]).
+    serving: Vec<String>,
 }
 
 /// The running plugins of one host, by name.
@@ -299,8 +301,9 @@ pub struct Registry {
     seats: std::sync::Mutex<HashMap<SeatKey, Arc<ShadowSeat>>>,
     /// With `--shard`, what this replica may run; none runs everything.
     gate: Option<std::sync::Mutex<Gate>>,
-    /// Versions started by [`Registry::admit`], for the sources that offered them.
-    admissions: tokio::sync::broadcast::Sender<(String, Loaded)>,
+    /// Versions started by [`Registry::admit`] and parked by [`Registry::evict`], for the
+    /// sources that offered them.
+    moves: tokio::sync::broadcast::Sender<(String, Loaded)>,
 }
 
 /// A seat's realm and plugin name.
@@ -345,8 +348,8 @@ impl Registry {
     /// removed.
     pub fn new(context: Context, sandbox: Sandbox, loader: Loader, settings: Settings, drain: Duration) -> Registry {
         let (slots, seats) = (tokio::sync::Mutex::default(), std::sync::Mutex::default());
-        let (admissions, _) = tokio::sync::broadcast::channel(64);
-        Registry { context, sandbox, loader, settings, drain, slots, seats, gate: None, admissions }
+        let (moves, _) = tokio::sync::broadcast::channel(64);
+        Registry { context, sandbox, loader, settings, drain, slots, seats, gate: None, moves }
     }
 
     /// The registry of one replica of several sharing the plugins out: it runs only the
@@ -358,10 +361,18 @@ impl Registry {
         self
     }
 
-    /// Versions that [`Registry::admit`] started, with the source that offered each: a source
-    /// learns that its parked offer serves now.
-    pub fn admissions(&self) -> tokio::sync::broadcast::Receiver<(String, Loaded)> {
-        self.admissions.subscribe()
+    /// Versions that [`Registry::admit`] started ([`Loaded::Started`]) and that
+    /// [`Registry::evict`] parked ([`Loaded::Parked`]), with the source that offered each: a
+    /// source learns that its version serves here now, or no longer does.
+    pub fn moves(&self) -> tokio::sync::broadcast::Receiver<(String, Loaded)> {
+        self.moves.subscribe()
+    }
+
+    /// True while a version of plugin `name` waits here, parked, for admission.
+    pub fn is_parked(&self, name: &str) -> bool {
+        self.gate
+            .as_ref()
+            .is_some_and(|g| g.lock().expect("lock").parked.values().any(|p| p.plugin.manifest().name == name))
     }
 
     fn admits(&self, name: &str) -> bool {
@@ -387,41 +398,65 @@ impl Registry {
             }
         };
         let mut results = Vec::new();
-        for Parked { offer, plugin, config } in waiting {
-            let source = offer.source.clone();
+        for parked in waiting {
+            let source = parked.offer.source.clone();
+            let (offer, plugin, config) = (parked.offer.clone(), parked.plugin.clone(), parked.config.clone());
             let result = self.install_locked(&mut slots, offer, plugin, config).await;
-            if let Ok(loaded) = &result {
-                let _ = self.admissions.send((source.clone(), loaded.clone()));
+            match &result {
+                Ok(loaded) => {
+                    let _ = self.moves.send((source.clone(), loaded.clone()));
+                }
+                // Kept for the next try (a full pool, a cache that did not sync): the plugin is
+                // still assigned here, and nothing else would offer it again.
+                Err(_) => {
+                    if let Some(gate) = &self.gate {
+                        gate.lock().expect("lock").parked.insert(source.clone(), parked);
+                    }
+                }
             }
             results.push((source, result));
         }
         results
     }
 
-    /// Stops running plugin `name` here, letting its reconciles in flight finish, and parks its
-    /// version: another replica is to run it. Returns once nothing of it runs here.
-    pub async fn evict(&self, name: &str) {
+    /// Stops running plugin `name` here and parks its version: another replica is to run it.
+    /// Returns once it stopped taking work (its reconciles in flight given the drain time); the
+    /// handover it returns, when it ran, says when the last of them has ended
+    /// ([`Handover::quiesced`]), which a caller handing the plugin to another process waits for.
+    pub async fn evict(&self, name: &str) -> Option<Handover> {
         let mut slots = self.slots.lock().await;
-        let Some(gate) = &self.gate else { return };
+        let gate = self.gate.as_ref()?;
         gate.lock().expect("lock").admitted.remove(name);
-        let Some(slot) = slots.remove(name) else { return };
+        let slot = slots.remove(name)?;
         self.context.metrics.plugins_active(slots.len());
         let plugin = slot.controller.plugin().with_limits(slot.controller.plugin().limits());
-        slot.controller.shut_down(self.drain).await;
+        let digest = slot.digest.clone();
+        let handover = slot.controller.shut_down(self.drain).await;
         self.context.metrics.plugin_stopped(name);
         let offer =
             Offer { source: slot.source.clone(), realm: slot.realm, expected_name: None, account: slot.account };
         let parked = Parked { offer, plugin, config: slot.config };
-        gate.lock().expect("lock").parked.insert(slot.source, parked);
+        gate.lock().expect("lock").parked.insert(slot.source.clone(), parked);
+        let _ = self.moves.send((slot.source, Loaded::Parked { name: name.to_owned(), digest }));
+        Some(handover)
     }
 
-    /// Every plugin this replica knows a valid version of, running or parked, sorted.
-    pub async fn known(&self) -> Vec<String> {
-        let slots = self.slots.lock().await;
-        let mut names: Vec<String> = slots.keys().cloned().collect();
-        if let Some(gate) = &self.gate {
-            names.extend(gate.lock().expect("lock").parked.values().map(|p| p.plugin.manifest().name.clone()));
+    /// Every plugin this replica knows a valid version of, running, admitted (perhaps starting)
+    /// or parked, sorted. Never waits: while an install holds the slots (a cache sync takes up
+    /// to two minutes) it answers from the serving plugins it last saw, so a caller that must
+    /// keep renewing Leases is never held up.
+    pub fn known(&self) -> Vec<String> {
+        let Some(gate) = &self.gate else {
+            return self.slots.try_lock().map(|slots| slots.keys().cloned().collect()).unwrap_or_default();
+        };
+        let serving: Option<Vec<String>> = self.slots.try_lock().ok().map(|slots| slots.keys().cloned().collect());
+        let mut gate = gate.lock().expect("lock");
+        if let Some(serving) = serving {
+            gate.serving = serving;
         }
+        let mut names = gate.serving.clone();
+        names.extend(gate.admitted.iter().cloned());
+        names.extend(gate.parked.values().map(|p| p.plugin.manifest().name.clone()));
         names.sort();
         names.dedup();
         names
@@ -511,6 +546,19 @@ impl Registry {
             return Err(reject(RegistryError::NameMismatch { origin: source, expected, found: name.clone(), running }));
         }
         if !self.admits(&name) {
+            // The first source of a name keeps it, as when every replica runs everything: a
+            // later one is refused here too, not parked beside it.
+            let parked_elsewhere = self.gate.as_ref().and_then(|g| {
+                let gate = g.lock().expect("lock");
+                gate.parked
+                    .iter()
+                    .find(|(s, p)| **s != source && p.plugin.manifest().name == name)
+                    .map(|(s, _)| s.clone())
+            });
+            let serving_elsewhere = slots.get(&name).filter(|s| s.source != source).map(|s| s.source.clone());
+            if let Some(holder) = serving_elsewhere.or(parked_elsewhere) {
+                return Err(reject(RegistryError::NameTaken { origin: source, name: name.clone(), holder }));
+            }
             return Ok(self.park(slots, Offer { source, realm, expected_name, account }, plugin, config, mine).await);
         }
         // A source offering as serving, unchanged, the version it shadows promotes it: it
@@ -747,6 +795,10 @@ impl Registry {
         }
         let name = slots.iter().find(|(_, s)| s.source == source).map(|(n, _)| n.clone())?;
         let slot = slots.remove(&name).expect("found above");
+        if let Some(gate) = &self.gate {
+            // Gone, not moved: a later offer of the name is parked and assigned afresh.
+            gate.lock().expect("lock").admitted.remove(&name);
+        }
         self.context.metrics.plugins_active(slots.len());
         // Under the lock: a new version from the same source must not start before this
         // one's reconciles have finished.

@@ -123,6 +123,22 @@ pub fn fits(serving: &Manifest, candidate: &Manifest) -> Result<(), String> {
             whole.join(", ")
         ));
     }
+    // It reads through the serving version's caches, which keep what that version keeps: a
+    // shadow keeping other fields would be compared on objects it did not ask for.
+    let mut kept: Vec<String> = serving
+        .declared_kinds()
+        .chain(candidate.declared_kinds())
+        .filter(|k| serving.kept(k) != candidate.kept(k))
+        .map(Gvk::to_string)
+        .collect();
+    kept.sort();
+    kept.dedup();
+    if !kept.is_empty() {
+        return Err(format!(
+            "keeps other fields of {} than the serving version (keep-fields); keep the same in the shadow, or roll the change out without one",
+            kept.join(", ")
+        ));
+    }
     Ok(())
 }
 
@@ -330,6 +346,17 @@ mod tests {
         }
     }
 
+    fn keeping(kind: &str) -> Manifest {
+        let mut m = manifest("ConfigMap", &["Secret"]);
+        let keep = wasmloop_sandbox::Keep {
+            kind: Gvk::from_api_version("v1", kind),
+            managed_fields: true,
+            last_applied: false,
+        };
+        m.keeps.push(keep);
+        m
+    }
+
     #[test]
     fn a_shadow_fits_with_the_same_primary_and_at_least_the_serving_metadata_only_kinds() {
         let cases = [
@@ -337,6 +364,11 @@ mod tests {
             ("more metadata-only", manifest("ConfigMap", &["Secret", "Pod"]), None),
             ("another primary", manifest("Service", &["Secret"]), Some("a candidate for the same primary kind")),
             ("Secrets read whole", manifest("ConfigMap", &[]), Some("reads v1/Secret whole")),
+            (
+                "keeping managedFields the serving version does not",
+                keeping("ConfigMap"),
+                Some("keeps other fields of v1/ConfigMap"),
+            ),
         ];
         let serving = manifest("ConfigMap", &["Secret"]);
         for (name, candidate, refused) in cases {

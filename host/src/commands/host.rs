@@ -163,7 +163,7 @@ impl Host {
         tracing::info!(timeout = ?self.drain, "shutting down: no new reconciles, finishing those in flight");
         match self.shard {
             // Hands every plugin over at once rather than after the fences go stale.
-            Some(shard) => shard.leave(self.drain).await,
+            Some(shard) => shard.leave().await,
             None => self.registry.shut_down(self.drain).await,
         }
         // Hand the Lease over now rather than make the next leader wait for it to run out.

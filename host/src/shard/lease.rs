@@ -49,8 +49,8 @@ pub enum Step {
 }
 
 /// The step for a fence held by `holder` (none or empty: released), `fresh` as
-/// [`Observations::fresh`] says. A fence held under this replica's own identity, which this
-/// process did not take, is a previous process's under the same name: that process is gone.
+/// [`Observations::fresh`] says, for the process `me` (a replica's name and a per-process
+/// nonce: a predecessor under the same pod name is another holder).
 pub fn step(holder: Option<&str>, me: &str, fresh: bool) -> Step {
     match holder {
         None | Some("") => Step::Take,
@@ -67,18 +67,37 @@ pub fn renew_deadline(duration: Duration) -> Duration {
     duration - duration / 8
 }
 
-/// A Lease name's last segment from a host identity: lowercase letters, digits, `-` and `.`,
+/// A Lease name's last segment from a host identity: lowercase letters, digits and `-`,
 /// starting and ending alphanumeric, at most 200 characters (Lease names are DNS subdomains
 /// of 253; the prefix takes the rest).
 pub fn name_segment(identity: &str) -> String {
     let mapped: String = identity
         .chars()
         .map(|c| c.to_ascii_lowercase())
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '-' })
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' })
         .take(200)
         .collect();
     let trimmed = mapped.trim_matches(|c: char| !c.is_ascii_alphanumeric());
     if trimmed.is_empty() { "host".to_owned() } else { trimmed.to_owned() }
+}
+
+/// A plugin's key in its fence's name and label: the name itself when it is a valid label
+/// value (plugin names may start or end with `-`, label values may not), else `x` and 16 hex
+/// digits of its SHA-256, which no valid plugin name of that shape can equal.
+pub fn plugin_key(plugin: &str) -> String {
+    let edges_ok = plugin.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && plugin.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if edges_ok && plugin.len() <= 63 {
+        plugin.to_owned()
+    } else {
+        format!("x{}-", &wasmloop_sandbox::digest(plugin.as_bytes())[..16]).trim_end_matches('-').to_owned() + "h"
+    }
+}
+
+/// A value unique to this process, to tell it from a predecessor under the same name.
+pub fn nonce() -> String {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+    wasmloop_sandbox::digest(format!("{now}/{}", std::process::id()).as_bytes())[..12].to_owned()
 }
 
 #[cfg(test)]
@@ -86,11 +105,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_fence_is_taken_when_free_stale_or_a_previous_process_of_ours_and_waited_for_otherwise() {
+    fn a_fence_is_taken_when_free_stale_or_ours_and_waited_for_otherwise() {
         let cases = [
             ("never held", None, true, Step::Take),
             ("released", Some(""), true, Step::Take),
-            ("ours, from a previous process", Some("me"), true, Step::Take),
+            ("ours, this process's", Some("me"), true, Step::Take),
+            ("a previous process's under our name, renewed", Some("me-before"), true, Step::Wait),
             ("another's, renewed", Some("them"), true, Step::Wait),
             ("another's, stale", Some("them"), false, Step::Take),
         ];
@@ -122,11 +142,23 @@ mod tests {
     }
 
     #[test]
+    fn plugin_names_that_are_no_label_value_get_a_hashed_key() {
+        assert_eq!(plugin_key("mirror"), "mirror");
+        assert_eq!(plugin_key("a-1"), "a-1");
+        for odd in ["-edge", "edge-", "-"] {
+            let key = plugin_key(odd);
+            assert!(key.starts_with('x') && key.ends_with('h') && key.len() == 18, "{odd}: {key}");
+        }
+        assert_ne!(plugin_key("edge-"), plugin_key("-edge"));
+    }
+
+    #[test]
     fn identities_become_valid_lease_name_segments() {
         let cases = [
             ("wasmloop-7d9f-x2", "wasmloop-7d9f-x2"),
             ("Node_1-4242", "node-1-4242"),
             ("-edge-", "edge"),
+            ("a..b", "a--b"),
             ("___", "host"),
         ];
         for (identity, want) in cases {

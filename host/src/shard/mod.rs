@@ -52,7 +52,12 @@ const PLUGIN_LABEL: &str = "wasmloop.dev/plugin";
 #[derive(Debug, Clone)]
 struct Settings {
     group: String,
+    /// The replica's name (the pod's): what members are hashed by, stable across restarts.
     identity: String,
+    /// This process: the identity and a per-process nonce, the holder of its fences. A pod
+    /// restarted under the same name is another process, and waits for its predecessor's
+    /// fences to go stale like anyone else.
+    process: String,
     duration: Duration,
 }
 
@@ -62,23 +67,25 @@ impl Settings {
     }
 
     fn fence_lease(&self, plugin: &str) -> String {
-        format!("{}-plugin-{plugin}", self.group)
+        format!("{}-plugin-{}", self.group, lease::plugin_key(plugin))
     }
 
-    /// A Lease of `role` held by this replica, renewed now.
+    /// A Lease of `role` held by this replica (its members by `identity`, its fences by
+    /// `process`), renewed now.
     fn held(&self, name: String, role: &str, plugin: Option<&str>, acquired: Option<MicroTime>) -> Lease {
         let mut labels = std::collections::BTreeMap::from([
             (GROUP_LABEL.to_owned(), self.group.clone()),
             (ROLE_LABEL.to_owned(), role.to_owned()),
         ]);
         if let Some(plugin) = plugin {
-            labels.insert(PLUGIN_LABEL.to_owned(), plugin.to_owned());
+            labels.insert(PLUGIN_LABEL.to_owned(), lease::plugin_key(plugin));
         }
+        let holder = if plugin.is_some() { &self.process } else { &self.identity };
         let now = MicroTime(Timestamp::now());
         Lease {
             metadata: ObjectMeta { name: Some(name), labels: Some(labels), ..ObjectMeta::default() },
             spec: Some(LeaseSpec {
-                holder_identity: Some(self.identity.clone()),
+                holder_identity: Some(holder.clone()),
                 lease_duration_seconds: Some(i32::try_from(self.duration.as_secs()).unwrap_or(i32::MAX)),
                 acquire_time: Some(acquired.unwrap_or_else(|| now.clone())),
                 renew_time: Some(now),
@@ -90,17 +97,20 @@ impl Settings {
 
 /// What this replica does with a plugin whose fence it holds.
 enum Work {
-    /// Runs it; the handle is its start (compiling, syncing its caches), finished or not.
-    Started(JoinHandle<()>),
-    /// Hands it over: stops it, then releases the fence.
+    /// Runs it; `start` is its start (compiling, syncing its caches), finished or not, begun
+    /// `at`. A start that left it parked (a full pool, a cache that did not sync) is tried again.
+    Started { start: JoinHandle<()>, at: Instant },
+    /// Hands it over: stops it and waits for its last reconcile, then releases the fence.
     Evicting(JoinHandle<()>),
 }
 
-struct Held {
-    /// When the last successful renewal was sent.
-    renewed: Instant,
-    work: Work,
-}
+/// How long after a start that left its plugin parked the next is tried.
+const RESTART_AFTER: Duration = Duration::from_secs(10);
+
+/// When each Lease this replica holds was last renewed (the successful write's send time), by
+/// Lease name. A watchdog task of its own reads it, so a coordinator stuck in a slow call still
+/// stops the process in time.
+type Renewals = Arc<std::sync::Mutex<HashMap<String, Instant>>>;
 
 struct Coordinator {
     leases: Api<Lease>,
@@ -108,15 +118,17 @@ struct Coordinator {
     registry: Arc<Registry>,
     metrics: Arc<Metrics>,
     seen: Observations,
-    held: HashMap<String, Held>,
-    /// When the last successful renewal of the member Lease was sent.
-    member_renewed: Instant,
+    held: HashMap<String, Work>,
+    renewals: Renewals,
+    /// Set at shutdown: hand everything over, take nothing.
+    leaving: bool,
 }
 
 /// A replica's part in the shard; [`Shard::leave`] hands its plugins over at shutdown.
 pub struct Shard {
-    stop: watch::Sender<bool>,
-    task: JoinHandle<Coordinator>,
+    leave: watch::Sender<bool>,
+    task: JoinHandle<()>,
+    watchdog: JoinHandle<()>,
 }
 
 /// Joins the shard: creates this replica's member Lease and starts taking its share of the
@@ -131,12 +143,15 @@ pub async fn join(
     metrics: Arc<Metrics>,
 ) -> anyhow::Result<Shard> {
     let namespace = crate::leader::namespace(args)?;
+    let identity = crate::leader::identity();
     let settings = Settings {
         group: args.shard_group.clone(),
-        identity: crate::leader::identity(),
+        process: format!("{identity}/{}", lease::nonce()),
+        identity,
         duration: Duration::from_secs(args.lease_duration_seconds),
     };
     let leases: Api<Lease> = Api::namespaced(client, &namespace);
+    let renewals = Renewals::default();
     let mut coordinator = Coordinator {
         leases,
         settings,
@@ -144,10 +159,11 @@ pub async fn join(
         metrics,
         seen: Observations::default(),
         held: HashMap::new(),
-        member_renewed: Instant::now(),
+        renewals: renewals.clone(),
+        leaving: false,
     };
     let member = coordinator.settings.member_lease();
-    coordinator.renew(&member, "member", None, None).await.with_context(|| {
+    coordinator.renew(&member, "member", None).await.with_context(|| {
         format!(
             "cannot write the member Lease {namespace}/{member}: grant the host get, list, create, update and delete on coordination.k8s.io leases in {namespace}"
         )
@@ -156,44 +172,49 @@ pub async fn join(
         identity = %coordinator.settings.identity, lease = %format!("{namespace}/{member}"),
         "joined the shard: running the plugins assigned to this replica"
     );
-    let (stop, mut stopped) = watch::channel(false);
+    let watchdog = tokio::spawn(watchdog(renewals, lease::renew_deadline(coordinator.settings.duration)));
+    let (leave, mut leaving) = watch::channel(false);
     let task = tokio::spawn(async move {
-        let mut tick = tokio::time::interval(coordinator.settings.duration / 6);
+        let mut tick = tokio::time::interval(coordinator.settings.tick());
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
-                _ = stopped.changed() => return coordinator,
-                _ = tick.tick() => coordinator.tick().await,
+                Ok(()) = leaving.changed(), if !coordinator.leaving => coordinator.leaving = true,
+                _ = tick.tick() => {
+                    coordinator.tick().await;
+                    if coordinator.leaving && coordinator.held.is_empty() {
+                        return coordinator.quit().await;
+                    }
+                }
             }
         }
     });
-    Ok(Shard { stop, task })
+    Ok(Shard { leave, task, watchdog })
+}
+
+/// Ends the process when any Lease this replica holds goes unrenewed past `deadline`.
+async fn watchdog(renewals: Renewals, deadline: Duration) {
+    let mut check = tokio::time::interval(Duration::from_millis(100));
+    loop {
+        check.tick().await;
+        let late =
+            renewals.lock().expect("lock").iter().find(|(_, at)| at.elapsed() > deadline).map(|(n, _)| n.clone());
+        if let Some(lease) = late {
+            give_up(&format!("could not renew Lease {lease} within its renew deadline"));
+        }
+    }
 }
 
 impl Shard {
-    /// Leaves the shard: stops taking plugins, stops every plugin running here (each given
-    /// `drain` to finish its reconciles), releases their fences and deletes the member Lease,
-    /// so the other replicas take over at once instead of after a Lease duration.
-    pub async fn leave(self, drain: Duration) {
-        let _ = self.stop.send(true);
-        let Ok(mut coordinator) = self.task.await else { return };
-        for held in coordinator.held.values_mut() {
-            // Starts finish first, so nothing starts after the registry stops.
-            let (Work::Started(task) | Work::Evicting(task)) = &mut held.work;
-            let _ = task.await;
-        }
-        coordinator.registry.shut_down(drain).await;
-        let plugins: Vec<String> = coordinator.held.keys().cloned().collect();
-        for plugin in plugins {
-            coordinator.release(&plugin).await;
-        }
-        let member = coordinator.settings.member_lease();
-        match coordinator.leases.delete(&member, &DeleteParams::default()).await {
-            Ok(_) => tracing::info!("left the shard: released every fence and the member Lease"),
-            Err(error) => {
-                tracing::warn!(%error, "could not delete the member Lease; the others drop it when it goes stale")
-            }
-        }
+    /// Leaves the shard: takes no more plugins and hands over every plugin running here, as
+    /// for a new member (each stops, its reconciles in flight given the registry's drain time,
+    /// while its fence is still renewed; then the fence is released), then deletes the member
+    /// Lease, so the other replicas take over on their next tick instead of after a Lease
+    /// duration.
+    pub async fn leave(self) {
+        let _ = self.leave.send(true);
+        let _ = self.task.await;
+        self.watchdog.abort();
     }
 }
 
@@ -205,20 +226,50 @@ fn label<'a>(lease: &'a Lease, key: &str) -> Option<&'a str> {
     lease.metadata.labels.as_ref().and_then(|l| l.get(key)).map(String::as_str)
 }
 
+impl Settings {
+    /// How often the Leases are read and the plugins' owners judged: a sixth of the duration,
+    /// at most 2 s, so that a long Lease does not make new plugins and handovers wait.
+    fn tick(&self) -> Duration {
+        (self.duration / 6).min(Duration::from_secs(2))
+    }
+
+    /// How often a held Lease is renewed: a sixth of the duration.
+    fn renew_every(&self) -> Duration {
+        self.duration / 6
+    }
+}
+
 impl Coordinator {
+    /// An API call bounded by a third of the Lease duration, so that a hanging request cannot
+    /// hold the loop (the watchdog keeps the deadline whatever the loop does).
+    async fn bounded<T>(&self, call: impl Future<Output = Result<T, kube::Error>>) -> anyhow::Result<T> {
+        let limit = self.settings.duration / 3;
+        match tokio::time::timeout(limit, call).await {
+            Ok(result) => Ok(result?),
+            Err(_) => anyhow::bail!("no answer within {limit:?}"),
+        }
+    }
+
+    /// True when Lease `name` is due for renewal.
+    fn due(&self, name: &str) -> bool {
+        let last = self.renewals.lock().expect("lock").get(name).copied();
+        last.is_none_or(|at| at.elapsed() + self.settings.tick() / 2 >= self.settings.renew_every())
+    }
+
     async fn tick(&mut self) {
-        let sent = Instant::now();
         let member = self.settings.member_lease();
-        match self.renew(&member, "member", None, None).await {
-            Ok(()) => self.member_renewed = sent,
-            Err(error) => tracing::warn!(%error, "could not renew the member Lease"),
+        if self.due(&member)
+            && let Err(error) = self.renew(&member, "member", None).await
+        {
+            tracing::warn!(%error, "could not renew the member Lease");
         }
         let selector = format!("{GROUP_LABEL}={}", self.settings.group);
-        match self.leases.list(&ListParams::default().labels(&selector)).await {
-            Ok(list) => self.follow(list.items, sent).await,
+        match self.bounded(self.leases.list(&ListParams::default().labels(&selector))).await {
+            // Seen no earlier than the answer came: a change is dated late, never early, so a
+            // Lease is never judged stale before it is.
+            Ok(list) => self.follow(list.items, Instant::now()).await,
             Err(error) => tracing::warn!(%error, "could not list the shard's Leases"),
         }
-        self.check_deadlines();
     }
 
     /// One look at every Lease of the group: who is alive, what this replica should run, and
@@ -247,21 +298,24 @@ impl Coordinator {
         let fences: HashMap<&str, &Lease> = leases
             .iter()
             .filter(|l| label(l, ROLE_LABEL) == Some("fence"))
-            .filter_map(|l| Some((label(l, PLUGIN_LABEL)?, l)))
+            .filter_map(|l| Some((l.metadata.name.as_deref()?, l)))
             .collect();
-        let known = self.registry.known().await;
+        let settings = self.settings.clone();
+        let fence = |plugin: &str| fences.get(settings.fence_lease(plugin).as_str()).copied();
+        let known = self.registry.known();
         let mine: HashSet<&str> = known
             .iter()
             .map(String::as_str)
+            .filter(|_| !self.leaving)
             .filter(|p| hashing::owner(p, &members) == Some(self.settings.identity.as_str()))
             .collect();
         let held: Vec<String> = self.held.keys().cloned().collect();
         for plugin in held {
-            self.keep_or_hand_over(&plugin, mine.contains(plugin.as_str()), fences.get(plugin.as_str()).copied()).await;
+            self.keep_or_hand_over(&plugin, mine.contains(plugin.as_str()), fence(&plugin)).await;
         }
         for plugin in mine {
             if !self.held.contains_key(plugin) {
-                self.try_take(plugin, fences.get(plugin).copied(), now).await;
+                self.try_take(plugin, fence(plugin), now).await;
             }
         }
     }
@@ -269,34 +323,61 @@ impl Coordinator {
     /// Renews a held fence; starts handing the plugin over when it is no longer this
     /// replica's, and releases the fence once it has stopped.
     async fn keep_or_hand_over(&mut self, plugin: &str, mine: bool, fence: Option<&Lease>) {
-        let held = self.held.get_mut(plugin).expect("held");
-        if !mine && let Work::Started(start) = &mut held.work {
+        let work = self.held.get_mut(plugin).expect("held");
+        if !mine && let Work::Started { start, .. } = work {
             let start = std::mem::replace(start, tokio::spawn(async {}));
             let (registry, name) = (self.registry.clone(), plugin.to_owned());
             tracing::info!(%plugin, "another replica is to run this plugin: stopping it here before handing it over");
-            held.work = Work::Evicting(tokio::spawn(async move {
-                // A start in progress ends first, so the stop finds what it started.
+            *work = Work::Evicting(tokio::spawn(async move {
+                // A start in progress ends first, so the stop finds what it started; and the
+                // fence goes only once its last reconcile has ended, drain timeout or not.
                 let _ = start.await;
-                registry.evict(&name).await;
+                if let Some(handover) = registry.evict(&name).await {
+                    handover.quiesced().await;
+                }
             }));
         }
-        if let Work::Evicting(task) = &held.work
+        let restart =
+            matches!(work, Work::Started { start, at } if start.is_finished() && at.elapsed() > RESTART_AFTER);
+        if restart && self.registry.is_parked(plugin) {
+            tracing::info!(%plugin, "starting the plugin again: its last start left it parked");
+            let again = self.start(plugin);
+            self.held.insert(plugin.to_owned(), Work::Started { start: again, at: Instant::now() });
+        }
+        let work = self.held.get_mut(plugin).expect("held");
+        if let Work::Evicting(task) = work
             && task.is_finished()
         {
             self.release(plugin).await;
             return;
         }
-        let sent = Instant::now();
         let name = self.settings.fence_lease(plugin);
-        let acquired = fence.and_then(|f| f.spec.as_ref()).and_then(|s| s.acquire_time.clone());
-        match self.renew(&name, "fence", Some(plugin), acquired).await {
-            Ok(()) => {
-                if let Some(held) = self.held.get_mut(plugin) {
-                    held.renewed = sent;
+        if self.due(&name)
+            && let Err(error) = self.renew_from(&name, "fence", Some(plugin), fence).await
+        {
+            tracing::warn!(%plugin, %error, "could not renew the plugin's fence");
+        }
+    }
+
+    /// Starts admitting `plugin` in the registry; its metric says it runs once a version does.
+    fn start(&self, plugin: &str) -> JoinHandle<()> {
+        let (registry, metrics, replica, name) =
+            (self.registry.clone(), self.metrics.clone(), self.settings.identity.clone(), plugin.to_owned());
+        tokio::spawn(async move {
+            let mut serving = false;
+            for (source, result) in registry.admit(&name).await {
+                match result {
+                    Ok(loaded) => {
+                        serving = true;
+                        tracing::info!(%source, digest = loaded.digest(), "{loaded}");
+                    }
+                    Err(error) => tracing::error!(%source, reason = error.reason(), "{error}"),
                 }
             }
-            Err(error) => tracing::warn!(%plugin, %error, "could not renew the plugin's fence"),
-        }
+            if serving {
+                metrics.shard_running(&name, &replica, true);
+            }
+        })
     }
 
     /// Takes the fence of a plugin this replica is to run, if it is free or stale, and starts
@@ -304,37 +385,28 @@ impl Coordinator {
     async fn try_take(&mut self, plugin: &str, fence: Option<&Lease>, now: Instant) {
         let name = self.settings.fence_lease(plugin);
         let fresh = self.seen.fresh(&name, now, self.settings.duration);
-        if fence.is_some() && lease::step(fence.and_then(holder), &self.settings.identity, fresh) == Step::Wait {
+        if fence.is_some() && lease::step(fence.and_then(holder), &self.settings.process, fresh) == Step::Wait {
             return;
         }
         let sent = Instant::now();
         let mut lease = self.settings.held(name.clone(), "fence", Some(plugin), None);
         let taken = match fence {
-            None => self.leases.create(&PostParams::default(), &lease).await.map(drop),
+            None => self.bounded(self.leases.create(&PostParams::default(), &lease)).await.map(drop),
             Some(current) => {
                 // Guarded by the version this replica judged: if anyone wrote the fence since,
                 // the write fails and the next tick judges again.
                 lease.metadata.resource_version = current.metadata.resource_version.clone();
-                self.leases.replace(&name, &PostParams::default(), &lease).await.map(drop)
+                self.bounded(self.leases.replace(&name, &PostParams::default(), &lease)).await.map(drop)
             }
         };
         match taken {
             Ok(()) => {
+                self.renewals.lock().expect("lock").insert(name, sent);
                 tracing::info!(%plugin, identity = %self.settings.identity, "took the plugin's fence: starting it here");
-                let (registry, metrics, replica, name) =
-                    (self.registry.clone(), self.metrics.clone(), self.settings.identity.clone(), plugin.to_owned());
-                let admitting = tokio::spawn(async move {
-                    for (source, result) in registry.admit(&name).await {
-                        match result {
-                            Ok(loaded) => tracing::info!(%source, digest = loaded.digest(), "{loaded}"),
-                            Err(error) => tracing::error!(%source, reason = error.reason(), "{error}"),
-                        }
-                    }
-                    metrics.shard_running(&name, &replica, true);
-                });
-                self.held.insert(plugin.to_owned(), Held { renewed: sent, work: Work::Started(admitting) });
+                let start = self.start(plugin);
+                self.held.insert(plugin.to_owned(), Work::Started { start, at: Instant::now() });
             }
-            Err(kube::Error::Api(e)) if e.code == 409 => {
+            Err(error) if error.downcast_ref::<kube::Error>().is_some_and(is_conflict) => {
                 tracing::debug!(%plugin, "another replica wrote the fence first; judging again next tick");
             }
             Err(error) => tracing::warn!(%plugin, %error, "could not take the plugin's fence"),
@@ -345,58 +417,84 @@ impl Coordinator {
     async fn release(&mut self, plugin: &str) {
         let name = self.settings.fence_lease(plugin);
         let released = async {
-            let mut current = self.leases.get(&name).await?;
-            if current.spec.as_ref().and_then(|s| s.holder_identity.as_deref()) != Some(self.settings.identity.as_str())
-            {
+            let mut current = self.bounded(self.leases.get(&name)).await?;
+            if holder(&current) != Some(self.settings.process.as_str()) {
                 return Ok(());
             }
             current.spec = Some(LeaseSpec::default());
             current.metadata.managed_fields = None;
-            self.leases.replace(&name, &PostParams::default(), &current).await.map(drop)
+            self.bounded(self.leases.replace(&name, &PostParams::default(), &current)).await.map(drop)
         };
         match released.await {
             Ok(()) => {
                 self.held.remove(plugin);
+                self.renewals.lock().expect("lock").remove(&name);
                 self.metrics.shard_running(plugin, &self.settings.identity, false);
                 tracing::info!(%plugin, "handed the plugin over: fence released");
             }
-            Err(error) => tracing::warn!(%plugin, %error, "could not release the plugin's fence; trying again"),
+            Err(error) => {
+                // Still held, still renewed: the next tick tries again.
+                tracing::warn!(%plugin, %error, "could not release the plugin's fence; trying again");
+                if let Err(error) = self.renew_from(&name, "fence", Some(plugin), None).await {
+                    tracing::warn!(%plugin, %error, "could not renew the plugin's fence");
+                }
+            }
         }
     }
 
-    /// Creates or renews Lease `name`, held by this replica.
-    async fn renew(
+    /// Creates or renews Lease `name`, held by this replica, reading it first.
+    async fn renew(&self, name: &str, role: &str, plugin: Option<&str>) -> anyhow::Result<()> {
+        let current = self.bounded(self.leases.get_opt(name)).await?;
+        self.renew_from(name, role, plugin, current.as_ref()).await
+    }
+
+    /// Creates or renews Lease `name`, held by this replica, as `current` (just listed or
+    /// read; none: it does not exist) shows it, and notes the renewal. A write that finds the
+    /// Lease changed since fails, and the next tick tries again.
+    async fn renew_from(
         &self,
         name: &str,
         role: &str,
         plugin: Option<&str>,
-        acquired: Option<MicroTime>,
-    ) -> Result<(), kube::Error> {
+        current: Option<&Lease>,
+    ) -> anyhow::Result<()> {
+        let sent = Instant::now();
+        let acquired = current.and_then(|c| c.spec.as_ref()).and_then(|s| s.acquire_time.clone());
         let mut lease = self.settings.held(name.to_owned(), role, plugin, acquired);
-        match self.leases.get_opt(name).await? {
-            None => self.leases.create(&PostParams::default(), &lease).await.map(drop),
+        match current {
+            None => self.bounded(self.leases.create(&PostParams::default(), &lease)).await.map(drop)?,
             Some(current) => {
                 // Only a stale fence is ever taken, and a replica stops before its fences go
                 // stale: another holder here means that promise broke. Stop everything.
-                if let Some(other) = holder(&current).filter(|h| role == "fence" && *h != self.settings.identity) {
+                let me = if plugin.is_some() { &self.settings.process } else { &self.settings.identity };
+                if let Some(other) = holder(current).filter(|h| plugin.is_some() && *h != me.as_str()) {
                     give_up(&format!("another replica ({other}) holds the fence {name} this replica renews"));
                 }
-                lease.metadata.resource_version = current.metadata.resource_version;
-                self.leases.replace(name, &PostParams::default(), &lease).await.map(drop)
+                lease.metadata.resource_version = current.metadata.resource_version.clone();
+                self.bounded(self.leases.replace(name, &PostParams::default(), &lease)).await.map(drop)?;
+            }
+        }
+        self.renewals.lock().expect("lock").insert(name.to_owned(), sent);
+        Ok(())
+    }
+
+    /// Once everything is handed over: stops the watchdog's watch on the member Lease and
+    /// deletes it.
+    async fn quit(self) {
+        let member = self.settings.member_lease();
+        self.renewals.lock().expect("lock").remove(&member);
+        self.registry.shut_down(Duration::ZERO).await;
+        match self.bounded(self.leases.delete(&member, &DeleteParams::default())).await {
+            Ok(_) => tracing::info!("left the shard: every plugin handed over, member Lease deleted"),
+            Err(error) => {
+                tracing::warn!(%error, "could not delete the member Lease; the others drop it when it goes stale")
             }
         }
     }
+}
 
-    /// Stops everything when this replica's Leases may soon be judged stale by the others.
-    fn check_deadlines(&self) {
-        let deadline = lease::renew_deadline(self.settings.duration);
-        if self.member_renewed.elapsed() > deadline {
-            give_up("could not renew the member Lease within its renew deadline");
-        }
-        if let Some((plugin, _)) = self.held.iter().find(|(_, h)| h.renewed.elapsed() > deadline) {
-            give_up(&format!("could not renew the fence of plugin {plugin} within its renew deadline"));
-        }
-    }
+fn is_conflict(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(e) if e.code == 409)
 }
 
 /// Ends the process, so that no reconcile here runs beside another replica's; the

@@ -209,12 +209,12 @@ impl ConfigMapSource {
         let mut retries = self.retries.take().expect("run once");
         let mut findings = self.findings.take().expect("run once");
         let mut quarantines = self.quarantines.subscribe();
-        let mut admissions = self.registry.admissions();
+        let mut moves = self.registry.moves();
         let mut listed: Option<HashSet<String>> = None;
         loop {
             tokio::select! {
                 Ok(()) = quarantines.changed() => self.show_quarantines().await,
-                admitted = admissions.recv() => self.admitted(admitted).await,
+                moved = moves.recv() => self.moved(moved).await,
                 Some((name, id, report)) = findings.recv() => self.shadow_found(&name, id, report).await,
                 event = events.next() => match event {
                     Some(Ok(watcher::Event::Init)) => listed = Some(HashSet::new()),
@@ -337,10 +337,10 @@ impl ConfigMapSource {
         }
     }
 
-    /// A version this source offered, parked until now, serves (`--shard`: this replica took
-    /// its plugin over).
-    async fn admitted(&mut self, admitted: Result<(String, Loaded), tokio::sync::broadcast::error::RecvError>) {
-        let Ok((source, loaded)) = admitted else { return };
+    /// A version this source offered serves here now, or no longer does (`--shard`: this
+    /// replica took its plugin over, or handed it to another).
+    async fn moved(&mut self, moved: Result<(String, Loaded), tokio::sync::broadcast::error::RecvError>) {
+        let Ok((source, loaded)) = moved else { return };
         let prefix = source_of(&self.namespace, "");
         let Some(name) = source.strip_prefix(&prefix) else { return };
         if let Ok(Some(cm)) = self.api.get_opt(name).await {

@@ -120,8 +120,21 @@ static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
 /// the deleted objects and previous states it had not delivered yet.
 pub struct Handover {
     running: Arc<RunningKeys>,
+    /// The stopped version's generation: the keys it still holds are its reconciles in flight.
+    generation: u64,
     primary: Gvk,
     remembered: Remembered,
+}
+
+impl Handover {
+    /// Waits until the stopped version's last reconcile has ended, however long past the
+    /// drain timeout that is: what must not overlap with another replica's reconciles of the
+    /// same plugin waits here (`--shard`).
+    pub async fn quiesced(&self) {
+        while !self.running.held_by(self.generation).is_empty() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
 }
 
 /// A controller with synced caches and a filling queue, not reconciling yet.
@@ -378,6 +391,7 @@ impl Controller {
         // Dropping `self` aborts the pumps and workers, which releases the informers.
         Handover {
             running: shared.running.get().cloned().unwrap_or_default(),
+            generation: shared.generation,
             primary: shared.manifest.primary.kind.clone(),
             remembered: shared.memory.hand_over(),
         }

@@ -374,6 +374,10 @@ async fn a_plugin_gets_managed_fields_only_when_it_keeps_them_and_the_last_appli
     .await;
     // The keeping plugin has an informer of its own: two watches of ConfigMaps in the
     // namespace, not one shared.
-    let watches = format!(r#"wasmloop_watches_active{{kind="v1/ConfigMap",namespace="{}"}}"#, ns.name);
+    let watches = format!(r#"wasmloop_watches_active{{kind="v1/ConfigMap",namespace="{}",view="full"}}"#, ns.name);
     assert_eq!(host.metric(&watches).await, 2.0);
+    // hostile declares Deployments metadata-only: watched as PartialObjectMetadata.
+    let deployments =
+        format!(r#"wasmloop_watches_active{{kind="apps/v1/Deployment",namespace="{}",view="metadata"}}"#, ns.name);
+    assert_eq!(host.metric(&deployments).await, 1.0);
 }

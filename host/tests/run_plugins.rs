@@ -162,7 +162,7 @@ async fn three_plugins_on_one_kind_share_one_watch() {
     // Plugins load one after another: wait for the last before counting watches.
     host.logged("wasmloop running").await;
     labelled_deployment(&ns, "shared").await;
-    let deployments = r#"{kind="apps/v1/Deployment",namespace=""}"#;
+    let deployments = r#"{kind="apps/v1/Deployment",namespace="",view="full"}"#;
     assert_eq!(host.metric(&format!("wasmloop_watches_active{deployments}")).await, 1.0);
     assert_eq!(host.metric(&format!("wasmloop_watches_started_total{deployments}")).await, 1.0);
     assert_eq!(host.metric(&format!("wasmloop_watch_relists_total{deployments}")).await, 1.0);
@@ -210,7 +210,7 @@ async fn metrics_move_as_reconciles_happen_and_the_probes_answer() {
         r#"wasmloop_plugin_loads_total{plugin="foo-deployment"} 1"#,
         r#"wasmloop_queue_depth{plugin="foo-deployment"}"#,
         r#"wasmloop_queue_retries_total{plugin="foo-deployment"}"#,
-        r#"wasmloop_watches_active{kind="samplecontroller.k8s.io/v1alpha1/Foo",namespace=""} 1"#,
+        r#"wasmloop_watches_active{kind="samplecontroller.k8s.io/v1alpha1/Foo",namespace="",view="full"} 1"#,
         "wasmloop_plugins_active 1",
         "wasmloop_leader 1",
         "# EOF",

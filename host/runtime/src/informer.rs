@@ -26,9 +26,10 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, ApiResource, DynamicObject};
+use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use tokio::sync::{broadcast, watch};
@@ -165,18 +166,47 @@ pub struct InformerScope {
     /// What it keeps of the fields informers strip; the default keeps neither, and is the
     /// informer every plugin that did not ask shares.
     pub kept: Kept,
+    /// Only the objects' metadata: a `PartialObjectMetadata` watch, for kinds plugins declare
+    /// metadata-only. The API server sends no spec or status, so none is decoded or kept.
+    pub metadata: bool,
 }
 
 impl InformerScope {
-    /// `kind` in `namespace`, stripped as by default.
+    /// `kind` in `namespace`, whole objects, stripped as by default.
     pub fn new(kind: Gvk, namespace: Option<String>) -> InformerScope {
-        InformerScope { kind, namespace, kept: Kept::default() }
+        InformerScope { kind, namespace, kept: Kept::default(), metadata: false }
     }
 }
 
 impl InformerScope {
     fn labels(&self) -> WatchLabels {
-        WatchLabels { kind: self.kind.to_string(), namespace: self.namespace.clone().unwrap_or_default() }
+        WatchLabels {
+            kind: self.kind.to_string(),
+            namespace: self.namespace.clone().unwrap_or_default(),
+            view: if self.metadata { "metadata" } else { "full" }.to_owned(),
+        }
+    }
+}
+
+/// How a watch fills its cache at first, and after each relist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InitialList {
+    /// A paged list (kube-runtime's 500 per page), then a watch: what every server serves.
+    Paged,
+    /// A streaming list (`sendInitialEvents`): the objects arrive one by one on the watch, so
+    /// no page of them is ever held at once. Only where the server serves it.
+    Streaming,
+}
+
+/// The initial list a server of this version serves: streaming from 1.32, where the
+/// `WatchList` feature is beta and on by default (managed clusters write the minor as `32+`),
+/// paged before. A server too old for it would ignore `sendInitialEvents` and never end the
+/// initial list, so anything unreadable is paged.
+pub fn initial_list(major: &str, minor: &str) -> InitialList {
+    let minor = minor.trim_end_matches('+');
+    match (major.parse::<u32>(), minor.parse::<u32>()) {
+        (Ok(major), Ok(minor)) if (major, minor) >= (1, 32) => InitialList::Streaming,
+        _ => InitialList::Paged,
     }
 }
 
@@ -186,12 +216,29 @@ pub struct Informers {
     kinds: Arc<Kinds>,
     live: Mutex<HashMap<InformerScope, Weak<Informer>>>,
     metrics: Arc<Metrics>,
+    /// Asked of the server once, at the first watch.
+    initial_list: tokio::sync::OnceCell<InitialList>,
 }
 
 impl Informers {
     /// A registry that starts watches with `client`, resolving kinds through `kinds`.
     pub fn new(client: Client, kinds: Arc<Kinds>, metrics: Arc<Metrics>) -> Informers {
-        Informers { client, kinds, live: Mutex::new(HashMap::new()), metrics }
+        Informers { client, kinds, live: Mutex::new(HashMap::new()), metrics, initial_list: Default::default() }
+    }
+
+    /// How watches list, by the server's version (paged when it cannot be read).
+    async fn initial_list(&self) -> InitialList {
+        *self
+            .initial_list
+            .get_or_init(|| async {
+                let chosen = match self.client.apiserver_version().await {
+                    Ok(info) => initial_list(&info.major, &info.minor),
+                    Err(_) => InitialList::Paged,
+                };
+                tracing::info!(?chosen, "initial lists of the informers");
+                chosen
+            })
+            .await
     }
 
     /// The informer for `scope`, started if nobody holds it yet.
@@ -204,12 +251,14 @@ impl Informers {
         }
         let resolved = self.kinds.resolve(&scope.kind).await?;
         let (resource, namespaced) = (resolved.resource, resolved.namespaced);
+        let list = self.initial_list().await;
         let mut live = self.live.lock().expect("lock");
         // Another caller may have started it while we ran discovery.
         if let Some(existing) = live.get(scope).and_then(Weak::upgrade) {
             return Ok(existing);
         }
-        let informer = Informer::start(self.client.clone(), scope.clone(), resource, namespaced, self.metrics.clone());
+        let informer =
+            Informer::start(self.client.clone(), scope.clone(), (resource, namespaced), list, self.metrics.clone());
         live.insert(scope.clone(), Arc::downgrade(&informer));
         Ok(informer)
     }
@@ -230,6 +279,21 @@ fn key_of(object: &DynamicObject) -> Key {
     (object.namespace().unwrap_or_default(), object.name_any())
 }
 
+/// A metadata watch's object as the informer keeps any object: type and metadata, no data.
+fn whole(partial: PartialObjectMeta<DynamicObject>) -> DynamicObject {
+    DynamicObject { types: partial.types, metadata: partial.metadata, data: serde_json::json!({}) }
+}
+
+fn whole_event(event: watcher::Event<PartialObjectMeta<DynamicObject>>) -> watcher::Event<DynamicObject> {
+    match event {
+        watcher::Event::Apply(o) => watcher::Event::Apply(whole(o)),
+        watcher::Event::Delete(o) => watcher::Event::Delete(whole(o)),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(whole(o)),
+        watcher::Event::InitDone => watcher::Event::InitDone,
+    }
+}
+
 fn entry(object: DynamicObject, resource: &ApiResource, kept: Kept) -> Option<Arc<Entry>> {
     Entry::new(object, resource, kept).map(Arc::new)
 }
@@ -245,19 +309,38 @@ impl Informer {
     fn start(
         client: Client,
         scope: InformerScope,
-        resource: ApiResource,
-        namespaced: bool,
+        (resource, namespaced): (ApiResource, bool),
+        list: InitialList,
         metrics: Arc<Metrics>,
     ) -> Arc<Informer> {
-        let api: Api<DynamicObject> = match (&scope.namespace, namespaced) {
-            (Some(ns), true) => Api::namespaced_with(client, ns, &resource),
-            _ => Api::all_with(client, &resource),
+        let config = match list {
+            InitialList::Paged => watcher::Config::default(),
+            InitialList::Streaming => watcher::Config::default().streaming_lists(),
+        };
+        let namespace = scope.namespace.clone().filter(|_| namespaced);
+        // A metadata-only scope asks for `PartialObjectMetadata` (kube sends the Accept header
+        // for it); the events become objects with no data, as the cache keeps any object.
+        let events = match scope.metadata {
+            true => {
+                let api: Api<PartialObjectMeta<DynamicObject>> = match &namespace {
+                    Some(ns) => Api::namespaced_with(client, ns, &resource),
+                    None => Api::all_with(client, &resource),
+                };
+                watcher(api, config).map_ok(whole_event).default_backoff().boxed()
+            }
+            false => {
+                let api: Api<DynamicObject> = match &namespace {
+                    Some(ns) => Api::namespaced_with(client, ns, &resource),
+                    None => Api::all_with(client, &resource),
+                };
+                watcher(api, config).default_backoff().boxed()
+            }
         };
         let informer = Arc::new(Informer::unstarted(scope, namespaced, metrics.clone()));
         metrics.watch_started(&informer.scope.labels());
         let weak = Arc::downgrade(&informer);
         let task = tokio::spawn(async move {
-            let mut events = watcher(api, watcher::Config::default()).default_backoff().boxed();
+            let mut events = events;
             let mut relist: Option<HashMap<Key, Arc<Entry>>> = None;
             while let Some(event) = events.next().await {
                 let Some(informer) = weak.upgrade() else { return };
@@ -493,6 +576,22 @@ mod tests {
             informer.apply(watcher::Event::InitApply(configmap(resource, name, version)), resource, &mut buffer);
         }
         informer.apply(watcher::Event::InitDone, resource, &mut buffer);
+    }
+
+    #[test]
+    fn lists_stream_only_where_the_server_serves_it() {
+        let cases = [
+            ("1", "20", InitialList::Paged),
+            ("1", "31", InitialList::Paged),
+            ("1", "32", InitialList::Streaming),
+            ("1", "33+", InitialList::Streaming),
+            ("2", "0", InitialList::Streaming),
+            ("1", "", InitialList::Paged),
+            ("x", "40", InitialList::Paged),
+        ];
+        for (major, minor, want) in cases {
+            assert_eq!(initial_list(major, minor), want, "{major}.{minor}");
+        }
     }
 
     #[test]

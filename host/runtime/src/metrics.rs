@@ -50,13 +50,16 @@ struct ActionLabels {
     verb: String,
 }
 
-/// One watch: a kind in a namespace ("" for all namespaces or a cluster-scoped kind).
+/// One watch: a kind in a namespace ("" for all namespaces or a cluster-scoped kind), of whole
+/// objects or their metadata only.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WatchLabels {
     /// The kind, as `group/version/Kind`.
     pub kind: String,
     /// The namespace, empty for all.
     pub namespace: String,
+    /// `full`, or `metadata` for a `PartialObjectMetadata` watch.
+    pub view: String,
 }
 
 /// A plugin and the replica that runs it (`--shard`).

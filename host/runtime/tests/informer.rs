@@ -52,7 +52,7 @@ async fn two_holders_of_one_kind_and_scope_share_one_watch() {
     let a = informers.acquire(&configmaps(&ns)).await.unwrap();
     let b = informers.acquire(&configmaps(&ns)).await.unwrap();
     assert!(Arc::ptr_eq(&a, &b));
-    let series = |name: &str| format!(r#"wasmloop_{name}{{kind="v1/ConfigMap",namespace="{}"}}"#, ns.name);
+    let series = |name: &str| format!(r#"wasmloop_{name}{{kind="v1/ConfigMap",namespace="{}",view="full"}}"#, ns.name);
     let text = metrics.encode();
     assert!(text.contains(&format!("{} 1\n", series("watches_started_total"))), "{text}");
     assert!(text.contains(&format!("{} 1\n", series("watches_active"))), "{text}");

@@ -122,6 +122,10 @@ struct Coordinator {
     renewals: Renewals,
     /// Set at shutdown: hand everything over, take nothing.
     leaving: bool,
+    /// When this replica joined: it takes nothing for two ticks, so that replicas started
+    /// together see each other first instead of one taking everything and handing most of it
+    /// back (the memory such a start touches is not all given back to the system).
+    joined: Instant,
 }
 
 /// A replica's part in the shard; [`Shard::leave`] hands its plugins over at shutdown.
@@ -161,6 +165,7 @@ pub async fn join(
         held: HashMap::new(),
         renewals: renewals.clone(),
         leaving: false,
+        joined: Instant::now(),
     };
     let member = coordinator.settings.member_lease();
     coordinator.renew(&member, "member", None).await.with_context(|| {
@@ -313,7 +318,8 @@ impl Coordinator {
         for plugin in held {
             self.keep_or_hand_over(&plugin, mine.contains(plugin.as_str()), fence(&plugin)).await;
         }
-        for plugin in mine {
+        let settling = self.joined.elapsed() < 2 * self.settings.tick();
+        for plugin in mine.into_iter().filter(|_| !settling) {
             if !self.held.contains_key(plugin) {
                 self.try_take(plugin, fence(plugin), now).await;
             }

@@ -151,7 +151,12 @@ mod tests {
                 namespaces.sort_unstable();
                 namespaces.dedup();
                 for ns in namespaces.into_iter().rev() {
-                    let scope = InformerScope { kind: gvk.clone(), namespace: Some(ns.to_owned()), kept: kept(*kind) };
+                    let scope = InformerScope {
+                        kind: gvk.clone(),
+                        namespace: Some(ns.to_owned()),
+                        kept: kept(*kind),
+                        metadata: false,
+                    };
                     let informer = Informer::detached(scope, true);
                     let mine: Vec<serde_json::Value> =
                         objects.iter().filter(|o| namespace_of(o) == Some(ns)).cloned().collect();
@@ -159,7 +164,7 @@ mod tests {
                     informers.push(informer);
                 }
             }
-            let scope = InformerScope { kind: gvk, namespace: None, kept: kept(*kind) };
+            let scope = InformerScope { kind: gvk, namespace: None, kept: kept(*kind), metadata: false };
             let informer = Informer::detached(scope, kind.namespaced);
             informer.relist_json(objects);
             informers.push(informer);

@@ -229,10 +229,13 @@ impl Controller {
         }
         // A plugin that keeps managedFields or last-applied of a kind gets an informer of its
         // own for it; the rest share the stripped one.
+        // A metadata-only kind is watched as metadata, shared with other plugins that
+        // declare it so, apart from those that read it whole.
         let scope = |kind: &Gvk, namespace: Option<String>| InformerScope {
             kind: kind.clone(),
             namespace,
             kept: manifest.kept(kind),
+            metadata: manifest.is_metadata_only(kind),
         };
         let discovery = |source| StartError::Discovery { plugin: manifest.name.clone(), source };
         let primary = informers.acquire(&scope(&manifest.primary.kind, namespace.clone())).await.map_err(discovery)?;

@@ -155,17 +155,21 @@ async fn labelled_deployment(ns: &wasmloop_testenv::TestNamespace, name: &str) {
 }
 
 #[tokio::test]
-async fn three_plugins_on_one_kind_share_one_watch() {
+async fn plugins_on_one_kind_share_one_watch_per_view() {
     let ns = shared().namespace("share-watch").await.unwrap();
     ns.install_crd(std::path::Path::new(common::FOO_CRD)).await;
     let (host, _config) = three_plugins_on_deployments();
     // Plugins load one after another: wait for the last before counting watches.
     host.logged("wasmloop running").await;
     labelled_deployment(&ns, "shared").await;
+    // foo-deployment (owns) and labeler (primary) read Deployments whole: one watch.
     let deployments = r#"{kind="apps/v1/Deployment",namespace="",view="full"}"#;
     assert_eq!(host.metric(&format!("wasmloop_watches_active{deployments}")).await, 1.0);
     assert_eq!(host.metric(&format!("wasmloop_watches_started_total{deployments}")).await, 1.0);
     assert_eq!(host.metric(&format!("wasmloop_watch_relists_total{deployments}")).await, 1.0);
+    // hostile declares them metadata-only: a PartialObjectMetadata watch of its own.
+    let metadata = r#"{kind="apps/v1/Deployment",namespace="",view="metadata"}"#;
+    assert_eq!(host.metric(&format!("wasmloop_watches_active{metadata}")).await, 1.0);
     assert_eq!(host.metric("wasmloop_plugins_active").await, 3.0);
 }
 

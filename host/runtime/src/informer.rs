@@ -198,14 +198,16 @@ pub enum InitialList {
     Streaming,
 }
 
-/// The initial list a server of this version serves: streaming from 1.32, where the
-/// `WatchList` feature is beta and on by default (managed clusters write the minor as `32+`),
-/// paged before. A server too old for it would ignore `sendInitialEvents` and never end the
-/// initial list, so anything unreadable is paged.
+/// The initial list a server of this version serves: streaming from 1.34, where the
+/// `WatchList` feature is on by default (it was beta and on in 1.32, off again in 1.33;
+/// managed clusters write the minor as `34+`), paged before. A server too old for it would
+/// ignore `sendInitialEvents` and never end the initial list, so anything unreadable is
+/// paged; a newer server with the feature turned off refuses the watch, and that informer
+/// falls back to paged lists (see `Informer::start`).
 pub fn initial_list(major: &str, minor: &str) -> InitialList {
     let minor = minor.trim_end_matches('+');
     match (major.parse::<u32>(), minor.parse::<u32>()) {
-        (Ok(major), Ok(minor)) if (major, minor) >= (1, 32) => InitialList::Streaming,
+        (Ok(major), Ok(minor)) if (major, minor) >= (1, 34) => InitialList::Streaming,
         _ => InitialList::Paged,
     }
 }
@@ -284,6 +286,17 @@ fn whole(partial: PartialObjectMeta<DynamicObject>) -> DynamicObject {
     DynamicObject { types: partial.types, metadata: partial.metadata, data: serde_json::json!({}) }
 }
 
+/// True when the server refused a watch's request as invalid (400, 422): what a server with
+/// `WatchList` turned off answers `sendInitialEvents`.
+fn refused(error: &watcher::Error) -> bool {
+    match error {
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status)) => matches!(status.code, 400 | 422),
+        watcher::Error::WatchError(status) => matches!(status.code, 400 | 422),
+        _ => false,
+    }
+}
+
 fn whole_event(event: watcher::Event<PartialObjectMeta<DynamicObject>>) -> watcher::Event<DynamicObject> {
     match event {
         watcher::Event::Apply(o) => watcher::Event::Apply(whole(o)),
@@ -313,39 +326,49 @@ impl Informer {
         list: InitialList,
         metrics: Arc<Metrics>,
     ) -> Arc<Informer> {
-        let config = match list {
-            InitialList::Paged => watcher::Config::default(),
-            InitialList::Streaming => watcher::Config::default().streaming_lists(),
-        };
         let namespace = scope.namespace.clone().filter(|_| namespaced);
+        let metadata = scope.metadata;
+        let watched = resource.clone();
         // A metadata-only scope asks for `PartialObjectMetadata` (kube sends the Accept header
         // for it); the events become objects with no data, as the cache keeps any object.
-        let events = match scope.metadata {
-            true => {
-                let api: Api<PartialObjectMeta<DynamicObject>> = match &namespace {
-                    Some(ns) => Api::namespaced_with(client, ns, &resource),
-                    None => Api::all_with(client, &resource),
-                };
-                watcher(api, config).map_ok(whole_event).default_backoff().boxed()
-            }
-            false => {
-                let api: Api<DynamicObject> = match &namespace {
-                    Some(ns) => Api::namespaced_with(client, ns, &resource),
-                    None => Api::all_with(client, &resource),
-                };
-                watcher(api, config).default_backoff().boxed()
+        let watch = move |list: InitialList| {
+            let config = match list {
+                InitialList::Paged => watcher::Config::default(),
+                InitialList::Streaming => watcher::Config::default().streaming_lists(),
+            };
+            match metadata {
+                true => {
+                    let api: Api<PartialObjectMeta<DynamicObject>> = match &namespace {
+                        Some(ns) => Api::namespaced_with(client.clone(), ns, &watched),
+                        None => Api::all_with(client.clone(), &watched),
+                    };
+                    watcher(api, config).map_ok(whole_event).default_backoff().boxed()
+                }
+                false => {
+                    let api: Api<DynamicObject> = match &namespace {
+                        Some(ns) => Api::namespaced_with(client.clone(), ns, &watched),
+                        None => Api::all_with(client.clone(), &watched),
+                    };
+                    watcher(api, config).default_backoff().boxed()
+                }
             }
         };
         let informer = Arc::new(Informer::unstarted(scope, namespaced, metrics.clone()));
         metrics.watch_started(&informer.scope.labels());
         let weak = Arc::downgrade(&informer);
         let task = tokio::spawn(async move {
-            let mut events = events;
+            let (mut list, mut events) = (list, watch(list));
             let mut relist: Option<HashMap<Key, Arc<Entry>>> = None;
             while let Some(event) = events.next().await {
                 let Some(informer) = weak.upgrade() else { return };
                 match event {
                     Ok(event) => informer.apply(event, &resource, &mut relist),
+                    // A server that turned `WatchList` off refuses `sendInitialEvents`: list
+                    // in pages instead, for good.
+                    Err(error) if list == InitialList::Streaming && refused(&error) => {
+                        tracing::warn!(kind = %informer.scope.kind, %error, "the server refuses streaming lists; listing in pages");
+                        (list, events) = (InitialList::Paged, watch(InitialList::Paged));
+                    }
                     Err(error) => {
                         tracing::warn!(kind = %informer.scope.kind, %error, "watch failed; retrying with backoff")
                     }
@@ -582,9 +605,10 @@ mod tests {
     fn lists_stream_only_where_the_server_serves_it() {
         let cases = [
             ("1", "20", InitialList::Paged),
-            ("1", "31", InitialList::Paged),
-            ("1", "32", InitialList::Streaming),
-            ("1", "33+", InitialList::Streaming),
+            ("1", "32", InitialList::Paged),
+            ("1", "33", InitialList::Paged),
+            ("1", "34", InitialList::Streaming),
+            ("1", "35+", InitialList::Streaming),
             ("2", "0", InitialList::Streaming),
             ("1", "", InitialList::Paged),
             ("x", "40", InitialList::Paged),

@@ -286,6 +286,10 @@ struct Gate {
     parked: HashMap<String, Parked>,
     /// The plugins serving at the last look at the slots ([`Registry::known`]).
     serving: Vec<String>,
+    /// Versions stopped without a successor here (their source removed, or offering another
+    /// plugin), by plugin: reconciles past the drain time may still run, and a hand-over to
+    /// another replica, or a new start here, waits for them.
+    retired: HashMap<String, Vec<Handover>>,
 }
 
 /// The running plugins of one host, by name.
@@ -421,13 +425,15 @@ impl Registry {
 
     /// Stops running plugin `name` here and parks its version: another replica is to run it.
     /// Returns once it stopped taking work (its reconciles in flight given the drain time); the
-    /// handover it returns, when it ran, says when the last of them has ended
-    /// ([`Handover::quiesced`]), which a caller handing the plugin to another process waits for.
-    pub async fn evict(&self, name: &str) -> Option<Handover> {
+    /// hand-overs it returns (of this version, and of any stopped here without a successor)
+    /// say when the last of them has ended ([`Handover::quiesced`]), which a caller handing
+    /// the plugin to another process waits for.
+    pub async fn evict(&self, name: &str) -> Vec<Handover> {
         let mut slots = self.slots.lock().await;
-        let gate = self.gate.as_ref()?;
+        let Some(gate) = self.gate.as_ref() else { return Vec::new() };
         gate.lock().expect("lock").admitted.remove(name);
-        let slot = slots.remove(name)?;
+        let mut handovers = self.take_retired(name);
+        let Some(slot) = slots.remove(name) else { return handovers };
         self.context.metrics.plugins_active(slots.len());
         let plugin = slot.controller.plugin().with_limits(slot.controller.plugin().limits());
         let digest = slot.digest.clone();
@@ -438,7 +444,20 @@ impl Registry {
         let parked = Parked { offer, plugin, config: slot.config };
         gate.lock().expect("lock").parked.insert(slot.source.clone(), parked);
         let _ = self.moves.send((slot.source, Loaded::Parked { name: name.to_owned(), digest }));
-        Some(handover)
+        handovers.push(handover);
+        handovers
+    }
+
+    /// The hand-overs of versions of `name` stopped here without a successor (see
+    /// [`Registry::evict`]); whoever takes them waits for them.
+    pub fn take_retired(&self, name: &str) -> Vec<Handover> {
+        self.gate.as_ref().and_then(|g| g.lock().expect("lock").retired.remove(name)).unwrap_or_default()
+    }
+
+    fn retire(&self, name: &str, handover: Handover) {
+        if let Some(gate) = &self.gate {
+            gate.lock().expect("lock").retired.entry(name.to_owned()).or_default().push(handover);
+        }
     }
 
     /// Every plugin this replica knows a valid version of, running, admitted (perhaps starting)
@@ -640,9 +659,10 @@ impl Registry {
         serving: Option<String>,
     ) -> Loaded {
         let (name, digest) = (plugin.manifest().name.clone(), version_digest(plugin.digest(), config.as_deref()));
-        if let Some(old) = serving.and_then(|old| slots.remove(&old)) {
+        if let Some((old_name, old)) = serving.and_then(|old| slots.remove(&old).map(|slot| (old, slot))) {
             self.context.metrics.plugins_active(slots.len());
-            old.controller.shut_down(self.drain).await;
+            let handover = old.controller.shut_down(self.drain).await;
+            self.retire(&old_name, handover);
         }
         let gate = self.gate.as_ref().expect("only a gated registry parks");
         gate.lock().expect("lock").parked.insert(offer.source.clone(), Parked { offer, plugin, config });
@@ -790,10 +810,11 @@ impl Registry {
     /// are released when no other plugin holds them. Returns the plugin's name.
     pub async fn remove(&self, source: &str) -> Option<String> {
         let mut slots = self.slots.lock().await;
-        if let Some(gate) = &self.gate {
-            gate.lock().expect("lock").parked.remove(source);
-        }
-        let name = slots.iter().find(|(_, s)| s.source == source).map(|(n, _)| n.clone())?;
+        let parked = self.gate.as_ref().and_then(|g| g.lock().expect("lock").parked.remove(source));
+        let Some(name) = slots.iter().find(|(_, s)| s.source == source).map(|(n, _)| n.clone()) else {
+            // Only parked here: gone all the same, and whatever waited for its name may load.
+            return parked.map(|p| p.plugin.manifest().name.clone());
+        };
         let slot = slots.remove(&name).expect("found above");
         if let Some(gate) = &self.gate {
             // Gone, not moved: a later offer of the name is parked and assigned afresh.
@@ -802,7 +823,8 @@ impl Registry {
         self.context.metrics.plugins_active(slots.len());
         // Under the lock: a new version from the same source must not start before this
         // one's reconciles have finished.
-        slot.controller.shut_down(self.drain).await;
+        let handover = slot.controller.shut_down(self.drain).await;
+        self.retire(&name, handover);
         self.context.metrics.plugin_stopped(&name);
         self.vacate(source);
         Some(name)

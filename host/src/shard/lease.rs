@@ -82,15 +82,16 @@ pub fn name_segment(identity: &str) -> String {
 }
 
 /// A plugin's key in its fence's name and label: the name itself when it is a valid label
-/// value (plugin names may start or end with `-`, label values may not), else `x` and 16 hex
-/// digits of its SHA-256, which no valid plugin name of that shape can equal.
+/// value (plugin names may start or end with `-`, label values may not), else `x.` and 16 hex
+/// digits of its SHA-256: a dot is valid in both, and in no plugin name, so no plugin can
+/// take another's key.
 pub fn plugin_key(plugin: &str) -> String {
     let edges_ok = plugin.starts_with(|c: char| c.is_ascii_alphanumeric())
         && plugin.ends_with(|c: char| c.is_ascii_alphanumeric());
     if edges_ok && plugin.len() <= 63 {
         plugin.to_owned()
     } else {
-        format!("x{}-", &wasmloop_sandbox::digest(plugin.as_bytes())[..16]).trim_end_matches('-').to_owned() + "h"
+        format!("x.{}", &wasmloop_sandbox::digest(plugin.as_bytes())[..16])
     }
 }
 
@@ -147,7 +148,7 @@ mod tests {
         assert_eq!(plugin_key("a-1"), "a-1");
         for odd in ["-edge", "edge-", "-"] {
             let key = plugin_key(odd);
-            assert!(key.starts_with('x') && key.ends_with('h') && key.len() == 18, "{odd}: {key}");
+            assert!(key.starts_with("x.") && key.len() == 18, "{odd}: {key}");
         }
         assert_ne!(plugin_key("edge-"), plugin_key("-edge"));
     }

@@ -242,6 +242,15 @@ impl Settings {
     fn renew_every(&self) -> Duration {
         self.duration / 6
     }
+
+    /// How long `lease` must go unchanged to be stale: the longer of this replica's duration
+    /// and the one its holder wrote, so that a rollout changing `--lease-duration-seconds`
+    /// never judges a holder by a shorter Lease than it renews by.
+    fn judged(&self, lease: Option<&Lease>) -> Duration {
+        let written = lease.and_then(|l| l.spec.as_ref()).and_then(|s| s.lease_duration_seconds);
+        let written = written.and_then(|s| u64::try_from(s).ok()).map(Duration::from_secs).unwrap_or_default();
+        self.duration.max(written.min(Duration::from_secs(3600)))
+    }
 }
 
 impl Coordinator {
@@ -287,11 +296,12 @@ impl Coordinator {
                 self.seen.see(name, version, now);
             }
         }
-        let duration = self.settings.duration;
         let mut members: Vec<String> = leases
             .iter()
             .filter(|l| label(l, ROLE_LABEL) == Some("member"))
-            .filter(|l| l.metadata.name.as_deref().is_some_and(|n| self.seen.fresh(n, now, duration)))
+            .filter(|l| {
+                l.metadata.name.as_deref().is_some_and(|n| self.seen.fresh(n, now, self.settings.judged(Some(l))))
+            })
             .filter_map(|l| holder(l).filter(|h| !h.is_empty()).map(str::to_owned))
             .collect();
         if !members.contains(&self.settings.identity) {
@@ -338,7 +348,7 @@ impl Coordinator {
                 // A start in progress ends first, so the stop finds what it started; and the
                 // fence goes only once its last reconcile has ended, drain timeout or not.
                 let _ = start.await;
-                if let Some(handover) = registry.evict(&name).await {
+                for handover in registry.evict(&name).await {
                     handover.quiesced().await;
                 }
             }));
@@ -370,6 +380,10 @@ impl Coordinator {
         let (registry, metrics, replica, name) =
             (self.registry.clone(), self.metrics.clone(), self.settings.identity.clone(), plugin.to_owned());
         tokio::spawn(async move {
+            // Reconciles of a version stopped here without a successor end first.
+            for handover in registry.take_retired(&name) {
+                handover.quiesced().await;
+            }
             let mut serving = false;
             for (source, result) in registry.admit(&name).await {
                 match result {
@@ -390,7 +404,7 @@ impl Coordinator {
     /// the plugin.
     async fn try_take(&mut self, plugin: &str, fence: Option<&Lease>, now: Instant) {
         let name = self.settings.fence_lease(plugin);
-        let fresh = self.seen.fresh(&name, now, self.settings.duration);
+        let fresh = self.seen.fresh(&name, now, self.settings.judged(fence));
         if fence.is_some() && lease::step(fence.and_then(holder), &self.settings.process, fresh) == Step::Wait {
             return;
         }
@@ -441,7 +455,7 @@ impl Coordinator {
             Err(error) => {
                 // Still held, still renewed: the next tick tries again.
                 tracing::warn!(%plugin, %error, "could not release the plugin's fence; trying again");
-                if let Err(error) = self.renew_from(&name, "fence", Some(plugin), None).await {
+                if let Err(error) = self.renew(&name, "fence", Some(plugin)).await {
                     tracing::warn!(%plugin, %error, "could not renew the plugin's fence");
                 }
             }

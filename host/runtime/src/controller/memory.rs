@@ -49,6 +49,11 @@ impl RunningKeys {
         }
     }
 
+    /// True when no version holds a key.
+    pub(super) fn is_empty(&self) -> bool {
+        self.0.lock().expect("lock").is_empty()
+    }
+
     /// The keys `generation` still holds.
     pub(super) fn held_by(&self, generation: u64) -> Vec<String> {
         let keys = self.0.lock().expect("lock");

@@ -120,18 +120,17 @@ static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
 /// the deleted objects and previous states it had not delivered yet.
 pub struct Handover {
     running: Arc<RunningKeys>,
-    /// The stopped version's generation: the keys it still holds are its reconciles in flight.
-    generation: u64,
     primary: Gvk,
     remembered: Remembered,
 }
 
 impl Handover {
-    /// Waits until the stopped version's last reconcile has ended, however long past the
-    /// drain timeout that is: what must not overlap with another replica's reconciles of the
-    /// same plugin waits here (`--shard`).
+    /// Waits until the last reconcile of the stopped version, and of every earlier version it
+    /// succeeded, has ended, however long past the drain timeout that is: what must not
+    /// overlap with another replica's reconciles of the same plugin waits here (`--shard`).
+    /// Versions of one plugin share the set, and no newer one runs once this one stopped.
     pub async fn quiesced(&self) {
-        while !self.running.held_by(self.generation).is_empty() {
+        while !self.running.is_empty() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
@@ -394,7 +393,6 @@ impl Controller {
         // Dropping `self` aborts the pumps and workers, which releases the informers.
         Handover {
             running: shared.running.get().cloned().unwrap_or_default(),
-            generation: shared.generation,
             primary: shared.manifest.primary.kind.clone(),
             remembered: shared.memory.hand_over(),
         }

@@ -54,8 +54,18 @@ impl OfflineCache {
 }
 
 /// Strips `value` as the host's informers would for `manifest`; true when it removed anything.
-pub fn strip_for(manifest: &Manifest, object: &Object, value: &mut Value) -> bool {
+fn strip_for(manifest: &Manifest, object: &Object, value: &mut Value) -> bool {
     wasmloop_contract::cache::strip(value, manifest.kept(&object.gvk()))
+}
+
+/// `object` as the host's informers would hand it to a plugin with `manifest` (the request's
+/// primary, children and previous state come from them too).
+pub fn strip_object(manifest: &Manifest, object: &mut Object) {
+    if let Ok(mut value) = serde_json::from_str::<Value>(&object.json)
+        && strip_for(manifest, object, &mut value)
+    {
+        object.json = value.to_string();
+    }
 }
 
 impl HostServices for OfflineCache {

@@ -373,7 +373,8 @@ async fn a_plugin_gets_managed_fields_only_when_it_keeps_them_and_the_last_appli
     })
     .await;
     // The keeping plugin has an informer of its own: two watches of ConfigMaps in the
-    // namespace, not one shared.
+    // namespace, not one shared. Plugins load one after another: count once both have.
+    host.logged("wasmloop running").await;
     let watches = format!(r#"wasmloop_watches_active{{kind="v1/ConfigMap",namespace="{}",view="full"}}"#, ns.name);
     assert_eq!(host.metric(&watches).await, 2.0);
     // hostile declares Deployments metadata-only: watched as PartialObjectMetadata.

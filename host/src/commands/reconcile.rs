@@ -59,14 +59,6 @@ pub(super) fn run(args: &ReconcileArgs) -> anyhow::Result<ExitCode> {
     common::block_on(reconcile(args, &sandbox, request, cache))?
 }
 
-fn strip_object(manifest: &wasmloop_sandbox::Manifest, object: &mut wasmloop_sandbox::Object) {
-    if let Ok(mut value) = serde_json::from_str::<Value>(&object.json)
-        && crate::offline_cache::strip_for(manifest, object, &mut value)
-    {
-        object.json = value.to_string();
-    }
-}
-
 async fn reconcile(
     args: &ReconcileArgs,
     sandbox: &wasmloop_sandbox::Sandbox,
@@ -77,7 +69,7 @@ async fn reconcile(
     // What the host's informers would hand this plugin.
     cache.strip_for(plugin.manifest());
     for object in std::iter::once(&mut request.object).chain(&mut request.owned).chain(&mut request.previous) {
-        strip_object(plugin.manifest(), object);
+        crate::offline_cache::strip_object(plugin.manifest(), object);
     }
     let primary_kind = &plugin.manifest().primary.kind;
     if request.object.gvk() != *primary_kind {

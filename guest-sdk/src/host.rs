@@ -180,6 +180,15 @@ mod imp {
         Object::from_parts(api_version, kind, name, namespace, uid, value.to_string())
     }
 
+    /// False for an object of a kind the plugin declares only under selected watches that no
+    /// selector selects: the host watches such a kind through the selectors, so never holds it.
+    fn held(manifest: &Manifest, o: &Object) -> bool {
+        let Some(kind) = manifest.declared_kinds().find(|k| k.matches(&o.api_version, &o.kind)) else { return true };
+        let visible = manifest.visible(kind);
+        visible == wasmloop_contract::cache::Visible::All
+            || serde_json::from_str::<Value>(o.json()).is_ok_and(|value| visible.admits(&value))
+    }
+
     /// One object per kind, namespace and name, the last given: a cache holds each object once,
     /// at its latest state, however often a test seeds it (owned and cached, say).
     fn last_of_each(cache: Vec<Object>) -> Vec<Object> {
@@ -200,7 +209,8 @@ mod imp {
         cache: Vec<Object>,
         f: impl FnOnce() -> T,
     ) -> (T, Vec<(Level, String)>, Option<String>) {
-        let cache = last_of_each(cache).into_iter().map(|o| as_cached(&manifest, o)).collect();
+        let cache =
+            last_of_each(cache).into_iter().filter(|o| held(&manifest, o)).map(|o| as_cached(&manifest, o)).collect();
         HOST.with(|h| *h.borrow_mut() = Some(NativeHost { manifest, cache, logs: Vec::new(), undeclared: None }));
         let out = f();
         let host = HOST.with(|h| h.borrow_mut().take());
@@ -215,12 +225,14 @@ pub(crate) use imp::*;
 mod conformance {
     use serde_json::Value;
     use wasmloop_contract::cache::ListKey;
-    use wasmloop_contract::conformance::{CacheUnderTest, KEEPS, KINDS, Kind, METADATA_ONLY, Page, Refused, run};
+    use wasmloop_contract::conformance::{
+        CacheUnderTest, KEEPS, KINDS, Kind, METADATA_ONLY, Page, Refused, WATCHED, run,
+    };
 
     use super::imp;
     use crate::abi::CacheError;
     use crate::kind::Gvk;
-    use crate::manifest::Manifest;
+    use crate::manifest::{KindSelector, Manifest};
     use crate::request::Object;
 
     /// The test host, installed around each question as `TestCase` installs it around a run.
@@ -277,6 +289,14 @@ mod conformance {
         manifest.reads = KINDS[1..].iter().map(|k| gvk(*k)).collect();
         manifest.metadata_only = METADATA_ONLY.iter().map(|k| gvk(*k)).collect();
         manifest.keeps = KEEPS.iter().map(|(k, kept)| (gvk(*k), *kept)).collect();
+        manifest.watches = WATCHED
+            .iter()
+            .map(|(k, namespace, selector)| KindSelector {
+                kind: gvk(*k),
+                namespace: namespace.map(Into::into),
+                label_selector: Some((*selector).into()),
+            })
+            .collect();
         run(|seed| TestHost {
             manifest: manifest.clone(),
             cache: seed

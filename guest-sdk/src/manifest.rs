@@ -213,6 +213,11 @@ impl Manifest {
     }
 
     /// Declares a watched related kind; changes reach [`crate::Reconciler::map`].
+    ///
+    /// A kind declared only under watches, each time with a label selector, is watched
+    /// through the selectors: the host caches only what they select, so [`crate::cache`]
+    /// finds nothing else of it (nor does `TestCase`), and an object that stops matching
+    /// reaches `map` as deleted. Declare it under `reads` too to read all of it.
     #[must_use]
     pub fn watches(mut self, selector: KindSelector) -> Self {
         self.watches.push(selector);
@@ -340,7 +345,11 @@ fn kind_ref(g: &Gvk) -> contract::KindRef<'_> {
 }
 
 fn selector_view(s: &KindSelector) -> contract::SelectorView<'_> {
-    contract::SelectorView { kind: kind_ref(&s.kind), label_selector: s.label_selector.as_deref() }
+    contract::SelectorView {
+        kind: kind_ref(&s.kind),
+        namespace: s.namespace.as_deref(),
+        label_selector: s.label_selector.as_deref(),
+    }
 }
 
 impl Manifest {
@@ -350,7 +359,18 @@ impl Manifest {
     /// # Errors
     /// The host's sentence naming the first invalid field.
     pub fn validate(&self) -> Result<(), String> {
-        let view = contract::ManifestView {
+        contract::validate(&self.view())
+    }
+
+    /// Which objects of `kind` the host's cache holds for this plugin: whole, or only what
+    /// its watches of the kind select ([`wasmloop_contract::cache::Visible`]). `TestCase`
+    /// drops the rest of a test's cache, as the host would never see them.
+    pub fn visible(&self, kind: &Gvk) -> wasmloop_contract::cache::Visible {
+        self.view().visible(&kind_ref(kind))
+    }
+
+    fn view(&self) -> contract::ManifestView<'_> {
+        contract::ManifestView {
             name: &self.name,
             primary: selector_view(&self.primary),
             owns: self.owns.iter().map(kind_ref).collect(),
@@ -375,7 +395,6 @@ impl Manifest {
             keeps: self.keeps.iter().map(|(k, kept)| contract::KeepView { kind: kind_ref(k), kept: *kept }).collect(),
             finalizer: self.finalizer.as_deref(),
             settings: self.settings,
-        };
-        contract::validate(&view)
+        }
     }
 }

@@ -33,14 +33,27 @@ impl OfflineCache {
         self.objects.push((object, value));
     }
 
-    /// Strips every object as the host's informers strip them for a plugin with `manifest`:
-    /// `managedFields` and the last-applied annotation go, unless it keeps them for the kind.
-    pub fn strip_for(&mut self, manifest: &Manifest) {
+    /// Holds what the host's informers would hold for a plugin with `manifest`: objects of a
+    /// kind it declares only under selected watches go unless a selector selects them
+    /// (`wasmloop_contract::cache::Visible`), and every object is stripped of `managedFields`
+    /// and the last-applied annotation unless it keeps them for the kind. Returns the objects
+    /// dropped, as `kind namespace/name`, for the user who passed them.
+    pub fn hold_for(&mut self, manifest: &Manifest) -> Vec<String> {
+        let mut dropped = Vec::new();
+        self.objects.retain(|(object, value)| {
+            let held = manifest.visible(&object.gvk()).admits(value);
+            if !held {
+                let namespace = object.namespace.as_deref().map(|ns| format!("{ns}/")).unwrap_or_default();
+                dropped.push(format!("{} {namespace}{}", object.gvk(), object.name));
+            }
+            held
+        });
         for (object, value) in &mut self.objects {
             if strip_for(manifest, object, value) {
                 object.json = value.to_string();
             }
         }
+        dropped
     }
 
     fn of_kind<'a>(&'a self, kind: &'a Gvk, namespace: Option<&'a str>) -> impl Iterator<Item = &'a (Object, Value)> {
@@ -93,7 +106,7 @@ mod tests {
         wasmloop_sandbox::conformance::run(|seed| {
             let mut cache = OfflineCache::default();
             seed.iter().flat_map(|(_, objects)| objects).for_each(|v| cache.insert(v.clone()).unwrap());
-            cache.strip_for(&wasmloop_sandbox::conformance::manifest());
+            cache.hold_for(&wasmloop_sandbox::conformance::manifest());
             wasmloop_sandbox::conformance::Imports::new(std::sync::Arc::new(cache))
         });
     }

@@ -342,11 +342,26 @@ fn a_prune_the_manifest_does_not_allow_is_refused_naming_what_to_declare() {
 fn a_metadata_only_kind_reaches_the_plugin_without_spec_status_or_managed_fields() {
     let web = serde_json::json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "web", "namespace": "default", "uid": "d1", "managedFields": [{"manager": "x"}]},
+        "metadata": {"name": "web", "namespace": "default", "uid": "d1", "managedFields": [{"manager": "x"}],
+            "labels": {"wasmloop.dev/map": "same-name"}},
         "spec": {"replicas": 3}, "status": {"replicas": 3}
     });
     let out = hostile_with("mode: peek-deployment\n", &[web]);
     assert_eq!(first_event_message(&out), "fields apiVersion,kind,metadata; managedFields: false");
+}
+
+#[test]
+fn a_kind_watched_through_a_selector_holds_only_what_it_selects_and_the_rest_is_named() {
+    let deployment = |name: &str, labels: serde_json::Value| {
+        serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": "default", "uid": name, "labels": labels}})
+    };
+    let mapped = deployment("mapped", serde_json::json!({"wasmloop.dev/map": "same-name"}));
+    let other = deployment("other", serde_json::json!({"app": "web"}));
+    let out = hostile_with("mode: list-deployments\n", &[mapped, other]);
+    assert_eq!(first_event_message(&out), "deployments: mapped");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("note: apps/v1/Deployment default/other is not in plugin hostile's cache"), "{stderr}");
 }
 
 #[test]

@@ -132,7 +132,7 @@ async fn a_bundled_plugin_loads_swaps_keeps_serving_through_bad_versions_and_unl
 
     // Delete: reconciles stop and the Deployment watch goes, since no other plugin holds it.
     configmaps.delete("labeler", &DeleteParams::default()).await.unwrap();
-    let deployments = r#"wasmloop_watches_active{kind="apps/v1/Deployment",namespace="",view="full"}"#;
+    let deployments = r#"wasmloop_watches_active{kind="apps/v1/Deployment",namespace="",view="full",selector=""}"#;
     eventually(Duration::from_secs(60), "the plugin unloaded and its watch released", || {
         let host = &host;
         async move {

@@ -12,7 +12,7 @@ use kube::api::{Api, PostParams};
 use serde_json::json;
 use wasmloop_testenv::{eventually, shared};
 
-const DEPLOYMENTS: &str = r#"{kind="apps/v1/Deployment",namespace="",view="full"}"#;
+const DEPLOYMENTS: &str = r#"{kind="apps/v1/Deployment",namespace="",view="full",selector=""}"#;
 
 /// `wasmloop dev` on a copy of labeler v1 in a fresh directory.
 fn dev_on_labeler_v1() -> (Host, tempfile::TempDir, std::path::PathBuf) {

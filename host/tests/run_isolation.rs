@@ -159,6 +159,33 @@ async fn a_plugin_pages_through_the_shared_cache_in_order() {
 }
 
 #[tokio::test]
+async fn a_kind_watched_through_a_selector_is_cached_only_as_far_as_it_selects() {
+    let ns = shared().namespace("iso-selected").await.unwrap();
+    let (host, _config) = hostile_in(&ns, "mode: list-deployments", "", "", &[]);
+    host.logged("wasmloop running").await;
+    create_deployment(&ns, "plain").await;
+    // Created after `plain`: a watch delivers in order, so once `mapped` reaches the plugin's
+    // cache, `plain` would have too, were it cached. Its label makes `map` requeue the
+    // ConfigMap `mapped`, whose reconcile lists what the cache holds.
+    create_configmap(&ns, "mapped").await;
+    deployment_for_map(&ns, "mapped", "same-name").await;
+    let events: Api<Event> = ns.api();
+    wait_for_event(&events, Duration::from_secs(60), "a listing that holds the mapped Deployment", |e| {
+        e.reason.as_deref() == Some("Listed") && e.note.as_deref().is_some_and(|n| n.contains("mapped"))
+    })
+    .await;
+    let listings = events.list(&Default::default()).await.unwrap().items;
+    let listed: Vec<&str> =
+        listings.iter().filter(|e| e.reason.as_deref() == Some("Listed")).filter_map(|e| e.note.as_deref()).collect();
+    assert!(listed.iter().all(|n| !n.contains("plain")), "an unselected Deployment was cached: {listed:?}");
+    let selected = format!(
+        r#"wasmloop_watches_active{{kind="apps/v1/Deployment",namespace="{}",view="metadata",selector="wasmloop.dev/map"}}"#,
+        ns.name
+    );
+    assert_eq!(host.metric(&selected).await, 1.0, "the selector went to the API server with the watch");
+}
+
+#[tokio::test]
 async fn a_plugin_over_its_write_budget_waits_for_tokens_while_others_keep_writing() {
     let flooded = shared().namespace("iso-flood").await.unwrap();
     let apps = shared().namespace("iso-flood-apps").await.unwrap();
@@ -375,10 +402,14 @@ async fn a_plugin_gets_managed_fields_only_when_it_keeps_them_and_the_last_appli
     // The keeping plugin has an informer of its own: two watches of ConfigMaps in the
     // namespace, not one shared. Plugins load one after another: count once both have.
     host.logged("wasmloop running").await;
-    let watches = format!(r#"wasmloop_watches_active{{kind="v1/ConfigMap",namespace="{}",view="full"}}"#, ns.name);
+    let watches =
+        format!(r#"wasmloop_watches_active{{kind="v1/ConfigMap",namespace="{}",view="full",selector=""}}"#, ns.name);
     assert_eq!(host.metric(&watches).await, 2.0);
-    // hostile declares Deployments metadata-only: watched as PartialObjectMetadata.
-    let deployments =
-        format!(r#"wasmloop_watches_active{{kind="apps/v1/Deployment",namespace="{}",view="metadata"}}"#, ns.name);
+    // hostile declares Deployments metadata-only, and watches them through a selector only:
+    // watched as PartialObjectMetadata, through the selector.
+    let deployments = format!(
+        r#"wasmloop_watches_active{{kind="apps/v1/Deployment",namespace="{}",view="metadata",selector="wasmloop.dev/map"}}"#,
+        ns.name
+    );
     assert_eq!(host.metric(&deployments).await, 1.0);
 }

@@ -163,12 +163,13 @@ async fn plugins_on_one_kind_share_one_watch_per_view() {
     host.logged("wasmloop running").await;
     labelled_deployment(&ns, "shared").await;
     // foo-deployment (owns) and labeler (primary) read Deployments whole: one watch.
-    let deployments = r#"{kind="apps/v1/Deployment",namespace="",view="full"}"#;
+    let deployments = r#"{kind="apps/v1/Deployment",namespace="",view="full",selector=""}"#;
     assert_eq!(host.metric(&format!("wasmloop_watches_active{deployments}")).await, 1.0);
     assert_eq!(host.metric(&format!("wasmloop_watches_started_total{deployments}")).await, 1.0);
     assert_eq!(host.metric(&format!("wasmloop_watch_relists_total{deployments}")).await, 1.0);
-    // hostile declares them metadata-only: a PartialObjectMetadata watch of its own.
-    let metadata = r#"{kind="apps/v1/Deployment",namespace="",view="metadata"}"#;
+    // hostile declares them metadata-only and watches them through a selector only: a
+    // PartialObjectMetadata watch of its own, through the selector.
+    let metadata = r#"{kind="apps/v1/Deployment",namespace="",view="metadata",selector="wasmloop.dev/map"}"#;
     assert_eq!(host.metric(&format!("wasmloop_watches_active{metadata}")).await, 1.0);
     assert_eq!(host.metric("wasmloop_plugins_active").await, 3.0);
 }
@@ -214,7 +215,7 @@ async fn metrics_move_as_reconciles_happen_and_the_probes_answer() {
         r#"wasmloop_plugin_loads_total{plugin="foo-deployment"} 1"#,
         r#"wasmloop_queue_depth{plugin="foo-deployment"}"#,
         r#"wasmloop_queue_retries_total{plugin="foo-deployment"}"#,
-        r#"wasmloop_watches_active{kind="samplecontroller.k8s.io/v1alpha1/Foo",namespace="",view="full"} 1"#,
+        r#"wasmloop_watches_active{kind="samplecontroller.k8s.io/v1alpha1/Foo",namespace="",view="full",selector=""} 1"#,
         "wasmloop_plugins_active 1",
         "wasmloop_leader 1",
         "# EOF",

@@ -25,6 +25,8 @@ pub fn in_namespace(wanted: Option<&str>, object_namespace: Option<&str>) -> boo
     }
 }
 
+use crate::selector::Selector;
+
 /// The host's page size, and the most a plugin may ask for in one page.
 pub const PAGE_SIZE: usize = 500;
 
@@ -58,6 +60,47 @@ pub fn parse_token(token: &str) -> Result<ListKey, String> {
         _ => Err(format!(
             "continue token {token:?} is not a position this host produces; pass back the token of the previous page"
         )),
+    }
+}
+
+/// Which objects of one declared kind a plugin's cache holds ([`crate::manifest::ManifestView::visible`]).
+///
+/// A kind a plugin declares only under `watches`, each time with a label selector or a
+/// namespace, is watched through them: the API server sends only what they select, so the
+/// cache holds nothing else, and every cache (the host's informers, the offline cache, the
+/// SDK's test host) serves only that. Every other declared kind is held whole. The primary is
+/// held whole even when it has a selector, because a selected watch reports an object that
+/// stops matching as deleted, and a primary must never look deleted while it exists: its
+/// finalizer would never come off, and phase `deleted` would run for an object still there.
+///
+/// ```
+/// use serde_json::json;
+/// use wasmloop_contract::cache::Visible;
+/// let web = Visible::Selected(vec![(None, "app=web".parse().unwrap())]);
+/// assert!(web.admits(&json!({"metadata": {"labels": {"app": "web"}}})));
+/// assert!(!web.admits(&json!({"metadata": {"name": "db"}})));
+/// let in_a = Visible::Selected(vec![(Some("a".into()), "".parse().unwrap())]);
+/// assert!(!in_a.admits(&json!({"metadata": {"namespace": "b"}})));
+/// assert!(Visible::All.admits(&json!({})));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Visible {
+    /// Every object of the kind.
+    #[default]
+    All,
+    /// The objects one of these selects: a namespace (none for every namespace) and a
+    /// selector, one per watch of the kind.
+    Selected(Vec<(Option<String>, Selector)>),
+}
+
+impl Visible {
+    /// True when the cache holds this JSON object.
+    pub fn admits(&self, object: &serde_json::Value) -> bool {
+        let Visible::Selected(selections) = self else { return true };
+        let namespace = object.pointer("/metadata/namespace").and_then(|n| n.as_str());
+        selections
+            .iter()
+            .any(|(ns, selector)| in_namespace(ns.as_deref(), namespace) && selector.matches_object(object))
     }
 }
 

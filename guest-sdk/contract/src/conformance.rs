@@ -26,11 +26,16 @@ pub struct Kind {
 const CONFIGMAP: Kind = Kind { api_version: "v1", kind: "ConfigMap", namespaced: true };
 const NODE: Kind = Kind { api_version: "v1", kind: "Node", namespaced: false };
 const DEPLOYMENT: Kind = Kind { api_version: "apps/v1", kind: "Deployment", namespaced: true };
-/// Every kind the suite asks about. An adapter declares all: `KINDS[0]` as primary, the rest
-/// as reads.
+/// Every kind the suite asks about but those in [`WATCHED`]. An adapter declares all:
+/// `KINDS[0]` as primary, the rest as reads.
 pub const KINDS: [Kind; 3] = [CONFIGMAP, NODE, DEPLOYMENT];
 /// The kinds an adapter declares metadata-only.
 pub const METADATA_ONLY: [Kind; 1] = [DEPLOYMENT];
+const SERVICE: Kind = Kind { api_version: "v1", kind: "Service", namespaced: true };
+/// Watches an adapter declares (kind, namespace, label selector), of kinds declared nowhere
+/// else, so its cache holds only what they select (`cache::Visible`): Services labelled
+/// `app=web` anywhere, and those labelled `tier=db` in namespace `b`.
+pub const WATCHED: [(Kind, Option<&str>, &str); 2] = [(SERVICE, None, "app=web"), (SERVICE, Some("b"), "tier=db")];
 /// What an adapter's plugin keeps of the fields caches strip (contract 0.2.1 `keep-fields`):
 /// Nodes keep `managedFields`; everything else is stripped.
 pub const KEEPS: [(Kind, Kept); 1] = [(NODE, Kept { managed_fields: true, last_applied: false })];
@@ -111,6 +116,17 @@ fn base() -> Seed {
         ),
         (NODE, vec![node("n2", json!({"role": "worker"})), node("n10", json!({})), n1]),
         (DEPLOYMENT, vec![deployment]),
+        (
+            SERVICE,
+            vec![
+                object(SERVICE, Some("b"), "api", json!({"app": "web"})),
+                object(SERVICE, Some("a"), "db", json!({"app": "db"})),
+                object(SERVICE, Some("a"), "bare", json!({})),
+                object(SERVICE, Some("a"), "api", json!({"app": "web", "tier": "api"})),
+                object(SERVICE, Some("b"), "cache", json!({"tier": "db"})),
+                object(SERVICE, Some("a"), "cache", json!({"tier": "db"})),
+            ],
+        ),
     ]
 }
 /// More objects than a page holds, seeded in reverse order.
@@ -218,6 +234,21 @@ fn cases() -> Vec<Case> {
             ask: Ask::Get("web"),
             expect: Fields(&["apiVersion", "kind", "metadata"], false, false),
         },
+        list(
+            "a kind watched only through a selector holds only what it selects",
+            "base",
+            SERVICE,
+            None,
+            None,
+            0,
+            None,
+            Keys(&[("a", "api"), ("b", "api"), ("b", "cache")], None),
+        ),
+        get("...and finds nothing else", SERVICE, Some("a"), "db", None),
+        get("...nor what a watch selects outside its namespace", SERVICE, Some("a"), "cache", None),
+        get("...which a get without a namespace passes over", SERVICE, None, "cache", Some(("b", "cache"))),
+        list("...whatever the look-up selects", "base", SERVICE, None, Some("app=db"), 0, None, Keys(&[], None)),
+        list("...in pages", "base", SERVICE, None, None, 1, None, Keys(&[("a", "api")], Some("a/api"))),
         list("(namespace, name) order", "base", CONFIGMAP, None, None, 0, None, Keys(ALL, None)),
         list("one namespace", "base", CONFIGMAP, Some("a"), None, 0, None, Keys(&[AW, AW10, AW2, AZ], None)),
         list("a namespace extending another's name", "base", CONFIGMAP, Some("a-b"), None, 0, None, Keys(&[ABX], None)),

@@ -7,7 +7,7 @@
 //! ```
 //! use wasmloop_contract::manifest::{KindRef, ManifestView, SelectorView, validate};
 //! let configmap = KindRef { group: "", version: "v1", kind: "ConfigMap" };
-//! let mut view = ManifestView::new("mirror", SelectorView { kind: configmap, label_selector: None });
+//! let mut view = ManifestView::new("mirror", SelectorView { kind: configmap, namespace: None, label_selector: None });
 //! assert_eq!(validate(&view), Ok(()));
 //! view.finalizer = Some("cleanup");
 //! assert!(validate(&view).unwrap_err().contains("must look like `example.com/name`"));
@@ -15,6 +15,7 @@
 
 use std::fmt;
 
+use crate::cache::Visible;
 use crate::selector::Selector;
 use crate::validate;
 
@@ -38,11 +39,13 @@ impl fmt::Display for KindRef<'_> {
     }
 }
 
-/// A kind with a label selector (the primary, a watch).
+/// A kind with a namespace and a label selector (the primary, a watch).
 #[derive(Debug, Clone, Copy)]
 pub struct SelectorView<'a> {
     /// The kind.
     pub kind: KindRef<'a>,
+    /// Its namespace; none for every namespace.
+    pub namespace: Option<&'a str>,
     /// Its label selector, as text.
     pub label_selector: Option<&'a str>,
 }
@@ -141,6 +144,44 @@ impl<'a> ManifestView<'a> {
     }
 }
 
+impl ManifestView<'_> {
+    /// Which objects of `kind` the plugin's caches hold: the rule of [`crate::cache::Visible`].
+    /// Whole for the primary, owned and read kinds, and for a kind with a watch of every
+    /// namespace that selects everything; otherwise what its watches select, each in its
+    /// namespace. A selector that does not parse selects nothing here; [`validate`] refuses it
+    /// before any cache is built.
+    ///
+    /// ```
+    /// use wasmloop_contract::cache::Visible;
+    /// use wasmloop_contract::manifest::{KindRef, ManifestView, SelectorView};
+    /// let (cm, pod) = (KindRef { group: "", version: "v1", kind: "ConfigMap" }, KindRef { group: "", version: "v1", kind: "Pod" });
+    /// let mut view = ManifestView::new("p", SelectorView { kind: cm, namespace: None, label_selector: Some("a=b") });
+    /// view.watches.push(SelectorView { kind: pod, namespace: None, label_selector: Some("app=web") });
+    /// assert_eq!(view.visible(&cm), Visible::All, "the primary is held whole, selector or not");
+    /// assert_eq!(view.visible(&pod), Visible::Selected(vec![(None, "app=web".parse().unwrap())]));
+    /// ```
+    pub fn visible(&self, kind: &KindRef<'_>) -> Visible {
+        let whole = self.primary.kind == *kind || self.owns.contains(kind) || self.reads.contains(kind);
+        let mut watches = self.watches.iter().filter(|w| w.kind == *kind).peekable();
+        if whole || watches.peek().is_none() {
+            return Visible::All;
+        }
+        let mut selections = Vec::new();
+        for watch in watches {
+            let selector = match watch.label_selector.map(str::parse::<Selector>) {
+                None => Selector::default(),
+                Some(Ok(selector)) => selector,
+                Some(Err(_)) => continue,
+            };
+            if selector.0.is_empty() && watch.namespace.is_none() {
+                return Visible::All;
+            }
+            selections.push((watch.namespace.map(str::to_owned), selector));
+        }
+        Visible::Selected(selections)
+    }
+}
+
 /// A write grant's namespaces are at most this many.
 pub const MAX_GRANT_NAMESPACES: usize = 64;
 
@@ -211,7 +252,11 @@ fn check_kind(kind: &KindRef<'_>, role: &str) -> Result<(), String> {
 fn check_selector(s: &SelectorView<'_>, role: &str) -> Result<(), String> {
     check_kind(&s.kind, role)?;
     if let Some(sel) = s.label_selector {
-        sel.parse::<Selector>().map_err(|e| format!("{role} {}: {e}", s.kind))?;
+        let parsed = sel.parse::<Selector>().map_err(|e| format!("{role} {}: {e}", s.kind))?;
+        // A watch's selector goes to the API server as the watch's `labelSelector`; the
+        // primary's is held to the same rules, since no label the server accepts could match
+        // anything else.
+        validate::selector_for_server(&parsed).map_err(|e| format!("{role} {}: {e}", s.kind))?;
     }
     Ok(())
 }
@@ -275,7 +320,36 @@ mod tests {
     const CM: KindRef<'static> = KindRef { group: "", version: "v1", kind: "ConfigMap" };
 
     fn base() -> ManifestView<'static> {
-        ManifestView::new("p", SelectorView { kind: CM, label_selector: None })
+        ManifestView::new("p", SelectorView { kind: CM, namespace: None, label_selector: None })
+    }
+
+    #[test]
+    fn a_kind_is_held_whole_unless_only_selected_watches_declare_it() {
+        const POD: KindRef<'static> = KindRef { group: "", version: "v1", kind: "Pod" };
+        let watch = |label_selector| SelectorView { kind: POD, namespace: None, label_selector };
+        let watch_in = |ns, label_selector| SelectorView { kind: POD, namespace: Some(ns), label_selector };
+        let selected = |pairs: &[(Option<&str>, &str)]| {
+            Visible::Selected(pairs.iter().map(|(ns, t)| (ns.map(str::to_owned), t.parse().unwrap())).collect())
+        };
+        #[rustfmt::skip]
+        let cases: Vec<(&str, Change, Visible)> = vec![
+            ("undeclared", Box::new(|_| {}), Visible::All),
+            ("one selected watch", Box::new(move |m| m.watches = vec![watch(Some("app=web"))]), selected(&[(None, "app=web")])),
+            ("two selected watches: either selects", Box::new(move |m| m.watches = vec![watch(Some("app=web")), watch(Some("tier"))]), selected(&[(None, "app=web"), (None, "tier")])),
+            ("a selected watch in a namespace", Box::new(move |m| m.watches = vec![watch_in("a", Some("app=web")), watch(Some("tier"))]), selected(&[(Some("a"), "app=web"), (None, "tier")])),
+            ("a watch of one namespace selects all of it", Box::new(move |m| m.watches = vec![watch_in("a", None), watch(Some("tier"))]), selected(&[(Some("a"), ""), (None, "tier")])),
+            ("a watch without a selector", Box::new(move |m| m.watches = vec![watch(Some("app=web")), watch(None)]), Visible::All),
+            ("a watch with the empty selector", Box::new(move |m| m.watches = vec![watch(Some(" "))]), Visible::All),
+            ("also owned", Box::new(move |m| { m.watches = vec![watch(Some("app=web"))]; m.owns = vec![POD]; }), Visible::All),
+            ("also read", Box::new(move |m| { m.watches = vec![watch(Some("app=web"))]; m.reads = vec![POD]; }), Visible::All),
+            ("the primary, selector and all", Box::new(move |m| { m.primary = watch(Some("app=web")); m.watches = vec![watch(Some("app=web"))]; }), Visible::All),
+            ("a selector that does not parse selects nothing", Box::new(move |m| m.watches = vec![watch(Some("a in ("))]), selected(&[])),
+        ];
+        for (name, change, expected) in cases {
+            let mut m = base();
+            change(&mut m);
+            assert_eq!(m.visible(&POD), expected, "{name}");
+        }
     }
 
     #[test]
@@ -290,6 +364,7 @@ mod tests {
             ("upper-case name", Box::new(|m| m.name = "Mirror"), Some("must be 1-63 characters")),
             ("no primary", Box::new(|m| m.primary.kind = KindRef { group: "", version: "", kind: "" }), Some("the primary kind")),
             ("bad selector", Box::new(|m| m.primary.label_selector = Some("a in (")), Some("primary v1/ConfigMap")),
+            ("watch selector the server refuses", Box::new(|m| m.watches = vec![SelectorView { kind: CM, namespace: None, label_selector: Some("app=a&b") }]), Some("watched v1/ConfigMap: label selector app=a&b: \"a&b\" is not a label value")),
             ("grant without verbs", Box::new(move |m| m.writes = vec![grant(ScopeView::Any, false)]), Some("names no verb")),
             ("too many namespaces", Box::new(move |m| m.writes = vec![grant(ScopeView::Namespaces(many), true)]), Some("lists 65 namespaces")),
             ("no namespaces", Box::new(move |m| m.writes = vec![grant(ScopeView::Namespaces(&[]), true)]), Some("lists 0 namespaces")),

@@ -13,9 +13,13 @@
 //! the host counted (`/metrics`), for CPU per reconcile.
 //!
 //! `scripts/bench-convergence` builds both binaries in release and runs this. Knobs:
-//! `FOOS` (default 1000), `ROUNDS` (default 3; the controllers take turns going first),
-//! `CONTROLLERS` (default `native,wasmloop,record,shadow`), and `WASMLOOP_BIN` / `NATIVE_BIN`
-//! (default: the release binaries in the target directory).
+//! `FOOS` (default 1000; a comma-separated list such as `1000,5000,10000` runs each size in
+//! turn and reports how wall time and CPU grow with N), `ROUNDS` (default 3; the controllers
+//! take turns going first), `CONTROLLERS` (default `native,wasmloop,record,shadow`),
+//! `PERF_DIR` (when set, every controller runs under `perf record -g`, one file per run, for
+//! a CPU profile of where the time goes, and each wasmloop run's `/metrics` at convergence is
+//! saved beside it), and `WASMLOOP_BIN` / `NATIVE_BIN` (default: the
+//! release binaries in the target directory).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -150,6 +154,7 @@ async fn measure(which: Which, count: usize, round: usize, cache: &Path) -> Meas
     let (address, records) = (free_address(), cache.join(format!("records-{round}")));
     let mut child = which.start(shared().kubeconfig(), cache, &address, &records);
     let pid = child.id();
+    let profiler = profile(pid, &format!("{}-{count}-{round}", which.slug()));
     // Both start in well under a second; give each the same settling time.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(child.try_wait().unwrap().is_none(), "{} exited at start", which.name());
@@ -163,21 +168,34 @@ async fn measure(which: Which, count: usize, round: usize, cache: &Path) -> Meas
             }
         })
         .await;
-    let deadline = Instant::now() + Duration::from_secs(600);
+    // Each poll lists every Foo and Deployment: at 10,000 of each, ten a second would load the
+    // API server both controllers share more than the controllers do.
+    let poll = Duration::from_millis((count as u64 / 10).clamp(100, 1000));
+    let deadline = Instant::now() + Duration::from_secs(1800);
     while !converged(&ns, &foos, count).await {
-        assert!(Instant::now() < deadline, "{} did not converge within 600 s", which.name());
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(Instant::now() < deadline, "{} did not converge within 1800 s", which.name());
+        tokio::time::sleep(poll).await;
     }
     let wall = started.elapsed().as_secs_f64();
     let cpu = cpu_seconds(pid) - cpu_before;
     let reconciles = if which == Which::Native { None } else { Some(reconciles(&address).await) };
+    if let (Some(dir), false) = (std::env::var_os("PERF_DIR"), which == Which::Native) {
+        // The host's own account of the run (queue, retries, reconcile durations) beside the profile.
+        let (_, text) = common::get(&address, "/metrics").await.unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(Path::new(&dir).join(format!("{}-{count}-{round}.metrics", which.slug())), text).unwrap();
+    }
     let measured = Measured { wall, cpu, rss: peak_rss_mib(pid), reconciles };
+    if let Some(mut perf) = profiler {
+        // SIGINT makes perf write its file and exit.
+        let _ = Command::new("kill").args(["-INT", &perf.id().to_string()]).status();
+        let _ = perf.wait();
+    }
     let _ = child.kill();
     let _ = child.wait();
     remove(&ns).await;
     let _ = std::fs::remove_dir_all(&records);
     println!(
-        "  round {round} {:<15} wall {:>6.2} s   cpu {:>6.2} s   peak rss {:>6.1} MiB   reconciles {}",
+        "  {count} Foos, round {round} {:<15} wall {:>6.2} s   cpu {:>6.2} s   peak rss {:>6.1} MiB   reconciles {}",
         which.name(),
         measured.wall,
         measured.cpu,
@@ -185,6 +203,21 @@ async fn measure(which: Which, count: usize, round: usize, cache: &Path) -> Meas
         measured.reconciles.map_or("-".to_owned(), |r| format!("{r:.0}")),
     );
     measured
+}
+
+/// With `PERF_DIR` set, `perf record -g` on the controller, sampling from before the first
+/// create until it is stopped at convergence.
+fn profile(pid: u32, name: &str) -> Option<Child> {
+    let dir = PathBuf::from(std::env::var_os("PERF_DIR")?);
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join(format!("{name}.data"));
+    let child = Command::new("perf")
+        .args(["record", "-g", "-F", "499", "-q", "-p", &pid.to_string(), "-o"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("perf runs (PERF_DIR is set)");
+    Some(child)
 }
 
 /// Compiles the component into the run's cache, as a host that restarts (or a standby) has it:
@@ -208,7 +241,11 @@ fn warm_compile_cache(cache: &Path) {
 
 #[tokio::main]
 async fn main() {
-    let count: usize = std::env::var("FOOS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
+    let counts: Vec<usize> = std::env::var("FOOS")
+        .unwrap_or_else(|_| "1000".into())
+        .split(',')
+        .map(|n| n.trim().parse().unwrap_or_else(|_| panic!("FOOS: {n:?} is not a count")))
+        .collect();
     let rounds: usize = std::env::var("ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
     let controllers: Vec<Which> = std::env::var("CONTROLLERS")
         .unwrap_or_else(|_| "native,wasmloop,record,shadow".into())
@@ -218,17 +255,74 @@ async fn main() {
     let cache = tempfile_dir();
     warm_compile_cache(&cache);
     std::fs::write(cache.join("host.yaml"), "limits: {writesPerSecond: 1000000, writeBurst: 1000000}\n").unwrap();
-    println!("convergence of {count} Foos, {rounds} round(s), controllers taking turns");
-    let mut results: Vec<(Which, Measured)> = Vec::new();
-    for round in 0..rounds {
-        // Rotate who goes first, so none always meets a warmer API server.
-        let mut order = controllers.clone();
-        let first = round % order.len();
-        order.rotate_left(first);
-        for which in order {
-            results.push((which, measure(which, count, round, &cache).await));
+    let mut medians: Vec<(usize, Which, Medians)> = Vec::new();
+    for &count in &counts {
+        println!("convergence of {count} Foos, {rounds} round(s), controllers taking turns");
+        let mut results: Vec<(Which, Measured)> = Vec::new();
+        for round in 0..rounds {
+            // Rotate who goes first, so none always meets a warmer API server.
+            let mut order = controllers.clone();
+            let first = round % order.len();
+            order.rotate_left(first);
+            for which in order {
+                results.push((which, measure(which, count, round, &cache).await));
+            }
+        }
+        report(count, rounds, &controllers, &results);
+        for &which in &controllers {
+            let pick = |f: fn(&Measured) -> f64| {
+                median(results.iter().filter(|(w, _)| *w == which).map(|(_, m)| f(m)).collect())
+            };
+            medians.push((count, which, Medians { wall: pick(|m| m.wall), cpu: pick(|m| m.cpu) }));
         }
     }
+    if counts.len() > 1 {
+        growth(&medians, &controllers);
+    }
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+/// Medians of one controller at one size.
+struct Medians {
+    wall: f64,
+    cpu: f64,
+}
+
+/// How wall time and CPU grow with N: per size, each controller's medians, CPU per Foo, and
+/// wasmloop's ratio to native.
+fn growth(medians: &[(usize, Which, Medians)], controllers: &[Which]) {
+    let both = controllers.contains(&Which::Native) && controllers.contains(&Which::Wasmloop);
+    if !both {
+        return;
+    }
+    let of = |count: usize, which: Which| {
+        medians.iter().find(|(c, w, _)| *c == count && *w == which).map(|(_, _, m)| m).unwrap()
+    };
+    println!("\ngrowth with N (medians):");
+    println!(
+        "| Foos | native wall | wasmloop wall | ratio | native CPU | wasmloop CPU | ratio | native CPU per Foo | wasmloop CPU per Foo |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    let mut counts: Vec<usize> = medians.iter().map(|(c, _, _)| *c).collect();
+    counts.dedup();
+    for count in counts {
+        let (native, wasm) = (of(count, Which::Native), of(count, Which::Wasmloop));
+        println!(
+            "| {count} | {:.2} s | {:.2} s | {:.2}× | {:.2} s | {:.2} s | {:.2}× | {:.3} ms | {:.3} ms |",
+            native.wall,
+            wasm.wall,
+            wasm.wall / native.wall,
+            native.cpu,
+            wasm.cpu,
+            wasm.cpu / native.cpu,
+            1e3 * native.cpu / count as f64,
+            1e3 * wasm.cpu / count as f64,
+        );
+    }
+}
+
+/// The tables of one size: native against wasmloop, and what safe rollout costs.
+fn report(count: usize, rounds: usize, controllers: &[Which], results: &[(Which, Measured)]) {
     let pick = |which: Which, f: fn(&Measured) -> f64| {
         median(results.iter().filter(|(w, _)| *w == which).map(|(_, m)| f(m)).collect())
     };
@@ -271,7 +365,6 @@ async fn main() {
             println!("| {what} | {base:.2} {unit} |{cells}");
         }
     }
-    let _ = std::fs::remove_dir_all(&cache);
 }
 
 /// The compiled-component cache of this run, so the host deserializes after its first start.

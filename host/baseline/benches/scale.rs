@@ -19,7 +19,9 @@
 //! against ten native controllers, one process each, summed.
 //!
 //! `scripts/bench-scale` builds the binaries in release and runs this. Knobs: `SCALE_COUNTS`
-//! (comma-separated), `TEN_AT` (0 to skip), `WASMLOOP_BIN` / `NATIVE_CM_BIN`.
+//! (comma-separated), `ROUNDS` (default 1: each count measures both sides this many times,
+//! taking turns, and reports medians with the spread), `TEN_AT` (0 to skip),
+//! `WASMLOOP_BIN` / `NATIVE_CM_BIN`.
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -30,7 +32,7 @@ use wasmloop_testenv::{TestNamespace, shared};
 
 mod common;
 use common::{
-    binary, fill, free_address, get, peak_rss_mib, reconciles, remove, rss_mib, target_dir, warm_compile_cache,
+    binary, fill, free_address, get, median, peak_rss_mib, reconciles, remove, rss_mib, target_dir, warm_compile_cache,
 };
 
 /// How long a controller may take to reconcile every object.
@@ -133,6 +135,16 @@ struct Measured {
     peak: f64,
 }
 
+impl Measured {
+    /// The median of each figure over rounds.
+    fn median(rounds: &[Measured]) -> Measured {
+        Measured {
+            rss: median(rounds.iter().map(|m| m.rss).collect()),
+            peak: median(rounds.iter().map(|m| m.peak).collect()),
+        }
+    }
+}
+
 async fn measure(which: Which, ns: &TestNamespace, count: usize, dir: &Path) -> Measured {
     let plugins = [("noop".to_owned(), dir.join("noop.wasm"))];
     let mut running = start(which, ns, count, dir, &plugins);
@@ -222,23 +234,42 @@ async fn main() {
     let dir = scratch_dir();
     noop_named(None, &dir);
     println!("one plugin over N ConfigMaps (~1 KB of data each, server-side applied)");
+    let rounds: usize = std::env::var("ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(1).max(1);
     let mut rows = Vec::new();
-    for (round, &count) in counts.iter().enumerate() {
+    let mut turn = 0;
+    for &count in &counts {
         let ns = shared().namespace(&format!("scale-{count}")).await.unwrap();
         let size = fill(&ns, count).await;
-        // Alternate who goes first, so neither always meets a warmer API server.
-        let order = if round % 2 == 0 { [Which::Native, Which::Wasmloop] } else { [Which::Wasmloop, Which::Native] };
-        let mut native = None;
-        let mut wasm = None;
-        for which in order {
-            let measured = measure(which, &ns, count, &dir).await;
-            match which {
-                Which::Native => native = Some(measured),
-                Which::Wasmloop => wasm = Some(measured),
+        let (mut natives, mut wasms) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            // Alternate who goes first, so neither always meets a warmer API server.
+            let order = if turn % 2 == 0 { [Which::Native, Which::Wasmloop] } else { [Which::Wasmloop, Which::Native] };
+            turn += 1;
+            for which in order {
+                let measured = measure(which, &ns, count, &dir).await;
+                match which {
+                    Which::Native => natives.push(measured),
+                    Which::Wasmloop => wasms.push(measured),
+                }
             }
         }
         remove(&ns).await;
-        rows.push((count, size, native.expect("measured"), wasm.expect("measured")));
+        rows.push((count, size, Measured::median(&natives), Measured::median(&wasms)));
+        if rounds > 1 {
+            let spread = |ms: &[Measured], f: fn(&Measured) -> f64| {
+                let values: Vec<f64> = ms.iter().map(f).collect();
+                let (lo, hi) =
+                    (values.iter().copied().fold(f64::MAX, f64::min), values.iter().copied().fold(0.0, f64::max));
+                format!("{lo:.1}-{hi:.1} MiB")
+            };
+            println!(
+                "  {count} ConfigMaps over {rounds} rounds: RSS native {}, wasmloop {}; peak native {}, wasmloop {}",
+                spread(&natives, |m| m.rss),
+                spread(&wasms, |m| m.rss),
+                spread(&natives, |m| m.peak),
+                spread(&wasms, |m| m.peak),
+            );
+        }
     }
     println!(
         "\n| ConfigMaps | JSON per object | native RSS | wasmloop RSS | ratio | native peak | wasmloop peak | ratio |"

@@ -579,7 +579,7 @@ impl Executor {
             action: action.unwrap_or("Reconcile").into(),
             secondary: None,
         };
-        let recorder = self.recorders.get(&format!("wasmloop/{}", manifest.name), message);
+        let recorder = self.recorders.get(&format!("wasmloop/{}", manifest.name), message, &reference);
         let shown = (manifest.name.as_str(), shown.as_str());
         let mut result = self.writer.event(&recorder, &event, &reference, shown).await;
         if let Err(kube::Error::Api(status)) = &result {

@@ -1,9 +1,12 @@
 //! Shared informers: one watch and one cache per kind and namespace scope, shared by every
 //! plugin that reads that kind.
 //!
-//! Label selectors are applied to the cache, not to the watch, so two plugins that both read
-//! Pods open one watch even when they select different Pods. An informer lives while anyone
-//! holds it ([`Informers::acquire`] hands out `Arc`s); the last drop stops its watch.
+//! A kind a plugin declares only under `watches`, with label selectors, is watched through
+//! them ([`InformerScope::selector`]): the API server sends only the selected objects, so the
+//! cache holds nothing else (the rule is `wasmloop_contract::cache::Visible`). Every other
+//! declared kind is watched whole and shared: two plugins that read Pods open one watch,
+//! whatever Pods their own look-ups select. An informer lives while anyone holds it
+//! ([`Informers::acquire`] hands out `Arc`s); the last drop stops its watch.
 //!
 //! What reconcile logic does not read is dropped before anything is kept: `managedFields` and
 //! the `kubectl.kubernetes.io/last-applied-configuration` annotation (controller-runtime's
@@ -169,12 +172,18 @@ pub struct InformerScope {
     /// Only the objects' metadata: a `PartialObjectMetadata` watch, for kinds plugins declare
     /// metadata-only. The API server sends no spec or status, so none is decoded or kept.
     pub metadata: bool,
+    /// The watch's label selector, in its canonical text (`Selector`'s `Display`, so equal
+    /// selectors share a watch), checked by the manifest rules before it gets here. The API
+    /// server then sends only what it selects, and reports an object that stops matching as
+    /// deleted. Only for kinds a plugin declares under selected watches alone: a primary must
+    /// never look deleted while it exists.
+    pub selector: Option<String>,
 }
 
 impl InformerScope {
     /// `kind` in `namespace`, whole objects, stripped as by default.
     pub fn new(kind: Gvk, namespace: Option<String>) -> InformerScope {
-        InformerScope { kind, namespace, kept: Kept::default(), metadata: false }
+        InformerScope { kind, namespace, kept: Kept::default(), metadata: false, selector: None }
     }
 }
 
@@ -184,6 +193,7 @@ impl InformerScope {
             kind: self.kind.to_string(),
             namespace: self.namespace.clone().unwrap_or_default(),
             view: if self.metadata { "metadata" } else { "full" }.to_owned(),
+            selector: self.selector.clone().unwrap_or_default(),
         }
     }
 }
@@ -327,15 +337,18 @@ impl Informer {
         metrics: Arc<Metrics>,
     ) -> Arc<Informer> {
         let namespace = scope.namespace.clone().filter(|_| namespaced);
-        let metadata = scope.metadata;
+        let (metadata, selector) = (scope.metadata, scope.selector.clone());
         let watched = resource.clone();
         // A metadata-only scope asks for `PartialObjectMetadata` (kube sends the Accept header
         // for it); the events become objects with no data, as the cache keeps any object.
         let watch = move |list: InitialList| {
-            let config = match list {
+            let mut config = match list {
                 InitialList::Paged => watcher::Config::default(),
                 InitialList::Streaming => watcher::Config::default().streaming_lists(),
             };
+            if let Some(selector) = &selector {
+                config = config.labels(selector);
+            }
             match metadata {
                 true => {
                     let api: Api<PartialObjectMeta<DynamicObject>> = match &namespace {
@@ -546,14 +559,24 @@ impl Informer {
         Arc::new(Informer::unstarted(scope, namespaced, Arc::default()))
     }
 
-    /// Delivers `objects` (as the API server serves them) as one relist.
+    /// Delivers `objects` as one relist: those in the scope's namespace that its selector
+    /// selects, as the API server serves such a watch.
     pub(crate) fn relist_json(&self, objects: &[serde_json::Value]) {
+        let selector: Selector = self.scope.selector.as_deref().unwrap_or_default().parse().expect("a valid selector");
+        let namespace = self.scope.namespace.as_deref().filter(|_| self.namespaced);
+        let objects: Vec<&serde_json::Value> = objects
+            .iter()
+            .filter(|o| selector.matches_object(o))
+            .filter(|o| {
+                namespace.is_none_or(|ns| o.pointer("/metadata/namespace").and_then(|n| n.as_str()) == Some(ns))
+            })
+            .collect();
         let kind = &self.scope.kind;
         let resource = ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind));
         let mut buffer = None;
         self.apply(watcher::Event::Init, &resource, &mut buffer);
         for value in objects {
-            let object: DynamicObject = serde_json::from_value(value.clone()).expect("a seeded object");
+            let object: DynamicObject = serde_json::from_value((*value).clone()).expect("a seeded object");
             self.apply(watcher::Event::InitApply(object), &resource, &mut buffer);
         }
         self.apply(watcher::Event::InitDone, &resource, &mut buffer);

@@ -60,6 +60,8 @@ pub struct WatchLabels {
     pub namespace: String,
     /// `full`, or `metadata` for a `PartialObjectMetadata` watch.
     pub view: String,
+    /// The watch's label selector, empty when it selects everything.
+    pub selector: String,
 }
 
 /// A plugin and the replica that runs it (`--shard`).
@@ -173,7 +175,11 @@ impl Metrics {
         );
         r.register("queue_depth", "Keys waiting in a plugin's work queue", m.queue_depth.clone());
         r.register("queue_retries", "Keys requeued with backoff after a failure", m.queue_retries.clone());
-        r.register("watches_active", "Watches open now, by kind and namespace", m.watches_active.clone());
+        r.register(
+            "watches_active",
+            "Watches open now, by kind, namespace, view and label selector",
+            m.watches_active.clone(),
+        );
         r.register(
             "watches_started",
             "Watches started (shared informers start one per kind)",

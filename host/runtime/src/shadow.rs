@@ -13,7 +13,8 @@
 //!   primary;
 //! - it reads through the serving version's caches, so under the serving version's identity
 //!   and scope; a kind the serving version does not cache is refused to it, by name, and it
-//!   must read metadata-only whatever the serving version reads metadata-only ([`fits`]);
+//!   must read metadata-only whatever the serving version reads metadata-only, and select
+//!   what it selects of a kind watched through selectors ([`fits`]);
 //! - it stands only beside a version from its own realm (the same plugin namespace, or the
 //!   operator's files: seats are kept by realm and plugin), so a ConfigMap writer cannot
 //!   shadow, or by promotion replace, another namespace's plugin.
@@ -102,9 +103,11 @@ impl ShadowReport {
     }
 }
 
-/// Whether a candidate may shadow a serving version: the same primary kind, and every kind
-/// the serving version reads metadata-only read metadata-only by the candidate too (the
-/// caches hold whole objects; the sandbox strips them by the candidate's own manifest).
+/// Whether a candidate may shadow a serving version: the same primary kind, every kind the
+/// serving version reads metadata-only read metadata-only by the candidate too (the sandbox
+/// strips objects by the candidate's own manifest), the same selection of every kind (the
+/// caches hold only what the serving version's selected watches select) and the same kept
+/// fields.
 ///
 /// # Errors
 /// What does not fit, and what to change.
@@ -121,6 +124,22 @@ pub fn fits(serving: &Manifest, candidate: &Manifest) -> Result<(), String> {
         return Err(format!(
             "reads {} whole, which the serving version reads metadata-only; declare it metadata-only in the shadow too",
             whole.join(", ")
+        ));
+    }
+    // It reads through the serving version's caches, which hold what that version's watches
+    // select: a shadow that selects otherwise would be compared on a cache it would not have.
+    let mut seen: Vec<String> = serving
+        .declared_kinds()
+        .chain(candidate.declared_kinds())
+        .filter(|k| serving.visible(k) != candidate.visible(k))
+        .map(Gvk::to_string)
+        .collect();
+    seen.sort();
+    seen.dedup();
+    if !seen.is_empty() {
+        return Err(format!(
+            "would see other objects of {} than the serving version, whose cache holds only what its watches select; declare the same watches (kinds, namespaces, label selectors) in the shadow, or roll the change out without one",
+            seen.join(", ")
         ));
     }
     // It reads through the serving version's caches, which keep what that version keeps: a
@@ -355,6 +374,31 @@ mod tests {
         };
         m.keeps.push(keep);
         m
+    }
+
+    fn watching(selector: Option<&str>) -> Manifest {
+        let mut m = manifest("ConfigMap", &["Secret"]);
+        let pods = Gvk::from_api_version("v1", "Pod");
+        m.watches.push(KindSelector { kind: pods, namespace: None, label_selector: selector.map(Into::into) });
+        m
+    }
+
+    #[test]
+    fn a_shadow_fits_only_where_it_would_see_what_the_serving_version_caches() {
+        let serving = watching(Some("app=web"));
+        let cases = [
+            ("the same selected watch", watching(Some("app=web")), None),
+            ("another selector", watching(Some("app=db")), Some("would see other objects of v1/Pod")),
+            ("the whole kind", watching(None), Some("would see other objects of v1/Pod")),
+            ("no watch of it", manifest("ConfigMap", &["Secret"]), Some("would see other objects of v1/Pod")),
+        ];
+        for (name, candidate, refused) in cases {
+            match (fits(&serving, &candidate), refused) {
+                (Ok(()), None) => {}
+                (Err(why), Some(part)) => assert!(why.contains(part), "{name}: {why}"),
+                (got, want) => panic!("{name}: got {got:?}, wanted a refusal saying {want:?}"),
+            }
+        }
     }
 
     #[test]

@@ -52,7 +52,9 @@ async fn two_holders_of_one_kind_and_scope_share_one_watch() {
     let a = informers.acquire(&configmaps(&ns)).await.unwrap();
     let b = informers.acquire(&configmaps(&ns)).await.unwrap();
     assert!(Arc::ptr_eq(&a, &b));
-    let series = |name: &str| format!(r#"wasmloop_{name}{{kind="v1/ConfigMap",namespace="{}",view="full"}}"#, ns.name);
+    let series = |name: &str| {
+        format!(r#"wasmloop_{name}{{kind="v1/ConfigMap",namespace="{}",view="full",selector=""}}"#, ns.name)
+    };
     let text = metrics.encode();
     assert!(text.contains(&format!("{} 1\n", series("watches_started_total"))), "{text}");
     assert!(text.contains(&format!("{} 1\n", series("watches_active"))), "{text}");
@@ -83,6 +85,37 @@ async fn the_cache_holds_what_existed_before_sync_and_what_came_after() {
     let everything = Selector::default();
     assert_eq!(informer.list(Some(&ns.name), &everything).len(), 2, "both, looked up by namespace");
     assert!(informer.list(Some("elsewhere"), &everything).is_empty());
+}
+
+#[tokio::test]
+async fn a_selected_watch_caches_only_what_it_selects_and_an_object_leaving_it_is_deleted() {
+    let ns = shared().namespace("inf-selected").await.unwrap();
+    let api: Api<ConfigMap> = ns.api();
+    api.create(&PostParams::default(), &configmap("web", &[("tier", "web")])).await.unwrap();
+    api.create(&PostParams::default(), &configmap("db", &[("tier", "db")])).await.unwrap();
+    let metrics = Arc::new(Metrics::new());
+    let informers = Informers::new(ns.client.clone(), Arc::new(Kinds::new(ns.client.clone())), metrics.clone());
+    let scope = InformerScope { selector: Some("tier=web".into()), ..configmaps(&ns) };
+    let informer = informers.acquire(&scope).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(30), informer.synced()).await.expect("synced within 30 s");
+    let cached = |informer: &wasmloop_runtime::Informer| -> Vec<String> {
+        informer.list(None, &Selector::default()).iter().map(|e| e.envelope.name.clone()).collect()
+    };
+    assert_eq!(cached(&informer), ["web"], "the server sent only what the selector selects");
+    let series = format!(
+        r#"wasmloop_watches_active{{kind="v1/ConfigMap",namespace="{}",view="full",selector="tier=web"}} 1"#,
+        ns.name
+    );
+    assert!(metrics.encode().contains(&series), "{}", metrics.encode());
+
+    let mut changes = informer.subscribe();
+    let relabel = |tier: &str| serde_json::json!({"metadata": {"labels": {"tier": tier}}});
+    let merge = |tier| kube::api::Patch::Merge(relabel(tier));
+    api.patch("web", &kube::api::PatchParams::default(), &merge("cache")).await.unwrap();
+    assert!(matches!(next_change(&mut changes, "web").await, Change::Deleted(_)), "it left the selection");
+    api.patch("db", &kube::api::PatchParams::default(), &merge("web")).await.unwrap();
+    assert!(matches!(next_change(&mut changes, "db").await, Change::Applied(_)), "it joined the selection");
+    assert_eq!(cached(&informer), ["db"]);
 }
 
 #[tokio::test]

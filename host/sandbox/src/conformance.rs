@@ -6,7 +6,7 @@ use crate::bindings::{Gvk, Object, wit::CacheError};
 use crate::manifest::{Contract, Keep, KindSelector, Manifest, Settings};
 use crate::state::{State, cache_error_text};
 use wasmloop_contract::cache::ListKey;
-use wasmloop_contract::conformance::{CacheUnderTest, KEEPS, KINDS, Kind, METADATA_ONLY, Page, Refused};
+use wasmloop_contract::conformance::{CacheUnderTest, KEEPS, KINDS, Kind, METADATA_ONLY, Page, Refused, WATCHED};
 pub use wasmloop_contract::conformance::{Seed, run};
 
 /// A `HostServices` cache as a plugin declaring the suite's kinds reaches it: through `State`.
@@ -28,7 +28,8 @@ fn refused(e: CacheError) -> Refused {
 }
 
 /// The manifest of the plugin the suite asks as: every kind of the suite, `KINDS[0]` as the
-/// primary, `METADATA_ONLY` metadata-only and `KEEPS` kept. A cache that strips by a plugin's
+/// primary, `WATCHED` watched through its selector, `METADATA_ONLY` metadata-only and `KEEPS`
+/// kept. A cache that strips by a plugin's
 /// manifest (the offline cache) is built for this one.
 pub fn manifest() -> Manifest {
     Manifest {
@@ -36,7 +37,14 @@ pub fn manifest() -> Manifest {
         version: "0.0.0".into(),
         primary: KindSelector { kind: gvk(KINDS[0]), namespace: None, label_selector: None },
         owns: vec![],
-        watches: vec![],
+        watches: WATCHED
+            .iter()
+            .map(|(k, namespace, selector)| KindSelector {
+                kind: gvk(*k),
+                namespace: namespace.map(Into::into),
+                label_selector: Some((*selector).into()),
+            })
+            .collect(),
         reads: KINDS[1..].iter().map(|k| gvk(*k)).collect(),
         metadata_only: METADATA_ONLY.iter().map(|k| gvk(*k)).collect(),
         writes: vec![],

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use crate::bindings::{Gvk, wit};
-use wasmloop_contract::cache::Kept;
+use wasmloop_contract::cache::{Kept, Visible};
 use wasmloop_contract::manifest as contract;
 
 /// Which objects of a kind a plugin wants.
@@ -185,7 +185,11 @@ fn kind_ref(g: &Gvk) -> contract::KindRef<'_> {
 }
 
 fn selector_view(s: &KindSelector) -> contract::SelectorView<'_> {
-    contract::SelectorView { kind: kind_ref(&s.kind), label_selector: s.label_selector.as_deref() }
+    contract::SelectorView {
+        kind: kind_ref(&s.kind),
+        namespace: s.namespace.as_deref(),
+        label_selector: s.label_selector.as_deref(),
+    }
 }
 
 impl Manifest {
@@ -300,6 +304,12 @@ impl Manifest {
         let (group, version) = wasmloop_contract::gvk::split_api_version(api_version);
         let is = |k: &Gvk| k.kind == kind && k.version == version && k.group == group;
         self.declared_kinds().any(is) || self.writes.iter().any(|g| is(&g.kind))
+    }
+
+    /// Which objects of `kind` the plugin's caches hold: whole, or what its watches of the
+    /// kind select (the rule of [`wasmloop_contract::cache::Visible`]).
+    pub fn visible(&self, kind: &Gvk) -> Visible {
+        self.view().visible(&kind_ref(kind))
     }
 
     /// True when the plugin is served objects of `kind` as metadata only.

@@ -67,7 +67,12 @@ async fn reconcile(
 ) -> anyhow::Result<ExitCode> {
     let plugin = common::load(sandbox, &args.plugin, &args.sandbox).await.context("cannot load the plugin")?;
     // What the host's informers would hand this plugin.
-    cache.strip_for(plugin.manifest());
+    for dropped in cache.hold_for(plugin.manifest()) {
+        eprintln!(
+            "note: {dropped} is not in plugin {}'s cache: no selector of its watches of that kind selects it, and the host would not cache it either",
+            plugin.manifest().name
+        );
+    }
     for object in std::iter::once(&mut request.object).chain(&mut request.owned).chain(&mut request.previous) {
         crate::offline_cache::strip_object(plugin.manifest(), object);
     }

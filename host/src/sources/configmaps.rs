@@ -516,7 +516,7 @@ impl ConfigMapSource {
         if !self.leads() {
             return;
         }
-        let recorder = self.recorders.get(MANAGER, &note);
+        let recorder = self.recorders.get(MANAGER, &note, regarding);
         let event = Event { type_, reason: reason.into(), note: Some(note), action: action.into(), secondary: None };
         if let Err(error) = recorder.publish(&event, regarding).await {
             let configmap = regarding.name.as_deref().unwrap_or_default();

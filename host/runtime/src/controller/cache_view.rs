@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use wasmloop_sandbox::{CacheDenied, Gvk, HostServices, ListKey, ListPage, Object, Selector};
 
-use crate::informer::Informer;
+use crate::informer::{Entry, Informer};
 
 /// The cache a plugin reads through its imports: every informer of the kinds it declared.
 pub(super) struct CacheView {
@@ -18,6 +18,14 @@ pub(super) struct CacheView {
 impl CacheView {
     fn serves(&self) -> bool {
         self.denied.borrow().is_none()
+    }
+}
+
+impl CacheView {
+    /// The object `entry` names as one of the plugin's informers holds it now, if any does.
+    pub(super) fn held(&self, entry: &Entry) -> Option<Arc<Entry>> {
+        let (kind, envelope) = (entry.envelope.gvk(), &entry.envelope);
+        self.by_kind.get(&kind)?.iter().find_map(|i| i.get(envelope.namespace.as_deref(), &envelope.name))
     }
 }
 
@@ -139,10 +147,25 @@ mod tests {
                 .map(|(_, kept)| *kept)
                 .unwrap_or_default()
         };
+        let manifest = wasmloop_sandbox::conformance::manifest();
         let mut by_kind: HashMap<Gvk, Vec<Arc<Informer>>> = HashMap::new();
         for (kind, objects) in seed {
             let gvk = Gvk::from_api_version(kind.api_version, kind.kind);
             let informers = by_kind.entry(gvk.clone()).or_default();
+            // A watched kind gets the informers `Controller::prepare` acquires for its watches
+            // (through their selectors, when the rule says so), each holding what the API
+            // server sends such a watch.
+            let watches: Vec<_> = manifest.watches.iter().filter(|w| w.kind == gvk).collect();
+            if !watches.is_empty() {
+                for watch in watches {
+                    let selector: Selector = watch.label_selector.as_deref().unwrap_or_default().parse().unwrap();
+                    let scope = super::super::watch_scope(&manifest, &gvk, &selector, watch.namespace.clone());
+                    let informer = Informer::detached(scope, kind.namespaced);
+                    informer.relist_json(objects);
+                    informers.push(informer);
+                }
+                continue;
+            }
             fn namespace_of(o: &serde_json::Value) -> Option<&str> {
                 o.pointer("/metadata/namespace").and_then(|n| n.as_str())
             }
@@ -156,6 +179,7 @@ mod tests {
                         namespace: Some(ns.to_owned()),
                         kept: kept(*kind),
                         metadata: false,
+                        selector: None,
                     };
                     let informer = Informer::detached(scope, true);
                     let mine: Vec<serde_json::Value> =
@@ -164,7 +188,8 @@ mod tests {
                     informers.push(informer);
                 }
             }
-            let scope = InformerScope { kind: gvk, namespace: None, kept: kept(*kind), metadata: false };
+            let scope =
+                InformerScope { kind: gvk, namespace: None, kept: kept(*kind), metadata: false, selector: None };
             let informer = Informer::detached(scope, kind.namespaced);
             informer.relist_json(objects);
             informers.push(informer);

@@ -50,6 +50,7 @@ use cache_view::CacheView;
 use config::{effective_namespace, grants_within};
 use memory::{Memory, Remembered};
 use shared::Shared;
+use wasmloop_contract::cache::Visible;
 use work::Work;
 
 /// How long a controller waits for its caches to fill before giving up.
@@ -226,26 +227,23 @@ impl Controller {
                 reason,
             })?;
         }
-        // A plugin that keeps managedFields or last-applied of a kind gets an informer of its
-        // own for it; the rest share the stripped one.
-        // A metadata-only kind is watched as metadata, shared with other plugins that
-        // declare it so, apart from those that read it whole.
-        let scope = |kind: &Gvk, namespace: Option<String>| InformerScope {
-            kind: kind.clone(),
-            namespace,
-            kept: manifest.kept(kind),
-            metadata: manifest.is_metadata_only(kind),
-        };
+        let scope = |kind: &Gvk, namespace: Option<String>| informer_scope(&manifest, kind, namespace);
         let discovery = |source| StartError::Discovery { plugin: manifest.name.clone(), source };
         let primary = informers.acquire(&scope(&manifest.primary.kind, namespace.clone())).await.map_err(discovery)?;
         let mut owned = Vec::new();
         for kind in &manifest.owns {
             owned.push(informers.acquire(&scope(kind, namespace.clone())).await.map_err(discovery)?);
         }
+        let watch_selectors = manifest
+            .watches
+            .iter()
+            .map(|w| parse_selector(&manifest.name, "watched", w.label_selector.as_deref()))
+            .collect::<Result<Vec<_>, _>>()?;
         let mut watched = Vec::new();
-        for w in &manifest.watches {
+        for (w, selector) in manifest.watches.iter().zip(&watch_selectors) {
             let within = confined(&format!("watched kind {}", w.kind), w.namespace.as_deref())?;
-            watched.push(informers.acquire(&scope(&w.kind, within)).await.map_err(discovery)?);
+            watched
+                .push(informers.acquire(&watch_scope(&manifest, &w.kind, selector, within)).await.map_err(discovery)?);
         }
         // Reads are served from the primary's namespace when it has one: a plugin confined to
         // one namespace must not see every namespace's objects of a kind it reads.
@@ -270,11 +268,6 @@ impl Controller {
         let selector = parse_selector(&manifest.name, "primary", manifest.primary.label_selector.as_deref())?;
         let concurrency = config.concurrency_for(manifest.settings.max_concurrent_reconciles);
         let resync = config.resync_for(manifest.settings.resync_seconds);
-        let watch_selectors = manifest
-            .watches
-            .iter()
-            .map(|w| parse_selector(&manifest.name, "watched", w.label_selector.as_deref()))
-            .collect::<Result<Vec<_>, _>>()?;
         let plugin_metrics = context.metrics.plugin(&manifest.name);
         let identity_error = |source| StartError::Identity { plugin: manifest.name.clone(), source };
         let reads = access::reads_needed(&context.kinds, by_kind.values().flatten())
@@ -329,7 +322,7 @@ impl Controller {
             tasks.push(tokio::spawn(triggers::owned(shared.clone(), informer.subscribe())));
         }
         for (informer, selector) in watched.iter().zip(watch_selectors) {
-            // Watches share informers by kind; each applies its own label selector.
+            // Unselected watches of one kind share an informer; each applies its own selector.
             tasks.push(tokio::spawn(triggers::watched(shared.clone(), informer.subscribe(), selector)));
         }
         shared.enqueue_all();
@@ -401,6 +394,33 @@ impl Controller {
     fn running_keys(&self) -> Vec<String> {
         self.shared.running.get().map(|running| running.held_by(self.shared.generation)).unwrap_or_default()
     }
+}
+
+/// The informer scope of `kind` in `namespace` for a plugin with `manifest`. A plugin that
+/// keeps managedFields or last-applied of a kind gets an informer of its own for it; the rest
+/// share the stripped one. A metadata-only kind is watched as metadata, shared with other
+/// plugins that declare it so, apart from those that read it whole.
+pub(crate) fn informer_scope(manifest: &Manifest, kind: &Gvk, namespace: Option<String>) -> InformerScope {
+    InformerScope {
+        kind: kind.clone(),
+        namespace,
+        kept: manifest.kept(kind),
+        metadata: manifest.is_metadata_only(kind),
+        selector: None,
+    }
+}
+
+/// The informer scope of one watch of `kind` (with `selector`, in `namespace`). A kind the
+/// plugin declares only under selected watches is watched through each selector, so its cache
+/// holds only what they select (`ManifestView::visible`); any other kind is watched whole.
+pub(crate) fn watch_scope(
+    manifest: &Manifest,
+    kind: &Gvk,
+    selector: &Selector,
+    namespace: Option<String>,
+) -> InformerScope {
+    let selected = !selector.0.is_empty() && manifest.visible(kind) != Visible::All;
+    InformerScope { selector: selected.then(|| selector.to_string()), ..informer_scope(manifest, kind, namespace) }
 }
 
 impl Drop for Controller {

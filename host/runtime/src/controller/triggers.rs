@@ -64,9 +64,21 @@ pub(super) async fn owned(shared: Arc<Shared>, mut changes: broadcast::Receiver<
 }
 
 /// Changes of a watched kind that `selector` selects: each waits for `map` in the queue.
-/// Watches share informers by kind, so two watches of one kind map an object once.
+/// Unselected watches of one kind share an informer, so they map an object once.
 pub(super) async fn watched(shared: Arc<Shared>, mut changes: broadcast::Receiver<Change>, selector: Selector) {
-    while let Some(entry) = next_related(&shared, &mut changes).await {
+    loop {
+        let entry = match changes.recv().await {
+            Ok(Change::Applied(entry)) => entry,
+            // A selected watch reports an object that left its selection as deleted, at its
+            // old state; another watch of the kind may hold it still, at a newer one, which is
+            // the state `map` must see whichever of the two reports comes last.
+            Ok(Change::Deleted(entry)) => shared.cache.held(&entry).unwrap_or(entry),
+            Err(RecvError::Lagged(_)) => {
+                shared.enqueue_all();
+                continue;
+            }
+            Err(RecvError::Closed) => return,
+        };
         if !entry.selected_by(&selector) || !shared.leads() {
             continue;
         }

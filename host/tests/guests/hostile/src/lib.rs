@@ -40,8 +40,8 @@ const MAP_LABEL: &str = "wasmloop.dev/map";
 
 impl Reconciler for Hostile {
     fn manifest() -> Manifest {
-        // Watches Deployments (the labelled ones start `map`) so that tests can count the
-        // watches plugins share: a watch and a read of one kind share one. May patch
+        // Watches Deployments, only the labelled ones (they start `map`), so its watch is
+        // selected at the API server and shared with no plugin reading them whole. May patch
         // ConfigMaps in its primary's namespace, so that `steal` meets RBAC, the second wall,
         // there, and the host's grant check everywhere else.
         Manifest::new("hostile", "0.1.0")
@@ -191,6 +191,14 @@ impl Reconciler for Hostile {
                 let token = "no position at all";
                 cache::list_page(&ConfigMap::gvk(), None, None, 0, Some(token))?;
                 Ok(Vec::new())
+            }
+            "list-deployments" => {
+                // Deployments are watched through a selector (`MAP_LABEL`): which does the
+                // cache hold?
+                let namespace = request.object.namespace.as_deref();
+                let page = cache::list_page(&Deployment::gvk(), namespace, None, 0, None)?;
+                let names: Vec<&str> = page.items.iter().map(|o| o.name.as_str()).collect();
+                Ok(vec![event(EventType::Normal, "Listed", format!("deployments: {}", names.join(",")))])
             }
             "peek-deployment" => {
                 // Deployments are metadata-only for this plugin: what does it get?

@@ -53,12 +53,7 @@ pub struct LeaderArgs {
 
 /// A shard group is a Lease name prefix: a DNS label, short enough to leave room for the rest.
 fn shard_group(text: &str) -> Result<String, String> {
-    let ok = !text.is_empty()
-        && text.len() <= 40
-        && text.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !text.starts_with('-')
-        && !text.ends_with('-');
-    if ok {
+    if text.len() <= 40 && wasmloop_contract::validate::is_dns1123_label(text) {
         Ok(text.to_owned())
     } else {
         Err("use 1-40 characters of a-z, 0-9 and '-', not starting or ending with '-'".into())

@@ -128,37 +128,32 @@ pub fn fits(serving: &Manifest, candidate: &Manifest) -> Result<(), String> {
     }
     // It reads through the serving version's caches, which hold what that version's watches
     // select: a shadow that selects otherwise would be compared on a cache it would not have.
-    let mut seen: Vec<String> = serving
-        .declared_kinds()
-        .chain(candidate.declared_kinds())
-        .filter(|k| serving.visible(k) != candidate.visible(k))
-        .map(Gvk::to_string)
-        .collect();
-    seen.sort();
-    seen.dedup();
-    if !seen.is_empty() {
+    // Only a watched kind can be selected, and this runs before every shadow call: compare
+    // those alone.
+    let watched = serving.watches.iter().chain(&candidate.watches).map(|w| &w.kind);
+    if let Some(kinds) = differing(watched, |k| serving.visible(k) != candidate.visible(k)) {
         return Err(format!(
-            "would see other objects of {} than the serving version, whose cache holds only what its watches select; declare the same watches (kinds, namespaces, label selectors) in the shadow, or roll the change out without one",
-            seen.join(", ")
+            "would see other objects of {kinds} than the serving version, whose cache holds only what its watches select; declare the same watches (kinds, namespaces, label selectors) in the shadow, or roll the change out without one"
         ));
     }
     // It reads through the serving version's caches, which keep what that version keeps: a
     // shadow keeping other fields would be compared on objects it did not ask for.
-    let mut kept: Vec<String> = serving
-        .declared_kinds()
-        .chain(candidate.declared_kinds())
-        .filter(|k| serving.kept(k) != candidate.kept(k))
-        .map(Gvk::to_string)
-        .collect();
-    kept.sort();
-    kept.dedup();
-    if !kept.is_empty() {
+    let declared = serving.declared_kinds().chain(candidate.declared_kinds());
+    if let Some(kinds) = differing(declared, |k| serving.kept(k) != candidate.kept(k)) {
         return Err(format!(
-            "keeps other fields of {} than the serving version (keep-fields); keep the same in the shadow, or roll the change out without one",
-            kept.join(", ")
+            "keeps other fields of {kinds} than the serving version (keep-fields); keep the same in the shadow, or roll the change out without one"
         ));
     }
     Ok(())
+}
+
+/// The kinds among `kinds` for which `differs` holds, each named once, in order; none when
+/// there is none.
+fn differing<'a>(kinds: impl Iterator<Item = &'a Gvk>, differs: impl Fn(&Gvk) -> bool) -> Option<String> {
+    let mut names: Vec<String> = kinds.filter(|k| differs(k)).map(Gvk::to_string).collect();
+    names.sort();
+    names.dedup();
+    (!names.is_empty()).then(|| names.join(", "))
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);

@@ -86,9 +86,7 @@ pub fn name_segment(identity: &str) -> String {
 /// digits of its SHA-256: a dot is valid in both, and in no plugin name, so no plugin can
 /// take another's key.
 pub fn plugin_key(plugin: &str) -> String {
-    let edges_ok = plugin.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && plugin.ends_with(|c: char| c.is_ascii_alphanumeric());
-    if edges_ok && plugin.len() <= 63 {
+    if !plugin.is_empty() && wasmloop_contract::validate::is_label_value(plugin) {
         plugin.to_owned()
     } else {
         format!("x.{}", &wasmloop_sandbox::digest(plugin.as_bytes())[..16])

@@ -100,3 +100,64 @@ pub fn component_named(package: &str, lib: &str, var: &str, name: &str) -> PathB
         .expect("the build's output");
     copy
 }
+
+/// The Python plugins and test guests, as `scripts/build-plugins` lists them: directories
+/// relative to the workspace.
+pub const PYTHON_GUESTS: [&str; 3] =
+    ["plugins/foo-deployment-py", "plugins/configmap-mirror-py", "host/tests/guests-py/remember"];
+
+/// The Python plugin in directory `dir` (relative to the workspace, `plugins/foo-deployment-py`)
+/// as a component, built with the Python SDK's build command (`python3 -m wasmloop build`,
+/// componentize-py underneath) into `wasm32-wasip2/python/<last part of dir>.wasm` unless that
+/// file is newer than every source of the plugin and the SDK. `WASMLOOP_PYTHON` names the
+/// interpreter (default `python3`).
+///
+/// # Panics
+/// When the build fails, with its output and what to install.
+pub fn python_component(dir: &str) -> PathBuf {
+    static BUILDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = BUILDING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let name = Path::new(dir).file_name().expect("a directory").to_string_lossy();
+    let out = target_dir().join("wasm32-wasip2/python").join(format!("{name}.wasm"));
+    let sources = [workspace().join(dir), workspace().join("guest-sdk/python/wasmloop")];
+    let built = std::fs::metadata(&out).and_then(|m| m.modified()).ok();
+    if built.is_some_and(|built| sources.iter().all(|s| newest_source(s) <= Some(built))) {
+        return out;
+    }
+    let python = std::env::var_os("WASMLOOP_PYTHON").unwrap_or_else(|| "python3".into());
+    // Built aside and renamed, so a reader never sees half a component.
+    let partial = out.with_extension("wasm.partial");
+    let done = Command::new(python)
+        .current_dir(workspace())
+        .env("PYTHONPATH", workspace().join("guest-sdk/python"))
+        .args(["-m", "wasmloop", "build"])
+        .arg(workspace().join(dir))
+        .arg("-o")
+        .arg(&partial)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        done.status.success(),
+        "building the Python plugin {dir} failed (pip install -r guest-sdk/python/requirements.txt installs what it needs):\n{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    std::fs::rename(&partial, &out).expect("the built component");
+    out
+}
+
+/// The latest modification time of a `.py` or `.wit` file under `dir`.
+fn newest_source(dir: &Path) -> Option<std::time::SystemTime> {
+    let mut newest = None;
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        let time = if path.is_dir() {
+            newest_source(&path)
+        } else if path.extension().is_some_and(|e| e == "py" || e == "wit") {
+            entry.metadata().and_then(|m| m.modified()).ok()
+        } else {
+            None
+        };
+        newest = newest.max(time);
+    }
+    newest
+}

@@ -4,16 +4,17 @@
 #![allow(dead_code)] // each test binary uses its own part
 
 use std::ffi::{OsStr, OsString};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DynamicObject};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use wasmloop_testenv::{eventually, shared};
+use wasmloop_testenv::{eventually, shared, wait_for_event};
 
 /// foo-deployment's CRD.
 pub const FOO_CRD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../plugins/foo-deployment/deploy/crd.yaml");
@@ -446,4 +447,65 @@ pub async fn deployment_with(
 /// The Deployment's desired replicas.
 pub fn replicas(d: &Deployment) -> Option<i32> {
     d.spec.as_ref().and_then(|s| s.replicas)
+}
+
+/// Runs `plugin` (a build of foo-deployment) and walks sample-controller's life cycle.
+pub async fn sample_controller_parity(namespace: &str, plugin: &Path) {
+    let ns = shared().namespace(namespace).await.unwrap();
+    let foos = ns.install_crd(Path::new(FOO_CRD)).await;
+    let _host = Host::start([Path::new("run"), Path::new("--plugin"), plugin]);
+    let deployments: Api<Deployment> = ns.api();
+
+    // Create a Foo: the Deployment exists with owner reference, labels and replicas.
+    let created = foos.create(&PostParams::default(), &foo("example-foo", "example-foo", 2)).await.unwrap();
+    let d = deployment_with(&deployments, "example-foo", "the Deployment", |d| replicas(d) == Some(2)).await;
+    let owner = &d.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.uid.as_str(), owner.controller),
+        ("Foo", created.metadata.uid.as_deref().unwrap(), Some(true))
+    );
+    let labels = d.spec.as_ref().unwrap().template.metadata.as_ref().unwrap().labels.clone().unwrap();
+    assert_eq!((labels["app"].as_str(), labels["controller"].as_str()), ("nginx", "example-foo"));
+
+    // Change spec.replicas: the Deployment follows.
+    foos.patch("example-foo", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 3}}))).await.unwrap();
+    deployment_with(&deployments, "example-foo", "3 replicas", |d| replicas(d) == Some(3)).await;
+
+    // Set the Deployment's available replicas by hand: the Foo's status mirrors it.
+    deployments
+        .patch_status(
+            "example-foo",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"availableReplicas": 3, "readyReplicas": 3, "replicas": 3}})),
+        )
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(60), "the Foo status to mirror availableReplicas", || {
+        let foos = foos.clone();
+        async move {
+            let foo = foos.get("example-foo").await.map_err(|e| e.to_string())?;
+            if foo.data["status"]["availableReplicas"] == 3 { Ok(()) } else { Err(foo.data["status"].to_string()) }
+        }
+    })
+    .await;
+
+    // The Synced Event appears.
+    let events: Api<Event> = ns.api();
+    wait_for_event(&events, Duration::from_secs(30), "the Synced Event", |e| {
+        e.reason.as_deref() == Some("Synced") && e.note.as_deref() == Some("Foo synced successfully")
+    })
+    .await;
+
+    // Delete the Foo: the garbage collector removes the Deployment.
+    foos.delete("example-foo", &DeleteParams::background()).await.unwrap();
+    eventually(Duration::from_secs(60), "the garbage collector to remove the Deployment", || {
+        let deployments = deployments.clone();
+        async move {
+            match deployments.get_opt("example-foo").await.map_err(|e| e.to_string())? {
+                None => Ok(()),
+                Some(_) => Err("still there".into()),
+            }
+        }
+    })
+    .await;
 }

@@ -1,0 +1,153 @@
+"""The test harness refuses and serves what the host would."""
+
+from pathlib import Path
+
+import pytest
+
+from wasmloop import CacheError, Grant, Manifest, Reconciler, Watch, apply, cache, delete, event, kinds, log, prune, requeue_after, status
+from wasmloop.testing import TestCase
+
+PRIMARY = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "ns", "uid": "u"}}
+
+
+def plugin(reconcile, **manifest):
+    """A Reconciler with this manifest (primary ConfigMap) and reconcile function."""
+    class P(Reconciler):
+        def manifest(self):
+            return Manifest("p", "0", primary=manifest.pop("primary", kinds.ConfigMap), **manifest)
+
+        def reconcile(self, request):
+            return reconcile(request)
+
+    return P()
+
+
+def cm(name, ns="ns", labels=None, **extra):
+    meta = {"name": name, "namespace": ns, "uid": f"{ns}-{name}", "labels": labels or {}}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, **extra}
+
+
+def test_reading_an_undeclared_kind_fails_the_call_even_when_the_plugin_catches_it():
+    def reconcile(_):
+        try:
+            cache.get(kinds.Secret, "s")
+        except CacheError:
+            pass
+        return [status({"ok": True})]
+
+    error = TestCase(PRIMARY).run(plugin(reconcile)).error
+    assert not error.transient
+    assert "read kind v1/Secret, which its manifest does not declare" in error.message
+
+
+def test_an_apply_outside_what_is_owned_or_granted_is_refused_naming_the_grant_to_declare():
+    other = cm("b", ns="elsewhere")
+    error = TestCase(PRIMARY).run(plugin(lambda _: [apply(other)], owns=[kinds.ConfigMap])).error
+    assert "no write grant lets it apply v1/ConfigMap in namespace elsewhere" in error.message
+
+
+def test_a_grant_covers_writes_in_its_namespaces():
+    granted = plugin(lambda _: [delete(cm("b", ns="elsewhere"))], writes=[Grant(kinds.ConfigMap, delete=True, namespaces=["elsewhere"])])
+    assert len(TestCase(PRIMARY).run(granted).deletes) == 1
+
+
+def test_prune_without_the_manifest_allowing_it_is_refused():
+    error = TestCase(PRIMARY).run(plugin(lambda _: [prune()])).error
+    assert "prune needs the manifest to allow it" in error.message
+
+
+def test_prune_outside_phase_apply_is_refused():
+    error = TestCase(PRIMARY).phase("cleanup").run(plugin(lambda _: [prune()], prune=True)).error
+    assert "phase apply only, not cleanup" in error.message
+
+
+def test_a_list_comes_in_pages_in_namespace_and_name_order_without_repeats():
+    objects = [cm(f"c{i:04}", ns=f"n{i % 3}") for i in range(1203)]
+    pages = []
+    TestCase(PRIMARY).cached(*objects).run(plugin(lambda _: pages.extend(cache.pages(kinds.ConfigMap)) or []))
+    assert [len(p) for p in pages] == [500, 500, 204]
+    places = [(o["metadata"]["namespace"], o["metadata"]["name"]) for p in pages for o in p]
+    assert places == sorted(set(places))
+
+
+def test_a_label_selector_filters_a_list():
+    objects = [cm("web", labels={"app": "web"}), cm("db", labels={"app": "db"})]
+    seen = []
+    TestCase(PRIMARY).cached(*objects).run(plugin(lambda _: seen.extend(cache.list(kinds.ConfigMap, selector="app in (web)")) or []))
+    assert [o["metadata"]["name"] for o in seen] == ["web"]
+
+
+def test_a_selector_that_does_not_parse_is_a_permanent_error():
+    error = TestCase(PRIMARY).run(plugin(lambda _: cache.list(kinds.ConfigMap, selector="a in b c"))).error
+    assert not error.transient
+    assert "does not parse" in error.message
+
+
+def test_a_kind_watched_only_through_a_selector_holds_only_what_it_selects():
+    services = [
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": n, "namespace": "ns", "labels": {"app": n}}}
+        for n in ("web", "db")
+    ]
+    seen = []
+    p = plugin(lambda _: seen.extend(cache.list(kinds.Service)) or [], watches=[Watch(kinds.Service, labels="app=web")])
+    TestCase(PRIMARY).cached(*services).run(p)
+    assert [o["metadata"]["name"] for o in seen] == ["web"]
+
+
+def test_cached_objects_arrive_without_managed_fields_or_the_last_applied_annotation():
+    annotated = cm("b", managedFields=[])
+    annotated["metadata"]["managedFields"] = [{"manager": "kubectl"}]
+    annotated["metadata"]["annotations"] = {"kubectl.kubernetes.io/last-applied-configuration": "{}"}
+    seen = []
+    TestCase(PRIMARY).cached(annotated).run(plugin(lambda _: seen.append(cache.get(kinds.ConfigMap, "b", "ns")) or []))
+    assert "managedFields" not in seen[0]["metadata"]
+    assert "annotations" not in seen[0]["metadata"]
+
+
+def test_a_metadata_only_kind_arrives_without_spec_or_status():
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}, "spec": {}, "status": {}}
+    seen = []
+    p = plugin(lambda _: seen.append(cache.get(kinds.Pod, "p", "ns")) or [], reads=[kinds.Pod], metadata_only=[kinds.Pod])
+    TestCase(PRIMARY).cached(pod).run(p)
+    assert sorted(seen[0]) == ["apiVersion", "kind", "metadata"]
+
+
+def test_an_unexpected_exception_is_a_transient_error_naming_the_exception_and_where():
+    def reconcile(request):
+        return request.object["spec"]["missing"]
+
+    error = TestCase(PRIMARY).run(plugin(reconcile)).error
+    assert error.transient
+    assert error.message.startswith("plugin raised KeyError: 'spec' (at test_testing.py:")
+
+
+def test_the_shortest_requeue_wins_and_is_not_an_action():
+    outcome = TestCase(PRIMARY).run(plugin(lambda _: [requeue_after(30), event("Normal", "R", "m"), requeue_after(1.5)]))
+    assert outcome.requeue_after == 1.5
+    assert len(outcome.actions) == 1
+
+
+def test_an_object_that_is_not_json_fails_the_call():
+    error = TestCase(PRIMARY).run(plugin(lambda _: [status({"when": object()})])).error
+    assert "is not JSON" in error.message
+
+
+def test_returning_something_other_than_actions_fails_the_call_saying_how_to_build_them():
+    error = TestCase(PRIMARY).run(plugin(lambda _: ["apply"])).error
+    assert "build actions with wasmloop.apply" in error.message
+
+
+def test_log_lines_are_collected():
+    outcome = TestCase(PRIMARY).run(plugin(lambda _: log.info("hello") or []))
+    assert outcome.logged("info", "hello")
+
+
+def test_a_manifest_the_host_would_refuse_fails_the_test():
+    with pytest.raises(AssertionError, match="the host would refuse this plugin at load"):
+        TestCase(PRIMARY).run(plugin(lambda _: [], metadata_only=[kinds.Pod]))
+
+
+def test_the_sdk_ships_the_contract_it_is_built_against():
+    repo_wit = Path(__file__).resolve().parents[3] / "wit" / "plugin.wit"
+    shipped = Path(__file__).resolve().parents[1] / "wasmloop" / "wit" / "plugin.wit"
+    assert shipped.read_text() == repo_wit.read_text(), "copy wit/plugin.wit into guest-sdk/python/wasmloop/wit/"

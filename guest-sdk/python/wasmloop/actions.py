@@ -1,0 +1,139 @@
+"""What a reconcile asks the host to do, as plain values built by small helpers.
+
+>>> from wasmloop import apply, status, event
+>>> [type(a).__name__ for a in (apply({"apiVersion": "v1", "kind": "ConfigMap",
+...      "metadata": {"name": "a"}}), status({"ready": True}), event("Normal", "Synced", "ok"))]
+['Apply', 'Status', 'Event']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional, Union
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    """Names one object. With ``uid`` set the host only acts while the live object has it."""
+
+    api_version: str
+    kind: str
+    name: str
+    namespace: Optional[str] = None
+    uid: Optional[str] = None
+
+
+def ref(obj: dict, *, with_uid: bool = True) -> ObjectRef:
+    """A reference to ``obj`` (a plain dict), pinned to its UID unless ``with_uid`` is false."""
+    meta = obj.get("metadata") or {}
+    return ObjectRef(
+        api_version=obj["apiVersion"],
+        kind=obj["kind"],
+        name=meta["name"],
+        namespace=meta.get("namespace"),
+        uid=(meta.get("uid") or None) if with_uid else None,
+    )
+
+
+@dataclass(frozen=True)
+class Apply:
+    """Server-side apply of a whole object."""
+
+    object: dict
+
+
+@dataclass(frozen=True)
+class Delete:
+    """Delete an object."""
+
+    target: ObjectRef
+
+
+@dataclass(frozen=True)
+class Patch:
+    """Patch an object a write grant covers; ``kind`` is ``"merge"`` or ``"json"``."""
+
+    target: ObjectRef
+    kind: str
+    patch: Any
+
+
+@dataclass(frozen=True)
+class Status:
+    """Set the primary's status subresource (the ``status`` field's content)."""
+
+    status: dict
+
+
+@dataclass(frozen=True)
+class Event:
+    """An Event on the primary; ``type`` is ``"Normal"`` or ``"Warning"``."""
+
+    type: str
+    reason: str
+    message: str
+    action: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Prune:
+    """Delete every controlled child of an owned kind that no apply in the response names."""
+
+
+@dataclass(frozen=True)
+class RequeueAfter:
+    """Reconcile again after ``seconds`` even without changes (the shortest one wins)."""
+
+    seconds: float
+
+
+Action = Union[Apply, Delete, Patch, Status, Event, Prune, RequeueAfter]
+
+EVENT_TYPES = ("Normal", "Warning")
+PATCH_KINDS = ("merge", "json")
+
+
+def apply(obj: dict) -> Apply:
+    """Server-side apply ``obj``. A namespaced object without a namespace goes to the primary's."""
+    if not isinstance(obj, dict):
+        raise TypeError(f"apply takes the object as a dict, not {type(obj).__name__}")
+    return Apply(obj)
+
+
+def delete(target: Union[ObjectRef, dict]) -> Delete:
+    """Delete ``target``: an ``ObjectRef`` or the object itself (pinned to its UID)."""
+    return Delete(target if isinstance(target, ObjectRef) else ref(target))
+
+
+def patch(target: Union[ObjectRef, dict], document: Any, kind: str = "merge") -> Patch:
+    """Patch ``target`` with a JSON merge patch (a dict) or, with ``kind="json"``, an
+    RFC 6902 operation list."""
+    if kind not in PATCH_KINDS:
+        raise ValueError(f"patch kind {kind!r}: use one of {PATCH_KINDS}")
+    return Patch(target if isinstance(target, ObjectRef) else ref(target), kind, document)
+
+
+def status(content: dict) -> Status:
+    """Set the primary's status to ``content``."""
+    if not isinstance(content, dict):
+        raise TypeError(f"status takes the status content as a dict, not {type(content).__name__}")
+    return Status(content)
+
+
+def event(type: str, reason: str, message: str, action: Optional[str] = None) -> Event:
+    """Record an Event on the primary."""
+    if type not in EVENT_TYPES:
+        raise ValueError(f"event type {type!r}: use one of {EVENT_TYPES}")
+    return Event(type, reason, message, action)
+
+
+def prune() -> Prune:
+    """Ask the host to prune children this response does not apply (needs ``prune=True``)."""
+    return Prune()
+
+
+def requeue_after(seconds: float) -> RequeueAfter:
+    """Reconcile this primary again after ``seconds``."""
+    if not seconds >= 0:
+        raise ValueError(f"requeue_after takes a duration of 0 seconds or more, not {seconds!r}")
+    return RequeueAfter(seconds)

@@ -1,0 +1,323 @@
+"""Run a plugin's logic in plain CPython (pytest), with no wasm and no cluster.
+
+``TestCase`` plays the host: it builds the request, serves cache look-ups from the objects
+you give it (only for kinds the manifest declares, and only what the plugin's watches select,
+as the host does), strips cached objects as the host's cache does, collects log lines, and
+refuses what the host would refuse (an undeclared read, a write no grant covers, a misused
+prune). ``run`` returns an ``Outcome`` with helpers to read the actions.
+
+>>> from wasmloop import Manifest, Reconciler, kinds, status
+>>> class P(Reconciler):
+...     def manifest(self):
+...         return Manifest("p", "0", primary=kinds.ConfigMap)
+...     def reconcile(self, request):
+...         return [status({"ok": True})]
+>>> TestCase({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}).run(P()).status
+{'ok': True}
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any, List, Optional, Tuple
+
+from . import _host, _outcome, selector
+from .actions import Action, Apply, Delete, Event, ObjectRef, Patch, Prune, Status
+from .errors import CacheError, PermanentError, ReconcileError
+from .kinds import Kind
+from .manifest import Manifest
+from .reconciler import Reconciler
+from .request import Envelope, Request
+
+PAGE_SIZE = 500
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def checked(plugin: Reconciler) -> Manifest:
+    """``plugin``'s manifest, refused as the host would refuse it at load."""
+    manifest = plugin.manifest()
+    try:
+        manifest.validate()
+    except ValueError as e:
+        raise AssertionError(f"the host would refuse this plugin at load: {e}; fix its manifest()") from None
+    return manifest
+
+
+def as_cached(manifest: Manifest, obj: dict) -> dict:
+    """``obj`` as the host's cache holds it for this plugin."""
+    obj = copy.deepcopy(obj)
+    kind = Kind.of(obj.get("apiVersion", ""), obj.get("kind", ""))
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return obj
+    if kind in manifest.metadata_only:
+        meta.pop("managedFields", None)
+        return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": meta}
+    if kind not in manifest.keep_managed_fields:
+        meta.pop("managedFields", None)
+    annotations = meta.get("annotations")
+    if kind not in manifest.keep_last_applied and isinstance(annotations, dict) and LAST_APPLIED in annotations:
+        del annotations[LAST_APPLIED]
+        if not annotations:
+            del meta["annotations"]
+    return obj
+
+
+def _labels(obj: dict) -> dict:
+    return (obj.get("metadata") or {}).get("labels") or {}
+
+
+def _place(obj: dict) -> Tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return (meta.get("namespace") or "", meta.get("name") or "")
+
+
+class _FakeHost:
+    def __init__(self, manifest: Manifest, objects: List[dict]) -> None:
+        self.manifest = manifest
+        latest = {}
+        for obj in objects:
+            latest[(obj.get("apiVersion"), obj.get("kind"), *_place(obj))] = as_cached(manifest, obj)
+        self.objects = [o for o in latest.values() if self._held(o)]
+        self.logs: List[Tuple[str, str]] = []
+        self.undeclared: Optional[str] = None
+
+    def _held(self, obj: dict) -> bool:
+        kind = Kind.of(obj.get("apiVersion", ""), obj.get("kind", ""))
+        watches = self.manifest.visible(kind)
+        if watches is None:
+            return True
+        ns = (obj.get("metadata") or {}).get("namespace")
+        return any((w.namespace is None or w.namespace == ns) and selector.matches(w.labels, _labels(obj)) for w in watches)
+
+    def _of(self, kind: Kind) -> List[dict]:
+        if kind not in self.manifest.declared_kinds():
+            message = (
+                f"plugin {self.manifest.name!r} read kind {kind}, which its manifest does not declare; "
+                "add it to owns, watches or reads"
+            )
+            # The host fails the whole call for it, even if the plugin catches the error.
+            self.undeclared = self.undeclared or message
+            raise CacheError("undeclared-kind", message)
+        return sorted((o for o in self.objects if kind.matches(o)), key=_place)
+
+    def get(self, kind: Kind, namespace: Optional[str], name: str) -> Optional[dict]:
+        for obj in self._of(kind):
+            ns, n = _place(obj)
+            if n == name and (namespace is None or ns == namespace):
+                return copy.deepcopy(obj)
+        return None
+
+    def page(self, kind, namespace, label_selector, limit, token):
+        try:
+            wanted = selector.parse(label_selector or "")
+        except ValueError as e:
+            raise CacheError("invalid-selector", str(e)) from None
+        after: Optional[Tuple[str, str]] = None
+        if token is not None:
+            try:
+                ns, name = json.loads(token)
+                after = (str(ns), str(name))
+            except (ValueError, TypeError):
+                raise CacheError("invalid-continue", f"continue token {token!r} is no position this host produced") from None
+        items = [
+            o
+            for o in self._of(kind)
+            if (namespace is None or _place(o)[0] == namespace) and wanted(_labels(o)) and (after is None or _place(o) > after)
+        ]
+        size = PAGE_SIZE if limit == 0 else min(limit, PAGE_SIZE)
+        page = items[:size]
+        next_token = json.dumps(list(_place(page[-1]))) if len(items) > size else None
+        return [copy.deepcopy(o) for o in page], next_token
+
+    def log(self, level: str, message: str) -> None:
+        self.logs.append((level, message))
+
+
+def _ungranted(manifest: Manifest, primary: dict, actions: List[Action]) -> Optional[str]:
+    primary_ns = (primary.get("metadata") or {}).get("namespace")
+    for action in actions:
+        if isinstance(action, Apply):
+            obj = action.object
+            verb, kind, ns = "apply", Kind.of(obj.get("apiVersion", ""), obj.get("kind", "")), (obj.get("metadata") or {}).get("namespace")
+        elif isinstance(action, (Patch, Delete)):
+            t = action.target
+            verb, kind, ns = ("patch" if isinstance(action, Patch) else "delete"), Kind.of(t.api_version, t.kind), t.namespace
+        else:
+            continue
+        ns = ns or primary_ns
+        implied = verb in ("apply", "delete") and ns == primary_ns and kind in manifest.owns
+        if implied or any(g.kind == kind and g.allows(verb, ns, primary_ns) for g in manifest.writes):
+            continue
+        place = f"in namespace {ns}" if ns else "cluster-scoped"
+        return (
+            f"plugin {manifest.name!r}: no write grant lets it {verb} {kind} {place}; "
+            f"declare one with Grant(Kind.of({kind.api_version!r}, {kind.kind!r}), {verb}=True, namespaces=...)"
+        )
+    return None
+
+
+def _misused_prune(manifest: Manifest, phase: str, actions: List[Action]) -> Optional[str]:
+    at = [i for i, a in enumerate(actions) if isinstance(a, Prune)]
+    name = manifest.name
+    if not at:
+        return None
+    if len(at) > 1:
+        return f"plugin {name!r}: actions[{at[1]}]: prune may appear once in a response"
+    if not manifest.prune:
+        return f"plugin {name!r}: actions[{at[0]}]: prune needs the manifest to allow it; add prune=True"
+    if phase != "apply":
+        return f"plugin {name!r}: actions[{at[0]}]: prune is carried out in phase apply only, not {phase}"
+    return None
+
+
+class Outcome:
+    """What a native reconcile returned and logged."""
+
+    def __init__(self, result: _outcome.Result, logs: List[Tuple[str, str]]) -> None:
+        self.result = result
+        self.logs = logs
+
+    @property
+    def actions(self) -> List[Action]:
+        """The actions; fails the test when the reconcile failed."""
+        if self.result.error is not None:
+            e = self.result.error
+            raise AssertionError(f"reconcile failed ({'transient' if e.transient else 'permanent'}): {e.message}")
+        return self.result.actions
+
+    @property
+    def error(self) -> ReconcileError:
+        """The error; fails the test when the reconcile succeeded."""
+        if self.result.error is None:
+            raise AssertionError(f"reconcile succeeded with {self.result.actions!r}")
+        return self.result.error
+
+    def applied(self, kind: Optional[Kind] = None) -> List[dict]:
+        return [a.object for a in self.actions if isinstance(a, Apply) and (kind is None or kind.matches(a.object))]
+
+    @property
+    def status(self) -> Optional[dict]:
+        found = [a.status for a in self.actions if isinstance(a, Status)]
+        return found[-1] if found else None
+
+    @property
+    def events(self) -> List[Event]:
+        return [a for a in self.actions if isinstance(a, Event)]
+
+    @property
+    def patches(self) -> List[Patch]:
+        return [a for a in self.actions if isinstance(a, Patch)]
+
+    @property
+    def deletes(self) -> List[ObjectRef]:
+        return [a.target for a in self.actions if isinstance(a, Delete)]
+
+    @property
+    def prunes(self) -> bool:
+        return any(isinstance(a, Prune) for a in self.actions)
+
+    @property
+    def requeue_after(self) -> Optional[float]:
+        """Seconds, the shortest asked for."""
+        ms = self.result.requeue_after_ms
+        return None if ms is None else ms / 1000
+
+    def logged(self, level: str, text: str) -> bool:
+        return any(lvl == level and text in message for lvl, message in self.logs)
+
+
+class TestCase:
+    """One native reconcile, set up as the host would set it up. Builder methods chain."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, primary: dict) -> None:
+        Envelope.of(primary)
+        self._primary = primary
+        self._owned: List[dict] = []
+        self._cache: List[dict] = []
+        self._config: Any = {}
+        self._phase = "apply"
+        self._previous: Optional[dict] = None
+        self._attempt = 0
+
+    def owned(self, *children: dict) -> "TestCase":
+        """Children handed over in ``request.owned`` (and readable from the cache)."""
+        self._owned.extend(children)
+        return self
+
+    def cached(self, *objects: dict) -> "TestCase":
+        """Other objects in the cache."""
+        self._cache.extend(objects)
+        return self
+
+    def config(self, value: Any) -> "TestCase":
+        self._config = value
+        return self
+
+    def phase(self, phase: str) -> "TestCase":
+        self._phase = phase
+        return self
+
+    def previous(self, obj: dict) -> "TestCase":
+        self._previous = obj
+        return self
+
+    def attempt(self, attempt: int) -> "TestCase":
+        self._attempt = attempt
+        return self
+
+    def request(self, manifest: Manifest) -> Request:
+        """The request the plugin gets, its objects as the host's cache holds them."""
+        cached = lambda o: Envelope.of(as_cached(manifest, o))  # noqa: E731
+        return Request(
+            cached(self._primary),
+            [cached(o) for o in self._owned],
+            self._phase,
+            None if self._previous is None else cached(self._previous),
+            self._attempt,
+            json.dumps(self._config),
+        )
+
+    def _host(self, manifest: Manifest) -> _FakeHost:
+        return _FakeHost(manifest, [self._primary, *self._owned, *self._cache])
+
+    def run(self, plugin: Reconciler) -> Outcome:
+        """Runs ``plugin.reconcile`` and collects what it did."""
+        manifest = checked(plugin)
+        request = self.request(manifest)
+        host = self._host(manifest)
+        previous = _host.install(host)
+        try:
+            result = _outcome.reconcile(plugin, request)
+        finally:
+            _host.install(previous)
+        if host.undeclared is not None:
+            result = _outcome.Result(error=PermanentError(host.undeclared))
+        elif result.error is None:
+            refused = _misused_prune(manifest, self._phase, result.actions) or _ungranted(manifest, self._primary, result.actions)
+            if refused is not None:
+                result = _outcome.Result(error=PermanentError(refused))
+        if result.error is None:
+            for i, action in enumerate(result.actions):
+                # As the component glue would: what does not encode fails the call.
+                payload = {Apply: "object", Status: "status", Patch: "patch"}.get(type(action))
+                if payload:
+                    try:
+                        _outcome.to_json(getattr(action, payload), f"actions[{i}]")
+                    except TypeError as e:
+                        result = _outcome.Result(error=_outcome.as_error(e))
+                        break
+        return Outcome(result, host.logs)
+
+    def map(self, plugin: Reconciler, related: dict) -> List[ObjectRef]:
+        """Runs ``plugin.map`` on ``related`` with this case's cache and config."""
+        manifest = checked(plugin)
+        host = self._host(manifest)
+        previous = _host.install(host)
+        try:
+            return plugin.map(as_cached(manifest, related), copy.deepcopy(self._config))
+        finally:
+            _host.install(previous)

@@ -1,0 +1,40 @@
+//! A Python plugin runs in a fresh instance per call, as every plugin does: module state one
+//! reconcile leaves behind is invisible to the next, even in the same loaded plugin.
+
+use std::sync::Arc;
+
+use serde_json::json;
+use wasmloop_sandbox::{Action, EmptyHost, Phase, Request, Sandbox, SandboxConfig, object_from_value};
+
+fn request(name: &str) -> Request {
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": name, "namespace": "default", "uid": name}});
+    Request {
+        object: object_from_value(&cm).unwrap(),
+        owned: Vec::new(),
+        phase: Phase::Apply,
+        previous: None,
+        attempt: 0,
+        config: "{}".into(),
+    }
+}
+
+fn seen(actions: &[Action]) -> serde_json::Value {
+    match actions {
+        [Action::Status(status)] => status["seen"].clone(),
+        other => panic!("expected one status action, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn module_state_from_one_python_reconcile_is_invisible_to_the_next() {
+    let path = wasmloop_testenv::components::python_component("host/tests/guests-py/remember");
+    let sandbox = Sandbox::new(SandboxConfig::default().cache_dir(None)).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    let plugin = sandbox.load(&bytes, &path.display().to_string()).await.unwrap();
+    let plugin = sandbox.reserve(&plugin).unwrap();
+    for name in ["first", "second", "first"] {
+        let response = plugin.reconcile(&request(name), Arc::new(EmptyHost)).await.unwrap();
+        assert_eq!(seen(&response.actions), json!([name]), "a reconcile saw an earlier one's state");
+    }
+}

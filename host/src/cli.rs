@@ -70,6 +70,9 @@ pub enum Command {
     Dev(DevArgs),
     /// Print the ConfigMap that ships a plugin to a cluster (`| kubectl apply --server-side -f -`).
     Bundle(BundleArgs),
+    /// Push a plugin component to an OCI registry, for plugins too large for a ConfigMap; print
+    /// the reference pinned to what was pushed (for `bundle --ref`).
+    Push(PushArgs),
     /// Record a plugin's reconciles on a live cluster and write nothing to it: `dev --dry-run`
     /// with `--record-dir`, for a version that is not deployed yet.
     Record(RecordArgs),
@@ -134,6 +137,17 @@ pub struct RunArgs {
     /// and compare their actions; the shadow writes nothing. Repeatable, one per plugin.
     #[arg(long = "shadow", value_name = "NAME=PATH", value_parser = parse_shadow)]
     pub shadows: Vec<ShadowArg>,
+    /// Pull ConfigMap plugins' references (data["plugin.ref"]) only from this registry
+    /// (HOST[:PORT]). Repeatable; without it, any registry over HTTPS.
+    #[arg(long = "allowed-registry", value_name = "HOST[:PORT]", requires = "plugin_namespaces")]
+    pub allowed_registries: Vec<String>,
+    /// Speak plain HTTP to this registry (HOST[:PORT]), not HTTPS: a registry on loopback or a
+    /// trusted network. Repeatable.
+    #[arg(long = "insecure-registry", value_name = "HOST[:PORT]", requires = "plugin_namespaces")]
+    pub insecure_registries: Vec<String>,
+    /// How long one pull of a plugin reference may take, in seconds.
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub pull_timeout_seconds: u64,
     /// Host options.
     #[command(flatten)]
     pub host: HostArgs,
@@ -202,7 +216,41 @@ pub struct BundleArgs {
     /// shadow that serves from NAME-shadow, or to update whichever ConfigMap serves.
     #[arg(long, value_name = "CONFIGMAP")]
     pub configmap: Option<String>,
+    /// Ship the component by reference instead of its bytes: the pinned reference `wasmloop
+    /// push` printed (oci://REGISTRY/REPO@sha256:...), in data["plugin.ref"]. The host pulls it.
+    #[arg(long = "ref", value_name = "REFERENCE", value_parser = parse_pinned_ref)]
+    pub reference: Option<crate::oci::PluginRef>,
+    /// With `--ref`: the Secret (`kubernetes.io/dockerconfigjson`, in the ConfigMap's
+    /// namespace) holding the registry's credentials.
+    #[arg(long, value_name = "SECRET", requires = "reference")]
+    pub pull_secret: Option<String>,
     /// Sandbox options (the component is validated before it is bundled).
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
+}
+
+fn parse_pinned_ref(text: &str) -> Result<crate::oci::PluginRef, String> {
+    crate::oci::PluginRef::parse(text).and_then(crate::oci::PluginRef::pinned).map_err(|e| e.to_string())
+}
+
+/// `wasmloop push`.
+#[derive(Debug, Args)]
+pub struct PushArgs {
+    /// The plugin component (.wasm).
+    pub plugin: PathBuf,
+    /// Where to push it: oci://REGISTRY/REPO:TAG.
+    #[arg(value_parser = |t: &str| crate::oci::PluginRef::parse(t).map_err(|e| e.to_string()))]
+    pub reference: crate::oci::PluginRef,
+    /// The registry's user name; the password is read from standard input.
+    #[arg(long, requires = "password_stdin")]
+    pub username: Option<String>,
+    /// Read the password from standard input (one line).
+    #[arg(long, requires = "username")]
+    pub password_stdin: bool,
+    /// Speak plain HTTP to the registry (a loopback or test registry), not HTTPS.
+    #[arg(long)]
+    pub plain_http: bool,
+    /// Sandbox options (the component is validated before it is pushed).
     #[command(flatten)]
     pub sandbox: SandboxArgs,
 }

@@ -9,6 +9,7 @@ pub mod host_config;
 pub mod input;
 pub mod leader;
 pub mod logging;
+pub mod oci;
 pub mod offline_cache;
 pub mod pinning;
 pub mod plugin_configmap;

@@ -2,7 +2,9 @@
 //! writes it, the ConfigMap source reads it.
 //!
 //! A plugin ConfigMap is labelled `wasmloop.dev/plugin=<name>` and holds the component in
-//! `binaryData["plugin.wasm"]`, or gzip-compressed in `binaryData["plugin.wasm.gz"]`, and
+//! `binaryData["plugin.wasm"]`, or gzip-compressed in `binaryData["plugin.wasm.gz"]`, or names
+//! it in a registry: `data["plugin.ref"]` (`oci://REGISTRY/REPO@sha256:...`, see [`crate::oci`],
+//! with credentials from the Secret the `wasmloop.dev/pull-secret` annotation names), and
 //! optionally the plugin's configuration in `data["config.yaml"]` (or `config.json`). It may
 //! pin the component's digest (the `wasmloop.dev/digest` annotation, which `bundle` writes)
 //! and carry its minisign signature (`data["plugin.wasm.minisig"]`); [`crate::pinning`]
@@ -15,6 +17,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use crate::oci::{OciError, PluginRef};
 use crate::pinning::{DIGEST_ANNOTATION, SIGNATURE_KEY, pin_of};
 
 /// The label naming the plugin a ConfigMap ships.
@@ -29,6 +32,11 @@ pub const STATUS_ANNOTATION: &str = "wasmloop.dev/status";
 pub const WASM_KEY: &str = "plugin.wasm";
 /// The key of a gzip-compressed component.
 pub const WASM_GZ_KEY: &str = "plugin.wasm.gz";
+/// The key of a component's OCI reference.
+pub const REF_KEY: &str = "plugin.ref";
+/// The annotation naming the Secret (`kubernetes.io/dockerconfigjson`, in the ConfigMap's
+/// namespace) that holds credentials for the reference's registry.
+pub const PULL_SECRET_ANNOTATION: &str = "wasmloop.dev/pull-secret";
 /// The size limit of a ConfigMap's data, as the API server enforces it.
 pub const CONFIGMAP_LIMIT: usize = 1024 * 1024;
 /// Room left under the limit for metadata, the configuration and the status annotation.
@@ -42,8 +50,12 @@ pub const MAX_COMPONENT: u64 = 64 * 1024 * 1024;
 pub struct PluginPayload {
     /// The plugin name from the label.
     pub name: String,
-    /// The component.
+    /// The component; empty until pulled when the ConfigMap names it by `reference`.
     pub component: Vec<u8>,
+    /// Where to pull the component from, pinned by digest.
+    pub reference: Option<PluginRef>,
+    /// The Secret holding the registry's credentials.
+    pub pull_secret: Option<String>,
     /// The configuration as JSON text, if the ConfigMap has one.
     pub config: Option<String>,
     /// The digest the ConfigMap pins the component to (the annotation's text).
@@ -72,7 +84,7 @@ pub enum Track {
 pub enum PayloadError {
     /// No component.
     #[error(
-        "ConfigMap {0} has neither binaryData[\"plugin.wasm\"] nor binaryData[\"plugin.wasm.gz\"]; create it with `wasmloop bundle PLUGIN.wasm --name NAME`"
+        "ConfigMap {0} has neither binaryData[\"plugin.wasm\"], binaryData[\"plugin.wasm.gz\"] nor data[\"plugin.ref\"]; create it with `wasmloop bundle PLUGIN.wasm --name NAME`"
     )]
     NoComponent(String),
     /// A broken gzip stream.
@@ -91,6 +103,19 @@ pub enum PayloadError {
         "ConfigMap {0}: the annotation {TRACK_ANNOTATION} is {1:?}; it is \"shadow\" for a candidate, or \"superseded\" (set by the host) for a ConfigMap a promoted shadow replaced; remove it to serve"
     )]
     BadTrack(String, String),
+    /// A reference that is not a pinned plugin reference.
+    #[error("ConfigMap {0}: data[\"plugin.ref\"]: {1}")]
+    BadReference(String, OciError),
+    /// Both bytes and a reference.
+    #[error(
+        "ConfigMap {0} holds both a component and data[\"plugin.ref\"]; keep one: the bytes, or the reference `wasmloop push` printed"
+    )]
+    TwoComponents(String),
+    /// A pull secret name that is no Secret name.
+    #[error(
+        "ConfigMap {0}: the annotation {PULL_SECRET_ANNOTATION} is {1:?}, not a Secret name; name a Secret of this namespace"
+    )]
+    BadPullSecret(String, String),
     /// An empty plugin label.
     #[error("ConfigMap {0}: the label {PLUGIN_LABEL} is empty; set it to the plugin's name")]
     NoName(String),
@@ -115,7 +140,24 @@ pub fn read(cm: &ConfigMap) -> Result<PluginPayload, PayloadError> {
         return Err(PayloadError::NoName(at));
     }
     let binary = cm.binary_data.as_ref();
-    let component = if let Some(plain) = binary.and_then(|b| b.get(WASM_KEY)) {
+    let data = cm.data.as_ref();
+    let reference = data
+        .and_then(|d| d.get(REF_KEY))
+        .map(|text| PluginRef::parse(text.trim()).and_then(PluginRef::pinned))
+        .transpose()
+        .map_err(|e| PayloadError::BadReference(at.clone(), e))?;
+    if reference.is_some() && binary.is_some_and(|b| b.contains_key(WASM_KEY) || b.contains_key(WASM_GZ_KEY)) {
+        return Err(PayloadError::TwoComponents(at));
+    }
+    let pull_secret = cm.metadata.annotations.as_ref().and_then(|a| a.get(PULL_SECRET_ANNOTATION)).cloned();
+    if let Some(named) = &pull_secret
+        && wasmloop_sandbox::validate::name(named).is_err()
+    {
+        return Err(PayloadError::BadPullSecret(at, named.chars().take(64).collect()));
+    }
+    let component = if reference.is_some() {
+        Vec::new()
+    } else if let Some(plain) = binary.and_then(|b| b.get(WASM_KEY)) {
         plain.0.clone()
     } else if let Some(packed) = binary.and_then(|b| b.get(WASM_GZ_KEY)) {
         let mut out = Vec::new();
@@ -130,7 +172,6 @@ pub fn read(cm: &ConfigMap) -> Result<PluginPayload, PayloadError> {
     } else {
         return Err(PayloadError::NoComponent(at));
     };
-    let data = cm.data.as_ref();
     let config = match (data.and_then(|d| d.get("config.yaml")), data.and_then(|d| d.get("config.json"))) {
         (Some(text), _) => Some(("config.yaml", text)),
         (None, Some(text)) => Some(("config.json", text)),
@@ -151,12 +192,22 @@ pub fn read(cm: &ConfigMap) -> Result<PluginPayload, PayloadError> {
         Some("superseded") => Track::Superseded,
         Some(other) => return Err(PayloadError::BadTrack(at, other.chars().take(64).collect())),
     };
-    Ok(PluginPayload { name, component, config, pin, signature, track })
+    Ok(PluginPayload { name, component, reference, pull_secret, config, pin, signature, track })
+}
+
+/// Where a registry holds the component: its pinned reference and the pull Secret's name.
+#[derive(Debug, Clone, Copy)]
+pub struct Pushed<'a> {
+    /// The reference `wasmloop push` printed.
+    pub reference: &'a PluginRef,
+    /// The Secret with the registry's credentials, when it needs any.
+    pub pull_secret: Option<&'a str>,
 }
 
 /// Builds the ConfigMap shipping `component` as plugin `name`, pinned to its digest, with its
 /// configuration and signature when given: plain when it fits, gzip-compressed when only
-/// that makes it fit. A shadow is named `<name>-shadow` and annotated as one.
+/// that makes it fit, or by reference when it was `pushed` to a registry. A shadow is named
+/// `<name>-shadow` and annotated as one.
 ///
 /// # Errors
 /// When even the compressed component exceeds the ConfigMap size limit.
@@ -167,23 +218,26 @@ pub fn build(
     config: Option<&str>,
     signature: Option<&str>,
     track: Track,
+    pushed: Option<Pushed<'_>>,
 ) -> anyhow::Result<ConfigMap> {
     let text = config.map_or(0, str::len) + signature.map_or(0, str::len);
     let budget = (CONFIGMAP_LIMIT - HEADROOM).saturating_sub(text);
-    let (key, payload) = if component.len() <= budget {
-        (WASM_KEY, component.to_vec())
+    let shipped = if pushed.is_some() {
+        None
+    } else if component.len() <= budget {
+        Some((WASM_KEY, component.to_vec()))
     } else {
         let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
         encoder.write_all(component)?;
         let packed = encoder.finish()?;
         anyhow::ensure!(
             packed.len() <= budget,
-            "plugin {name} is {} KiB, {} KiB gzip-compressed, and a ConfigMap holds at most {} KiB (with room for metadata and config); shrink the component (opt-level = \"s\", lto = true, strip = true, fewer dependencies)",
+            "plugin {name} is {} KiB, {} KiB gzip-compressed, and a ConfigMap holds at most {} KiB (with room for metadata and config); push it to a registry instead (`wasmloop push PLUGIN.wasm oci://REGISTRY/REPO:TAG`, then `wasmloop bundle PLUGIN.wasm --name {name} --ref` with the reference push printed), or shrink the component (opt-level = \"s\", lto = true, strip = true, fewer dependencies)",
             component.len() / 1024,
             packed.len() / 1024,
             budget / 1024
         );
-        (WASM_GZ_KEY, packed)
+        Some((WASM_GZ_KEY, packed))
     };
     let mut data = BTreeMap::new();
     if let Some(config) = config {
@@ -192,7 +246,13 @@ pub fn build(
     if let Some(signature) = signature {
         data.insert(SIGNATURE_KEY.to_owned(), signature.to_owned());
     }
+    if let Some(pushed) = pushed {
+        data.insert(REF_KEY.to_owned(), pushed.reference.to_string());
+    }
     let mut annotations = BTreeMap::from([(DIGEST_ANNOTATION.to_owned(), pin_of(component))]);
+    if let Some(secret) = pushed.and_then(|p| p.pull_secret) {
+        annotations.insert(PULL_SECRET_ANNOTATION.to_owned(), secret.to_owned());
+    }
     let configmap = match track {
         Track::Serving | Track::Superseded => name.to_owned(),
         Track::Shadow => {
@@ -208,7 +268,7 @@ pub fn build(
             annotations: Some(annotations),
             ..ObjectMeta::default()
         },
-        binary_data: Some(BTreeMap::from([(key.to_owned(), ByteString(payload))])),
+        binary_data: shipped.map(|(key, payload)| BTreeMap::from([(key.to_owned(), ByteString(payload))])),
         data: Some(data).filter(|d| !d.is_empty()),
         ..ConfigMap::default()
     })
@@ -220,7 +280,7 @@ mod tests {
 
     #[test]
     fn a_small_component_ships_uncompressed_and_reads_back() {
-        let cm = build("p", "ns", b"\0asm-bytes", Some("level: 3\n"), Some("signed"), Track::Serving).unwrap();
+        let cm = build("p", "ns", b"\0asm-bytes", Some("level: 3\n"), Some("signed"), Track::Serving, None).unwrap();
         assert!(cm.binary_data.as_ref().unwrap().contains_key(WASM_KEY));
         let payload = read(&cm).unwrap();
         assert_eq!(
@@ -228,6 +288,8 @@ mod tests {
             PluginPayload {
                 name: "p".into(),
                 component: b"\0asm-bytes".to_vec(),
+                reference: None,
+                pull_secret: None,
                 config: Some(r#"{"level":3}"#.into()),
                 pin: Some(pin_of(b"\0asm-bytes")),
                 signature: Some("signed".into()),
@@ -238,7 +300,7 @@ mod tests {
 
     #[test]
     fn a_shadow_is_named_apart_annotated_and_reads_back_as_a_shadow() {
-        let cm = build("p", "ns", b"x", None, None, Track::Shadow).unwrap();
+        let cm = build("p", "ns", b"x", None, None, Track::Shadow, None).unwrap();
         assert_eq!(cm.metadata.name.as_deref(), Some("p-shadow"));
         let payload = read(&cm).unwrap();
         assert_eq!((payload.name.as_str(), payload.track), ("p", Track::Shadow));
@@ -246,7 +308,7 @@ mod tests {
 
     #[test]
     fn an_unknown_track_is_refused_naming_the_only_one() {
-        let mut cm = build("p", "ns", b"x", None, None, Track::Serving).unwrap();
+        let mut cm = build("p", "ns", b"x", None, None, Track::Serving, None).unwrap();
         cm.metadata.annotations.get_or_insert_default().insert(TRACK_ANNOTATION.into(), "canary".into());
         let error = read(&cm).unwrap_err().to_string();
         assert!(error.contains("\"canary\"") && error.contains("\"shadow\""), "{error}");
@@ -255,7 +317,7 @@ mod tests {
     #[test]
     fn a_large_compressible_component_ships_gzipped_and_reads_back() {
         let component = vec![7u8; 3 * CONFIGMAP_LIMIT];
-        let cm = build("p", "ns", &component, None, None, Track::Serving).unwrap();
+        let cm = build("p", "ns", &component, None, None, Track::Serving, None).unwrap();
         assert!(cm.binary_data.as_ref().unwrap().contains_key(WASM_GZ_KEY));
         assert_eq!(read(&cm).unwrap().component, component);
     }
@@ -272,13 +334,53 @@ mod tests {
                 x as u8
             })
             .collect();
-        let error = build("big", "ns", &component, None, None, Track::Serving).unwrap_err().to_string();
+        let error = build("big", "ns", &component, None, None, Track::Serving, None).unwrap_err().to_string();
         assert!(error.contains("plugin big is 2048 KiB") && error.contains("shrink the component"), "{error}");
+        assert!(error.contains("wasmloop push PLUGIN.wasm oci://"), "a large plugin is pointed at push: {error}");
+    }
+
+    const REFERENCE: &str =
+        "oci://127.0.0.1:5000/plugins/p@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn a_pushed_component_ships_as_its_reference_pinned_to_its_bytes() {
+        let reference = PluginRef::parse(REFERENCE).unwrap();
+        let pushed = Pushed { reference: &reference, pull_secret: Some("registry-creds") };
+        let cm = build("p", "ns", &[9u8; 3 * CONFIGMAP_LIMIT], None, None, Track::Serving, Some(pushed)).unwrap();
+        assert!(cm.binary_data.is_none());
+        let payload = read(&cm).unwrap();
+        assert_eq!(payload.reference, Some(reference));
+        assert_eq!(payload.pull_secret.as_deref(), Some("registry-creds"));
+        assert_eq!(payload.pin, Some(pin_of(&[9u8; 3 * CONFIGMAP_LIMIT])));
+        assert!(payload.component.is_empty());
+    }
+
+    #[test]
+    fn a_reference_must_be_pinned_by_digest() {
+        let mut cm = build("p", "ns", b"x", None, None, Track::Serving, None).unwrap();
+        cm.binary_data = None;
+        cm.data = Some(BTreeMap::from([(REF_KEY.to_owned(), "oci://ghcr.io/team/p:latest".to_owned())]));
+        let error = read(&cm).unwrap_err().to_string();
+        assert!(error.contains("ConfigMap ns/p: data[\"plugin.ref\"]") && error.contains("names no digest"), "{error}");
+    }
+
+    #[test]
+    fn bytes_and_a_reference_together_are_refused() {
+        let mut cm = build("p", "ns", b"x", None, None, Track::Serving, None).unwrap();
+        cm.data = Some(BTreeMap::from([(REF_KEY.to_owned(), REFERENCE.to_owned())]));
+        assert!(read(&cm).unwrap_err().to_string().contains("holds both a component and data[\"plugin.ref\"]"));
+    }
+
+    #[test]
+    fn a_pull_secret_that_is_no_name_is_refused() {
+        let mut cm = build("p", "ns", b"x", None, None, Track::Serving, None).unwrap();
+        cm.metadata.annotations.get_or_insert_default().insert(PULL_SECRET_ANNOTATION.into(), "../etc".into());
+        assert!(read(&cm).unwrap_err().to_string().contains("not a Secret name"));
     }
 
     #[test]
     fn a_configmap_without_a_component_says_how_to_make_one() {
-        let mut cm = build("p", "ns", b"x", None, None, Track::Serving).unwrap();
+        let mut cm = build("p", "ns", b"x", None, None, Track::Serving, None).unwrap();
         cm.binary_data = None;
         let error = read(&cm).unwrap_err().to_string();
         assert!(error.contains("ConfigMap ns/p") && error.contains("wasmloop bundle"), "{error}");
@@ -286,7 +388,7 @@ mod tests {
 
     #[test]
     fn broken_config_is_named_with_its_key() {
-        let mut cm = build("p", "ns", b"x", None, None, Track::Serving).unwrap();
+        let mut cm = build("p", "ns", b"x", None, None, Track::Serving, None).unwrap();
         cm.data = Some(BTreeMap::from([("config.yaml".to_owned(), "a: [".to_owned())]));
         let error = read(&cm).unwrap_err().to_string();
         assert!(error.contains("data[\"config.yaml\"]"), "{error}");

@@ -250,6 +250,13 @@ fn a_python_plugin_that_raises_fails_transiently_naming_the_exception_and_where(
     );
 }
 
+#[test]
+fn bundle_of_a_component_too_large_for_a_configmap_points_at_push() {
+    let python = wasmloop_testenv::components::python_component("plugins/foo-deployment-py");
+    let out = wasmloop(&["bundle", python.to_str().unwrap(), "--name", "foo-deployment"]);
+    fails_with(&out, 1, &["plugin foo-deployment is", "wasmloop push PLUGIN.wasm oci://REGISTRY/REPO:TAG", "--ref"]);
+}
+
 // ---- contract 0.1, through the adapter ---------------------------------------------------
 
 /// configmap-mirror as built for contract 0.1 (see tests/fixtures/contract-0.1/README.md).

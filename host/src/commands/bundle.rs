@@ -35,8 +35,16 @@ pub(super) fn run(args: &BundleArgs) -> anyhow::Result<ExitCode> {
     let signature = args.signature.as_deref().map(read_signature).transpose()?;
     let track = if args.shadow { Track::Shadow } else { Track::Serving };
     let (name, namespace) = (&args.name, &args.namespace);
+    if let Some(secret) = &args.pull_secret {
+        wasmloop_sandbox::validate::name(secret)
+            .map_err(|e| anyhow::anyhow!("--pull-secret {secret:?}: {e}; name a Secret of namespace {namespace}"))?;
+    }
+    let pushed = args
+        .reference
+        .as_ref()
+        .map(|reference| plugin_configmap::Pushed { reference, pull_secret: args.pull_secret.as_deref() });
     let mut configmap =
-        plugin_configmap::build(name, namespace, &component, config.as_deref(), signature.as_deref(), track)?;
+        plugin_configmap::build(name, namespace, &component, config.as_deref(), signature.as_deref(), track, pushed)?;
     if let Some(named) = &args.configmap {
         wasmloop_sandbox::validate::name(named).map_err(|e| {
             anyhow::anyhow!("--configmap {named:?}: {e}; name the ConfigMap as Kubernetes names objects")

@@ -9,6 +9,7 @@ mod common;
 mod dev;
 mod host;
 mod inspect;
+mod push;
 mod reconcile;
 mod replay;
 mod run;
@@ -27,6 +28,7 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::run(&args),
         Command::Dev(args) => dev::run(&args),
         Command::Bundle(args) => bundle::run(&args),
+        Command::Push(args) => push::run(&args),
         Command::Record(args) => dev::record(args),
         Command::Replay(args) => replay::run(&args),
     }

@@ -11,6 +11,7 @@ use super::common;
 use super::host::{Host, shutdown_signal};
 use crate::cli::{PluginIdentity, RunArgs, ShadowArg};
 use crate::host_config::HostConfig;
+use crate::oci::{Puller, RegistryPolicy};
 use crate::pinning::TrustedKeys;
 use crate::sources::configmaps::ConfigMapSource;
 
@@ -101,6 +102,7 @@ async fn serve(args: &RunArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
     for (name, plugin) in shadows {
         seat_shadow(&host, &name, plugin).await?;
     }
+    let puller = Arc::new(puller_for(args));
     for namespace in &args.plugin_namespaces {
         let mut source = ConfigMapSource::new(
             host.client.clone(),
@@ -114,6 +116,7 @@ async fn serve(args: &RunArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
         if args.host.leader.shard {
             source = source.replica(crate::leader::identity());
         }
+        source = source.puller(puller.clone());
         tokio::spawn(source.run());
         tracing::info!(namespace, "loading plugins from ConfigMaps labelled wasmloop.dev/plugin");
     }
@@ -121,4 +124,22 @@ async fn serve(args: &RunArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
     shutdown_signal().await;
     host.shut_down().await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The puller of plugin references: the operator's registry policy, pulled components cached
+/// with the compiled ones (in the compile cache's directory `oci`).
+fn puller_for(args: &RunArgs) -> Puller {
+    let policy =
+        RegistryPolicy { plain_http: args.insecure_registries.clone(), allowed: args.allowed_registries.clone() };
+    let cache = if args.host.sandbox.no_compile_cache {
+        None
+    } else {
+        args.host
+            .sandbox
+            .cache_dir
+            .clone()
+            .or_else(|| wasmloop_sandbox::SandboxConfig::default().cache_dir)
+            .map(|dir| dir.join("oci"))
+    };
+    Puller::new(policy, std::time::Duration::from_secs(args.pull_timeout_seconds), cache)
 }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType};
@@ -32,12 +32,16 @@ use wasmloop_runtime::registry::{Candidate, Loaded, Registry, RegistryError, Sha
 use wasmloop_runtime::shadow::ShadowReport;
 
 use crate::endpoints::Readiness;
+use crate::oci::{self, OciError, PluginRef, Puller, RegistryPolicy};
 use crate::pinning::{self, TrustedKeys};
 use crate::plugin_configmap::{self, PLUGIN_LABEL, PluginPayload, STATUS_ANNOTATION, TRACK_ANNOTATION, Track};
 
 /// How long before a plugin that failed to start (a kind not served yet, a cache that did
 /// not sync) is tried again with the same ConfigMap.
 const START_RETRY: Duration = Duration::from_secs(15);
+
+/// How long before a reference that could not be pulled is pulled again.
+const PULL_RETRY: Duration = Duration::from_secs(30);
 
 /// How often a shadow's findings are written to its status, at most.
 const SHADOW_STATUS_EVERY: Duration = Duration::from_secs(1);
@@ -126,6 +130,10 @@ pub struct ConfigMapSource {
     findings: Option<mpsc::UnboundedReceiver<(String, u64, ShadowReport)>>,
     /// With `--shard`, this replica's identity, shown in the status of what it runs.
     replica: Option<String>,
+    /// Pulls the components ConfigMaps name by reference.
+    puller: Arc<Puller>,
+    /// The namespace's Secrets, for pull secrets.
+    secrets: Api<Secret>,
 }
 
 /// The `wasmloop.dev/status` annotation of a ConfigMap: what serves from it, the last refusal,
@@ -181,6 +189,8 @@ impl ConfigMapSource {
             quarantines,
             trusted,
             api: Api::namespaced(client.clone(), namespace),
+            secrets: Api::namespaced(client.clone(), namespace),
+            puller: Arc::new(Puller::new(RegistryPolicy::default(), Duration::from_secs(120), None)),
             namespace: namespace.to_owned(),
             registry,
             readiness,
@@ -195,6 +205,13 @@ impl ConfigMapSource {
     #[must_use]
     pub fn replica(mut self, identity: String) -> Self {
         self.replica = Some(identity);
+        self
+    }
+
+    /// Pulls referenced components with `puller` (its registry policy, timeout and cache).
+    #[must_use]
+    pub fn puller(mut self, puller: Arc<Puller>) -> Self {
+        self.puller = puller;
         self
     }
 
@@ -263,7 +280,12 @@ impl ConfigMapSource {
             }
         };
         let annotation = cm.annotations().get(SERVICE_ACCOUNT_ANNOTATION).cloned();
-        let digest = wasmloop_sandbox::digest(&payload.component);
+        // A pinned reference names its content as surely as a digest of the bytes would, so an
+        // echo of the host's own status write pulls nothing.
+        let digest = match &payload.reference {
+            Some(reference) => reference.to_string(),
+            None => wasmloop_sandbox::digest(&payload.component),
+        };
         let content = Content {
             digest,
             config: payload.config.clone(),
@@ -278,6 +300,23 @@ impl ConfigMapSource {
             return;
         }
         self.seen.entry(name.clone()).or_default().handled = Some(content);
+        let mut payload = payload;
+        if let Some(reference) = payload.reference.clone() {
+            match self.pull(&reference, payload.pull_secret.as_deref()).await {
+                Ok(component) => payload.component = component,
+                Err(error) => {
+                    let message = format!(
+                        "plugin {}: cannot pull {reference}: {error}; trying again every {} s{}",
+                        payload.name,
+                        PULL_RETRY.as_secs(),
+                        self.keeps(&name)
+                    );
+                    self.retry_after(&name, PULL_RETRY);
+                    self.rejected(cm, "PullFailed", &message).await;
+                    return;
+                }
+            }
+        }
         let (pin, signature) = (payload.pin.as_deref(), payload.signature.as_deref());
         if let Err(error) = pinning::check(&payload.component, pin, signature, self.trusted.as_deref()) {
             let message = format!("plugin {}: {error}{}", payload.name, self.keeps(&name));
@@ -321,20 +360,62 @@ impl ConfigMapSource {
                 self.loaded(cm, &loaded).await;
             }
             Err(error) => {
-                let seen = self.seen.entry(name.clone()).or_default();
-                if matches!(error, RegistryError::Start { .. }) && !seen.retry_pending {
+                if matches!(error, RegistryError::Start { .. }) {
                     // A kind that is not served yet may be soon (a CRD applied after the
-                    // plugin): one retry at a time, whatever the watch brings meanwhile.
-                    seen.retry_pending = true;
-                    let (retry, again) = (self.retry.clone(), name.clone());
-                    tokio::spawn(async move {
-                        tokio::time::sleep(START_RETRY).await;
-                        let _ = retry.send(again);
-                    });
+                    // plugin).
+                    self.retry_after(&name, START_RETRY);
                 }
                 self.rejected(cm, error.reason(), &error.to_string()).await;
             }
         }
+    }
+
+    /// Offers ConfigMap `name` again after `delay`: one retry at a time, whatever the watch
+    /// brings meanwhile.
+    fn retry_after(&mut self, name: &str, delay: Duration) {
+        let seen = self.seen.entry(name.to_owned()).or_default();
+        if seen.retry_pending {
+            return;
+        }
+        seen.retry_pending = true;
+        let (retry, again) = (self.retry.clone(), name.to_owned());
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let _ = retry.send(again);
+        });
+    }
+
+    /// The component `reference` names, with the credentials of pull secret `secret`.
+    async fn pull(&self, reference: &PluginRef, secret: Option<&str>) -> Result<Vec<u8>, OciError> {
+        let auth = match secret {
+            None => oci_client::secrets::RegistryAuth::Anonymous,
+            Some(name) => {
+                let at = format!("{}/{name}", self.namespace);
+                let secret = self
+                    .secrets
+                    .get_opt(name)
+                    .await
+                    .map_err(|e| {
+                        OciError::Credentials(format!(
+                            "pull secret {at}: cannot read it ({e}); the host needs get on Secrets in {}",
+                            self.namespace
+                        ))
+                    })?
+                    .ok_or_else(|| {
+                        OciError::Credentials(format!(
+                            "pull secret {at} does not exist; create it with `kubectl create secret docker-registry`"
+                        ))
+                    })?;
+                let data = secret.data.unwrap_or_default();
+                let document = data.get(".dockerconfigjson").or_else(|| data.get(".dockercfg")).ok_or_else(|| {
+                    OciError::Credentials(format!(
+                        "pull secret {at} has no .dockerconfigjson; create it with `kubectl create secret docker-registry`"
+                    ))
+                })?;
+                oci::credentials(&document.0, reference.registry(), &at)?
+            }
+        };
+        self.puller.pull(reference, &auth).await
     }
 
     /// A version this source offered serves here now, or no longer does (`--shard`: this

@@ -23,6 +23,7 @@ pub mod components;
 mod control_plane;
 mod fixtures;
 mod kubeconfig;
+pub mod registry;
 mod watchdog;
 
 pub use binaries::{Binaries, BinariesError};

@@ -1,0 +1,188 @@
+//! Plugins delivered through a real OCI registry on loopback (Debian's `docker-registry`, see
+//! `wasmloop_testenv::registry`): `wasmloop push`, a plugin ConfigMap naming the pushed
+//! reference with a pull secret, and pulls that fail.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use base64::Engine as _;
+use common::{FOO_CRD, Host, deployment_with, foo, replicas};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use wasmloop_testenv::registry::TestRegistry;
+use wasmloop_testenv::{TestNamespace, eventually, shared, wait_for_event};
+
+fn wasmloop(args: &[&str], stdin: &str) -> Output {
+    use std::io::Write as _;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_wasmloop"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// `wasmloop push` of `component` to `repository:tag` on the test registry, as its user;
+/// returns the pinned reference it printed.
+fn push(registry: &TestRegistry, component: &Path, repository: &str) -> String {
+    let target = format!("oci://{}/{repository}:1.0", registry.address);
+    let out = wasmloop(
+        &[
+            "push",
+            component.to_str().unwrap(),
+            &target,
+            "--plain-http",
+            "--username",
+            &registry.username,
+            "--password-stdin",
+        ],
+        &format!("{}\n", registry.password),
+    );
+    assert!(out.status.success(), "push failed: {}", String::from_utf8_lossy(&out.stderr));
+    let reference = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    assert!(reference.starts_with(&format!("oci://{}/{repository}@sha256:", registry.address)), "{reference}");
+    reference
+}
+
+/// `wasmloop bundle COMPONENT --name NAME --ref REFERENCE [--pull-secret SECRET]`, parsed.
+fn bundle_ref(component: &Path, name: &str, namespace: &str, reference: &str, secret: Option<&str>) -> ConfigMap {
+    let mut args =
+        vec!["bundle", component.to_str().unwrap(), "--name", name, "--namespace", namespace, "--ref", reference];
+    if let Some(secret) = secret {
+        args.extend(["--pull-secret", secret]);
+    }
+    let out = wasmloop(&args, "");
+    assert!(out.status.success(), "bundle failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_saphyr::from_slice_with_options(&out.stdout, wasmloop::input::yaml_options()).expect("a ConfigMap")
+}
+
+/// A `kubernetes.io/dockerconfigjson` Secret with the test registry's credentials.
+async fn pull_secret(ns: &TestNamespace, name: &str, registry: &TestRegistry) {
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", registry.username, registry.password));
+    let config = json!({"auths": {registry.address.clone(): {"auth": auth}}});
+    let secret = Secret {
+        metadata: ObjectMeta { name: Some(name.into()), ..ObjectMeta::default() },
+        type_: Some("kubernetes.io/dockerconfigjson".into()),
+        data: Some([(".dockerconfigjson".to_owned(), ByteString(config.to_string().into_bytes()))].into()),
+        ..Secret::default()
+    };
+    ns.api::<Secret>().create(&PostParams::default(), &secret).await.unwrap();
+}
+
+/// Waits until the ConfigMap's status annotation passes `check`, and returns it.
+async fn status(api: &Api<ConfigMap>, name: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+    eventually(Duration::from_secs(90), what, || {
+        let api = api.clone();
+        let check = &check;
+        async move {
+            let cm = api.get(name).await.map_err(|e| e.to_string())?;
+            let text =
+                cm.metadata.annotations.unwrap_or_default().remove("wasmloop.dev/status").ok_or("no status yet")?;
+            let status: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+            if check(&status) { Ok(status) } else { Err(text) }
+        }
+    })
+    .await
+}
+
+fn python_foo() -> std::path::PathBuf {
+    wasmloop_testenv::components::python_component("plugins/foo-deployment-py")
+}
+
+#[tokio::test]
+async fn a_python_plugin_pushed_to_a_registry_reconciles_from_a_configmap_reference_and_a_failed_pull_keeps_it_serving()
+{
+    let registry = wasmloop_testenv::registry::shared();
+    let plugins = shared().namespace("oci-plugins").await.unwrap();
+    let apps = shared().namespace("oci-apps").await.unwrap();
+    let foos = apps.install_crd(Path::new(FOO_CRD)).await;
+    let component = python_foo();
+    let reference = push(registry, &component, "plugins/foo-deployment");
+    pull_secret(&plugins, "registry-creds", registry).await;
+    let configmap = bundle_ref(&component, "foo-deployment", &plugins.name, &reference, Some("registry-creds"));
+    assert!(configmap.binary_data.is_none(), "a 20 MB component ships by reference");
+    let configmaps: Api<ConfigMap> = plugins.api();
+    configmaps.create(&PostParams::default(), &configmap).await.unwrap();
+    let _host = Host::start(["run", "--plugin-namespace", &plugins.name, "--insecure-registry", &registry.address]);
+
+    // The pulled component serves: its digest is the pushed file's, and it reconciles.
+    let loaded = status(&configmaps, "foo-deployment", "the pulled plugin active", |s| s["version"] == "0.1.0").await;
+    let digest = wasmloop_sandbox::digest(&std::fs::read(&component).unwrap());
+    assert_eq!(loaded["activeDigest"], digest.as_str(), "{loaded}");
+    foos.create(&PostParams::default(), &foo("first", "first", 2)).await.unwrap();
+    deployment_with(&apps.api(), "first", "the first Foo's Deployment", |d| replicas(d) == Some(2)).await;
+
+    // A reference the registry does not hold: refused, saying why, and the pulled version
+    // keeps serving.
+    let missing = format!("{}@sha256:{}", reference.split('@').next().unwrap(), "0".repeat(64));
+    let patch = json!({"data": {"plugin.ref": missing}});
+    configmaps.patch("foo-deployment", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    let refused =
+        status(&configmaps, "foo-deployment", "the failed pull reported", |s| s["lastError"].is_string()).await;
+    let error = refused["lastError"].as_str().unwrap();
+    assert!(error.contains(&format!("cannot pull {missing}")), "{error}");
+    assert!(error.contains("(plugin foo-deployment 0.1.0 keeps serving)"), "{error}");
+    assert_eq!(refused["activeDigest"], digest.as_str());
+    let events: Api<Event> = plugins.api();
+    wait_for_event(&events, Duration::from_secs(60), "a PullFailed Warning", |e| {
+        e.reason.as_deref() == Some("PluginRejected") && e.note.as_deref().is_some_and(|n| n.starts_with("PullFailed"))
+    })
+    .await;
+    foos.create(&PostParams::default(), &foo("second", "second", 1)).await.unwrap();
+    deployment_with(&apps.api(), "second", "the second Foo's Deployment", |d| replicas(d) == Some(1)).await;
+}
+
+#[tokio::test]
+async fn a_reference_without_usable_credentials_is_refused_saying_what_to_fix() {
+    let registry = wasmloop_testenv::registry::shared();
+    let plugins = shared().namespace("oci-refused").await.unwrap();
+    let component = python_foo();
+    let reference = push(registry, &component, "plugins/refused");
+    let configmaps: Api<ConfigMap> = plugins.api();
+    let mut anonymous = bundle_ref(&component, "foo-deployment", &plugins.name, &reference, None);
+    anonymous.metadata.name = Some("anonymous".into());
+    configmaps.create(&PostParams::default(), &anonymous).await.unwrap();
+    let mut unknown = bundle_ref(&component, "foo-deployment", &plugins.name, &reference, Some("no-such-secret"));
+    unknown.metadata.name = Some("unknown-secret".into());
+    configmaps.create(&PostParams::default(), &unknown).await.unwrap();
+    let _host = Host::start(["run", "--plugin-namespace", &plugins.name, "--insecure-registry", &registry.address]);
+
+    let refused = status(&configmaps, "anonymous", "the anonymous pull refused", |s| s["lastError"].is_string()).await;
+    let error = refused["lastError"].as_str().unwrap();
+    assert!(error.contains(&format!("cannot pull {reference}: registry {}", registry.address)), "{error}");
+    let refused =
+        status(&configmaps, "unknown-secret", "the missing secret named", |s| s["lastError"].is_string()).await;
+    let error = refused["lastError"].as_str().unwrap();
+    assert!(error.contains(&format!("pull secret {}/no-such-secret does not exist", plugins.name)), "{error}");
+}
+
+#[test]
+fn a_push_with_a_wrong_password_fails_naming_the_registry() {
+    let registry = wasmloop_testenv::registry::shared();
+    let target = format!("oci://{}/plugins/denied:1", registry.address);
+    let component = python_foo();
+    let out = wasmloop(
+        &[
+            "push",
+            component.to_str().unwrap(),
+            &target,
+            "--plain-http",
+            "--username",
+            &registry.username,
+            "--password-stdin",
+        ],
+        "wrong\n",
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains(&format!("cannot push {target}: registry {}", registry.address)), "{stderr}");
+}

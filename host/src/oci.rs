@@ -10,10 +10,12 @@
 //! A reference in a ConfigMap is hostile input: it must be pinned by digest (oci-client checks
 //! the manifest against it, and the layer against the manifest), the registry must be one the
 //! operator allows when they restrict them, plain HTTP only for registries the operator lists,
-//! the layer no larger than [`MAX_COMPONENT`], and the whole pull no longer than the timeout.
+//! the layer no larger than [`MAX_COMPONENT`], the whole pull no longer than the timeout, and
+//! no more than [`PARALLEL_PULLS`] at once.
 //! Pulled components are cached on disk by manifest digest and checked again when read back.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -22,6 +24,7 @@ use oci_client::manifest::{OciDescriptor, OciImageManifest};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference, RegistryOperation};
 use sha2::{Digest as _, Sha256};
+use tokio::sync::Semaphore;
 
 use crate::plugin_configmap::MAX_COMPONENT;
 
@@ -251,19 +254,30 @@ pub async fn push(
     Ok(reference.at(&digest))
 }
 
-/// Pulls plugin components, bounded in size and time, cached by manifest digest.
+/// How many pulls may run at once; more wait their turn. Each holds up to
+/// [`MAX_COMPONENT`] in memory, and a namespace may name many references at start.
+pub const PARALLEL_PULLS: usize = 4;
+
+/// Pulls plugin components, bounded in size, time and number at once, cached by manifest
+/// digest.
 #[derive(Debug, Clone)]
 pub struct Puller {
     policy: RegistryPolicy,
     timeout: Duration,
     cache: Option<PathBuf>,
+    turns: Arc<Semaphore>,
 }
 
 impl Puller {
     /// A puller following `policy`, giving up on a pull after `timeout`, caching pulled
     /// components under `cache` (none: no disk cache).
     pub fn new(policy: RegistryPolicy, timeout: Duration, cache: Option<PathBuf>) -> Self {
-        Puller { policy, timeout, cache }
+        Puller { policy, timeout, cache, turns: Arc::new(Semaphore::new(PARALLEL_PULLS)) }
+    }
+
+    /// How long a pull may take.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     /// The component `reference` (pinned) names.
@@ -275,6 +289,12 @@ impl Puller {
         let digest = reference.digest().ok_or_else(|| OciError::NotPinned(reference.to_string()))?;
         self.policy.check(reference)?;
         if let Some(component) = self.cached(digest) {
+            return Ok(component);
+        }
+        // The wait for a turn is not the registry's time: each turn ends within the timeout.
+        let _turn = self.turns.acquire().await.expect("never closed");
+        if let Some(component) = self.cached(digest) {
+            // Pulled by another ConfigMap while this one waited.
             return Ok(component);
         }
         let pulled = tokio::time::timeout(self.timeout, self.fetch(reference, auth))

@@ -186,3 +186,136 @@ fn a_push_with_a_wrong_password_fails_naming_the_registry() {
     assert!(!out.status.success());
     assert!(stderr.contains(&format!("cannot push {target}: registry {}", registry.address)), "{stderr}");
 }
+
+#[tokio::test]
+async fn a_registry_that_never_answers_holds_up_only_its_own_configmap() {
+    // A listening socket nobody reads: connections are accepted by the kernel, requests go
+    // unanswered, as from a registry that hangs.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = silent.local_addr().unwrap().to_string();
+    let plugins = shared().namespace("oci-stalled").await.unwrap();
+    let apps = shared().namespace("oci-stalled-apps").await.unwrap();
+    let foos = apps.install_crd(Path::new(FOO_CRD)).await;
+    let configmaps: Api<ConfigMap> = plugins.api();
+    let stalled_ref = format!("oci://{address}/plugins/stalled@sha256:{}", "1".repeat(64));
+    let mut stalled = bundle_ref(&python_foo(), "foo-deployment", &plugins.name, &stalled_ref, None);
+    stalled.metadata.name = Some("stalled".into());
+    configmaps.create(&PostParams::default(), &stalled).await.unwrap();
+    let host = Host::start([
+        "run",
+        "--plugin-namespace",
+        &plugins.name,
+        "--insecure-registry",
+        &address,
+        "--pull-timeout-seconds",
+        "3600",
+    ]);
+    host.logged(&format!("pulling the plugin this ConfigMap names configmap=ConfigMap {}/stalled", plugins.name)).await;
+
+    // The host is not ready while a plugin it started with is still on its way, and says which.
+    let (code, body) = host.get("/readyz").await;
+    assert_eq!(code, 503, "{body}");
+    assert!(
+        body.contains(&format!("ConfigMap {}/stalled: pull: pulling the component it names", plugins.name)),
+        "{body}"
+    );
+
+    // Another ConfigMap loads and reconciles meanwhile.
+    let out = wasmloop(
+        &[
+            "bundle",
+            common::component("foo_deployment").to_str().unwrap(),
+            "--name",
+            "foo-deployment",
+            "--namespace",
+            &plugins.name,
+        ],
+        "",
+    );
+    assert!(out.status.success(), "bundle failed: {}", String::from_utf8_lossy(&out.stderr));
+    let mut inline: ConfigMap =
+        serde_saphyr::from_slice_with_options(&out.stdout, wasmloop::input::yaml_options()).unwrap();
+    inline.metadata.name = Some("inline".into());
+    configmaps.create(&PostParams::default(), &inline).await.unwrap();
+    status(&configmaps, "inline", "the inline plugin active", |s| s["activeDigest"].is_string()).await;
+    foos.create(&PostParams::default(), &foo("served", "served", 1)).await.unwrap();
+    deployment_with(&apps.api(), "served", "the Foo's Deployment", |d| replicas(d) == Some(1)).await;
+
+    // Deleting the stalled ConfigMap ends its pull, and the host turns ready.
+    configmaps.delete("stalled", &Default::default()).await.unwrap();
+    eventually(Duration::from_secs(60), "/readyz to turn ready once the stalled ConfigMap is gone", || {
+        let host = &host;
+        async move {
+            let (code, body) = host.get("/readyz").await;
+            if code == 200 { Ok(()) } else { Err(format!("{code} {body}")) }
+        }
+    })
+    .await;
+    drop(silent);
+}
+
+/// The fenced blocks of `language` in `markdown`, in order.
+fn fenced<'a>(markdown: &'a str, language: &str) -> Vec<&'a str> {
+    let open = format!("```{language}\n");
+    markdown.split(open.as_str()).skip(1).map(|rest| rest.split("```").next().unwrap()).collect()
+}
+
+/// Runs `program args` in `dir` with the Python SDK importable, and returns its stdout.
+fn python_step(dir: &Path, args: &[&str], what: &str) -> String {
+    let python = std::env::var_os("WASMLOOP_PYTHON").unwrap_or_else(|| "python3".into());
+    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk/python");
+    let out = Command::new(python).args(args).current_dir(dir).env("PYTHONPATH", sdk).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{what} failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    stdout
+}
+
+#[tokio::test]
+async fn the_python_readme_walkthrough_goes_from_an_empty_directory_to_a_label_on_the_cluster() {
+    let readme = include_str!("../../guest-sdk/python/README.md");
+    let (python, yaml) = (fenced(readme, "python"), fenced(readme, "yaml"));
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("plugin.py"), python[0]).unwrap();
+    std::fs::write(dir.path().join("test_plugin.py"), python[1]).unwrap();
+    std::fs::write(dir.path().join("configmap.yaml"), yaml[0]).unwrap();
+
+    // Its native tests pass; it builds; it runs offline.
+    let tested = python_step(dir.path(), &["-m", "pytest", "-q", "-p", "no:cacheprovider"], "pytest");
+    assert!(tested.contains("1 passed"), "{tested}");
+    python_step(dir.path(), &["-m", "wasmloop", "build", ".", "-o", "labeller.wasm"], "the build");
+    let component = dir.path().join("labeller.wasm");
+    let configmap_yaml = dir.path().join("configmap.yaml");
+    let offline = wasmloop(
+        &["reconcile", "--plugin", component.to_str().unwrap(), "--object", configmap_yaml.to_str().unwrap()],
+        "",
+    );
+    let printed = String::from_utf8_lossy(&offline.stdout);
+    assert!(offline.status.success(), "{printed}\n{}", String::from_utf8_lossy(&offline.stderr));
+    assert!(printed.contains("keys: '2'") || printed.contains("keys: \"2\""), "{printed}");
+
+    // Pushed, named from a ConfigMap with a pull secret, and reconciling on the cluster.
+    let registry = wasmloop_testenv::registry::shared();
+    let reference = push(registry, &component, "team/labeller");
+    let plugins = shared().namespace("walkthrough").await.unwrap();
+    let apps = shared().namespace("walkthrough-apps").await.unwrap();
+    pull_secret(&plugins, "registry-creds", registry).await;
+    let configmap = bundle_ref(&component, "labeller", &plugins.name, &reference, Some("registry-creds"));
+    let configmaps: Api<ConfigMap> = plugins.api();
+    configmaps.create(&PostParams::default(), &configmap).await.unwrap();
+    let _host = Host::start(["run", "--plugin-namespace", &plugins.name, "--insecure-registry", &registry.address]);
+    status(&configmaps, "labeller", "the labeller active", |s| s["version"] == "0.1.0").await;
+    let mut settings: ConfigMap =
+        serde_saphyr::from_slice_with_options(yaml[0].as_bytes(), wasmloop::input::yaml_options()).unwrap();
+    settings.metadata.namespace = Some(apps.name.clone());
+    let settings_api: Api<ConfigMap> = apps.api();
+    settings_api.create(&PostParams::default(), &settings).await.unwrap();
+    eventually(Duration::from_secs(90), "the keys label on the settings ConfigMap", || {
+        let settings_api = settings_api.clone();
+        async move {
+            let cm = settings_api.get("settings").await.map_err(|e| e.to_string())?;
+            let keys = cm.metadata.labels.unwrap_or_default().remove("keys");
+            if keys.as_deref() == Some("2") { Ok(()) } else { Err(format!("keys label {keys:?}")) }
+        }
+    })
+    .await;
+}

@@ -24,6 +24,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 use tokio::sync::{mpsc, watch};
+use tokio::task::AbortHandle;
 use wasmloop_runtime::compare::ShadowResult;
 use wasmloop_runtime::events::Recorders;
 use wasmloop_runtime::identity::{AccountChoice, SERVICE_ACCOUNT_ANNOTATION, ServiceAccount};
@@ -71,6 +72,8 @@ struct Seen {
     quarantined: Option<String>,
     /// A retry of a plugin that failed to start is scheduled.
     retry_pending: bool,
+    /// The pull of the component `handled` names, when one is under way.
+    pulling: Option<AbortHandle>,
 }
 
 /// What a ConfigMap offers, as far as loading goes.
@@ -86,6 +89,14 @@ struct Content {
     track: Track,
 }
 
+/// A finished pull: the ConfigMap and content it was for, and the component or why not.
+struct Pulled {
+    cm: ConfigMap,
+    content: Content,
+    payload: PluginPayload,
+    result: Result<Vec<u8>, OciError>,
+}
+
 /// A candidate shadowing from a ConfigMap, as its status shows it.
 struct Shadowing {
     /// The seating's id: findings of an earlier seating of this ConfigMap are stale.
@@ -97,6 +108,48 @@ struct Shadowing {
     findings: ShadowReport,
     /// The `ShadowDiffers` Event was recorded.
     announced: bool,
+}
+
+/// The component `reference` names, with the credentials of pull secret `secret` in the
+/// namespace of `secrets`; the Secret's read counts against the pull's time.
+async fn pull(
+    puller: &Puller,
+    secrets: &Api<Secret>,
+    reference: &PluginRef,
+    secret: Option<&str>,
+) -> Result<Vec<u8>, OciError> {
+    let auth = match secret {
+        None => oci_client::secrets::RegistryAuth::Anonymous,
+        Some(name) => {
+            let namespace = secrets.namespace().unwrap_or_default();
+            let at = format!("{namespace}/{name}");
+            let read = tokio::time::timeout(puller.timeout(), secrets.get_opt(name)).await.map_err(|_| {
+                OciError::Credentials(format!(
+                    "pull secret {at}: reading it took longer than {:?}; check the API server",
+                    puller.timeout()
+                ))
+            })?;
+            let secret = read
+                .map_err(|e| {
+                    OciError::Credentials(format!(
+                        "pull secret {at}: cannot read it ({e}); the host needs get on Secrets in {namespace}"
+                    ))
+                })?
+                .ok_or_else(|| {
+                    OciError::Credentials(format!(
+                        "pull secret {at} does not exist; create it with `kubectl create secret docker-registry`"
+                    ))
+                })?;
+            let data = secret.data.unwrap_or_default();
+            let document = data.get(".dockerconfigjson").or_else(|| data.get(".dockercfg")).ok_or_else(|| {
+                OciError::Credentials(format!(
+                    "pull secret {at} has no .dockerconfigjson; create it with `kubectl create secret docker-registry`"
+                ))
+            })?;
+            oci::credentials(&document.0, reference.registry(), &at)?
+        }
+    };
+    puller.pull(reference, &auth).await
 }
 
 /// A version serving from a ConfigMap, as its status shows it.
@@ -134,6 +187,11 @@ pub struct ConfigMapSource {
     puller: Arc<Puller>,
     /// The namespace's Secrets, for pull secrets.
     secrets: Api<Secret>,
+    /// Pulls run beside the loop, so that a slow registry holds up only its own ConfigMap.
+    pulls: mpsc::UnboundedSender<Pulled>,
+    pulled: Option<mpsc::UnboundedReceiver<Pulled>>,
+    /// The first list is handled: pulls started later do not hold readiness.
+    listed: bool,
 }
 
 /// The `wasmloop.dev/status` annotation of a ConfigMap: what serves from it, the last refusal,
@@ -180,7 +238,11 @@ impl ConfigMapSource {
         readiness.pending(&Self::readiness_item(namespace), "plugin ConfigMaps not listed yet");
         let (retry, retries) = mpsc::unbounded_channel();
         let (found, findings) = mpsc::unbounded_channel();
+        let (pulls, pulled) = mpsc::unbounded_channel();
         ConfigMapSource {
+            pulls,
+            pulled: Some(pulled),
+            listed: false,
             found,
             findings: Some(findings),
             retry,
@@ -225,6 +287,7 @@ impl ConfigMapSource {
         let mut events = watcher(self.api.clone(), config).default_backoff().boxed();
         let mut retries = self.retries.take().expect("run once");
         let mut findings = self.findings.take().expect("run once");
+        let mut pulled = self.pulled.take().expect("run once");
         let mut quarantines = self.quarantines.subscribe();
         let mut moves = self.registry.moves();
         let mut listed: Option<HashSet<String>> = None;
@@ -233,6 +296,7 @@ impl ConfigMapSource {
                 Ok(()) = quarantines.changed() => self.show_quarantines().await,
                 moved = moves.recv() => self.moved(moved).await,
                 Some((name, id, report)) = findings.recv() => self.shadow_found(&name, id, report).await,
+                Some(done) = pulled.recv() => self.pulled(done).await,
                 event = events.next() => match event {
                     Some(Ok(watcher::Event::Init)) => listed = Some(HashSet::new()),
                     Some(Ok(watcher::Event::InitApply(cm))) => {
@@ -244,6 +308,7 @@ impl ConfigMapSource {
                         let names = listed.take().unwrap_or_default();
                         let gone: Vec<String> = self.seen.keys().filter(|n| !names.contains(*n)).cloned().collect();
                         for name in gone { self.unload(&name).await; }
+                        self.listed = true;
                         self.readiness.ready(&Self::readiness_item(&self.namespace));
                     }
                     Some(Ok(watcher::Event::Apply(cm))) => self.offer(&cm).await,
@@ -266,7 +331,6 @@ impl ConfigMapSource {
 
     async fn offer(&mut self, cm: &ConfigMap) {
         let name = cm.name_any();
-        let source = source_of(&self.namespace, &name);
         let payload = match plugin_configmap::read(cm) {
             Ok(payload) => payload,
             Err(error) => {
@@ -299,24 +363,74 @@ impl ConfigMapSource {
         if self.seen.get(&name).and_then(|s| s.handled.as_ref()) == Some(&content) {
             return;
         }
-        self.seen.entry(name.clone()).or_default().handled = Some(content);
-        let mut payload = payload;
-        if let Some(reference) = payload.reference.clone() {
-            match self.pull(&reference, payload.pull_secret.as_deref()).await {
-                Ok(component) => payload.component = component,
-                Err(error) => {
-                    let message = format!(
-                        "plugin {}: cannot pull {reference}: {error}; trying again every {} s{}",
-                        payload.name,
-                        PULL_RETRY.as_secs(),
-                        self.keeps(&name)
-                    );
-                    self.retry_after(&name, PULL_RETRY);
-                    self.rejected(cm, "PullFailed", &message).await;
-                    return;
-                }
+        let seen = self.seen.entry(name.clone()).or_default();
+        seen.handled = Some(content.clone());
+        if let Some(superseded) = seen.pulling.take() {
+            superseded.abort();
+        }
+        match payload.reference.clone() {
+            Some(reference) => self.start_pull(cm.clone(), content, payload, reference),
+            None => self.admit(cm, payload).await,
+        }
+    }
+
+    /// Pulls the component `reference` names in a task of its own, which reports to
+    /// [`Self::pulled`].
+    fn start_pull(&mut self, cm: ConfigMap, content: Content, payload: PluginPayload, reference: PluginRef) {
+        let name = cm.name_any();
+        tracing::info!(configmap = %source_of(&self.namespace, &name), %reference, "pulling the plugin this ConfigMap names");
+        if !self.listed {
+            // A host that starts is ready once it serves what its ConfigMaps name.
+            self.readiness.pending(&self.pull_item(&name), "pulling the component it names");
+        }
+        let (puller, secrets, pulls) = (self.puller.clone(), self.secrets.clone(), self.pulls.clone());
+        let task = tokio::spawn(async move {
+            let result = pull(&puller, &secrets, &reference, payload.pull_secret.as_deref()).await;
+            let _ = pulls.send(Pulled { cm, content, payload, result });
+        });
+        self.seen.entry(name).or_default().pulling = Some(task.abort_handle());
+    }
+
+    fn pull_item(&self, name: &str) -> String {
+        format!("{}: pull", source_of(&self.namespace, name))
+    }
+
+    /// A pull finished: what it brought is offered, unless the ConfigMap changed meanwhile.
+    async fn pulled(&mut self, pulled: Pulled) {
+        let Pulled { cm, content, mut payload, result } = pulled;
+        let name = cm.name_any();
+        self.readiness.ready(&self.pull_item(&name));
+        let Some(seen) = self.seen.get_mut(&name) else { return };
+        if seen.handled.as_ref() != Some(&content) {
+            // Deleted, edited or retried since: a newer offer is under way.
+            return;
+        }
+        seen.pulling = None;
+        match result {
+            Ok(component) => {
+                payload.component = component;
+                self.admit(&cm, payload).await;
+            }
+            Err(error) => {
+                let reference = payload.reference.as_ref().map(ToString::to_string).unwrap_or_default();
+                let message = format!(
+                    "plugin {}: cannot pull {reference}: {error}; trying again every {} s{}",
+                    payload.name,
+                    PULL_RETRY.as_secs(),
+                    self.keeps(&name)
+                );
+                self.retry_after(&name, PULL_RETRY);
+                self.rejected(&cm, "PullFailed", &message).await;
             }
         }
+    }
+
+    /// Checks and loads the component a ConfigMap ships, whole (its bytes pulled if it named
+    /// a reference).
+    async fn admit(&mut self, cm: &ConfigMap, payload: PluginPayload) {
+        let name = cm.name_any();
+        let source = source_of(&self.namespace, &name);
+        let annotation = cm.annotations().get(SERVICE_ACCOUNT_ANNOTATION).cloned();
         let (pin, signature) = (payload.pin.as_deref(), payload.signature.as_deref());
         if let Err(error) = pinning::check(&payload.component, pin, signature, self.trusted.as_deref()) {
             let message = format!("plugin {}: {error}{}", payload.name, self.keeps(&name));
@@ -383,39 +497,6 @@ impl ConfigMapSource {
             tokio::time::sleep(delay).await;
             let _ = retry.send(again);
         });
-    }
-
-    /// The component `reference` names, with the credentials of pull secret `secret`.
-    async fn pull(&self, reference: &PluginRef, secret: Option<&str>) -> Result<Vec<u8>, OciError> {
-        let auth = match secret {
-            None => oci_client::secrets::RegistryAuth::Anonymous,
-            Some(name) => {
-                let at = format!("{}/{name}", self.namespace);
-                let secret = self
-                    .secrets
-                    .get_opt(name)
-                    .await
-                    .map_err(|e| {
-                        OciError::Credentials(format!(
-                            "pull secret {at}: cannot read it ({e}); the host needs get on Secrets in {}",
-                            self.namespace
-                        ))
-                    })?
-                    .ok_or_else(|| {
-                        OciError::Credentials(format!(
-                            "pull secret {at} does not exist; create it with `kubectl create secret docker-registry`"
-                        ))
-                    })?;
-                let data = secret.data.unwrap_or_default();
-                let document = data.get(".dockerconfigjson").or_else(|| data.get(".dockercfg")).ok_or_else(|| {
-                    OciError::Credentials(format!(
-                        "pull secret {at} has no .dockerconfigjson; create it with `kubectl create secret docker-registry`"
-                    ))
-                })?;
-                oci::credentials(&document.0, reference.registry(), &at)?
-            }
-        };
-        self.puller.pull(reference, &auth).await
     }
 
     /// A version this source offered serves here now, or no longer does (`--shard`: this
@@ -515,7 +596,10 @@ impl ConfigMapSource {
     }
 
     async fn unload(&mut self, name: &str) {
-        self.seen.remove(name);
+        if let Some(pulling) = self.seen.remove(name).and_then(|seen| seen.pulling) {
+            pulling.abort();
+            self.readiness.ready(&self.pull_item(name));
+        }
         let source = source_of(&self.namespace, name);
         let unshadowed = self.registry.unshadow(&source);
         for plugin in &unshadowed {

@@ -215,6 +215,11 @@ fn the_python_foo_deployment_agrees_with_the_rust_one_on_every_golden_case() {
             ("foo-deployment/foo.yaml", &["--cache", "foo-deployment/foreign-deployment.yaml"]),
             ("foo-deployment/foo-no-name.yaml", &[]),
             ("foo-deployment/foo.yaml", &["--phase", "cleanup"]),
+            ("foo-deployment/foo-synced.yaml", &["--owned", "foo-deployment/owned-deployment.yaml"]),
+            ("foo-deployment/foo-synced.yaml", &[]),
+            ("foo-deployment/foo-default-replicas.yaml", &["--owned", "foo-deployment/owned-deployment.yaml"]),
+            ("foo-deployment/foo-blank-name.yaml", &[]),
+            ("foo-deployment/foo-spaced-name.yaml", &["--owned", "foo-deployment/owned-deployment.yaml"]),
         ],
     );
 }

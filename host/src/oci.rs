@@ -288,12 +288,12 @@ impl Puller {
     pub async fn pull(&self, reference: &PluginRef, auth: &RegistryAuth) -> Result<Vec<u8>, OciError> {
         let digest = reference.digest().ok_or_else(|| OciError::NotPinned(reference.to_string()))?;
         self.policy.check(reference)?;
-        if let Some(component) = self.cached(digest) {
+        if let Some(component) = self.cached(reference, digest) {
             return Ok(component);
         }
         // The wait for a turn is not the registry's time: each turn ends within the timeout.
         let _turn = self.turns.acquire().await.expect("never closed");
-        if let Some(component) = self.cached(digest) {
+        if let Some(component) = self.cached(reference, digest) {
             // Pulled by another ConfigMap while this one waited.
             return Ok(component);
         }
@@ -347,14 +347,14 @@ impl Puller {
 
     /// A component pulled before, if the cache holds it intact: the manifest must still hash
     /// to its digest and name the component's digest.
-    fn cached(&self, digest: &str) -> Option<Vec<u8>> {
+    fn cached(&self, reference: &PluginRef, digest: &str) -> Option<Vec<u8>> {
         let dir = self.entry(digest)?;
         let manifest = read_bounded(&dir.join("manifest.json"), 64 << 10)?;
         if sha256(&manifest) != digest {
             return None;
         }
-        let parsed: OciImageManifest = serde_json::from_slice(&manifest).ok()?;
-        let layer = parsed.layers.first()?;
+        // The layer the pull took, not merely the first.
+        let layer = component_layer(reference, &manifest).ok()?;
         let component = read_bounded(&dir.join("component.wasm"), MAX_COMPONENT)?;
         (sha256(&component) == layer.digest).then_some(component)
     }
@@ -584,12 +584,17 @@ mod tests {
             "layers": [{"mediaType": LAYER_MEDIA_TYPE, "digest": sha256(&component), "size": component.len()}]}))
         .unwrap();
         let digest = sha256(&manifest);
+        let reference = PluginRef::parse(&format!("oci://registry.example.com/team/p@{digest}")).unwrap();
         puller.store(&digest, &(manifest, component.clone()));
-        assert_eq!(puller.cached(&digest), Some(component));
+        assert_eq!(puller.cached(&reference, &digest), Some(component));
         let entry = puller.entry(&digest).unwrap();
         std::fs::write(entry.join("component.wasm"), b"tampered").unwrap();
-        assert_eq!(puller.cached(&digest), None, "a component that no longer matches its manifest is pulled again");
-        assert_eq!(puller.cached(DIGEST), None);
+        assert_eq!(
+            puller.cached(&reference, &digest),
+            None,
+            "a component that no longer matches its manifest is pulled again"
+        );
+        assert_eq!(puller.cached(&reference, DIGEST), None);
     }
 
     #[test]

@@ -184,14 +184,7 @@ async fn deploy_and_its_example_plugins_overlay_are_accepted_by_the_api_server_a
     aggregated_rules_cover("nodes", "watch", true).await;
     aggregated_rules_cover("nodes", "patch", false).await;
     aggregated_rules_cover("deployments", "create", false).await;
-    eventually(Duration::from_secs(90), "/readyz to turn ready once Pods can be listed", || {
-        let waiting = &waiting;
-        async move {
-            let (status, body) = waiting.get("/readyz").await;
-            if status == 200 { Ok(()) } else { Err(format!("{status} {body}")) }
-        }
-    })
-    .await;
+    waiting.ready(Duration::from_secs(90), "/readyz to turn ready once Pods can be listed").await;
     drop(waiting);
 
     let host = in_cluster_host(secrets.path(), home.path(), &["--plugin-namespace", SYSTEM, "--leader-elect"]);

@@ -55,14 +55,7 @@ async fn only_the_leader_reconciles_and_a_standby_takes_over_within_the_lease_af
     let (second, _second_config) = candidate(&ns);
     // The standby's plugin is installed: caches synced, workers started and waiting for the lead.
     second.logged("plugin hostile 0.1.0 serving").await;
-    eventually(Duration::from_secs(30), "the standby ready", || {
-        let second = &second;
-        async move {
-            let (status, body) = second.get("/readyz").await;
-            if status == 200 { Ok(()) } else { Err(format!("{status} {body}")) }
-        }
-    })
-    .await;
+    second.ready(Duration::from_secs(30), "the standby ready").await;
     // Give the standby time in which it could have reconciled: the leader ticks meanwhile.
     let before = ticks(&first, &object).len();
     eventually(Duration::from_secs(30), "the leader ticking while the standby waits", || {

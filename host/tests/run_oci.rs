@@ -11,8 +11,9 @@ use std::time::Duration;
 use base64::Engine as _;
 use common::{FOO_CRD, Host, deployment_with, foo, replicas};
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
 use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use wasmloop_testenv::registry::TestRegistry;
@@ -189,9 +190,8 @@ fn a_push_with_a_wrong_password_fails_naming_the_registry() {
 
 #[tokio::test]
 async fn a_registry_that_never_answers_holds_up_only_its_own_configmap() {
-    // A listening socket nobody reads: connections are accepted by the kernel, requests go
-    // unanswered, as from a registry that hangs.
-    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    // A listening socket that never answers, as a registry that hangs.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = silent.local_addr().unwrap().to_string();
     let plugins = shared().namespace("oci-stalled").await.unwrap();
     let apps = shared().namespace("oci-stalled-apps").await.unwrap();
@@ -211,6 +211,7 @@ async fn a_registry_that_never_answers_holds_up_only_its_own_configmap() {
         "3600",
     ]);
     host.logged(&format!("pulling the plugin this ConfigMap names configmap=ConfigMap {}/stalled", plugins.name)).await;
+    let (mut pull, _) = silent.accept().await.unwrap();
 
     // The host is not ready while a plugin it started with is still on its way, and says which.
     let (code, body) = host.get("/readyz").await;
@@ -241,17 +242,38 @@ async fn a_registry_that_never_answers_holds_up_only_its_own_configmap() {
     foos.create(&PostParams::default(), &foo("served", "served", 1)).await.unwrap();
     deployment_with(&apps.api(), "served", "the Foo's Deployment", |d| replicas(d) == Some(1)).await;
 
-    // Deleting the stalled ConfigMap ends its pull, and the host turns ready.
+    // Deleting the stalled ConfigMap ends its pull (the host hangs up), and the host turns
+    // ready.
     configmaps.delete("stalled", &Default::default()).await.unwrap();
-    eventually(Duration::from_secs(60), "/readyz to turn ready once the stalled ConfigMap is gone", || {
-        let host = &host;
-        async move {
-            let (code, body) = host.get("/readyz").await;
-            if code == 200 { Ok(()) } else { Err(format!("{code} {body}")) }
-        }
-    })
-    .await;
-    drop(silent);
+    let hung_up =
+        tokio::time::timeout(Duration::from_secs(60), tokio::io::copy(&mut pull, &mut tokio::io::sink())).await;
+    assert!(matches!(hung_up, Ok(Ok(_))), "the pull still runs: {hung_up:?}");
+    host.ready(Duration::from_secs(60), "/readyz to turn ready once the stalled ConfigMap is gone").await;
+}
+
+/// The walkthrough's `kubectl` steps for the labeller's identity, through the API: its
+/// ServiceAccount in `plugins`, marked for plugin use, reading and patching ConfigMaps and
+/// recording Events anywhere (the cluster-scoped names carry the namespace's, to stay apart).
+async fn labeller_identity(plugins: &TestNamespace) {
+    let account: ServiceAccount = serde_json::from_value(json!({"metadata": {
+        "name": "labeller", "annotations": {"wasmloop.dev/plugin-identity": "true"}}}))
+    .unwrap();
+    plugins.api::<ServiceAccount>().create(&PostParams::default(), &account).await.unwrap();
+    let client = shared().client().await.unwrap();
+    let name = format!("labeller-{}", plugins.name);
+    let role: ClusterRole = serde_json::from_value(json!({"metadata": {"name": name}, "rules": [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "patch"]},
+        {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+    ]}))
+    .unwrap();
+    Api::<ClusterRole>::all(client.clone()).create(&PostParams::default(), &role).await.unwrap();
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": "labeller", "namespace": plugins.name}],
+    }))
+    .unwrap();
+    Api::<ClusterRoleBinding>::all(client).create(&PostParams::default(), &binding).await.unwrap();
 }
 
 /// The fenced blocks of `language` in `markdown`, in order.
@@ -302,7 +324,16 @@ async fn the_python_readme_walkthrough_goes_from_an_empty_directory_to_a_label_o
     let configmap = bundle_ref(&component, "labeller", &plugins.name, &reference, Some("registry-creds"));
     let configmaps: Api<ConfigMap> = plugins.api();
     configmaps.create(&PostParams::default(), &configmap).await.unwrap();
-    let _host = Host::start(["run", "--plugin-namespace", &plugins.name, "--insecure-registry", &registry.address]);
+    labeller_identity(&plugins).await;
+    let _host = Host::start([
+        "run",
+        "--plugin-identity",
+        "impersonate",
+        "--plugin-namespace",
+        &plugins.name,
+        "--insecure-registry",
+        &registry.address,
+    ]);
     status(&configmaps, "labeller", "the labeller active", |s| s["version"] == "0.1.0").await;
     let mut settings: ConfigMap =
         serde_saphyr::from_slice_with_options(yaml[0].as_bytes(), wasmloop::input::yaml_options()).unwrap();

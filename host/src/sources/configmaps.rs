@@ -187,7 +187,7 @@ pub struct ConfigMapSource {
     puller: Arc<Puller>,
     /// The namespace's Secrets, for pull secrets.
     secrets: Api<Secret>,
-    /// Pulls run beside the loop, so that a slow registry holds up only its own ConfigMap.
+    /// Pulls run beside the loop, so that a slow registry does not hold up the others' offers.
     pulls: mpsc::UnboundedSender<Pulled>,
     pulled: Option<mpsc::UnboundedReceiver<Pulled>>,
     /// The first list is handled: pulls started later do not hold readiness.
@@ -378,11 +378,11 @@ impl ConfigMapSource {
     /// [`Self::pulled`].
     fn start_pull(&mut self, cm: ConfigMap, content: Content, payload: PluginPayload, reference: PluginRef) {
         let name = cm.name_any();
-        tracing::info!(configmap = %source_of(&self.namespace, &name), %reference, "pulling the plugin this ConfigMap names");
         if !self.listed {
             // A host that starts is ready once it serves what its ConfigMaps name.
             self.readiness.pending(&self.pull_item(&name), "pulling the component it names");
         }
+        tracing::info!(configmap = %source_of(&self.namespace, &name), %reference, "pulling the plugin this ConfigMap names");
         let (puller, secrets, pulls) = (self.puller.clone(), self.secrets.clone(), self.pulls.clone());
         let task = tokio::spawn(async move {
             let result = pull(&puller, &secrets, &reference, payload.pull_secret.as_deref()).await;

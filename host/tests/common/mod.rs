@@ -171,6 +171,15 @@ impl Host {
         (status, String::from_utf8_lossy(&body).into_owned())
     }
 
+    /// Waits until `/readyz` answers 200, `what` naming the wait in a timeout's message.
+    pub async fn ready(&self, within: Duration, what: &str) {
+        eventually(within, what, || async move {
+            let (status, body) = self.get("/readyz").await;
+            if status == 200 { Ok(()) } else { Err(format!("{status} {body}")) }
+        })
+        .await;
+    }
+
     /// The value of one series of `/metrics`, written as in the exposition
     /// (`wasmloop_x_total{plugin="p"}`). Panics when the host does not serve it, so a
     /// misspelt series fails the test instead of reading as zero.

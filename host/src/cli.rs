@@ -137,15 +137,16 @@ pub struct RunArgs {
     /// and compare their actions; the shadow writes nothing. Repeatable, one per plugin.
     #[arg(long = "shadow", value_name = "NAME=PATH", value_parser = parse_shadow)]
     pub shadows: Vec<ShadowArg>,
-    /// Pull ConfigMap plugins' references (data["plugin.ref"]) only from this registry
-    /// (HOST[:PORT]). Repeatable; without it, any registry over HTTPS.
+    /// Pull ConfigMap plugins' references (data["plugin.ref"]) from this registry
+    /// (HOST[:PORT]), over HTTPS. Repeatable; `*` allows any. Without it (and without
+    /// --insecure-registry), no reference is pulled.
     #[arg(long = "allowed-registry", value_name = "HOST[:PORT]", requires = "plugin_namespaces")]
     pub allowed_registries: Vec<String>,
-    /// Speak plain HTTP to this registry (HOST[:PORT]), not HTTPS: a registry on loopback or a
-    /// trusted network. Repeatable.
+    /// Pull from this registry (HOST[:PORT]) too, over plain HTTP, not HTTPS: a registry on
+    /// loopback or a trusted network. Repeatable.
     #[arg(long = "insecure-registry", value_name = "HOST[:PORT]", requires = "plugin_namespaces")]
     pub insecure_registries: Vec<String>,
-    /// How long one pull of a plugin reference may take, in seconds.
+    /// How long one pull of a plugin reference may take, in seconds, waits for a turn included.
     #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub pull_timeout_seconds: u64,
     /// Host options.

@@ -7,9 +7,7 @@ use clap::Parser;
 fn main() -> ExitCode {
     let cli = wasmloop::cli::Cli::parse();
     wasmloop::logging::init(cli.log_format);
-    // One TLS provider for the process: ring, as kube's rustls uses; the registry client
-    // (reqwest, built without a provider) takes the process default.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    wasmloop::oci::install_tls_provider();
     match wasmloop::commands::run(cli.command) {
         Ok(code) => code,
         Err(error) => {

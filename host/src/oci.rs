@@ -10,9 +10,10 @@
 //! A reference in a ConfigMap is hostile input: it must be pinned by digest (oci-client checks
 //! the manifest against it, and the layer against the manifest), the registry must be one the
 //! operator allows when they restrict them, plain HTTP only for registries the operator lists,
-//! the layer no larger than [`MAX_COMPONENT`], the whole pull no longer than the timeout, and
-//! no more than [`PARALLEL_PULLS`] at once.
-//! Pulled components are cached on disk by manifest digest and checked again when read back.
+//! the layer no larger than [`MAX_COMPONENT`], the whole pull (waits included) no longer than
+//! the timeout, no more than [`PULLS_PER_NAMESPACE`] at once per plugin namespace, and no more
+//! than [`PULL_MEMORY_MIB`] held at once in all. Pulled components are cached on disk by
+//! manifest digest, checked again when read back, and kept within [`CACHE_BUDGET`].
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -51,8 +52,13 @@ pub enum OciError {
     #[error("{0} names no digest; pin it: `wasmloop push` prints the reference as oci://REGISTRY/REPO@sha256:DIGEST")]
     NotPinned(String),
     /// A registry outside the operator's list.
-    #[error("registry {0} is not one this host pulls from (run --allowed-registry); push the plugin to one of: {1}")]
+    #[error("registry {0} is not one this host pulls from; push the plugin to one of: {1}")]
     Disallowed(String, String),
+    /// No registry is allowed: the operator has not chosen any.
+    #[error(
+        "this host pulls plugins from no registry; its operator allows one with `run --allowed-registry {0}` (or `--allowed-registry '*'` for any)"
+    )]
+    NoRegistryAllowed(String),
     /// The registry refused or failed.
     #[error("registry {registry}: {message}")]
     Registry {
@@ -68,8 +74,8 @@ pub enum OciError {
     #[error("{0}: the component is {1} bytes, more than the {limit} MiB a plugin may be", limit = MAX_COMPONENT >> 20)]
     TooLarge(String, u64),
     /// The pull ran past its time.
-    #[error("pulling {0} took longer than {1:?}; check the registry, or raise --pull-timeout-seconds")]
-    Timeout(String, Duration),
+    #[error("pulling {0} took longer than {1:?}: {2}")]
+    Timeout(String, Duration, String),
     /// A pull secret that does not give credentials for the registry.
     #[error("{0}")]
     Credentials(String),
@@ -159,12 +165,21 @@ fn sha256(bytes: &[u8]) -> String {
 pub struct RegistryPolicy {
     /// Registries (`host[:port]`) spoken to over plain HTTP.
     pub plain_http: Vec<String>,
-    /// When not empty, the only registries plugins may come from.
+    /// The only registries plugins may come from (with `plain_http`'s); `*` allows any. None:
+    /// no pulls, since a reference in a ConfigMap would otherwise make the host connect
+    /// wherever its writer likes.
     pub allowed: Vec<String>,
+}
+
+/// Installs the process's one TLS provider, ring, as kube's rustls uses: the registry client
+/// (reqwest, built without a provider) takes the process default. Idempotent.
+pub fn install_tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 impl RegistryPolicy {
     fn client(&self, timeout: Duration) -> Client {
+        install_tls_provider();
         Client::new(ClientConfig {
             protocol: ClientProtocol::HttpsExcept(self.plain_http.clone()),
             connect_timeout: Some(timeout),
@@ -174,16 +189,35 @@ impl RegistryPolicy {
     }
 
     fn check(&self, reference: &PluginRef) -> Result<(), OciError> {
-        if self.allowed.is_empty() || self.allowed.iter().any(|r| r == reference.registry()) {
-            Ok(())
+        let registry = reference.registry();
+        let named = self.allowed.iter().chain(&self.plain_http);
+        if self.allowed.iter().any(|r| r == "*") || named.clone().any(|r| r == registry) {
+            return Ok(());
+        }
+        let named: Vec<&str> = named.map(String::as_str).collect();
+        if named.is_empty() {
+            Err(OciError::NoRegistryAllowed(registry.to_owned()))
         } else {
-            Err(OciError::Disallowed(reference.registry().to_owned(), self.allowed.join(", ")))
+            Err(OciError::Disallowed(registry.to_owned(), named.join(", ")))
         }
     }
 }
 
+/// How much of a registry's own words an error keeps: they go to a status annotation, an Event
+/// and the log, and a registry may send megabytes of error body.
+const MAX_REGISTRY_MESSAGE: usize = 512;
+
 fn registry_error(reference: &PluginRef, error: impl std::fmt::Display) -> OciError {
-    OciError::Registry { registry: reference.registry().to_owned(), message: error.to_string() }
+    let mut message = error.to_string();
+    if message.len() > MAX_REGISTRY_MESSAGE {
+        let mut end = MAX_REGISTRY_MESSAGE;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push_str("… (cut)");
+    }
+    OciError::Registry { registry: reference.registry().to_owned(), message }
 }
 
 /// What `push` says about the component in the config blob.
@@ -254,9 +288,17 @@ pub async fn push(
     Ok(reference.at(&digest))
 }
 
-/// How many pulls may run at once; more wait their turn. Each holds up to
-/// [`MAX_COMPONENT`] in memory, and a namespace may name many references at start.
-pub const PARALLEL_PULLS: usize = 4;
+/// How many pulls of one plugin namespace may run at once; more wait their turn. Turns are per
+/// namespace so that one tenant's hanging registries hold up only that tenant's plugins.
+pub const PULLS_PER_NAMESPACE: usize = 2;
+
+/// How many MiB of components pulls may hold in memory at once, across namespaces: a pull
+/// takes its share once the manifest says how large the layer is.
+pub const PULL_MEMORY_MIB: u32 = 256;
+
+/// Bytes of pulled components kept on disk. With the compile cache's budget
+/// ([`wasmloop_sandbox::COMPILE_CACHE_BUDGET`]), this stays under `deploy/`'s `sizeLimit`.
+pub const CACHE_BUDGET: u64 = 256 << 20;
 
 /// Pulls plugin components, bounded in size, time and number at once, cached by manifest
 /// digest.
@@ -265,46 +307,112 @@ pub struct Puller {
     policy: RegistryPolicy,
     timeout: Duration,
     cache: Option<PathBuf>,
-    turns: Arc<Semaphore>,
+    /// Pulls at once per plugin namespace.
+    turns: Arc<Turns>,
+    /// One pull per reference at a time: a second ConfigMap naming it reads the first one's
+    /// result from the cache. Keyed by the whole reference, not the digest, so that a hanging
+    /// registry cannot hold up a pull of the same digest from another.
+    same: Arc<Turns>,
+    /// MiB of components in memory, [`PULL_MEMORY_MIB`] in all.
+    memory: Arc<Semaphore>,
+}
+
+/// What a pull was doing when its time ran out.
+#[derive(Debug, Clone, Copy)]
+enum Stage {
+    Turn,
+    Same,
+    Cache,
+    Memory,
+    Registry,
+}
+
+impl Stage {
+    fn waiting(self, namespace: &str) -> String {
+        match self {
+            Stage::Turn => format!(
+                "it waited for one of the {PULLS_PER_NAMESPACE} pulls namespace {namespace} may run at once; other pulls of this namespace hang"
+            ),
+            Stage::Same => "it waited for another ConfigMap's pull of the same reference".to_owned(),
+            Stage::Cache => "it was reading the disk cache".to_owned(),
+            Stage::Memory => format!("it waited for memory: pulls hold {PULL_MEMORY_MIB} MiB at most, together"),
+            Stage::Registry => "check the registry, or raise --pull-timeout-seconds".to_owned(),
+        }
+    }
 }
 
 impl Puller {
     /// A puller following `policy`, giving up on a pull after `timeout`, caching pulled
     /// components under `cache` (none: no disk cache).
     pub fn new(policy: RegistryPolicy, timeout: Duration, cache: Option<PathBuf>) -> Self {
-        Puller { policy, timeout, cache, turns: Arc::new(Semaphore::new(PARALLEL_PULLS)) }
+        Puller {
+            policy,
+            timeout,
+            cache,
+            turns: Arc::new(Turns::new(PULLS_PER_NAMESPACE)),
+            same: Arc::new(Turns::new(1)),
+            memory: Arc::new(Semaphore::new(PULL_MEMORY_MIB as usize)),
+        }
     }
 
-    /// How long a pull may take.
+    /// How long a pull may take, waits included.
     pub fn timeout(&self) -> Duration {
         self.timeout
     }
 
-    /// The component `reference` (pinned) names.
+    /// Checks what can be checked before a pull: that `reference` is pinned, and allowed.
+    ///
+    /// # Errors
+    /// When it is not.
+    pub fn admissible(&self, reference: &PluginRef) -> Result<(), OciError> {
+        reference.digest().ok_or_else(|| OciError::NotPinned(reference.to_string()))?;
+        self.policy.check(reference)
+    }
+
+    /// The component `reference` (pinned) names, for a plugin of `namespace`, within the
+    /// timeout from now.
+    ///
+    /// # Errors
+    /// As [`Puller::pull_by`].
+    pub async fn pull(&self, namespace: &str, reference: &PluginRef, auth: &RegistryAuth) -> Result<Vec<u8>, OciError> {
+        self.pull_by(tokio::time::Instant::now() + self.timeout, namespace, reference, auth).await
+    }
+
+    /// The component `reference` (pinned) names, for a plugin of `namespace`, by `deadline`:
+    /// the waits for a turn, for memory and for another pull of the same reference count.
     ///
     /// # Errors
     /// When the reference is not pinned or not allowed, the registry fails, the artifact is
-    /// not a component, is too large, or the pull runs out of time.
-    pub async fn pull(&self, reference: &PluginRef, auth: &RegistryAuth) -> Result<Vec<u8>, OciError> {
-        let digest = reference.digest().ok_or_else(|| OciError::NotPinned(reference.to_string()))?;
-        self.policy.check(reference)?;
-        if let Some(component) = self.cached(reference, digest) {
-            return Ok(component);
-        }
-        // The wait for a turn is not the registry's time: each turn ends within the timeout.
-        let _turn = self.turns.acquire().await.expect("never closed");
-        if let Some(component) = self.cached(reference, digest) {
-            // Pulled by another ConfigMap while this one waited.
-            return Ok(component);
-        }
-        let pulled = tokio::time::timeout(self.timeout, self.fetch(reference, auth))
-            .await
-            .map_err(|_| OciError::Timeout(reference.to_string(), self.timeout))??;
-        self.store(digest, &pulled);
-        Ok(pulled.1)
+    /// not a component, is too large, or the deadline passes.
+    pub async fn pull_by(
+        &self,
+        deadline: tokio::time::Instant,
+        namespace: &str,
+        reference: &PluginRef,
+        auth: &RegistryAuth,
+    ) -> Result<Vec<u8>, OciError> {
+        self.admissible(reference)?;
+        let digest = reference.digest().unwrap_or_default();
+        let mut stage = Stage::Turn;
+        let pulled = tokio::time::timeout_at(deadline, async {
+            let _turn = self.turns.take(namespace).await;
+            stage = Stage::Same;
+            let _only = self.same.take(&reference.to_string()).await;
+            // A hit takes a turn too: reading and hashing 64 MiB is work a namespace must not
+            // multiply.
+            stage = Stage::Cache;
+            if let Some(component) = self.cached(reference, digest).await {
+                tracing::info!(%reference, "the component is in the disk cache: no pull");
+                return Ok(component);
+            }
+            self.fetch(reference, auth, &mut stage).await
+        })
+        .await;
+        pulled.unwrap_or_else(|_| Err(OciError::Timeout(reference.to_string(), self.timeout, stage.waiting(namespace))))
     }
 
-    async fn fetch(&self, reference: &PluginRef, auth: &RegistryAuth) -> Result<(Vec<u8>, Vec<u8>), OciError> {
+    async fn fetch(&self, reference: &PluginRef, auth: &RegistryAuth, stage: &mut Stage) -> Result<Vec<u8>, OciError> {
+        *stage = Stage::Registry;
         let client = self.policy.client(self.timeout);
         let image = &reference.reference;
         // oci-client checks the manifest's bytes against the reference's digest.
@@ -317,6 +425,10 @@ impl Puller {
         if size > MAX_COMPONENT {
             return Err(OciError::TooLarge(reference.to_string(), size));
         }
+        *stage = Stage::Memory;
+        let mib = u32::try_from(size.div_ceil(1 << 20).max(1)).expect("at most MAX_COMPONENT");
+        let _memory = self.memory.acquire_many(mib).await.expect("never closed");
+        *stage = Stage::Registry;
         // The stream checks the bytes against the layer's digest as they arrive; the count
         // holds a registry that sends more than the manifest said to the limit.
         let mut stream = client.pull_blob_stream(image, &layer).await.map_err(|e| registry_error(reference, e))?.stream;
@@ -331,67 +443,123 @@ impl Puller {
             }
             component.extend_from_slice(&chunk);
         }
-        if sha256(&component) != layer.digest {
+        let (manifest, digest) = (manifest.to_vec(), reference.digest().unwrap_or_default().to_owned());
+        let (cache, layer_digest) = (self.cache.clone(), layer.digest.clone());
+        // Hashing and writing 64 MiB is blocking work: off the runtime's threads.
+        let (component, matches) = tokio::task::spawn_blocking(move || {
+            let matches = sha256(&component) == layer_digest;
+            if matches {
+                if let Some(dir) = entry(cache.as_deref(), &digest) {
+                    store(&dir, &manifest, &component);
+                }
+            }
+            (component, matches)
+        })
+        .await
+        .expect("hashing does not panic");
+        if !matches {
             return Err(registry_error(
                 reference,
                 format!("the layer's bytes do not match its digest {}", layer.digest),
             ));
         }
-        Ok((manifest.to_vec(), component))
+        Ok(component)
     }
 
-    fn entry(&self, digest: &str) -> Option<PathBuf> {
-        let hex = digest.strip_prefix("sha256:")?;
-        Some(self.cache.as_ref()?.join(hex))
+    /// A component pulled before, if the cache holds it intact; read off the runtime's threads.
+    async fn cached(&self, reference: &PluginRef, digest: &str) -> Option<Vec<u8>> {
+        let dir = entry(self.cache.as_deref(), digest)?;
+        let reference = reference.clone();
+        let digest = digest.to_owned();
+        tokio::task::spawn_blocking(move || cached(&dir, &reference, &digest)).await.ok().flatten()
+    }
+}
+
+/// Permits per key, for keys a caller chooses (namespaces, references); a key is forgotten once
+/// nobody holds or waits for its permits, so the map stays as small as the pulls under way.
+#[derive(Debug)]
+struct Turns {
+    per_key: usize,
+    keys: std::sync::Mutex<std::collections::HashMap<String, Arc<Semaphore>>>,
+}
+
+/// A permit of [`Turns`], or the wait for one.
+struct Turn<'a> {
+    turns: &'a Turns,
+    key: String,
+    semaphore: Arc<Semaphore>,
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl Turns {
+    fn new(per_key: usize) -> Self {
+        Turns { per_key, keys: std::sync::Mutex::default() }
     }
 
-    /// A component pulled before, if the cache holds it intact: the manifest must still hash
-    /// to its digest and name the component's digest.
-    fn cached(&self, reference: &PluginRef, digest: &str) -> Option<Vec<u8>> {
-        let dir = self.entry(digest)?;
-        let manifest = read_bounded(&dir.join("manifest.json"), 64 << 10)?;
-        if sha256(&manifest) != digest {
-            return None;
-        }
-        // The layer the pull took, not merely the first.
-        let layer = component_layer(reference, &manifest).ok()?;
-        let component = read_bounded(&dir.join("component.wasm"), MAX_COMPONENT)?;
-        (sha256(&component) == layer.digest).then_some(component)
+    async fn take(&self, key: &str) -> Turn<'_> {
+        let semaphore = {
+            let mut keys = self.keys.lock().expect("not poisoned");
+            keys.entry(key.to_owned()).or_insert_with(|| Arc::new(Semaphore::new(self.per_key))).clone()
+        };
+        // The guard exists before the wait, so a wait that is given up still forgets the key.
+        let mut turn = Turn { turns: self, key: key.to_owned(), semaphore, permit: None };
+        turn.permit = Some(turn.semaphore.clone().acquire_owned().await.expect("never closed"));
+        turn
     }
 
-    /// Best effort: a cache that cannot be written costs a pull next time, nothing else. The
-    /// manifest goes last, so a half-written entry is never read back as whole.
-    fn store(&self, digest: &str, (manifest, component): &(Vec<u8>, Vec<u8>)) {
-        let Some(dir) = self.entry(digest) else { return };
-        let written = std::fs::create_dir_all(&dir)
-            .and_then(|()| std::fs::write(dir.join("component.wasm"), component))
-            .and_then(|()| std::fs::write(dir.join("manifest.json"), manifest));
-        if let Err(error) = written {
-            tracing::warn!(dir = %dir.display(), %error, "cannot cache a pulled plugin; it will be pulled again");
-        }
-        if let Some(root) = dir.parent() {
-            prune(root, MAX_CACHED);
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.keys.lock().expect("not poisoned").len()
+    }
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.permit = None;
+        let mut keys = self.turns.keys.lock().expect("not poisoned");
+        // The map's and this guard's: nobody else holds or waits.
+        if Arc::strong_count(&self.semaphore) == 2 {
+            keys.remove(&self.key);
         }
     }
 }
 
-/// Pulled components kept on disk: each version ever pulled would fill a pod's emptyDir in the
-/// end; the least recently pulled go first (a reload of one of them pulls again).
-const MAX_CACHED: usize = 16;
+fn entry(cache: Option<&std::path::Path>, digest: &str) -> Option<PathBuf> {
+    let hex = digest.strip_prefix("sha256:")?;
+    Some(cache?.join(hex))
+}
 
-fn prune(root: &std::path::Path, keep: usize) {
-    let Ok(entries) = std::fs::read_dir(root) else { return };
-    let mut pulled: Vec<(std::time::SystemTime, PathBuf)> = entries
-        .filter_map(Result::ok)
-        .filter(|e| e.path().is_dir())
-        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
-        .collect();
-    if pulled.len() <= keep {
-        return;
+/// The component cached in `dir`, if intact: the manifest must still hash to its digest and
+/// name the component's digest. A hit marks the entry used.
+fn cached(dir: &std::path::Path, reference: &PluginRef, digest: &str) -> Option<Vec<u8>> {
+    let manifest = read_bounded(&dir.join("manifest.json"), 64 << 10)?;
+    if sha256(&manifest) != digest {
+        return None;
     }
-    pulled.sort();
-    for (_, path) in &pulled[..pulled.len() - keep] {
-        let _ = std::fs::remove_dir_all(path);
+    // The layer the pull took, not merely the first.
+    let layer = component_layer(reference, &manifest).ok()?;
+    let component = read_bounded(&dir.join("component.wasm"), MAX_COMPONENT)?;
+    let intact = sha256(&component) == layer.digest;
+    if intact {
+        wasmloop_sandbox::disk_budget::touch(&dir.join("manifest.json"));
+    }
+    intact.then_some(component)
+}
+
+/// Best effort: a cache that cannot be written costs a pull next time, nothing else. The
+/// manifest goes last, so a half-written entry is never read back as whole.
+fn store(dir: &std::path::Path, manifest: &[u8], component: &[u8]) {
+    let written = std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::write(dir.join("component.wasm"), component))
+        .and_then(|()| std::fs::write(dir.join("manifest.json"), manifest));
+    if let Err(error) = written {
+        tracing::warn!(dir = %dir.display(), %error, "cannot cache a pulled plugin; it will be pulled again");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    if let Some(root) = dir.parent() {
+        // Each version ever pulled would fill the pod's emptyDir in the end; the least
+        // recently used go first (a reload of one of them pulls again).
+        wasmloop_sandbox::disk_budget::prune(root, CACHE_BUDGET, std::path::Path::is_dir, Some("manifest.json"));
     }
 }
 
@@ -512,10 +680,32 @@ mod tests {
 
     #[test]
     fn a_registry_outside_the_allowed_list_is_refused_naming_the_list() {
-        let policy = RegistryPolicy { allowed: vec!["ghcr.io".into()], ..RegistryPolicy::default() };
+        let policy = RegistryPolicy { allowed: vec!["ghcr.io".into()], plain_http: vec!["127.0.0.1:5000".into()] };
         let other = PluginRef::parse("oci://evil.example.com/foo:1").unwrap();
-        assert!(policy.check(&other).unwrap_err().to_string().contains("push the plugin to one of: ghcr.io"));
+        let refused = policy.check(&other).unwrap_err().to_string();
+        assert!(refused.contains("push the plugin to one of: ghcr.io, 127.0.0.1:5000"), "{refused}");
         assert!(policy.check(&PluginRef::parse("oci://ghcr.io/foo:1").unwrap()).is_ok());
+        assert!(
+            policy.check(&PluginRef::parse("oci://127.0.0.1:5000/foo:1").unwrap()).is_ok(),
+            "a registry the operator lists as insecure is one they chose"
+        );
+    }
+
+    #[test]
+    fn a_registry_s_long_error_body_is_cut_before_it_reaches_a_status() {
+        let reference = PluginRef::parse(&format!("oci://registry.example.com/p@{DIGEST}")).unwrap();
+        let error = registry_error(&reference, "é".repeat(100_000)).to_string();
+        assert!(error.len() < MAX_REGISTRY_MESSAGE + 64, "{} bytes", error.len());
+        assert!(error.ends_with("… (cut)"), "{error}");
+    }
+
+    #[test]
+    fn no_registry_is_allowed_until_the_operator_names_one() {
+        let reference = PluginRef::parse("oci://169.254.169.254/latest:1").unwrap();
+        let refused = RegistryPolicy::default().check(&reference).unwrap_err().to_string();
+        assert!(refused.contains("--allowed-registry 169.254.169.254"), "{refused}");
+        let any = RegistryPolicy { allowed: vec!["*".into()], ..RegistryPolicy::default() };
+        assert!(any.check(&reference).is_ok());
     }
 
     fn basic(auth: RegistryAuth) -> (String, String) {
@@ -577,7 +767,6 @@ mod tests {
     #[test]
     fn a_cached_component_is_read_back_only_while_both_digests_still_match() {
         let dir = tempfile::tempdir().unwrap();
-        let puller = Puller::new(RegistryPolicy::default(), Duration::from_secs(1), Some(dir.path().to_owned()));
         let component = b"\0asm component".to_vec();
         let manifest = serde_json::to_vec(&serde_json::json!({"schemaVersion": 2,
             "config": {"mediaType": CONFIG_MEDIA_TYPE, "digest": DIGEST, "size": 1},
@@ -585,29 +774,135 @@ mod tests {
         .unwrap();
         let digest = sha256(&manifest);
         let reference = PluginRef::parse(&format!("oci://registry.example.com/team/p@{digest}")).unwrap();
-        puller.store(&digest, &(manifest, component.clone()));
-        assert_eq!(puller.cached(&reference, &digest), Some(component));
-        let entry = puller.entry(&digest).unwrap();
-        std::fs::write(entry.join("component.wasm"), b"tampered").unwrap();
+        let at = entry(Some(dir.path()), &digest).unwrap();
+        store(&at, &manifest, &component);
+        assert_eq!(cached(&at, &reference, &digest), Some(component));
+        std::fs::write(at.join("component.wasm"), b"tampered").unwrap();
         assert_eq!(
-            puller.cached(&reference, &digest),
+            cached(&at, &reference, &digest),
             None,
             "a component that no longer matches its manifest is pulled again"
         );
-        assert_eq!(puller.cached(&reference, DIGEST), None);
+        assert_eq!(cached(&at, &reference, DIGEST), None);
     }
 
-    #[test]
-    fn the_disk_cache_keeps_the_latest_pulls() {
-        let dir = tempfile::tempdir().unwrap();
-        for i in 0..5 {
-            std::fs::create_dir(dir.path().join(format!("{i}"))).unwrap();
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        prune(dir.path(), 3);
-        let mut left: Vec<String> =
-            std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
-        left.sort();
-        assert_eq!(left, ["2", "3", "4"]);
+    #[tokio::test]
+    async fn turns_are_per_key_and_forgotten_when_nobody_waits() {
+        let turns = Turns::new(1);
+        let a = turns.take("tenant-a").await;
+        let waiting = tokio::time::timeout(Duration::from_millis(20), turns.take("tenant-a")).await;
+        assert!(waiting.is_err(), "a key's one turn is taken");
+        let b = turns.take("tenant-b").await;
+        assert_eq!(turns.len(), 2, "another key has turns of its own");
+        drop((a, b));
+        assert_eq!(turns.len(), 0, "a wait given up and turns given back leave nothing behind");
+    }
+
+    #[tokio::test]
+    async fn a_pull_that_waits_its_whole_time_for_a_turn_says_so() {
+        let puller = Puller::new(
+            RegistryPolicy { allowed: vec!["*".into()], ..RegistryPolicy::default() },
+            Duration::from_millis(50),
+            None,
+        );
+        let _held: Vec<_> =
+            futures::future::join_all((0..PULLS_PER_NAMESPACE).map(|_| puller.turns.take("tenant"))).await;
+        let reference = PluginRef::parse(&format!("oci://registry.example.com/p@{DIGEST}")).unwrap();
+        let error = puller.pull("tenant", &reference, &RegistryAuth::Anonymous).await.unwrap_err();
+        assert!(matches!(error, OciError::Timeout(..)), "{error}");
+        assert!(error.to_string().contains("pulls namespace tenant may run at once"), "{error}");
+    }
+
+    /// A registry that lies, as a hostile one would: a real registry cannot be made to serve a
+    /// manifest other than the one its digest names, or a layer other than its manifest's, so
+    /// this one (axum, on loopback) serves what `manifest` and `blob` say to every pull, and
+    /// counts the requests for blobs.
+    async fn lying_registry(manifest: Vec<u8>, blob: Vec<u8>) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        use axum::http::{StatusCode, Uri, header};
+        let blobs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = blobs.clone();
+        let app = axum::Router::new().fallback(move |uri: Uri| {
+            let (manifest, blob, counted) = (manifest.clone(), blob.clone(), counted.clone());
+            async move {
+                let path = uri.path();
+                if path.contains("/manifests/") {
+                    (StatusCode::OK, [(header::CONTENT_TYPE, MANIFEST_MEDIA_TYPE)], manifest)
+                } else if path.contains("/blobs/") {
+                    counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    (StatusCode::OK, [(header::CONTENT_TYPE, "application/octet-stream")], blob)
+                } else {
+                    (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], b"{}".to_vec())
+                }
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (address, blobs)
+    }
+
+    fn image_manifest(layer: &[u8], declared_size: u64) -> Vec<u8> {
+        serde_json::to_vec(&serde_json::json!({"schemaVersion": 2, "mediaType": MANIFEST_MEDIA_TYPE,
+            "config": {"mediaType": CONFIG_MEDIA_TYPE, "digest": DIGEST, "size": 2},
+            "layers": [{"mediaType": LAYER_MEDIA_TYPE, "digest": sha256(layer), "size": declared_size}]}))
+        .unwrap()
+    }
+
+    async fn pull_from(address: &str, digest: &str, timeout: Duration) -> Result<Vec<u8>, OciError> {
+        let policy = RegistryPolicy { plain_http: vec![address.to_owned()], ..RegistryPolicy::default() };
+        let puller = Puller::new(policy, timeout, None);
+        let reference = PluginRef::parse(&format!("oci://{address}/plugins/p@{digest}")).unwrap();
+        puller.pull("tenant", &reference, &RegistryAuth::Anonymous).await
+    }
+
+    #[tokio::test]
+    async fn a_manifest_other_than_the_one_pinned_is_refused() {
+        let layer = b"\0asm".to_vec();
+        let pinned = image_manifest(&layer, 4);
+        let served = image_manifest(b"\0asm other", 10);
+        let (address, blobs) = lying_registry(served, layer).await;
+        let error = pull_from(&address, &sha256(&pinned), Duration::from_secs(30)).await.unwrap_err();
+        assert!(matches!(error, OciError::Registry { .. }), "{error}");
+        assert!(error.to_string().to_lowercase().contains("digest"), "{error}");
+        assert_eq!(blobs.load(std::sync::atomic::Ordering::SeqCst), 0, "no layer is fetched for a false manifest");
+    }
+
+    #[tokio::test]
+    async fn a_layer_declared_over_the_limit_is_refused_before_it_is_fetched() {
+        let layer = b"\0asm".to_vec();
+        let manifest = image_manifest(&layer, MAX_COMPONENT + 1);
+        let (address, blobs) = lying_registry(manifest.clone(), layer).await;
+        let error = pull_from(&address, &sha256(&manifest), Duration::from_secs(30)).await.unwrap_err();
+        assert!(matches!(error, OciError::TooLarge(_, size) if size == MAX_COMPONENT + 1), "{error}");
+        assert_eq!(blobs.load(std::sync::atomic::Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn a_layer_other_than_its_manifest_names_is_refused() {
+        let layer = b"\0asm real".to_vec();
+        let manifest = image_manifest(&layer, 9);
+        let (address, _) = lying_registry(manifest.clone(), b"\0asm fake".to_vec()).await;
+        let error = pull_from(&address, &sha256(&manifest), Duration::from_secs(30)).await.unwrap_err();
+        assert!(matches!(error, OciError::Registry { .. }), "{error}");
+        assert!(error.to_string().to_lowercase().contains("digest"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_layer_longer_than_its_manifest_says_is_refused() {
+        let layer = b"\0asm real".to_vec();
+        let manifest = image_manifest(&layer, 4);
+        let (address, _) = lying_registry(manifest.clone(), layer).await;
+        let error = pull_from(&address, &sha256(&manifest), Duration::from_secs(30)).await.unwrap_err();
+        assert!(error.to_string().contains("longer than the 4 bytes its manifest says"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_registry_that_never_answers_runs_out_the_pull_s_time() {
+        let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = silent.local_addr().unwrap().to_string();
+        let error = pull_from(&address, DIGEST, Duration::from_millis(300)).await.unwrap_err();
+        assert!(matches!(error, OciError::Timeout(..)), "{error}");
+        assert!(error.to_string().contains("check the registry, or raise --pull-timeout-seconds"), "{error}");
+        drop(silent);
     }
 }

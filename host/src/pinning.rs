@@ -170,6 +170,26 @@ pub fn check(
     key.verify(component, &parsed, false).map_err(|e| PinError::Invalid { signer, why: e.to_string() })
 }
 
+/// The checks of [`check`] that need no component: a well-formed pin, and a signature there
+/// when keys are trusted. A referenced component is checked so before it is pulled.
+///
+/// # Errors
+/// The first check that fails.
+pub fn check_without_component(
+    pin: Option<&str>,
+    signature: Option<&str>,
+    trusted: Option<&TrustedKeys>,
+) -> Result<(), PinError> {
+    if let Some(pin) = pin {
+        parse_pin(pin)?;
+    }
+    match (trusted, signature) {
+        (Some(trusted), None) => Err(PinError::Unsigned { trusted: trusted.ids() }),
+        (Some(_), Some(text)) => Signature::decode(text).map(drop).map_err(|e| PinError::BadSignature(e.to_string())),
+        (None, _) => Ok(()),
+    }
+}
+
 /// The hex digest a pin names.
 fn parse_pin(pin: &str) -> Result<&str, PinError> {
     match pin.strip_prefix("sha256:") {
@@ -237,6 +257,28 @@ mod tests {
         ];
         for (name, component, pin, signature, trust, refused) in cases {
             let got = check(component, pin, signature, trust.then_some(&trusted));
+            let kind = got.as_ref().err().map(|e| format!("{e:?}"));
+            let kind = kind.as_deref().map(|k| k.split([' ', '(', '{']).next().unwrap());
+            assert_eq!(kind, refused, "{name}: {got:?}");
+        }
+    }
+
+    #[test]
+    fn what_needs_no_component_is_refused_before_a_pull() {
+        let trusted = TrustedKeys::parse(&fixture("trusted.pub")).unwrap();
+        let (good, pin) = (fixture("component.minisig"), pin_of(&component()));
+        type Case<'a> = (&'a str, Option<&'a str>, Option<&'a str>, bool, Option<&'a str>);
+        let cases: [Case; 7] = [
+            ("nothing asked", None, None, false, None),
+            ("a well-formed pin: its match needs the bytes", Some(&pin), None, false, None),
+            ("a pin in capitals", Some(&pin.to_uppercase()), None, false, Some("BadPin")),
+            ("unsigned where keys are trusted", None, None, true, Some("Unsigned")),
+            ("a signature: its check needs the bytes", None, Some(&good), true, None),
+            ("not a signature", None, Some("hello"), true, Some("BadSignature")),
+            ("a signature where no key is trusted", None, Some("hello"), false, None),
+        ];
+        for (name, pin, signature, trust, refused) in cases {
+            let got = check_without_component(pin, signature, trust.then_some(&trusted));
             let kind = got.as_ref().err().map(|e| format!("{e:?}"));
             let kind = kind.as_deref().map(|k| k.split([' ', '(', '{']).next().unwrap());
             assert_eq!(kind, refused, "{name}: {got:?}");

@@ -155,6 +155,22 @@ async fn a_reference_without_usable_credentials_is_refused_saying_what_to_fix() 
     let mut unknown = bundle_ref(&component, "foo-deployment", &plugins.name, &reference, Some("no-such-secret"));
     unknown.metadata.name = Some("unknown-secret".into());
     configmaps.create(&PostParams::default(), &unknown).await.unwrap();
+    // A Secret of the namespace that is not a pull secret (a token, say) is not read as one.
+    let opaque = Secret {
+        metadata: ObjectMeta { name: Some("a-token".into()), ..ObjectMeta::default() },
+        string_data: Some([(".dockerconfigjson".to_owned(), "{}".to_owned())].into()),
+        ..Secret::default()
+    };
+    plugins.api::<Secret>().create(&PostParams::default(), &opaque).await.unwrap();
+    let mut not_pull = bundle_ref(&component, "foo-deployment", &plugins.name, &reference, Some("a-token"));
+    not_pull.metadata.name = Some("opaque-secret".into());
+    configmaps.create(&PostParams::default(), &not_pull).await.unwrap();
+    // A registry the operator did not name: refused before any connection is made to it.
+    let elsewhere = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let elsewhere_ref = format!("oci://{}/plugins/p@sha256:{}", elsewhere.local_addr().unwrap(), "2".repeat(64));
+    let mut disallowed = bundle_ref(&component, "foo-deployment", &plugins.name, &elsewhere_ref, None);
+    disallowed.metadata.name = Some("disallowed".into());
+    configmaps.create(&PostParams::default(), &disallowed).await.unwrap();
     let _host = Host::start(["run", "--plugin-namespace", &plugins.name, "--insecure-registry", &registry.address]);
 
     let refused = status(&configmaps, "anonymous", "the anonymous pull refused", |s| s["lastError"].is_string()).await;
@@ -164,6 +180,111 @@ async fn a_reference_without_usable_credentials_is_refused_saying_what_to_fix() 
         status(&configmaps, "unknown-secret", "the missing secret named", |s| s["lastError"].is_string()).await;
     let error = refused["lastError"].as_str().unwrap();
     assert!(error.contains(&format!("pull secret {}/no-such-secret does not exist", plugins.name)), "{error}");
+    let refused = status(&configmaps, "opaque-secret", "the token refused", |s| s["lastError"].is_string()).await;
+    let error = refused["lastError"].as_str().unwrap();
+    assert!(error.contains("is of type Opaque, not kubernetes.io/dockerconfigjson"), "{error}");
+    let refused =
+        status(&configmaps, "disallowed", "the unnamed registry refused", |s| s["lastError"].is_string()).await;
+    let error = refused["lastError"].as_str().unwrap();
+    assert!(error.contains("is not one this host pulls from; push the plugin to one of"), "{error}");
+    let events: Api<Event> = plugins.api();
+    wait_for_event(&events, Duration::from_secs(60), "a PullRefused Warning", |e| {
+        e.note.as_deref().is_some_and(|n| n.starts_with("PullRefused"))
+    })
+    .await;
+    // The refusal is made before a pull would start, so the registry heard nothing by now.
+    let connected = tokio::time::timeout(Duration::ZERO, elsewhere.accept()).await;
+    assert!(connected.is_err(), "the host connected to a registry it may not pull from");
+}
+
+/// Runs the real `minisign` with `args` in `dir`.
+fn minisign(dir: &Path, args: &[&str]) {
+    let out = Command::new("minisign")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run minisign ({e}): install it (Debian: apt-get install minisign)"));
+    assert!(out.status.success(), "minisign {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[tokio::test]
+async fn with_trusted_keys_a_reference_is_signed_or_never_pulled_and_a_restart_reads_the_disk_cache() {
+    let registry = wasmloop_testenv::registry::shared();
+    let plugins = shared().namespace("oci-signed").await.unwrap();
+    let apps = shared().namespace("oci-signed-apps").await.unwrap();
+    apps.install_crd(Path::new(FOO_CRD)).await;
+    let keys = tempfile::tempdir().unwrap();
+    minisign(keys.path(), &["-G", "-W", "-p", "trusted.pub", "-s", "trusted.key"]);
+    let wasm = keys.path().join("plugin.wasm");
+    std::fs::copy(common::component("foo_deployment"), &wasm).unwrap();
+    minisign(keys.path(), &["-S", "-s", "trusted.key", "-m", "plugin.wasm", "-x", "plugin.wasm.minisig"]);
+    let reference = push(registry, &wasm, "plugins/signed");
+    let configmaps: Api<ConfigMap> = plugins.api();
+    pull_secret(&plugins, "registry-creds", registry).await;
+    let signature = keys.path().join("plugin.wasm.minisig");
+    let out = wasmloop(
+        &[
+            "bundle",
+            wasm.to_str().unwrap(),
+            "--name",
+            "foo-deployment",
+            "--namespace",
+            &plugins.name,
+            "--ref",
+            &reference,
+            "--pull-secret",
+            "registry-creds",
+            "--signature",
+            signature.to_str().unwrap(),
+        ],
+        "",
+    );
+    assert!(out.status.success(), "bundle failed: {}", String::from_utf8_lossy(&out.stderr));
+    let signed: ConfigMap =
+        serde_saphyr::from_slice_with_options(&out.stdout, wasmloop::input::yaml_options()).unwrap();
+    configmaps.create(&PostParams::default(), &signed).await.unwrap();
+    // An unsigned reference, to a registry the host may pull from: refused before the pull.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let silent_address = silent.local_addr().unwrap().to_string();
+    let unsigned_ref = format!("oci://{silent_address}/plugins/unsigned@sha256:{}", "3".repeat(64));
+    let mut unsigned = bundle_ref(&wasm, "foo-deployment", &plugins.name, &unsigned_ref, None);
+    unsigned.metadata.name = Some("unsigned".into());
+    configmaps.create(&PostParams::default(), &unsigned).await.unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let run = |plugins: &str| {
+        let trusted = keys.path().join("trusted.pub");
+        Host::start([
+            "run",
+            "--plugin-namespace",
+            plugins,
+            "--insecure-registry",
+            &registry.address,
+            "--insecure-registry",
+            &silent_address,
+            "--trusted-keys",
+            trusted.to_str().unwrap(),
+            "--cache-dir",
+            cache.path().to_str().unwrap(),
+        ])
+    };
+    let mut host = run(&plugins.name);
+
+    let digest = wasmloop_sandbox::digest(&std::fs::read(&wasm).unwrap());
+    let loaded =
+        status(&configmaps, "foo-deployment", "the signed reference active", |s| s["activeDigest"].is_string()).await;
+    assert_eq!(loaded["activeDigest"], digest.as_str(), "{loaded}");
+    let refused =
+        status(&configmaps, "unsigned", "the unsigned reference refused", |s| s["lastError"].is_string()).await;
+    let error = refused["lastError"].as_str().unwrap();
+    assert!(error.contains("requires a minisign signature"), "{error}");
+    let connected = tokio::time::timeout(Duration::ZERO, silent.accept()).await;
+    assert!(connected.is_err(), "the host pulled a reference it would refuse unsigned");
+
+    // A restart serves the signed component from the disk cache, without a pull.
+    host.kill();
+    let host = run(&plugins.name);
+    host.logged(&format!("the component is in the disk cache: no pull reference={reference}")).await;
+    host.ready(Duration::from_secs(90), "/readyz once the cached plugin serves").await;
 }
 
 #[test]

@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
+
+use crate::disk_budget;
 use wasmtime::component::Component;
 
 /// How a component was obtained.
@@ -67,7 +69,10 @@ impl CompileCache {
         let path = self.path_for(engine, digest);
         if let Some(path) = path.as_deref().filter(|p| p.exists()) {
             match deserialize(engine, path) {
-                Ok(component) => return Ok((component, CacheOutcome::Hit)),
+                Ok(component) => {
+                    disk_budget::touch(path);
+                    return Ok((component, CacheOutcome::Hit));
+                }
                 Err(e) => {
                     tracing::warn!(path = %path.display(), error = %e, "discarding unreadable compiled component; recompiling")
                 }
@@ -78,31 +83,17 @@ impl CompileCache {
             if let Err(e) = store(&component, &path) {
                 tracing::warn!(path = %path.display(), error = %e, "cannot write the compile cache; the next load compiles again (check the directory is writable)");
             }
-            prune(path.parent().expect("cache paths have a parent"), MAX_ENTRIES);
+            let dir = path.parent().expect("cache paths have a parent");
+            disk_budget::prune(dir, BUDGET, |p| p.extension().is_some_and(|x| x == "cwasm"), None);
         }
         Ok((component, CacheOutcome::Compiled))
     }
 }
 
-/// Entries kept: every version ever loaded would fill a pod's emptyDir in the end; the least
-/// recently written go first (a reload of one of them costs a compile, nothing else).
-const MAX_ENTRIES: usize = 64;
-
-fn prune(dir: &Path, keep: usize) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    let mut compiled: Vec<(std::time::SystemTime, PathBuf)> = entries
-        .filter_map(Result::ok)
-        .filter(|e| e.path().extension().is_some_and(|x| x == "cwasm"))
-        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
-        .collect();
-    if compiled.len() <= keep {
-        return;
-    }
-    compiled.sort();
-    for (_, path) in &compiled[..compiled.len() - keep] {
-        let _ = std::fs::remove_file(path);
-    }
-}
+/// Bytes of compiled components kept: every version ever loaded would fill a pod's emptyDir in
+/// the end; the least recently used go first (a reload of one of them costs a compile, nothing
+/// else). With the pulled components' budget, this stays under `deploy/`'s `sizeLimit`.
+pub const BUDGET: u64 = 512 << 20;
 
 #[allow(unsafe_code)]
 fn deserialize(engine: &Engine, path: &Path) -> wasmtime::Result<Component> {
@@ -127,32 +118,4 @@ fn store(component: &Component, path: &Path) -> std::io::Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     written
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pruning_keeps_the_most_recently_written_entries() {
-        let dir = tempfile::tempdir().unwrap();
-        for i in 0..5 {
-            std::fs::write(dir.path().join(format!("{i}.cwasm")), b"x").unwrap();
-            let when = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000 + i);
-            std::fs::File::options()
-                .write(true)
-                .open(dir.path().join(format!("{i}.cwasm")))
-                .unwrap()
-                .set_modified(when)
-                .unwrap();
-        }
-        std::fs::write(dir.path().join("notes.txt"), b"not an entry").unwrap();
-        prune(dir.path(), 2);
-        let mut left: Vec<String> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        left.sort();
-        assert_eq!(left, ["3.cwasm", "4.cwasm", "notes.txt"]);
-    }
 }

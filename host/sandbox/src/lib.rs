@@ -32,6 +32,7 @@ mod config;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod contract;
+pub mod disk_budget;
 mod error;
 mod host_services;
 mod lift;
@@ -45,7 +46,7 @@ mod state;
 pub use wasmloop_contract::validate;
 
 pub use bindings::{Gvk, Object, Phase, Request};
-pub use compile_cache::{CompileCache, digest};
+pub use compile_cache::{BUDGET as COMPILE_CACHE_BUDGET, CompileCache, digest};
 pub use config::{Limits, SandboxConfig};
 pub use contract::{CONTRACT_PACKAGE, CONTRACT_VERSION, LEGACY_CONTRACT_VERSION};
 pub use error::{CallError, CallFailure, LoadError};

@@ -87,6 +87,8 @@ struct Content {
     pin: Option<String>,
     signature: Option<String>,
     track: Track,
+    /// The pull secret: naming another one (after fixing a refusal) pulls again.
+    pull_secret: Option<String>,
 }
 
 /// A finished pull: the ConfigMap and content it was for, and the component or why not.
@@ -110,20 +112,25 @@ struct Shadowing {
     announced: bool,
 }
 
-/// The component `reference` names, with the credentials of pull secret `secret` in the
-/// namespace of `secrets`; the Secret's read counts against the pull's time.
+/// The Secret types a pull secret may have: those `kubectl create secret docker-registry`
+/// writes. Any other Secret of the namespace (a token, a TLS key) is not read as credentials.
+const PULL_SECRET_TYPES: [&str; 2] = ["kubernetes.io/dockerconfigjson", "kubernetes.io/dockercfg"];
+
+/// The component `reference` names, for a plugin of `secrets`' namespace, with the credentials
+/// of pull secret `secret`; the Secret's read counts against the pull's time.
 async fn pull(
     puller: &Puller,
     secrets: &Api<Secret>,
     reference: &PluginRef,
     secret: Option<&str>,
 ) -> Result<Vec<u8>, OciError> {
+    let deadline = tokio::time::Instant::now() + puller.timeout();
+    let namespace = secrets.namespace().unwrap_or_default();
     let auth = match secret {
         None => oci_client::secrets::RegistryAuth::Anonymous,
         Some(name) => {
-            let namespace = secrets.namespace().unwrap_or_default();
             let at = format!("{namespace}/{name}");
-            let read = tokio::time::timeout(puller.timeout(), secrets.get_opt(name)).await.map_err(|_| {
+            let read = tokio::time::timeout_at(deadline, secrets.get_opt(name)).await.map_err(|_| {
                 OciError::Credentials(format!(
                     "pull secret {at}: reading it took longer than {:?}; check the API server",
                     puller.timeout()
@@ -140,6 +147,13 @@ async fn pull(
                         "pull secret {at} does not exist; create it with `kubectl create secret docker-registry`"
                     ))
                 })?;
+            let type_ = secret.type_.as_deref().unwrap_or("Opaque");
+            if !PULL_SECRET_TYPES.contains(&type_) {
+                return Err(OciError::Credentials(format!(
+                    "pull secret {at} is of type {type_}, not {}; create it with `kubectl create secret docker-registry`",
+                    PULL_SECRET_TYPES[0]
+                )));
+            }
             let data = secret.data.unwrap_or_default();
             let document = data.get(".dockerconfigjson").or_else(|| data.get(".dockercfg")).ok_or_else(|| {
                 OciError::Credentials(format!(
@@ -149,7 +163,7 @@ async fn pull(
             oci::credentials(&document.0, reference.registry(), &at)?
         }
     };
-    puller.pull(reference, &auth).await
+    puller.pull_by(deadline, &namespace, reference, &auth).await
 }
 
 /// A version serving from a ConfigMap, as its status shows it.
@@ -357,6 +371,7 @@ impl ConfigMapSource {
             pin: payload.pin.clone(),
             signature: payload.signature.clone(),
             track: payload.track,
+            pull_secret: payload.pull_secret.clone(),
         };
         // The same content was handled already: this is the echo of our own status write, or
         // an edit elsewhere in the ConfigMap.
@@ -369,9 +384,28 @@ impl ConfigMapSource {
             superseded.abort();
         }
         match payload.reference.clone() {
-            Some(reference) => self.start_pull(cm.clone(), content, payload, reference),
+            Some(reference) => {
+                // What can be refused without the bytes is refused before a connection is made.
+                if let Err((reason, message)) = self.before_pull(&payload, &reference) {
+                    return self
+                        .rejected(cm, reason, &format!("plugin {}: {message}{}", payload.name, self.keeps(&name)))
+                        .await;
+                }
+                if payload.track == Track::Superseded {
+                    return self.retire(cm).await;
+                }
+                self.start_pull(cm.clone(), content, payload, reference);
+            }
             None => self.admit(cm, payload).await,
         }
+    }
+
+    /// The checks of a referenced component that need no pull: the reference is pinned and
+    /// allowed, the pin well formed, and a signature there when keys are trusted.
+    fn before_pull(&self, payload: &PluginPayload, reference: &PluginRef) -> Result<(), (&'static str, String)> {
+        self.puller.admissible(reference).map_err(|e| ("PullRefused", e.to_string()))?;
+        pinning::check_without_component(payload.pin.as_deref(), payload.signature.as_deref(), self.trusted.as_deref())
+            .map_err(|e| (e.reason(), e.to_string()))
     }
 
     /// Pulls the component `reference` names in a task of its own, which reports to
@@ -618,7 +652,8 @@ impl ConfigMapSource {
     /// (a rename, a second candidate, a promotion another replica saw first): it may load now.
     fn retry_blocked(&self) {
         for (other, seen) in &self.seen {
-            if seen.last_error.is_some() && seen.active.is_none() {
+            // A pull under way is not blocked, and starting it again would only lose its time.
+            if seen.last_error.is_some() && seen.active.is_none() && seen.pulling.is_none() {
                 let _ = self.retry.send(other.clone());
             }
         }
@@ -681,6 +716,8 @@ impl ConfigMapSource {
         if !self.leads() {
             return;
         }
+        // A note over the API's limit would lose the whole Event.
+        let note = wasmloop_contract::validate::event_note(note);
         let recorder = self.recorders.get(MANAGER, &note, regarding);
         let event = Event { type_, reason: reason.into(), note: Some(note), action: action.into(), secondary: None };
         if let Err(error) = recorder.publish(&event, regarding).await {

@@ -220,8 +220,61 @@ fn the_python_foo_deployment_agrees_with_the_rust_one_on_every_golden_case() {
             ("foo-deployment/foo-default-replicas.yaml", &["--owned", "foo-deployment/owned-deployment.yaml"]),
             ("foo-deployment/foo-blank-name.yaml", &[]),
             ("foo-deployment/foo-spaced-name.yaml", &["--owned", "foo-deployment/owned-deployment.yaml"]),
+            ("foo-deployment/foo-separator-name.yaml", &[]),
+            ("foo-deployment/foo-status-list.yaml", &[]),
+            ("foo-deployment/foo-spec-pair.yaml", &[]),
         ],
     );
+}
+
+/// The part of an error report that names what did not decode, without serde's words (which
+/// the Python twin cannot repeat): `cannot decode Foo default/example-foo: …; fix the object`.
+fn mask_decode_detail(report: &str) -> String {
+    const END: &str = "; fix the object or the plugin's type for it";
+    let (mut masked, mut rest) = (String::new(), report);
+    while let Some(at) = rest.find("cannot decode ") {
+        let head = rest[at..].find(": ").map(|i| at + i + 2);
+        let tail = rest[at..].find(END).map(|i| at + i);
+        let (Some(head), Some(tail)) = (head, tail) else { break };
+        masked.push_str(&rest[..head]);
+        masked.push('…');
+        rest = &rest[tail..];
+    }
+    masked.push_str(rest);
+    masked
+}
+
+#[test]
+fn the_python_foo_deployment_refuses_what_the_rust_one_cannot_decode_alike() {
+    let python = wasmloop_testenv::components::python_component("plugins/foo-deployment-py");
+    let cases: &[(&str, &[&str])] = &[
+        ("foo-deployment/foo-spec-list.yaml", &[]),
+        ("foo-deployment/foo-spec-string.yaml", &[]),
+        ("foo-deployment/foo-spec-null.yaml", &[]),
+        ("foo-deployment/foo-status-null-replicas.yaml", &[]),
+        ("foo-deployment/foo-status-string-replicas.yaml", &[]),
+        ("foo-deployment/foo-status-huge-replicas.yaml", &[]),
+        ("foo-deployment/foo-huge-replicas.yaml", &[]),
+        ("foo-deployment/foo.yaml", &["--owned", "foo-deployment/owned-deployment-string-replicas.yaml"]),
+    ];
+    for (object, extra) in cases {
+        let args: Vec<String> =
+            extra.iter().map(|a| if a.ends_with(".yaml") { path_arg(a) } else { (*a).to_owned() }).collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (rust_code, rust_actions, rust_report) = seen(&reconcile("foo_deployment", object, &args));
+        let object_path = fixture(object);
+        let mut python_args =
+            vec!["reconcile", "--plugin", python.to_str().unwrap(), "--object", object_path.to_str().unwrap()];
+        python_args.extend_from_slice(&args);
+        let (code, actions, report) = seen(&wasmloop(&python_args));
+        assert!(rust_report.contains("cannot decode "), "{object}: the Rust plugin decoded it: {rust_report}");
+        assert!(report.contains("cannot decode "), "{object}: the Python plugin decoded it: {report}");
+        assert_eq!(
+            (code, actions, mask_decode_detail(&report)),
+            (rust_code, rust_actions, mask_decode_detail(&rust_report)),
+            "the Python twin of foo_deployment differs on {object} {extra:?}"
+        );
+    }
 }
 
 #[test]
@@ -234,22 +287,25 @@ fn the_python_configmap_mirror_agrees_with_the_rust_one_on_every_golden_case() {
             ("configmap-mirror/source.yaml", &["--cache", "configmap-mirror/cluster.yaml", "--phase", "cleanup"]),
             ("configmap-mirror/source-wide.yaml", &["--cache", "configmap-mirror/cluster-taken.yaml"]),
             ("configmap-mirror/source.yaml", &[]),
+            ("configmap-mirror/source.yaml", &["--cache", "configmap-mirror/cluster-namespace-gone.yaml"]),
         ],
     );
 }
 
 #[test]
 fn a_python_plugin_that_raises_fails_transiently_naming_the_exception_and_where() {
-    // A Foo whose spec is a list: the plugin calls `.get` on it, a bug the SDK reports.
-    let python = wasmloop_testenv::components::python_component("plugins/foo-deployment-py");
-    let object = fixture("foo-deployment/foo-spec-list.yaml");
+    // The test guest reads a key its ConfigMap does not have when asked to: a bug the SDK
+    // reports.
+    let python = wasmloop_testenv::components::python_component("host/tests/guests-py/remember");
+    let object = fixture("python-raises.yaml");
     let out = wasmloop(&["reconcile", "--plugin", python.to_str().unwrap(), "--object", object.to_str().unwrap()]);
     fails_with(
         &out,
         3,
         &[
-            "plugin foo-deployment failed on Foo default/example-foo: transient error",
-            "plugin raised AttributeError: 'list' object has no attribute 'get' (at plugin.py:",
+            "plugin remember failed on ConfigMap default/raises: transient error",
+            "plugin raised KeyError: 'missing' (at plugin.py:",
+            "in reconcile)",
             "retry: with backoff",
         ],
     );

@@ -9,6 +9,7 @@ own copies, Namespaces watched metadata-only, and a grant to apply and delete Co
 anywhere.
 """
 
+from wasmloop import rules
 from wasmloop import Grant, Manifest, ObjectRef, Reconciler, Watch, apply, cache, delete, event, kinds
 
 MIRROR_LABEL = "wasmloop.dev/mirror"
@@ -23,7 +24,9 @@ def targets(source: dict) -> list:
     meta = source.get("metadata") or {}
     listed = (meta.get("annotations") or {}).get(MIRROR_TO) or ""
     own = meta.get("namespace") or ""
-    return sorted({ns.strip() for ns in listed.split(",") if ns.strip() and ns.strip() != own})
+    # Trimmed as the Rust twin's `str::trim` trims: `str.strip` would also take U+001C-U+001F.
+    listed = {rules.rust_trim(ns) for ns in listed.split(",")}
+    return sorted(ns for ns in listed if ns and ns != own)
 
 
 def copies(request) -> list:
@@ -70,6 +73,9 @@ class ConfigMapMirror(Reconciler):
         wanted = targets(source)
         existing_uids = {(c.get("metadata") or {}).get("uid") for c in existing}
         actions, missing, taken = [], [], []
+        # Counted from the copies applied, not by subtraction: a copy may outlive its
+        # namespace in the cache, and be both missing and kept.
+        mirrored = added = 0
         for namespace in wanted:
             if cache.get(kinds.Namespace, namespace) is None:
                 missing.append(namespace)
@@ -78,6 +84,9 @@ class ConfigMapMirror(Reconciler):
             if other is not None and other["metadata"].get("uid") not in existing_uids:
                 taken.append(f"{namespace}/{request.name}")
                 continue
+            mirrored += 1
+            if not any(namespace_of(c) == namespace for c in existing):
+                added += 1
             actions.append(apply(copy_of(source, request, namespace)))
         if taken:
             actions.append(event(
@@ -88,14 +97,11 @@ class ConfigMapMirror(Reconciler):
             ))
         stale = [c for c in existing if namespace_of(c) not in wanted]
         actions.extend(delete(c) for c in stale)
-        kept = sum(1 for c in existing if namespace_of(c) in wanted)
-        created = len(wanted) - len(missing) - len(taken) - kept
-        if created > 0 or stale:
+        if added > 0 or stale:
             actions.append(event(
                 "Normal",
                 "Mirrored",
-                f"mirrored to {len(wanted) - len(missing) - len(taken)} namespace(s), "
-                f"{created} copy(ies) added, {len(stale)} removed",
+                f"mirrored to {mirrored} namespace(s), {added} copy(ies) added, {len(stale)} removed",
             ))
         if missing:
             actions.append(event(

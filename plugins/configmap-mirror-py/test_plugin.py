@@ -73,6 +73,14 @@ def test_missing_namespace_is_reported_and_skipped():
     assert "ghost" in warning.message
 
 
+def test_a_copy_that_outlives_its_namespace_is_neither_added_nor_counted_twice():
+    outcome = TestCase(source("a,b")).cached(namespace("a"), copy("a"), copy("b")).run(ConfigMapMirror())
+    assert [e.reason for e in outcome.events] == ["NamespaceNotFound"], "nothing was added, so nothing is announced"
+    outcome = TestCase(source("a,b,c")).cached(namespace("a"), namespace("c"), copy("a"), copy("b")).run(ConfigMapMirror())
+    mirrored = next(e for e in outcome.events if e.reason == "Mirrored")
+    assert mirrored.message == "mirrored to 2 namespace(s), 1 copy(ies) added, 0 removed"
+
+
 def test_own_namespace_is_never_a_target():
     assert TestCase(source("platform")).cached(namespace("platform")).run(ConfigMapMirror()).actions == []
 

@@ -10,16 +10,16 @@ control is never touched: the Foo gets an `ErrResourceExists` Warning and backs 
 someone resolves the clash.
 """
 
+from wasmloop import rules
 from wasmloop import Kind, Manifest, PermanentError, Reconciler, TransientError, apply, cache, event, kinds, prune, status
 
 FOO = Kind("samplecontroller.k8s.io", "v1alpha1", "Foo")
 IMAGE = "nginx:latest"
 
 
-def desired_deployment(foo: dict, deployment_name: str, replicas) -> dict:
-    """The Deployment a Foo asks for. Owner references are the host's job."""
-    meta = foo["metadata"]
-    labels = {"app": "nginx", "controller": meta.get("name", "")}
+def desired_deployment(meta: dict, deployment_name: str, replicas) -> dict:
+    """The Deployment a Foo (its ``metadata``) asks for. Owner references are the host's job."""
+    labels = {"app": "nginx", "controller": meta.get("name") or ""}
     metadata = {"name": deployment_name}
     if meta.get("namespace") is not None:
         metadata["namespace"] = meta["namespace"]
@@ -35,19 +35,79 @@ def desired_deployment(foo: dict, deployment_name: str, replicas) -> dict:
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": metadata, "spec": spec}
 
 
-def controlled_by(deployment: dict, uid: str) -> bool:
-    owners = (deployment.get("metadata") or {}).get("ownerReferences") or []
+def _i32(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and -(2**31) <= value < 2**31
+
+
+def _malformed(what: str, why: str) -> PermanentError:
+    # The Rust twin's words for an object its types do not fit (serde's detail aside).
+    return PermanentError(f"cannot decode {what}: {why}; fix the object or the plugin's type for it")
+
+
+def _field(obj: dict, key: str, default, fits, what: str, why: str):
+    """``obj[key]`` (``default`` when absent) if it ``fits``: the Rust twin's serde types, where
+    an absent field takes its default but a null one must fit too."""
+    value = obj.get(key, default)
+    if not fits(value):
+        raise _malformed(what, f"{key} {why}")
+    return value
+
+
+def _struct(value, fields: tuple, what: str, name: str) -> dict:
+    """``value`` as serde's derived struct reads it: an object, or a list of the fields in order
+    (serde accepts both), shorter lists leaving the rest to their defaults."""
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, list) and len(value) <= len(fields):
+        return dict(zip(fields, value))
+    raise _malformed(what, f"{name} must be an object")
+
+
+def _optional(fits):
+    return lambda value: value is None or fits(value)
+
+
+def _string(value) -> bool:
+    return isinstance(value, str)
+
+
+def decode_foo(request):
+    """(metadata, spec, status) of the Foo, held to the Rust twin's types: a permanent error
+    otherwise."""
+    foo, what = request.object, request.describe()
+    meta = _struct(foo.get("metadata", {}), ("name", "namespace"), what, "metadata")
+    for key in ("name", "namespace"):
+        _field(meta, key, None, _optional(_string), what, "must be a string")
+    spec = _struct(foo.get("spec", {}), ("deploymentName", "replicas"), what, "spec")
+    _field(spec, "deploymentName", "", _string, what, "must be a string")
+    _field(spec, "replicas", None, _optional(_i32), what, "must be a 32-bit integer")
+    reported = foo.get("status")
+    if reported is not None:
+        reported = _struct(reported, ("availableReplicas",), what, "status")
+        _field(reported, "availableReplicas", 0, _i32, what, "must be a 32-bit integer")
+    return meta, spec, reported
+
+
+def decode_deployment(deployment: dict) -> dict:
+    """The observed Deployment's owners and available replicas, held to the Rust twin's types
+    (k8s-openapi's OwnerReference): a permanent error otherwise."""
+    named = deployment.get("metadata") if isinstance(deployment.get("metadata"), dict) else {}
+    ns, name = named.get("namespace"), named.get("name", "")
+    what = f"Deployment {ns}/{name}" if ns else f"Deployment {name}"
+    meta = _struct(deployment.get("metadata", {}), ("ownerReferences",), what, "metadata")
+    owners = _field(meta, "ownerReferences", [], lambda v: isinstance(v, list), what, "must be a list")
+    for owner in owners:
+        if not isinstance(owner, dict) or not all(_string(owner.get(k)) for k in ("apiVersion", "kind", "name", "uid")):
+            raise _malformed(what, "an ownerReference needs apiVersion, kind, name and uid strings")
+        for key in ("controller", "blockOwnerDeletion"):
+            _field(owner, key, None, _optional(lambda v: isinstance(v, bool)), what, "must be a boolean")
+    observed = _struct(deployment.get("status", {}), ("availableReplicas",), what, "status")
+    available = _field(observed, "availableReplicas", None, _optional(_i32), what, "must be a 32-bit integer")
+    return {"owners": owners, "available": 0 if available is None else available}
+
+
+def controlled_by(owners: list, uid: str) -> bool:
     return any(o.get("controller") is True and o.get("uid") == uid for o in owners)
-
-
-def spec_of(request) -> tuple:
-    """(deploymentName, replicas), or a permanent error naming the Foo when malformed."""
-    spec = request.object.get("spec") or {}
-    name, replicas = spec.get("deploymentName", ""), spec.get("replicas")
-    whole = isinstance(replicas, int) and not isinstance(replicas, bool) and -(2**31) <= replicas < 2**31
-    if not isinstance(name, str) or not (replicas is None or whole):
-        raise PermanentError(f"{request.describe()}: spec.deploymentName must be a string and spec.replicas a 32-bit integer")
-    return name, replicas
 
 
 class FooController(Reconciler):
@@ -57,8 +117,10 @@ class FooController(Reconciler):
     def reconcile(self, request):
         if request.phase != "apply":
             return []
-        spec_name, replicas = spec_of(request)
-        deployment_name = spec_name.strip()
+        meta, spec, reported = decode_foo(request)
+        spec_name, replicas = spec.get("deploymentName", ""), spec.get("replicas")
+        # Trimmed as the Rust twin's `str::trim` trims: `str.strip` would also take U+001C-U+001F.
+        deployment_name = rules.rust_trim(spec_name)
         if not deployment_name:
             # As in sample-controller: report and wait for the spec to change. An error, not a
             # success holding only the Warning: a success without the Deployment would let the
@@ -69,16 +131,16 @@ class FooController(Reconciler):
             )
 
         existing = cache.get(kinds.Deployment, deployment_name, request.namespace)
-        if existing is not None and not controlled_by(existing, request.uid):
+        observed = None if existing is None else decode_deployment(existing)
+        if observed is not None and not controlled_by(observed["owners"], request.uid):
             raise TransientError(
                 f'Resource "{deployment_name}" already exists and is not managed by Foo', reason="ErrResourceExists"
             )
 
-        available = ((existing or {}).get("status") or {}).get("availableReplicas") or 0
+        available = 0 if observed is None else observed["available"]
         # The Deployment is the whole desired set: any other Deployment this Foo controls (the
         # one it managed before deploymentName changed) goes.
-        actions = [apply(desired_deployment(request.object, spec_name, replicas)), prune()]
-        reported = request.object.get("status")
+        actions = [apply(desired_deployment(meta, spec_name, replicas)), prune()]
         if reported is None or reported.get("availableReplicas", 0) != available:
             actions.append(status({"availableReplicas": available}))
         actions.append(event("Normal", "Synced", "Foo synced successfully"))

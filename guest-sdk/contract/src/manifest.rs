@@ -281,8 +281,11 @@ fn check_grant(g: &GrantView<'_>) -> Result<(), String> {
     Ok(())
 }
 
-/// A finalizer must be a qualified name (`domain/name`), as the API server demands.
-fn check_finalizer(f: &str) -> Result<(), String> {
+/// Checks a finalizer: a qualified name (`domain/name`), as the API server demands.
+///
+/// # Errors
+/// A sentence naming the value and the form.
+pub fn check_finalizer(f: &str) -> Result<(), String> {
     let ok = f.split_once('/').is_some_and(|(domain, name)| {
         domain.contains('.')
             && !name.is_empty()

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from wasmloop import CacheError, Grant, Manifest, Reconciler, Watch, apply, cache, delete, event, kinds, log, prune, requeue_after, status
+from wasmloop import CacheError, Grant, Manifest, ObjectRef, Reconciler, TransientError, Watch, apply, cache, delete, event, kinds, log, patch, prune, requeue_after, status
 from wasmloop.testing import TestCase
 
 PRIMARY = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "ns", "uid": "u"}}
@@ -80,7 +80,7 @@ def test_a_label_selector_filters_a_list():
 def test_a_selector_that_does_not_parse_is_a_permanent_error():
     error = TestCase(PRIMARY).run(plugin(lambda _: cache.list(kinds.ConfigMap, selector="a in b c"))).error
     assert not error.transient
-    assert "does not parse" in error.message
+    assert "invalid label selector 'a in b c'" in error.message
 
 
 def test_a_kind_watched_only_through_a_selector_holds_only_what_it_selects():
@@ -151,3 +151,67 @@ def test_the_sdk_ships_the_contract_it_is_built_against():
     repo_wit = Path(__file__).resolve().parents[3] / "wit" / "plugin.wit"
     shipped = Path(__file__).resolve().parents[1] / "wasmloop" / "wit" / "plugin.wit"
     assert shipped.read_text() == repo_wit.read_text(), "copy wit/plugin.wit into guest-sdk/python/wasmloop/wit/"
+
+
+@pytest.mark.parametrize(
+    "change,refusal",
+    [
+        ({"finalizer": "cleanup"}, "finalizer 'cleanup' must look like `example.com/name`"),
+        ({"metadata_only": [kinds.ConfigMap]}, "metadata_only kind v1/ConfigMap must also be owned, watched or read"),
+        ({"primary": Watch(kinds.ConfigMap, labels="a in ()")}, "the set of 'a' holds 0 values"),
+        ({"watches": [Watch(kinds.Pod, labels="-a")]}, "'-a' is not a label key"),
+        ({"writes": [Grant(kinds.Pod, apply=True, namespaces=[])]}, "lists 0 namespaces; list 1 to 64"),
+        ({"writes": [Grant(kinds.Pod, apply=True, namespaces=["Team_A"])]}, "namespace 'Team_A' is not a valid namespace"),
+        ({"writes": [Grant(kinds.Pod, apply=True, namespaces=[f"n{i}" for i in range(65)])]}, "lists 65 namespaces"),
+    ],
+    ids=["finalizer-form", "metadata-only-primary", "empty-set", "label-key", "no-namespaces", "bad-namespace", "too-many-namespaces"],
+)
+def test_a_manifest_the_host_refuses_is_refused_naming_the_field(change, refusal):
+    with pytest.raises(AssertionError, match="the host would refuse this plugin at load") as refused:
+        TestCase(PRIMARY).run(plugin(lambda _: [], **change))
+    assert refusal in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "actions,phase,refusal",
+    [
+        (lambda: [event("Normal", "Not synced", "x")], "apply", "actions[0]: the event reason 'Not synced' must be a CamelCase word"),
+        (lambda: [event("Normal", "Synced", "x", action="do it")], "apply", "the event action 'do it' must be a CamelCase word"),
+        (lambda: [apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}})], "apply", "needs apiVersion, kind and metadata.name"),
+        (lambda: [apply(cm("Bad Name"))], "apply", "name 'Bad Name' is not a valid object name"),
+        (lambda: [apply(cm("b", ns="Not/A/Namespace"))], "apply", "is not a valid namespace"),
+        (lambda: [apply({"apiVersion": "v1", "kind": "Config Map", "metadata": {"name": "b"}})], "apply", "is not a valid kind"),
+        (lambda: [status({"ok": True})], "deleted", "actions[0]: in phase deleted the primary is gone"),
+        (lambda: [event("Normal", "Gone", "x")], "deleted", "in phase deleted the primary is gone"),
+        (lambda: [patch(cm("b"), [{"op": "remove", "path": "/x"}])], "apply", "a merge patch must be a JSON object"),
+        (lambda: [patch(cm("b"), {"a": 1}, kind="json")], "apply", "a JSON patch must be an array of operations"),
+        (lambda: [delete(ObjectRef("v1", "ConfigMap", "b", "ns", uid="not a uid"))], "apply", "is not a valid UID"),
+    ],
+    ids=["reason", "action", "nameless", "bad-name", "bad-namespace", "bad-kind", "status-deleted", "event-deleted", "merge-list", "json-object", "bad-uid"],
+)
+def test_an_action_the_host_refuses_fails_the_call_naming_it(actions, phase, refusal):
+    granted = plugin(
+        lambda _: actions(),
+        owns=[kinds.ConfigMap],
+        deliver_deleted=True,
+        writes=[Grant(kinds.ConfigMap, apply=True, patch=True, delete=True, namespaces="*")],
+    )
+    error = TestCase(PRIMARY).phase(phase).run(granted).error
+    assert not error.transient
+    assert refusal in error.message
+
+
+def test_the_actions_of_an_error_are_checked_as_a_success_s_are():
+    def reconcile(_):
+        raise TransientError("not yet", actions=[event("Warning", "Not ready", "waiting")])
+
+    error = TestCase(PRIMARY).run(plugin(reconcile)).error
+    assert "error.actions[0]: the event reason 'Not ready' must be a CamelCase word" in error.message
+
+
+@pytest.mark.parametrize("delay", [float("inf"), float("nan"), -1, "5"])
+def test_a_retry_delay_without_a_finite_duration_is_refused_where_it_is_given(delay):
+    with pytest.raises(ValueError, match="retry_after takes a finite duration"):
+        TransientError("later", retry_after=delay)
+    with pytest.raises(ValueError, match="requeue_after takes a finite duration"):
+        requeue_after(delay)

@@ -8,7 +8,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
-from .actions import Action, Apply, Delete, Event, Patch, Prune, RequeueAfter, Status
+from .actions import Action, Apply, Delete, Event, Patch, Prune, RequeueAfter, Status, duration_millis
 from .errors import CacheError, PermanentError, ReconcileError, TransientError
 from .request import Request
 
@@ -25,7 +25,7 @@ class Result:
 
 
 def millis(seconds: float) -> int:
-    return min(int(round(seconds * 1000)), 2**64 - 1)
+    return duration_millis(seconds, "a duration")
 
 
 def to_json(value: Any, what: str) -> str:

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
@@ -132,8 +133,19 @@ def prune() -> Prune:
     return Prune()
 
 
+MAX_MILLIS = 2**64 - 1
+
+
+def duration_millis(seconds: Any, what: str) -> int:
+    """``seconds`` as the contract's ``u64`` milliseconds: the one encoding of a duration, for
+    the component glue and the test harness alike. Raises ``ValueError`` for what has none (a
+    negative, infinite or not-a-number duration, or not a number at all)."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"{what} takes a finite duration of 0 seconds or more, not {seconds!r}")
+    return min(int(round(seconds * 1000)), MAX_MILLIS)
+
+
 def requeue_after(seconds: float) -> RequeueAfter:
     """Reconcile this primary again after ``seconds``."""
-    if not seconds >= 0:
-        raise ValueError(f"requeue_after takes a duration of 0 seconds or more, not {seconds!r}")
+    duration_millis(seconds, "requeue_after")
     return RequeueAfter(seconds)

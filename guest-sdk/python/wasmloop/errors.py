@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
-from .actions import Action, Event, Status
+from .actions import Action, Event, Status, duration_millis as _outcome_millis
 
 
 class ReconcileError(Exception):
@@ -36,8 +36,8 @@ class ReconcileError(Exception):
                 raise TypeError(
                     f"an error carries status and event actions only, not {type(action).__name__}"
                 )
-        if retry_after is not None and not retry_after >= 0:
-            raise ValueError(f"retry_after takes 0 seconds or more, not {retry_after!r}")
+        if retry_after is not None:
+            _outcome_millis(retry_after, "retry_after")
 
 
 class TransientError(ReconcileError):

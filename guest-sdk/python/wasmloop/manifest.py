@@ -10,10 +10,10 @@ test harness (``wasmloop.testing``), so a test of a plugin the host would refuse
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Iterable, List, Optional, Sequence, Tuple, Union
 
+from . import rules
 from .kinds import Kind
 
 
@@ -43,7 +43,7 @@ class Grant:
             raise ValueError(f"grant on {self.kind} allows no verb: set apply, patch or delete")
         if isinstance(self.namespaces, str) and self.namespaces != "*":
             raise ValueError(f"grant namespaces {self.namespaces!r}: give a list, or \"*\" for anywhere")
-        if isinstance(self.namespaces, list):
+        if self.namespaces is not None and not isinstance(self.namespaces, str):
             object.__setattr__(self, "namespaces", tuple(self.namespaces))
 
     def allows(self, verb: str, namespace: Optional[str], primary_namespace: Optional[str]) -> bool:
@@ -69,8 +69,6 @@ class Settings:
 
 
 KindOrWatch = Union[Kind, Watch]
-
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 @dataclass
@@ -129,24 +127,43 @@ class Manifest:
         return watches
 
     def validate(self) -> None:
-        """Raises ``ValueError`` naming what the host would refuse at load."""
+        """Raises ``ValueError`` naming what the host would refuse at load (the rules of
+        ``wasmloop_contract::manifest::validate``)."""
         where = f"plugin {self.name!r}"
-        if not _DNS_LABEL.match(self.name or "") or len(self.name) > 63:
-            raise ValueError(f"{where}: the name must be a DNS-1123 label (lower case, digits, '-', at most 63)")
+        name_ok = isinstance(self.name, str) and 0 < len(self.name) <= 63 and all(c.isascii() and (c.islower() or c.isdigit() or c == "-") for c in self.name)
+        if not name_ok:
+            raise ValueError(f"{where}: name {self.name!r} must be 1-63 characters of a-z, 0-9 and '-'")
         if not self.version:
             raise ValueError(f"{where}: give the plugin a version")
         declared = list(self.declared_kinds())
         for kind in declared + [g.kind for g in self.writes]:
             if not (kind.version and kind.kind):
                 raise ValueError(f"{where}: kind {kind!r} needs a version and a kind")
+        for role, watch in [("primary", self.primary_watch), *(("watched", w) for w in self.watch_list)]:
+            if watch.labels is not None:
+                error = rules.selector_for_server(watch.labels)
+                if error is not None:
+                    raise ValueError(f"{where}: {role} {watch.kind}: {error}")
+        for grant in self.writes:
+            if isinstance(grant.namespaces, tuple):
+                error = rules.grant_namespaces(str(grant.kind), grant.namespaces)
+                if error is not None:
+                    raise ValueError(f"{where}: {error}")
+        # The primary is not enough: a metadata-only kind is one the plugin also owns, watches
+        # or reads.
+        others = [*self.owns, *(w.kind for w in self.watch_list), *self.reads]
         for kind in self.metadata_only:
-            if kind not in declared:
+            if kind not in others:
                 raise ValueError(f"{where}: metadata_only kind {kind} must also be owned, watched or read")
-        for kind, _, _ in self.keeps():
+        for kind, managed_fields, _ in self.keeps():
             if kind not in declared:
                 raise ValueError(f"{where}: kept fields of {kind}: the kind must be declared")
-            if kind in self.metadata_only:
-                raise ValueError(f"{where}: kept fields of {kind}: a metadata-only kind has none to keep")
+            if managed_fields and kind in self.metadata_only:
+                raise ValueError(f"{where}: kept managedFields of {kind}: a metadata-only kind is served without them")
+        if self.finalizer is not None:
+            error = rules.finalizer(self.finalizer)
+            if error is not None:
+                raise ValueError(f"{where}: {error}")
         for name, value in vars(self.settings).items():
             if value is not None and value <= 0:
                 raise ValueError(f"{where}: setting {name} must be positive; leave it unset for the default")

@@ -22,7 +22,7 @@ import copy
 import json
 from typing import Any, List, Optional, Tuple
 
-from . import _host, _outcome, selector
+from . import _host, _outcome, rules, selector
 from .actions import Action, Apply, Delete, Event, ObjectRef, Patch, Prune, Status
 from .errors import CacheError, PermanentError, ReconcileError
 from .kinds import Kind
@@ -135,26 +135,84 @@ class _FakeHost:
         self.logs.append((level, message))
 
 
-def _ungranted(manifest: Manifest, primary: dict, actions: List[Action]) -> Optional[str]:
+def _ungranted(manifest: Manifest, primary: dict, action: Action) -> Optional[str]:
     primary_ns = (primary.get("metadata") or {}).get("namespace")
-    for action in actions:
-        if isinstance(action, Apply):
-            obj = action.object
-            verb, kind, ns = "apply", Kind.of(obj.get("apiVersion", ""), obj.get("kind", "")), (obj.get("metadata") or {}).get("namespace")
-        elif isinstance(action, (Patch, Delete)):
-            t = action.target
-            verb, kind, ns = ("patch" if isinstance(action, Patch) else "delete"), Kind.of(t.api_version, t.kind), t.namespace
-        else:
-            continue
-        ns = ns or primary_ns
-        implied = verb in ("apply", "delete") and ns == primary_ns and kind in manifest.owns
-        if implied or any(g.kind == kind and g.allows(verb, ns, primary_ns) for g in manifest.writes):
-            continue
-        place = f"in namespace {ns}" if ns else "cluster-scoped"
-        return (
-            f"plugin {manifest.name!r}: no write grant lets it {verb} {kind} {place}; "
-            f"declare one with Grant(Kind.of({kind.api_version!r}, {kind.kind!r}), {verb}=True, namespaces=...)"
+    if isinstance(action, Apply):
+        obj = action.object
+        verb, kind, ns = "apply", Kind.of(obj.get("apiVersion", ""), obj.get("kind", "")), (obj.get("metadata") or {}).get("namespace")
+    elif isinstance(action, (Patch, Delete)):
+        t = action.target
+        verb, kind, ns = ("patch" if isinstance(action, Patch) else "delete"), Kind.of(t.api_version, t.kind), t.namespace
+    else:
+        return None
+    ns = ns or primary_ns
+    implied = verb in ("apply", "delete") and ns == primary_ns and kind in manifest.owns
+    if implied or any(g.kind == kind and g.allows(verb, ns, primary_ns) for g in manifest.writes):
+        return None
+    place = f"in namespace {ns}" if ns else "cluster-scoped"
+    return (
+        f"plugin {manifest.name!r}: no write grant lets it {verb} {kind} {place}; "
+        f"declare one with Grant(Kind.of({kind.api_version!r}, {kind.kind!r}), {verb}=True, namespaces=...)"
+    )
+
+
+def _bad_type(api_version: Any, kind: Any) -> Optional[str]:
+    return rules.api_version(api_version) or rules.kind(kind)
+
+
+def _bad_place(namespace: Any, name: Any) -> Optional[str]:
+    return (rules.namespace(namespace) if namespace is not None else None) or rules.name(name)
+
+
+def _bad_ref(ref: ObjectRef) -> Optional[str]:
+    bad = _bad_type(ref.api_version, ref.kind) or _bad_place(ref.namespace, ref.name)
+    return bad or (rules.uid(ref.uid) if ref.uid is not None else None)
+
+
+def _malformed(action: Action, deleted: bool) -> Optional[str]:
+    """What the host's decoding of one action refuses (``host/sandbox/src/action.rs``)."""
+    if deleted and isinstance(action, (Apply, Status, Event)):
+        return "in phase deleted the primary is gone: only delete and patch actions on other objects are carried out"
+    if isinstance(action, Apply):
+        obj = action.object
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        fields = (obj.get("apiVersion"), obj.get("kind"), meta.get("name"))
+        if not all(isinstance(f, str) and f for f in fields):
+            return "an apply action's object needs apiVersion, kind and metadata.name"
+        ns = meta.get("namespace")
+        if ns is not None and not isinstance(ns, str):
+            return "an apply action's metadata.namespace must be a string"
+        return _bad_type(fields[0], fields[1]) or _bad_place(ns, fields[2])
+    if isinstance(action, Delete):
+        return _bad_ref(action.target)
+    if isinstance(action, Patch):
+        bad = _bad_ref(action.target)
+        if bad is None and action.kind == "merge" and not isinstance(action.patch, dict):
+            bad = "a merge patch must be a JSON object"
+        if bad is None and action.kind == "json" and not isinstance(action.patch, list):
+            bad = "a JSON patch must be an array of operations"
+        return bad
+    if isinstance(action, Status) and not isinstance(action.status, dict):
+        return "a status action must be a JSON object (the content of `status`)"
+    if isinstance(action, Event):
+        return rules.event_word("reason", action.reason) or (
+            rules.event_word("action", action.action) if action.action is not None else None
         )
+    return None
+
+
+def _refused(manifest: Manifest, primary: dict, phase: str, actions: List[Action], field: str) -> Optional[str]:
+    """The host's first refusal of these actions, in its order: each action decoded, then its
+    grant checked."""
+    for i, action in enumerate(actions):
+        if isinstance(action, Prune):
+            continue
+        bad = _malformed(action, phase == "deleted")
+        if bad is not None:
+            return f"plugin {manifest.name!r}: {field}[{i}]: {bad}"
+        ungranted = _ungranted(manifest, primary, action)
+        if ungranted is not None:
+            return ungranted
     return None
 
 
@@ -297,7 +355,13 @@ class TestCase:
         if host.undeclared is not None:
             result = _outcome.Result(error=PermanentError(host.undeclared))
         elif result.error is None:
-            refused = _misused_prune(manifest, self._phase, result.actions) or _ungranted(manifest, self._primary, result.actions)
+            refused = _misused_prune(manifest, self._phase, result.actions) or _refused(
+                manifest, self._primary, self._phase, result.actions, "actions"
+            )
+            if refused is not None:
+                result = _outcome.Result(error=PermanentError(refused))
+        else:
+            refused = _refused(manifest, self._primary, self._phase, result.error.actions, "error.actions")
             if refused is not None:
                 result = _outcome.Result(error=PermanentError(refused))
         if result.error is None:

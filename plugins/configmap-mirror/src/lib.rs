@@ -89,6 +89,9 @@ impl Reconciler for ConfigMapMirror {
         let wanted = targets(&source);
         let mut actions = Vec::new();
         let (mut missing, mut taken) = (Vec::new(), Vec::new());
+        // Counted from the copies applied, not by subtraction: a copy may outlive its
+        // namespace in the cache, and be both missing and kept.
+        let (mut mirrored, mut added) = (0usize, 0usize);
         for namespace in &wanted {
             if cache::get_object(&Namespace::gvk(), None, namespace)?.is_none() {
                 missing.push(namespace.as_str());
@@ -101,6 +104,10 @@ impl Reconciler for ConfigMapMirror {
                     taken.push(format!("{namespace}/{}", request.object.name));
                     continue;
                 }
+            }
+            mirrored += 1;
+            if !existing.iter().any(|c| c.namespace.as_deref() == Some(namespace.as_str())) {
+                added += 1;
             }
             actions.push(apply(&copy_of(&source, &request.object, namespace)));
         }
@@ -119,20 +126,11 @@ impl Reconciler for ConfigMapMirror {
         for copy in &stale {
             actions.push(delete(copy.to_ref()));
         }
-        let created = wanted.len()
-            - missing.len()
-            - taken.len()
-            - existing.iter().filter(|c| c.namespace.as_ref().is_some_and(|ns| wanted.contains(ns))).count();
-        if created > 0 || !stale.is_empty() {
+        if added > 0 || !stale.is_empty() {
             actions.push(event(
                 EventType::Normal,
                 "Mirrored",
-                format!(
-                    "mirrored to {} namespace(s), {} copy(ies) added, {} removed",
-                    wanted.len() - missing.len() - taken.len(),
-                    created,
-                    stale.len()
-                ),
+                format!("mirrored to {mirrored} namespace(s), {added} copy(ies) added, {} removed", stale.len()),
             ));
         }
         if !missing.is_empty() {
@@ -266,6 +264,25 @@ mod tests {
         let warning = outcome.events().into_iter().find(|e| e.event_type == EventType::Warning).unwrap();
         assert_eq!(warning.reason, "NamespaceNotFound");
         assert!(warning.message.contains("ghost"));
+    }
+
+    #[test]
+    fn a_copy_that_outlives_its_namespace_is_neither_added_nor_counted_twice() {
+        let outcome = TestCase::new(source("a,b"))
+            .cached(namespace("a"))
+            .cached(copy("a"))
+            .cached(copy("b"))
+            .run::<ConfigMapMirror>();
+        let reasons: Vec<_> = outcome.events().into_iter().map(|e| e.reason.clone()).collect();
+        assert_eq!(reasons, ["NamespaceNotFound"], "nothing was added, so nothing is announced as mirrored");
+        let outcome = TestCase::new(source("a,b,c"))
+            .cached(namespace("a"))
+            .cached(namespace("c"))
+            .cached(copy("a"))
+            .cached(copy("b"))
+            .run::<ConfigMapMirror>();
+        let mirrored = outcome.events().into_iter().find(|e| e.reason == "Mirrored").expect("c is new");
+        assert_eq!(mirrored.message, "mirrored to 2 namespace(s), 1 copy(ies) added, 0 removed");
     }
 
     #[test]

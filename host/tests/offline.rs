@@ -189,7 +189,12 @@ fn seen(out: &Output) -> (Option<i32>, Value, String) {
 /// Runs the Rust plugin `rust` and its Python twin `python` on every case (object fixture,
 /// extra arguments) and asserts that a user could not tell them apart.
 fn twins_agree(rust: &str, python: &str, cases: &[(&str, &[&str])]) {
-    let python = wasmloop_testenv::components::python_component(python);
+    twin_agrees(rust, &wasmloop_testenv::components::python_component(python), cases);
+}
+
+/// As [`twins_agree`], for a twin component in any language.
+fn twin_agrees(rust: &str, twin: &Path, cases: &[(&str, &[&str])]) {
+    let python = twin;
     for (object, extra) in cases {
         let fixture_args: Vec<String> =
             extra.iter().map(|a| if a.ends_with(".yaml") { path_arg(a) } else { (*a).to_owned() }).collect();
@@ -200,7 +205,7 @@ fn twins_agree(rust: &str, python: &str, cases: &[(&str, &[&str])]) {
             vec!["reconcile", "--plugin", python.to_str().unwrap(), "--object", object_path.to_str().unwrap()];
         python_args.extend_from_slice(&args);
         let from_python = seen(&wasmloop(&python_args));
-        assert_eq!(from_python, from_rust, "the Python twin of {rust} differs on {object} {extra:?}");
+        assert_eq!(from_python, from_rust, "the twin {} of {rust} differs on {object} {extra:?}", twin.display());
     }
 }
 
@@ -242,6 +247,29 @@ fn mask_decode_detail(report: &str) -> String {
     }
     masked.push_str(rest);
     masked
+}
+
+/// The JavaScript twin is held to the Rust one on well-formed Foos (and names wrapped in
+/// whitespace); unlike the Python twin it does not re-check serde's types on malformed ones.
+#[test]
+fn the_javascript_foo_deployment_agrees_with_the_rust_one_on_every_golden_case() {
+    twin_agrees(
+        "foo_deployment",
+        &wasmloop_testenv::components::js_component("plugins/foo-deployment-js"),
+        &[
+            ("foo-deployment/foo.yaml", &[]),
+            ("foo-deployment/foo.yaml", &["--owned", "foo-deployment/owned-deployment.yaml"]),
+            ("foo-deployment/foo.yaml", &["--cache", "foo-deployment/foreign-deployment.yaml"]),
+            ("foo-deployment/foo-no-name.yaml", &[]),
+            ("foo-deployment/foo.yaml", &["--phase", "cleanup"]),
+            ("foo-deployment/foo-synced.yaml", &["--owned", "foo-deployment/owned-deployment.yaml"]),
+            ("foo-deployment/foo-synced.yaml", &[]),
+            ("foo-deployment/foo-default-replicas.yaml", &["--owned", "foo-deployment/owned-deployment.yaml"]),
+            ("foo-deployment/foo-blank-name.yaml", &[]),
+            ("foo-deployment/foo-spaced-name.yaml", &["--owned", "foo-deployment/owned-deployment.yaml"]),
+            ("foo-deployment/foo-separator-name.yaml", &[]),
+        ],
+    );
 }
 
 #[test]

@@ -262,15 +262,20 @@ fn main() {
     let sandbox = Sandbox::new(config).expect("sandbox");
     let shipped = load(&sandbox, "WASMLOOP_BENCH_COMPONENT");
     let timed = load(&sandbox, "WASMLOOP_BENCH_TIMED_COMPONENT");
-    // The Python twin (plugins/foo-deployment-py), when scripts/bench-reconcile builds it.
-    let python =
-        std::env::var_os("WASMLOOP_BENCH_PYTHON_COMPONENT").map(|_| load(&sandbox, "WASMLOOP_BENCH_PYTHON_COMPONENT"));
+    // The Python and JavaScript twins (plugins/foo-deployment-py, -js), when
+    // scripts/bench-reconcile builds them.
+    let twins: Vec<(&str, _)> =
+        [("Python", "WASMLOOP_BENCH_PYTHON_COMPONENT"), ("JavaScript", "WASMLOOP_BENCH_JS_COMPONENT")]
+            .into_iter()
+            .filter(|(_, var)| std::env::var_os(var).is_some())
+            .map(|(label, var)| (label, load(&sandbox, var)))
+            .collect();
 
     let owned = [deployment("example-foo", 1), deployment("example-foo-old-1", 0), deployment("example-foo-old-2", 0)];
     println!("| stage (p50, µs) | wasm 2 KB | native 2 KB | wasm 50 KB | native 50 KB |");
     println!("|---|---:|---:|---:|---:|");
     let mut results = Vec::new();
-    let mut pythons = Vec::new();
+    let mut twin_runs: Vec<Vec<Stages>> = twins.iter().map(|_| Vec::new()).collect();
     for size in [2048, 50 * 1024] {
         let primary = foo(size);
         eprintln!(
@@ -285,9 +290,10 @@ fn main() {
         split.serialize = serialization(&primary, &owned);
         let mut native = run_native(&primary, &owned);
         native.serialize = serialization(&primary, &owned);
-        let py = python.as_ref().map(|p| run_wasm(p, &primary, &owned, false));
+        for ((_, twin), runs) in twins.iter().zip(&mut twin_runs) {
+            runs.push(run_wasm(twin, &primary, &owned, false));
+        }
         results.push((split, native, whole));
-        pythons.push(py);
     }
     let row = |name: &str, f: &dyn Fn(&Stages) -> f64| {
         let (a, b) = (&results[0], &results[1]);
@@ -313,18 +319,19 @@ fn main() {
             overhead
         );
     }
-    if let [Some(py2), Some(py50)] = pythons.as_slice() {
-        println!("\n| Python foo-deployment (p50, µs) | 2 KB | 50 KB |");
+    for ((name, _), runs) in twins.iter().zip(&twin_runs) {
+        let [small, large] = runs.as_slice() else { continue };
+        println!("\n| {name} foo-deployment (p50, µs) | 2 KB | 50 KB |");
         println!("|---|---:|---:|");
-        println!("| instantiate | {:.1} | {:.1} |", py2.instantiate.p50(), py50.instantiate.p50());
+        println!("| instantiate | {:.1} | {:.1} |", small.instantiate.p50(), large.instantiate.p50());
         let call = |s: &Stages| s.total.p50() - s.instantiate.p50();
-        println!("| call (whole minus instantiate) | {:.1} | {:.1} |", call(py2), call(py50));
-        println!("| **whole reconcile** | {:.1} | {:.1} |", py2.total.p50(), py50.total.p50());
-        for (label, py, (_, native, whole)) in [("2 KB", py2, &results[0]), ("50 KB", py50, &results[1])] {
+        println!("| call (whole minus instantiate) | {:.1} | {:.1} |", call(small), call(large));
+        println!("| **whole reconcile** | {:.1} | {:.1} |", small.total.p50(), large.total.p50());
+        for (label, twin, (_, native, whole)) in [("2 KB", small, &results[0]), ("50 KB", large, &results[1])] {
             println!(
-                "- {label}: Python/native whole reconcile = **{:.1}×**, Python/Rust-wasm = **{:.1}×**",
-                py.total.p50() / native.total.p50(),
-                py.total.p50() / whole.total.p50()
+                "- {label}: {name}/native whole reconcile = **{:.1}×**, {name}/Rust-wasm = **{:.1}×**",
+                twin.total.p50() / native.total.p50(),
+                twin.total.p50() / whole.total.p50()
             );
         }
     }

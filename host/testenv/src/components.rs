@@ -145,14 +145,56 @@ pub fn python_component(dir: &str) -> PathBuf {
     out
 }
 
-/// The latest modification time of a `.py` or `.wit` file under `dir`.
+/// The JavaScript plugins, as `scripts/build-plugins` lists them: directories relative to the
+/// workspace.
+pub const JS_GUESTS: [&str; 1] = ["plugins/foo-deployment-js"];
+
+/// The JavaScript plugin in directory `dir` (relative to the workspace,
+/// `plugins/foo-deployment-js`) as a component, built with the JavaScript SDK's build command
+/// (`node guest-sdk/js/src/build.js build`, esbuild and componentize-js underneath) into
+/// `wasm32-wasip2/js/<last part of dir>.wasm` unless that file is newer than every source of
+/// the plugin and the SDK. The SDK's packages come from `npm ci` in `guest-sdk/js`.
+///
+/// # Panics
+/// When the build fails, with its output and what to install.
+pub fn js_component(dir: &str) -> PathBuf {
+    static BUILDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = BUILDING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let name = Path::new(dir).file_name().expect("a directory").to_string_lossy();
+    let out_dir = target_dir().join("wasm32-wasip2/js");
+    std::fs::create_dir_all(&out_dir).expect("the JS output directory");
+    let out = out_dir.join(format!("{name}.wasm"));
+    let sources = [workspace().join(dir), workspace().join("guest-sdk/js/src"), workspace().join("guest-sdk/js/wit")];
+    let built = std::fs::metadata(&out).and_then(|m| m.modified()).ok();
+    if built.is_some_and(|built| sources.iter().all(|s| newest_source(s) <= Some(built))) {
+        return out;
+    }
+    let done = Command::new("node")
+        .current_dir(workspace())
+        .arg("guest-sdk/js/src/build.js")
+        .arg("build")
+        .arg(workspace().join(dir))
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .expect("node runs (install Node.js 20 or later)");
+    assert!(
+        done.status.success(),
+        "building the JavaScript plugin {dir} failed (`npm ci` in guest-sdk/js installs what it needs):\n{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    out
+}
+
+/// The latest modification time of a source file (`.py`, `.js`, `.wit`) under `dir`, outside
+/// `node_modules`.
 fn newest_source(dir: &Path) -> Option<std::time::SystemTime> {
     let mut newest = None;
     for entry in std::fs::read_dir(dir).ok()?.flatten() {
         let path = entry.path();
         let time = if path.is_dir() {
-            newest_source(&path)
-        } else if path.extension().is_some_and(|e| e == "py" || e == "wit") {
+            if path.file_name().is_some_and(|n| n == "node_modules") { None } else { newest_source(&path) }
+        } else if path.extension().is_some_and(|e| e == "py" || e == "wit" || e == "js") {
             entry.metadata().and_then(|m| m.modified()).ok()
         } else {
             None

@@ -1,0 +1,31 @@
+/**
+ * Read-only look-ups in the host's informer cache: no API call, only declared kinds. Objects
+ * come back as plain objects. A refused look-up throws `CacheError`.
+ */
+
+import { host } from './host.js';
+
+export const PAGE_SIZE = 500;
+
+/** The object of `kind` named `name` (in `namespace`), or `null`. */
+export function get(kind, name, namespace = undefined) {
+  return host().get(kind, namespace, name);
+}
+
+/** Objects of `kind` one page at a time, in (namespace, name) order. `limit` 0: the host's page size. */
+export function* pages(kind, { namespace = undefined, selector = undefined, limit = 0 } = {}) {
+  if (!Number.isInteger(limit) || limit < 0 || limit >= 2 ** 32) {
+    throw new RangeError(`list limit ${limit}: give 0 (the host's page size) up to ${PAGE_SIZE}`);
+  }
+  let token;
+  do {
+    const [items, next] = host().page(kind, namespace, selector, limit, token);
+    yield items;
+    token = next;
+  } while (token !== undefined && token !== null);
+}
+
+/** Every object of `kind` (in `namespace`, matching `selector`), all pages. */
+export function list(kind, options = {}) {
+  return [...pages(kind, options)].flat();
+}

@@ -1,0 +1,141 @@
+// The WIT glue: the component's imports and exports in the SDK's terms. Imported only by the
+// entry module `wasmloop-js build` writes; everything else in the SDK runs under node too.
+
+import { getObject, listObjects } from 'wasmloop:plugin/cache@0.2.1';
+import { log as witLog } from 'wasmloop:plugin/log@0.2.1';
+
+import { Apply, Delete, Event, Patch, Status, durationMillis } from './actions.js';
+import { CacheError } from './errors.js';
+import { install } from './host.js';
+import * as outcome from './outcome.js';
+import { manifestOf } from './manifest.js';
+import { Envelope, Request } from './request.js';
+
+const gvk = (kind) => ({ group: kind.group, version: kind.version, kind: kind.kind });
+const selector = (w) => ({ kind: gvk(w.kind), namespace: w.namespace, labelSelector: w.labels });
+
+function cacheError(e) {
+  const payload = e?.payload;
+  if (payload && typeof payload.tag === 'string') return new CacheError(payload.tag, payload.val);
+  return e;
+}
+
+const componentHost = {
+  get(kind, namespace, name) {
+    let found;
+    try {
+      found = getObject(gvk(kind), namespace, name);
+    } catch (e) {
+      throw cacheError(e);
+    }
+    return found === undefined || found === null ? null : JSON.parse(found.json);
+  },
+  page(kind, namespace, labelSelector, limit, token) {
+    let page;
+    try {
+      page = listObjects(gvk(kind), namespace, labelSelector, limit, token);
+    } catch (e) {
+      throw cacheError(e);
+    }
+    return [page.items.map((o) => JSON.parse(o.json)), page.continueToken];
+  },
+  log(level, message) {
+    witLog(level, message);
+  },
+};
+
+const envelope = (o) => new Envelope(o.apiVersion, o.kind, o.name, o.namespace, o.uid, o.json);
+const objectRef = (r) => ({ apiVersion: r.apiVersion, kind: r.kind, name: r.name, namespace: r.namespace, uid: r.uid });
+
+function action(a) {
+  if (a instanceof Apply) return { tag: 'apply', val: outcome.toJson(a.object, 'an applied object') };
+  if (a instanceof Delete) return { tag: 'delete', val: objectRef(a.target) };
+  if (a instanceof Patch) return { tag: 'patch', val: { target: objectRef(a.target), kind: a.kind, patch: outcome.toJson(a.patch, 'a patch') } };
+  if (a instanceof Status) return { tag: 'status', val: outcome.toJson(a.status, 'a status') };
+  if (a instanceof Event) {
+    return { tag: 'event', val: { eventType: a.type === 'Normal' ? 'normal' : 'warning', reason: a.reason, message: a.message, action: a.action } };
+  }
+  return { tag: 'prune' };
+}
+
+function witManifest(m) {
+  const scope = (g) => {
+    if (g.namespaces === undefined) return { tag: 'primary-namespace' };
+    if (g.namespaces === '*') return { tag: 'any' };
+    return { tag: 'namespaces', val: [...g.namespaces] };
+  };
+  const s = m.settings;
+  const big = (v) => (v === undefined ? undefined : BigInt(v));
+  return {
+    name: m.name,
+    version: m.version,
+    primary: selector(m.primaryWatch),
+    owns: m.owns.map(gvk),
+    watches: m.watchList.map(selector),
+    reads: m.reads.map(gvk),
+    metadataOnly: m.metadataOnly.map(gvk),
+    writes: m.writes.map((g) => ({ kind: gvk(g.kind), verbs: { apply: g.apply, patch: g.patch, delete: g.delete }, scope: scope(g) })),
+    finalizer: m.finalizer,
+    prune: m.prune,
+    deliverDeleted: m.deliverDeleted,
+    deliverPrevious: m.deliverPrevious,
+    settings: {
+      maxConcurrentReconciles: s.maxConcurrentReconciles,
+      deadlineMs: s.deadlineMs,
+      memoryLimitBytes: big(s.memoryLimitBytes),
+      responseLimitBytes: big(s.responseLimitBytes),
+      resyncSeconds: s.resyncSeconds,
+    },
+  };
+}
+
+/** The `plugin` and `cacheOptions` exports for `reconciler` (`{ manifest, reconcile, map? }`). */
+export function exportsFor(reconciler) {
+  install(componentHost);
+  const plugin = {
+    manifest() {
+      return witManifest(manifestOf(reconciler));
+    },
+    reconcile(r) {
+      const request = new Request(
+        envelope(r.object),
+        r.owned.map(envelope),
+        r.phase,
+        r.previous === undefined || r.previous === null ? undefined : envelope(r.previous),
+        r.attempt,
+        r.config,
+      );
+      const result = outcome.reconcile(reconciler, request);
+      let { error } = result;
+      let actions = [];
+      let errorActions = [];
+      try {
+        actions = result.actions.map(action);
+        errorActions = error === undefined ? [] : error.actions.map(action);
+      } catch (e) {
+        [error, actions, errorActions] = [outcome.asError(e), [], []];
+      }
+      if (error === undefined) return { actions, requeueAfterMs: result.requeueAfterMs };
+      const retryAfterMs = error.retryAfter === undefined ? undefined : durationMillis(error.retryAfter, 'retryAfter');
+      const failure = new Error(error.message);
+      failure.payload = { message: error.message, transient: error.transient, reason: error.reason, retryAfterMs, actions: errorActions };
+      throw failure;
+    },
+    map(related, config) {
+      try {
+        const refs = reconciler.map ? reconciler.map(JSON.parse(related.json), JSON.parse(config || '{}')) : [];
+        return refs.map(objectRef);
+      } catch (e) {
+        // map has no error channel: say why in the host's log before the call fails.
+        witLog('error', `map of ${related.kind} ${related.name}: ${outcome.asError(e).message}`);
+        throw e;
+      }
+    },
+  };
+  const cacheOptions = {
+    keepFields() {
+      return manifestOf(reconciler).keeps().map(([kind, managedFields, lastApplied]) => ({ kind: gvk(kind), fields: { managedFields, lastApplied } }));
+    },
+  };
+  return { plugin, cacheOptions };
+}

@@ -1,0 +1,166 @@
+/**
+ * What a plugin declares about itself: its primary kind, what it owns, watches, reads and
+ * writes. The host reads it once per load and refuses a manifest it cannot serve; so does the
+ * test harness, so a test of a plugin the host would refuse fails.
+ *
+ * @example
+ * const m = manifest({ name: 'hello', version: '0.1.0', primary: kinds.ConfigMap, owns: [kinds.Deployment], prune: true });
+ */
+
+import { Kind, hasKind } from './kinds.js';
+import * as rules from './rules.js';
+
+/** Objects of `kind` the plugin wants to see, optionally in one namespace and through a label selector. */
+export class Watch {
+  constructor(kind, { namespace = undefined, labels = undefined } = {}) {
+    Object.assign(this, { kind, namespace, labels });
+    Object.freeze(this);
+  }
+}
+
+export function watch(kind, options = {}) {
+  return new Watch(kind, options);
+}
+
+/**
+ * Leave to write `kind` beyond what is implied. `namespaces`: undefined means the primary's
+ * namespace, a list means those namespaces, `'*'` means anywhere.
+ */
+export class Grant {
+  constructor(kind, { apply = false, patch = false, delete: del = false, namespaces = undefined } = {}) {
+    if (!(apply || patch || del)) throw new RangeError(`grant on ${kind} allows no verb: set apply, patch or delete`);
+    if (typeof namespaces === 'string' && namespaces !== '*') {
+      throw new RangeError(`grant namespaces ${JSON.stringify(namespaces)}: give a list, or "*" for anywhere`);
+    }
+    const scope = namespaces === undefined || namespaces === '*' ? namespaces : Object.freeze([...namespaces]);
+    Object.assign(this, { kind, apply, patch, delete: del, namespaces: scope });
+    Object.freeze(this);
+  }
+
+  /** True when this grant lets the plugin `verb` an object of its kind there. */
+  allows(verb, namespace, primaryNamespace) {
+    if (!this[verb]) return false;
+    if (this.namespaces === undefined) return namespace === primaryNamespace;
+    if (this.namespaces === '*') return true;
+    return namespace !== undefined && this.namespaces.includes(namespace);
+  }
+}
+
+export function grant(kind, options) {
+  return new Grant(kind, options);
+}
+
+const SETTINGS = ['maxConcurrentReconciles', 'deadlineMs', 'memoryLimitBytes', 'responseLimitBytes', 'resyncSeconds'];
+
+/** A plugin's manifest. Fields mirror the contract's `plugin-manifest` record. */
+export class Manifest {
+  constructor({
+    name,
+    version,
+    primary,
+    owns = [],
+    watches = [],
+    reads = [],
+    metadataOnly = [],
+    writes = [],
+    finalizer = undefined,
+    prune = false,
+    deliverDeleted = false,
+    deliverPrevious = false,
+    settings = {},
+    keepManagedFields = [],
+    keepLastApplied = [],
+  }) {
+    Object.assign(this, { name, version, primary, owns, watches, reads, metadataOnly, writes, finalizer, prune, deliverDeleted, deliverPrevious, settings, keepManagedFields, keepLastApplied });
+  }
+
+  get primaryWatch() {
+    return this.primary instanceof Watch ? this.primary : new Watch(this.primary);
+  }
+
+  get watchList() {
+    return this.watches.map((w) => (w instanceof Watch ? w : new Watch(w)));
+  }
+
+  /** Every kind the plugin may read: primary, owned, watched and read. */
+  declaredKinds() {
+    const seen = [];
+    for (const kind of [this.primaryWatch.kind, ...this.owns, ...this.watchList.map((w) => w.kind), ...this.reads]) {
+      if (!hasKind(seen, kind)) seen.push(kind);
+    }
+    return seen;
+  }
+
+  /** `[kind, managedFields, lastApplied]` for every kind that keeps a stripped field. */
+  keeps() {
+    const kinds = [];
+    for (const kind of [...this.keepManagedFields, ...this.keepLastApplied]) if (!hasKind(kinds, kind)) kinds.push(kind);
+    return kinds.map((k) => [k, hasKind(this.keepManagedFields, k), hasKind(this.keepLastApplied, k)]);
+  }
+
+  /**
+   * Which objects of `kind` the host caches for this plugin: `null` for all of them, else only
+   * what these selected watches select. The primary is always whole.
+   */
+  visible(kind) {
+    if (kind.equals(this.primaryWatch.kind) || hasKind(this.owns, kind) || hasKind(this.reads, kind)) return null;
+    const watches = this.watchList.filter((w) => w.kind.equals(kind));
+    if (watches.length === 0 || watches.some((w) => w.labels === undefined)) return null;
+    return watches;
+  }
+
+  /** Throws naming what the host would refuse at load (`wasmloop_contract::manifest::validate`). */
+  validate() {
+    const where = `plugin ${JSON.stringify(this.name)}`;
+    const fail = (why) => {
+      throw new RangeError(`${where}: ${why}`);
+    };
+    if (!(typeof this.name === 'string' && /^[a-z0-9-]{1,63}$/.test(this.name))) {
+      fail(`name ${JSON.stringify(this.name)} must be 1-63 characters of a-z, 0-9 and '-'`);
+    }
+    if (!this.version) fail('give the plugin a version');
+    const declared = this.declaredKinds();
+    for (const kind of [...declared, ...this.writes.map((g) => g.kind)]) {
+      if (!(kind instanceof Kind) || !kind.version || !kind.kind) fail(`kind ${String(kind)} needs a version and a kind`);
+    }
+    for (const [role, w] of [['primary', this.primaryWatch], ...this.watchList.map((w) => ['watched', w])]) {
+      if (w.labels !== undefined) {
+        const error = rules.selectorForServer(w.labels);
+        if (error !== null) fail(`${role} ${w.kind}: ${error}`);
+      }
+    }
+    for (const g of this.writes) {
+      if (Array.isArray(g.namespaces)) {
+        const error = rules.grantNamespaces(String(g.kind), g.namespaces);
+        if (error !== null) fail(error);
+      }
+    }
+    // The primary is not enough: a metadata-only kind is one the plugin also owns, watches or reads.
+    const others = [...this.owns, ...this.watchList.map((w) => w.kind), ...this.reads];
+    for (const kind of this.metadataOnly) {
+      if (!hasKind(others, kind)) fail(`metadataOnly kind ${kind} must also be owned, watched or read`);
+    }
+    for (const [kind, managedFields] of this.keeps()) {
+      if (!hasKind(declared, kind)) fail(`kept fields of ${kind}: the kind must be declared`);
+      if (managedFields && hasKind(this.metadataOnly, kind)) fail(`kept managedFields of ${kind}: a metadata-only kind is served without them`);
+    }
+    if (this.finalizer !== undefined) {
+      const error = rules.finalizer(this.finalizer);
+      if (error !== null) fail(error);
+    }
+    for (const key of SETTINGS) {
+      const value = this.settings[key];
+      if (value !== undefined && !(Number.isInteger(value) && value > 0)) fail(`setting ${key} must be a positive integer; leave it unset for the default`);
+    }
+  }
+}
+
+export function manifest(fields) {
+  return new Manifest(fields);
+}
+
+/** What `reconciler.manifest()` returns, as a `Manifest` (a plain object is taken as its fields). */
+export function manifestOf(reconciler) {
+  const m = reconciler.manifest();
+  return m instanceof Manifest ? m : new Manifest(m);
+}

@@ -1,0 +1,363 @@
+/**
+ * Run a plugin's logic under node (`node --test`), with no wasm and no cluster.
+ *
+ * `TestCase` plays the host: it builds the request, serves cache look-ups from the objects you
+ * give it (only for kinds the manifest declares, and only what the plugin's watches select, as
+ * the host does), strips cached objects as the host's cache does, collects log lines, and
+ * refuses what the host would refuse (an undeclared read, a write no grant covers, a misused
+ * prune, an action the host would not decode). `run` returns an `Outcome`.
+ *
+ * @example
+ * const outcome = new TestCase(configMap).run(plugin);
+ * assert.deepEqual(outcome.status, { ok: true });
+ */
+
+import { Apply, Delete, Event, ObjectRef, Patch, Prune, Status } from './actions.js';
+import { CacheError, PermanentError } from './errors.js';
+import { install } from './host.js';
+import { Kind, hasKind } from './kinds.js';
+import { manifestOf } from './manifest.js';
+import * as outcome from './outcome.js';
+import { Envelope, Request } from './request.js';
+import * as rules from './rules.js';
+import * as selector from './selector.js';
+
+export const PAGE_SIZE = 500;
+const LAST_APPLIED = 'kubectl.kubernetes.io/last-applied-configuration';
+
+const clone = (v) => (v === undefined ? undefined : JSON.parse(JSON.stringify(v)));
+const kindOf = (obj) => Kind.of(obj?.apiVersion ?? '', obj?.kind ?? '');
+const labelsOf = (obj) => obj?.metadata?.labels ?? {};
+const placeOf = (obj) => [obj?.metadata?.namespace ?? '', obj?.metadata?.name ?? ''];
+const comparePlaces = (a, b) => (a[0] === b[0] ? (a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0) : a[0] < b[0] ? -1 : 1);
+
+/** `plugin`'s manifest, refused as the host would refuse it at load. */
+export function checked(plugin) {
+  const m = manifestOf(plugin);
+  try {
+    m.validate();
+  } catch (e) {
+    throw new Error(`the host would refuse this plugin at load: ${e.message}; fix its manifest()`);
+  }
+  return m;
+}
+
+/** `obj` as the host's cache holds it for this plugin. */
+export function asCached(m, obj) {
+  const copy = clone(obj);
+  const meta = copy?.metadata;
+  if (meta === null || typeof meta !== 'object') return copy;
+  const kind = kindOf(copy);
+  if (hasKind(m.metadataOnly, kind)) {
+    delete meta.managedFields;
+    return { apiVersion: copy.apiVersion, kind: copy.kind, metadata: meta };
+  }
+  if (!hasKind(m.keepManagedFields, kind)) delete meta.managedFields;
+  const annotations = meta.annotations;
+  if (!hasKind(m.keepLastApplied, kind) && annotations && typeof annotations === 'object' && LAST_APPLIED in annotations) {
+    delete annotations[LAST_APPLIED];
+    if (Object.keys(annotations).length === 0) delete meta.annotations;
+  }
+  return copy;
+}
+
+class FakeHost {
+  constructor(m, objects) {
+    this.manifest = m;
+    const latest = new Map();
+    for (const obj of objects) latest.set(JSON.stringify([obj.apiVersion, obj.kind, ...placeOf(obj)]), asCached(m, obj));
+    this.objects = [...latest.values()].filter((o) => this.#held(o));
+    this.logs = [];
+    this.undeclared = undefined;
+  }
+
+  #held(obj) {
+    const watches = this.manifest.visible(kindOf(obj));
+    if (watches === null) return true;
+    const ns = obj.metadata?.namespace;
+    return watches.some((w) => (w.namespace === undefined || w.namespace === ns) && selector.matches(w.labels, labelsOf(obj)));
+  }
+
+  #of(kind) {
+    if (!hasKind(this.manifest.declaredKinds(), kind)) {
+      const message = `plugin ${JSON.stringify(this.manifest.name)} read kind ${kind}, which its manifest does not declare; add it to owns, watches or reads`;
+      // The host fails the whole call for it, even if the plugin catches the error.
+      this.undeclared ??= message;
+      throw new CacheError('undeclared-kind', message);
+    }
+    return this.objects.filter((o) => kind.matches(o)).sort((a, b) => comparePlaces(placeOf(a), placeOf(b)));
+  }
+
+  get(kind, namespace, name) {
+    const found = this.#of(kind).find((o) => {
+      const [ns, n] = placeOf(o);
+      return n === name && (namespace === undefined || ns === namespace);
+    });
+    return found === undefined ? null : clone(found);
+  }
+
+  page(kind, namespace, labelSelector, limit, token) {
+    let wanted;
+    try {
+      wanted = selector.parse(labelSelector ?? '');
+    } catch (e) {
+      throw new CacheError('invalid-selector', e.message);
+    }
+    let after;
+    if (token !== undefined && token !== null) {
+      try {
+        after = JSON.parse(token).map(String);
+      } catch {
+        throw new CacheError('invalid-continue', `continue token ${JSON.stringify(token)} is no position this host produced`);
+      }
+    }
+    const items = this.#of(kind).filter(
+      (o) => (namespace === undefined || placeOf(o)[0] === namespace) && wanted(labelsOf(o)) && (after === undefined || comparePlaces(placeOf(o), after) > 0),
+    );
+    const size = limit === 0 ? PAGE_SIZE : Math.min(limit, PAGE_SIZE);
+    const page = items.slice(0, size);
+    const next = items.length > size ? JSON.stringify(placeOf(page[page.length - 1])) : undefined;
+    return [page.map(clone), next];
+  }
+
+  log(level, message) {
+    this.logs.push([level, message]);
+  }
+}
+
+function ungranted(m, primary, action) {
+  const primaryNs = primary.metadata?.namespace;
+  let verb;
+  let kind;
+  let ns;
+  if (action instanceof Apply) {
+    [verb, kind, ns] = ['apply', kindOf(action.object), action.object.metadata?.namespace];
+  } else if (action instanceof Patch || action instanceof Delete) {
+    const t = action.target;
+    [verb, kind, ns] = [action instanceof Patch ? 'patch' : 'delete', Kind.of(t.apiVersion, t.kind), t.namespace];
+  } else {
+    return null;
+  }
+  ns = ns || primaryNs;
+  const implied = (verb === 'apply' || verb === 'delete') && ns === primaryNs && hasKind(m.owns, kind);
+  if (implied || m.writes.some((g) => g.kind.equals(kind) && g.allows(verb, ns, primaryNs))) return null;
+  const place = ns ? `in namespace ${ns}` : 'cluster-scoped';
+  return `plugin ${JSON.stringify(m.name)}: no write grant lets it ${verb} ${kind} ${place}; declare one with grant(Kind.of(${JSON.stringify(kind.apiVersion)}, ${JSON.stringify(kind.kind)}), { ${verb}: true, namespaces: ... })`;
+}
+
+const badType = (apiVersion, kind) => rules.apiVersion(apiVersion) ?? rules.kind(kind);
+const badPlace = (ns, name) => (ns !== undefined && ns !== null ? rules.namespace(ns) : null) ?? rules.name(name);
+const badRef = (r) => badType(r.apiVersion, r.kind) ?? badPlace(r.namespace, r.name) ?? (r.uid !== undefined ? rules.uid(r.uid) : null);
+const isPlainObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+/** What the host's decoding of one action refuses (`host/sandbox/src/action.rs`). */
+function malformed(action, deleted) {
+  if (deleted && (action instanceof Apply || action instanceof Status || action instanceof Event)) {
+    return 'in phase deleted the primary is gone: only delete and patch actions on other objects are carried out';
+  }
+  if (action instanceof Apply) {
+    const obj = action.object;
+    const meta = isPlainObject(obj.metadata) ? obj.metadata : {};
+    const fields = [obj.apiVersion, obj.kind, meta.name];
+    if (!fields.every((f) => typeof f === 'string' && f)) return "an apply action's object needs apiVersion, kind and metadata.name";
+    if (meta.namespace !== undefined && meta.namespace !== null && typeof meta.namespace !== 'string') {
+      return "an apply action's metadata.namespace must be a string";
+    }
+    return badType(fields[0], fields[1]) ?? badPlace(meta.namespace, fields[2]);
+  }
+  if (action instanceof Delete) return badRef(action.target);
+  if (action instanceof Patch) {
+    const bad = badRef(action.target);
+    if (bad !== null) return bad;
+    if (action.kind === 'merge' && !isPlainObject(action.patch)) return 'a merge patch must be a JSON object';
+    if (action.kind === 'json' && !Array.isArray(action.patch)) return 'a JSON patch must be an array of operations';
+    return null;
+  }
+  if (action instanceof Status && !isPlainObject(action.status)) return 'a status action must be a JSON object (the content of `status`)';
+  if (action instanceof Event) {
+    return rules.eventWord('reason', action.reason) ?? (action.action !== undefined ? rules.eventWord('action', action.action) : null);
+  }
+  return null;
+}
+
+function refused(m, primary, phase, actions, field) {
+  for (const [i, action] of actions.entries()) {
+    if (action instanceof Prune) continue;
+    const bad = malformed(action, phase === 'deleted');
+    if (bad !== null) return `plugin ${JSON.stringify(m.name)}: ${field}[${i}]: ${bad}`;
+    const denied = ungranted(m, primary, action);
+    if (denied !== null) return denied;
+  }
+  return null;
+}
+
+function misusedPrune(m, phase, actions) {
+  const at = actions.flatMap((a, i) => (a instanceof Prune ? [i] : []));
+  const name = JSON.stringify(m.name);
+  if (at.length === 0) return null;
+  if (at.length > 1) return `plugin ${name}: actions[${at[1]}]: prune may appear once in a response`;
+  if (!m.prune) return `plugin ${name}: actions[${at[0]}]: prune needs the manifest to allow it; add prune: true`;
+  if (phase !== 'apply') return `plugin ${name}: actions[${at[0]}]: prune is carried out in phase apply only, not ${phase}`;
+  return null;
+}
+
+/** What a native reconcile returned and logged. */
+export class Outcome {
+  constructor(result, logs) {
+    this.result = result;
+    this.logs = logs;
+  }
+
+  /** The actions; throws when the reconcile failed. */
+  get actions() {
+    const e = this.result.error;
+    if (e !== undefined) throw new Error(`reconcile failed (${e.transient ? 'transient' : 'permanent'}): ${e.message}`);
+    return this.result.actions;
+  }
+
+  /** The error; throws when the reconcile succeeded. */
+  get error() {
+    if (this.result.error === undefined) throw new Error(`reconcile succeeded with ${this.result.actions.length} action(s)`);
+    return this.result.error;
+  }
+
+  applied(kind = undefined) {
+    return this.actions.filter((a) => a instanceof Apply && (kind === undefined || kind.matches(a.object))).map((a) => a.object);
+  }
+
+  get status() {
+    const found = this.actions.filter((a) => a instanceof Status);
+    return found.length ? found[found.length - 1].status : undefined;
+  }
+
+  get events() {
+    return this.actions.filter((a) => a instanceof Event);
+  }
+
+  get patches() {
+    return this.actions.filter((a) => a instanceof Patch);
+  }
+
+  get deletes() {
+    return this.actions.filter((a) => a instanceof Delete).map((a) => a.target);
+  }
+
+  get prunes() {
+    return this.actions.some((a) => a instanceof Prune);
+  }
+
+  /** Seconds, the shortest asked for. */
+  get requeueAfter() {
+    const ms = this.result.requeueAfterMs;
+    return ms === undefined ? undefined : Number(ms) / 1000;
+  }
+
+  logged(level, text) {
+    return this.logs.some(([l, message]) => l === level && message.includes(text));
+  }
+}
+
+/** One native reconcile, set up as the host would set it up. Builder methods chain. */
+export class TestCase {
+  constructor(primary) {
+    Envelope.of(primary);
+    Object.assign(this, { primary, ownedObjects: [], cachedObjects: [], configValue: {}, phaseName: 'apply', previousObject: undefined, attemptCount: 0 });
+  }
+
+  /** Children handed over in `request.owned` (and readable from the cache). */
+  owned(...children) {
+    this.ownedObjects.push(...children);
+    return this;
+  }
+
+  /** Other objects in the cache. */
+  cached(...objects) {
+    this.cachedObjects.push(...objects);
+    return this;
+  }
+
+  config(value) {
+    this.configValue = value;
+    return this;
+  }
+
+  phase(phase) {
+    this.phaseName = phase;
+    return this;
+  }
+
+  previous(obj) {
+    this.previousObject = obj;
+    return this;
+  }
+
+  attempt(n) {
+    this.attemptCount = n;
+    return this;
+  }
+
+  /** The request the plugin gets, its objects as the host's cache holds them. */
+  request(m) {
+    const cached = (o) => Envelope.of(asCached(m, o));
+    return new Request(
+      cached(this.primary),
+      this.ownedObjects.map(cached),
+      this.phaseName,
+      this.previousObject === undefined ? undefined : cached(this.previousObject),
+      this.attemptCount,
+      JSON.stringify(this.configValue),
+    );
+  }
+
+  #host(m) {
+    return new FakeHost(m, [this.primary, ...this.ownedObjects, ...this.cachedObjects]);
+  }
+
+  /** Runs `plugin.reconcile` and collects what it did. */
+  run(plugin) {
+    const m = checked(plugin);
+    const request = this.request(m);
+    const host = this.#host(m);
+    const previous = install(host);
+    let result;
+    try {
+      result = outcome.reconcile(plugin, request);
+    } finally {
+      install(previous);
+    }
+    if (host.undeclared !== undefined) {
+      result = new outcome.Result({ error: new PermanentError(host.undeclared) });
+    } else {
+      const [actions, field] = result.error === undefined ? [result.actions, 'actions'] : [result.error.actions, 'error.actions'];
+      const denied = (result.error === undefined ? misusedPrune(m, this.phaseName, actions) : null) ?? refused(m, this.primary, this.phaseName, actions, field);
+      if (denied !== null) result = new outcome.Result({ error: new PermanentError(denied) });
+    }
+    if (result.error === undefined) {
+      // As the component glue would: what does not encode fails the call.
+      for (const [i, action] of result.actions.entries()) {
+        const payload = action instanceof Apply ? action.object : action instanceof Status ? action.status : action instanceof Patch ? action.patch : undefined;
+        if (payload === undefined) continue;
+        try {
+          outcome.toJson(payload, `actions[${i}]`);
+        } catch (e) {
+          result = new outcome.Result({ error: outcome.asError(e) });
+          break;
+        }
+      }
+    }
+    return new Outcome(result, host.logs);
+  }
+
+  /** Runs `plugin.map` on `related` with this case's cache and config. */
+  map(plugin, related) {
+    const m = checked(plugin);
+    const previous = install(this.#host(m));
+    try {
+      return plugin.map(asCached(m, related), clone(this.configValue));
+    } finally {
+      install(previous);
+    }
+  }
+}
+
+export { ObjectRef };

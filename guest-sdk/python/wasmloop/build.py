@@ -32,6 +32,12 @@ from wasmloop._guest import component_exports
 from wasmloop.build import reconciler_of
 
 Plugin, CacheOptions = component_exports(reconciler_of(_plugin))
+
+# Everything imported so far lives as long as the instance: moved out of the collector's
+# reach, a collection during a reconcile walks only what that reconcile allocated.
+import gc as _gc
+_gc.collect()
+_gc.freeze()
 """
 
 

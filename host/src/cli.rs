@@ -140,11 +140,11 @@ pub struct RunArgs {
     /// Pull ConfigMap plugins' references (data["plugin.ref"]) from this registry
     /// (HOST[:PORT]), over HTTPS. Repeatable; `*` allows any. Without it (and without
     /// --insecure-registry), no reference is pulled.
-    #[arg(long = "allowed-registry", value_name = "HOST[:PORT]", requires = "plugin_namespaces")]
+    #[arg(long = "allowed-registry", value_name = "HOST[:PORT]", requires = "plugin_namespaces", value_parser = parse_allowed_registry)]
     pub allowed_registries: Vec<String>,
     /// Pull from this registry (HOST[:PORT]) too, over plain HTTP, not HTTPS: a registry on
     /// loopback or a trusted network. Repeatable.
-    #[arg(long = "insecure-registry", value_name = "HOST[:PORT]", requires = "plugin_namespaces")]
+    #[arg(long = "insecure-registry", value_name = "HOST[:PORT]", requires = "plugin_namespaces", value_parser = crate::oci::registry_name)]
     pub insecure_registries: Vec<String>,
     /// How long one pull of a plugin reference may take, in seconds, waits for a turn included.
     #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=3600))]
@@ -152,6 +152,11 @@ pub struct RunArgs {
     /// Host options.
     #[command(flatten)]
     pub host: HostArgs,
+}
+
+/// An `--allowed-registry`: a registry, or `*` for any.
+fn parse_allowed_registry(text: &str) -> Result<String, String> {
+    if text == "*" { Ok(text.to_owned()) } else { crate::oci::registry_name(text) }
 }
 
 /// A `--shadow NAME=PATH`.

@@ -7,13 +7,18 @@
 //! and whose one layer is the component, `application/wasm`. Pulls also accept the older
 //! `application/vnd.wasm.content.layer.v1+wasm` layer (wasm-to-oci, Kubewarden).
 //!
-//! A reference in a ConfigMap is hostile input: it must be pinned by digest (oci-client checks
-//! the manifest against it, and the layer against the manifest), the registry must be one the
-//! operator allows when they restrict them, plain HTTP only for registries the operator lists,
-//! the layer no larger than [`MAX_COMPONENT`], the whole pull (waits included) no longer than
-//! the timeout, no more than [`PULLS_PER_NAMESPACE`] at once per plugin namespace, and no more
-//! than [`PULL_MEMORY_MIB`] held at once in all. Pulled components are cached on disk by
-//! manifest digest, checked again when read back, and kept within [`CACHE_BUDGET`].
+//! A reference in a ConfigMap is hostile input: it must be pinned by digest (the manifest is
+//! checked against it, and the layer against the manifest), the registry must be one the
+//! operator names, the manifest no larger than [`MAX_MANIFEST`] (read by this module, since
+//! oci-client reads one whole), the layer no larger than [`MAX_COMPONENT`], the whole pull
+//! (waits included) no longer than the timeout, no more than [`PULLS_PER_NAMESPACE`] at once
+//! per plugin namespace, and no more than [`PULL_MEMORY_MIB`] held at once in all, until the
+//! component is loaded. Pulled components are cached on disk by manifest digest, checked again
+//! when read back, and kept within [`CACHE_BUDGET`].
+//!
+//! The registry itself is trusted as far as its operator chose it: its token and error replies
+//! are read by oci-client, and it may redirect blob downloads (to a CDN, as most do) wherever it
+//! likes. What a plugin's publisher controls (the manifest, the layer) is bounded here.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -25,7 +30,7 @@ use oci_client::manifest::{OciDescriptor, OciImageManifest};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference, RegistryOperation};
 use sha2::{Digest as _, Sha256};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::plugin_configmap::MAX_COMPONENT;
 
@@ -41,6 +46,9 @@ pub const CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
 const MANIFEST_MEDIA_TYPE: &str = oci_client::manifest::OCI_IMAGE_MEDIA_TYPE;
 /// A reference longer than this is refused before it is parsed.
 const MAX_REFERENCE: usize = 512;
+/// The largest manifest pulled: a plugin artifact's is a few hundred bytes, and the cache reads
+/// back no more.
+pub const MAX_MANIFEST: u64 = 64 << 10;
 
 /// Why a reference, a push or a pull failed.
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +81,12 @@ pub enum OciError {
     /// A layer past the size limit.
     #[error("{0}: the component is {1} bytes, more than the {limit} MiB a plugin may be", limit = MAX_COMPONENT >> 20)]
     TooLarge(String, u64),
+    /// A manifest past the size limit.
+    #[error(
+        "{0}: its manifest is more than {limit} KiB, where a plugin artifact's is a few hundred bytes; push the component with `wasmloop push`",
+        limit = MAX_MANIFEST >> 10
+    )]
+    ManifestTooLarge(String),
     /// The pull ran past its time.
     #[error("pulling {0} took longer than {1:?}: {2}")]
     Timeout(String, Duration, String),
@@ -160,6 +174,35 @@ fn sha256(bytes: &[u8]) -> String {
     format!("sha256:{:x}", Sha256::digest(bytes))
 }
 
+/// Checks a registry the operator names (`run --allowed-registry`, `--insecure-registry`):
+/// `HOST[:PORT]`, as a reference spells it, so that a value that could never match (a URL, a
+/// path) is refused at start rather than silently pulling nothing.
+///
+/// # Errors
+/// When `text` is not `HOST[:PORT]`.
+pub fn registry_name(text: &str) -> Result<String, String> {
+    let refuse = || format!("{text:?} is not a registry: write HOST or HOST:PORT, as in ghcr.io or 127.0.0.1:5000");
+    let (host_ok, port) = match text.strip_prefix('[') {
+        Some(bracketed) => {
+            let (v6, after) = bracketed.split_once(']').ok_or_else(refuse)?;
+            let port = if after.is_empty() { None } else { Some(after.strip_prefix(':').ok_or_else(refuse)?) };
+            (v6.parse::<std::net::Ipv6Addr>().is_ok(), port)
+        }
+        None => {
+            let (host, port) = text.split_once(':').map_or((text, None), |(h, p)| (h, Some(p)));
+            let label_ok = |label: &str| {
+                !label.is_empty()
+                    && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                    && !label.starts_with('-')
+                    && !label.ends_with('-')
+            };
+            (!host.is_empty() && host.len() <= 253 && host.split('.').all(label_ok), port)
+        }
+    };
+    let port_ok = port.is_none_or(|p| p.bytes().all(|b| b.is_ascii_digit()) && p.parse::<u16>().is_ok_and(|n| n > 0));
+    if host_ok && port_ok { Ok(text.to_owned()) } else { Err(refuse()) }
+}
+
 /// How the host reaches registries.
 #[derive(Debug, Clone, Default)]
 pub struct RegistryPolicy {
@@ -188,10 +231,32 @@ impl RegistryPolicy {
         })
     }
 
+    /// Reads manifests: redirects are followed only a few times, and never from HTTPS to
+    /// plain HTTP.
+    fn http(&self, timeout: Duration) -> reqwest::Client {
+        install_tls_provider();
+        let redirects = reqwest::redirect::Policy::custom(|attempt| {
+            let downgrade = attempt.previous().first().is_some_and(|first| first.scheme() == "https")
+                && attempt.url().scheme() != "https";
+            if downgrade || attempt.previous().len() > 3 { attempt.stop() } else { attempt.follow() }
+        });
+        reqwest::Client::builder()
+            .connect_timeout(timeout)
+            .read_timeout(timeout)
+            .redirect(redirects)
+            .user_agent(concat!("wasmloop/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .expect("a client with a TLS provider installed builds")
+    }
+
+    fn scheme_for(&self, registry: &str) -> &'static str {
+        if self.plain_http.iter().any(|r| r.eq_ignore_ascii_case(registry)) { "http" } else { "https" }
+    }
+
     fn check(&self, reference: &PluginRef) -> Result<(), OciError> {
         let registry = reference.registry();
         let named = self.allowed.iter().chain(&self.plain_http);
-        if self.allowed.iter().any(|r| r == "*") || named.clone().any(|r| r == registry) {
+        if self.allowed.iter().any(|r| r == "*") || named.clone().any(|r| r.eq_ignore_ascii_case(registry)) {
             return Ok(());
         }
         let named: Vec<&str> = named.map(String::as_str).collect();
@@ -203,21 +268,17 @@ impl RegistryPolicy {
     }
 }
 
-/// How much of a registry's own words an error keeps: they go to a status annotation, an Event
-/// and the log, and a registry may send megabytes of error body.
+/// How much of a registry's (or a manifest's) own words an error keeps: they go to a status
+/// annotation, an Event and the log, and a registry may send megabytes of error body.
 const MAX_REGISTRY_MESSAGE: usize = 512;
 
+/// `text` cut to [`MAX_REGISTRY_MESSAGE`] bytes, between characters.
+fn cut(text: impl std::fmt::Display) -> String {
+    wasmloop_contract::validate::cut(text.to_string(), MAX_REGISTRY_MESSAGE)
+}
+
 fn registry_error(reference: &PluginRef, error: impl std::fmt::Display) -> OciError {
-    let mut message = error.to_string();
-    if message.len() > MAX_REGISTRY_MESSAGE {
-        let mut end = MAX_REGISTRY_MESSAGE;
-        while !message.is_char_boundary(end) {
-            end -= 1;
-        }
-        message.truncate(end);
-        message.push_str("… (cut)");
-    }
-    OciError::Registry { registry: reference.registry().to_owned(), message }
+    OciError::Registry { registry: reference.registry().to_owned(), message: cut(error) }
 }
 
 /// What `push` says about the component in the config blob.
@@ -292,9 +353,10 @@ pub async fn push(
 /// namespace so that one tenant's hanging registries hold up only that tenant's plugins.
 pub const PULLS_PER_NAMESPACE: usize = 2;
 
-/// How many MiB of components pulls may hold in memory at once, across namespaces: a pull
-/// takes its share once the manifest says how large the layer is.
-pub const PULL_MEMORY_MIB: u32 = 256;
+/// How many MiB of pulled components may be held in memory at once, across namespaces, from
+/// the manifest's word on the layer's size until the component is loaded (compiling copies it
+/// once more): within `deploy/`'s 512 MiB limit beside the serving plugins.
+pub const PULL_MEMORY_MIB: u32 = 128;
 
 /// Bytes of pulled components kept on disk. With the compile cache's budget
 /// ([`wasmloop_sandbox::COMPILE_CACHE_BUDGET`]), this stays under `deploy/`'s `sizeLimit`.
@@ -315,6 +377,17 @@ pub struct Puller {
     same: Arc<Turns>,
     /// MiB of components in memory, [`PULL_MEMORY_MIB`] in all.
     memory: Arc<Semaphore>,
+    /// Reads manifests, bounded (oci-client reads the blobs).
+    http: reqwest::Client,
+}
+
+/// A pulled component. It holds its share of the pulls' memory ([`PULL_MEMORY_MIB`]) until it
+/// is dropped, so a caller keeps it until the component is loaded.
+#[derive(Debug)]
+pub struct Component {
+    /// The component's bytes.
+    pub bytes: Vec<u8>,
+    _memory: OwnedSemaphorePermit,
 }
 
 /// What a pull was doing when its time ran out.
@@ -335,10 +408,17 @@ impl Stage {
             ),
             Stage::Same => "it waited for another ConfigMap's pull of the same reference".to_owned(),
             Stage::Cache => "it was reading the disk cache".to_owned(),
-            Stage::Memory => format!("it waited for memory: pulls hold {PULL_MEMORY_MIB} MiB at most, together"),
+            Stage::Memory => format!(
+                "it waited for memory: pulled components not loaded yet hold {PULL_MEMORY_MIB} MiB at most, together"
+            ),
             Stage::Registry => "check the registry, or raise --pull-timeout-seconds".to_owned(),
         }
     }
+}
+
+/// A component's share of [`PULL_MEMORY_MIB`].
+fn mib(bytes: u64) -> u32 {
+    u32::try_from(bytes.min(MAX_COMPONENT).div_ceil(1 << 20).max(1)).expect("at most MAX_COMPONENT")
 }
 
 impl Puller {
@@ -346,6 +426,7 @@ impl Puller {
     /// components under `cache` (none: no disk cache).
     pub fn new(policy: RegistryPolicy, timeout: Duration, cache: Option<PathBuf>) -> Self {
         Puller {
+            http: policy.http(timeout),
             policy,
             timeout,
             cache,
@@ -374,7 +455,12 @@ impl Puller {
     ///
     /// # Errors
     /// As [`Puller::pull_by`].
-    pub async fn pull(&self, namespace: &str, reference: &PluginRef, auth: &RegistryAuth) -> Result<Vec<u8>, OciError> {
+    pub async fn pull(
+        &self,
+        namespace: &str,
+        reference: &PluginRef,
+        auth: &RegistryAuth,
+    ) -> Result<Component, OciError> {
         self.pull_by(tokio::time::Instant::now() + self.timeout, namespace, reference, auth).await
     }
 
@@ -390,9 +476,8 @@ impl Puller {
         namespace: &str,
         reference: &PluginRef,
         auth: &RegistryAuth,
-    ) -> Result<Vec<u8>, OciError> {
+    ) -> Result<Component, OciError> {
         self.admissible(reference)?;
-        let digest = reference.digest().unwrap_or_default();
         let mut stage = Stage::Turn;
         let pulled = tokio::time::timeout_at(deadline, async {
             let _turn = self.turns.take(namespace).await;
@@ -400,8 +485,7 @@ impl Puller {
             let _only = self.same.take(&reference.to_string()).await;
             // A hit takes a turn too: reading and hashing 64 MiB is work a namespace must not
             // multiply.
-            stage = Stage::Cache;
-            if let Some(component) = self.cached(reference, digest).await {
+            if let Some(component) = self.cached(reference, &mut stage).await {
                 tracing::info!(%reference, "the component is in the disk cache: no pull");
                 return Ok(component);
             }
@@ -411,23 +495,23 @@ impl Puller {
         pulled.unwrap_or_else(|_| Err(OciError::Timeout(reference.to_string(), self.timeout, stage.waiting(namespace))))
     }
 
-    async fn fetch(&self, reference: &PluginRef, auth: &RegistryAuth, stage: &mut Stage) -> Result<Vec<u8>, OciError> {
+    async fn fetch(
+        &self,
+        reference: &PluginRef,
+        auth: &RegistryAuth,
+        stage: &mut Stage,
+    ) -> Result<Component, OciError> {
         *stage = Stage::Registry;
         let client = self.policy.client(self.timeout);
         let image = &reference.reference;
-        // oci-client checks the manifest's bytes against the reference's digest.
-        let (manifest, _) = client
-            .pull_manifest_raw(image, auth, &[MANIFEST_MEDIA_TYPE])
-            .await
-            .map_err(|e| registry_error(reference, e))?;
+        let manifest = self.manifest(&client, reference, auth).await?;
         let layer = component_layer(reference, &manifest)?;
         let size = u64::try_from(layer.size).unwrap_or(u64::MAX);
         if size > MAX_COMPONENT {
             return Err(OciError::TooLarge(reference.to_string(), size));
         }
         *stage = Stage::Memory;
-        let mib = u32::try_from(size.div_ceil(1 << 20).max(1)).expect("at most MAX_COMPONENT");
-        let _memory = self.memory.acquire_many(mib).await.expect("never closed");
+        let memory = self.memory.clone().acquire_many_owned(mib(size)).await.expect("never closed");
         *stage = Stage::Registry;
         // The stream checks the bytes against the layer's digest as they arrive; the count
         // holds a registry that sends more than the manifest said to the limit.
@@ -443,7 +527,7 @@ impl Puller {
             }
             component.extend_from_slice(&chunk);
         }
-        let (manifest, digest) = (manifest.to_vec(), reference.digest().unwrap_or_default().to_owned());
+        let digest = reference.digest().unwrap_or_default().to_owned();
         let (cache, layer_digest) = (self.cache.clone(), layer.digest.clone());
         // Hashing and writing 64 MiB is blocking work: off the runtime's threads.
         let (component, matches) = tokio::task::spawn_blocking(move || {
@@ -463,16 +547,82 @@ impl Puller {
                 format!("the layer's bytes do not match its digest {}", layer.digest),
             ));
         }
-        Ok(component)
+        Ok(Component { bytes: component, _memory: memory })
     }
 
-    /// A component pulled before, if the cache holds it intact; read off the runtime's threads.
-    async fn cached(&self, reference: &PluginRef, digest: &str) -> Option<Vec<u8>> {
-        let dir = entry(self.cache.as_deref(), digest)?;
-        let reference = reference.clone();
-        let digest = digest.to_owned();
-        tokio::task::spawn_blocking(move || cached(&dir, &reference, &digest)).await.ok().flatten()
+    /// The manifest `reference` pins, read here rather than by oci-client, which reads a body
+    /// of any length whole: at most [`MAX_MANIFEST`] bytes, and they must hash to the digest.
+    async fn manifest(&self, client: &Client, reference: &PluginRef, auth: &RegistryAuth) -> Result<Vec<u8>, OciError> {
+        let image = &reference.reference;
+        // oci-client speaks the token protocol, and keeps the token for the blob's pull.
+        let token =
+            client.auth(image, auth, RegistryOperation::Pull).await.map_err(|e| registry_error(reference, e))?;
+        let digest = reference.digest().unwrap_or_default();
+        let url = format!(
+            "{}://{}/v2/{}/manifests/{digest}",
+            self.policy.scheme_for(reference.registry()),
+            reference.registry(),
+            image.repository()
+        );
+        let request = self.http.get(url).header(http::header::ACCEPT, MANIFEST_MEDIA_TYPE);
+        let request = match (token, auth) {
+            (Some(token), _) => request.bearer_auth(token),
+            (None, RegistryAuth::Basic(user, password)) => request.basic_auth(user, Some(password)),
+            (None, _) => request,
+        };
+        let mut response = request.send().await.map_err(|e| registry_error(reference, e))?;
+        let status = response.status();
+        if !status.is_success() {
+            let body = read_at_most(&mut response, MAX_REGISTRY_MESSAGE as u64).await.unwrap_or_default();
+            let body = String::from_utf8_lossy(&body);
+            return Err(registry_error(reference, format_args!("the manifest: {status}: {body}")));
+        }
+        if response.content_length().is_some_and(|length| length > MAX_MANIFEST) {
+            return Err(OciError::ManifestTooLarge(reference.to_string()));
+        }
+        let body = read_at_most(&mut response, MAX_MANIFEST + 1).await.map_err(|e| registry_error(reference, e))?;
+        if body.len() as u64 > MAX_MANIFEST {
+            return Err(OciError::ManifestTooLarge(reference.to_string()));
+        }
+        let actual = sha256(&body);
+        if actual != digest {
+            return Err(registry_error(
+                reference,
+                format_args!("the manifest it sent hashes to {actual}, not to the pinned {digest}"),
+            ));
+        }
+        Ok(body)
     }
+
+    /// A component pulled before, if the cache holds it intact; read off the runtime's threads,
+    /// with its share of memory like a pull's.
+    async fn cached(&self, reference: &PluginRef, stage: &mut Stage) -> Option<Component> {
+        *stage = Stage::Cache;
+        let dir = entry(self.cache.as_deref(), reference.digest()?)?;
+        let size = tokio::fs::metadata(dir.join(COMPONENT_FILE)).await.ok()?.len();
+        if size > MAX_COMPONENT {
+            return None;
+        }
+        *stage = Stage::Memory;
+        let memory = self.memory.clone().acquire_many_owned(mib(size)).await.expect("never closed");
+        *stage = Stage::Cache;
+        let reference = reference.clone();
+        let bytes = tokio::task::spawn_blocking(move || cached(&dir, &reference)).await.ok().flatten()?;
+        Some(Component { bytes, _memory: memory })
+    }
+}
+
+/// The first `limit` bytes of `response`'s body, or fewer: the rest is never read.
+async fn read_at_most(response: &mut reqwest::Response, limit: u64) -> Result<Vec<u8>, reqwest::Error> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        let room = usize::try_from(limit.saturating_sub(body.len() as u64)).unwrap_or(usize::MAX);
+        body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if body.len() as u64 >= limit {
+            break;
+        }
+    }
+    Ok(body)
 }
 
 /// Permits per key, for keys a caller chooses (namespaces, references); a key is forgotten once
@@ -524,43 +674,59 @@ impl Drop for Turn<'_> {
     }
 }
 
+/// An entry's files: the manifest is written last, as the entry's stamp.
+const COMPONENT_FILE: &str = "component.wasm";
+const MANIFEST_FILE: &str = "manifest.json";
+
 fn entry(cache: Option<&std::path::Path>, digest: &str) -> Option<PathBuf> {
     let hex = digest.strip_prefix("sha256:")?;
     Some(cache?.join(hex))
 }
 
-/// The component cached in `dir`, if intact: the manifest must still hash to its digest and
-/// name the component's digest. A hit marks the entry used.
-fn cached(dir: &std::path::Path, reference: &PluginRef, digest: &str) -> Option<Vec<u8>> {
-    let manifest = read_bounded(&dir.join("manifest.json"), 64 << 10)?;
-    if sha256(&manifest) != digest {
+/// The component cached in `dir`, if intact: the manifest must still hash to the reference's
+/// digest and name the component's digest. A hit marks the entry used.
+fn cached(dir: &std::path::Path, reference: &PluginRef) -> Option<Vec<u8>> {
+    let manifest = read_bounded(&dir.join(MANIFEST_FILE), MAX_MANIFEST)?;
+    if Some(sha256(&manifest).as_str()) != reference.digest() {
         return None;
     }
     // The layer the pull took, not merely the first.
     let layer = component_layer(reference, &manifest).ok()?;
-    let component = read_bounded(&dir.join("component.wasm"), MAX_COMPONENT)?;
+    let component = read_bounded(&dir.join(COMPONENT_FILE), MAX_COMPONENT)?;
     let intact = sha256(&component) == layer.digest;
     if intact {
-        wasmloop_sandbox::disk_budget::touch(&dir.join("manifest.json"));
+        wasmloop_sandbox::disk_budget::touch(&dir.join(MANIFEST_FILE));
     }
     intact.then_some(component)
 }
 
-/// Best effort: a cache that cannot be written costs a pull next time, nothing else. The
-/// manifest goes last, so a half-written entry is never read back as whole.
+/// Best effort: a cache that cannot be written costs a pull next time, nothing else. Each file
+/// is written aside and renamed into place, so that two pulls of one digest (through two
+/// references) never read each other's half-written file; the manifest goes last, so an entry
+/// without it is never read back as whole.
 fn store(dir: &std::path::Path, manifest: &[u8], component: &[u8]) {
     let written = std::fs::create_dir_all(dir)
-        .and_then(|()| std::fs::write(dir.join("component.wasm"), component))
-        .and_then(|()| std::fs::write(dir.join("manifest.json"), manifest));
+        .and_then(|()| write_aside(&dir.join(COMPONENT_FILE), component))
+        .and_then(|()| write_aside(&dir.join(MANIFEST_FILE), manifest));
     if let Err(error) = written {
         tracing::warn!(dir = %dir.display(), %error, "cannot cache a pulled plugin; it will be pulled again");
-        let _ = std::fs::remove_dir_all(dir);
     }
     if let Some(root) = dir.parent() {
         // Each version ever pulled would fill the pod's emptyDir in the end; the least
         // recently used go first (a reload of one of them pulls again).
-        wasmloop_sandbox::disk_budget::prune(root, CACHE_BUDGET, std::path::Path::is_dir, Some("manifest.json"));
+        wasmloop_sandbox::disk_budget::prune(root, CACHE_BUDGET, std::path::Path::is_dir, Some(MANIFEST_FILE));
     }
+}
+
+/// Writes `path` through a file of this process and thread, renamed into place.
+fn write_aside(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let aside = path.with_file_name(format!(".{name}.{}.{:?}.tmp", std::process::id(), std::thread::current().id()));
+    let written = std::fs::write(&aside, bytes).and_then(|()| std::fs::rename(&aside, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&aside);
+    }
+    written
 }
 
 fn read_bounded(path: &std::path::Path, limit: u64) -> Option<Vec<u8>> {
@@ -573,19 +739,24 @@ fn read_bounded(path: &std::path::Path, limit: u64) -> Option<Vec<u8>> {
 /// The one component layer of a plugin artifact's manifest.
 fn component_layer(reference: &PluginRef, manifest: &[u8]) -> Result<OciDescriptor, OciError> {
     let not_wasm = |why: String| OciError::NotWasm(reference.to_string(), why);
-    let manifest: OciImageManifest =
-        serde_json::from_slice(manifest).map_err(|e| not_wasm(format!("its manifest does not parse ({e})")))?;
+    // serde quotes the values it refuses, and the manifest is the publisher's to write.
+    let manifest: OciImageManifest = serde_json::from_slice(manifest)
+        .map_err(|e| not_wasm(cut(format_args!("its manifest does not parse ({e})"))))?;
     let layers: Vec<&OciDescriptor> = manifest
         .layers
         .iter()
         .filter(|l| l.media_type == LAYER_MEDIA_TYPE || l.media_type == LEGACY_LAYER_MEDIA_TYPE)
         .collect();
     match layers.as_slice() {
-        [layer] if is_sha256(&layer.digest) => Ok((*layer).clone()),
+        [layer] if is_sha256(&layer.digest) => {
+            // oci-client would try a descriptor's `urls` when the registry fails: addresses the
+            // publisher chose, which the host must not be made to fetch.
+            Ok(OciDescriptor { urls: None, ..(*layer).clone() })
+        }
         [_] => Err(not_wasm("its layer's digest is not sha256".to_owned())),
         [] => {
             let found: Vec<&str> = manifest.layers.iter().map(|l| l.media_type.as_str()).collect();
-            Err(not_wasm(format!("no {LAYER_MEDIA_TYPE} layer (layers: {})", found.join(", "))))
+            Err(not_wasm(cut(format_args!("no {LAYER_MEDIA_TYPE} layer (layers: {})", found.join(", ")))))
         }
         _ => Err(not_wasm(format!("{} component layers; a plugin artifact has one", layers.len()))),
     }
@@ -598,26 +769,30 @@ fn component_layer(reference: &PluginRef, manifest: &[u8]) -> Result<OciDescript
 /// # Errors
 /// When the document does not parse or holds nothing for the registry.
 pub fn credentials(document: &[u8], registry: &str, secret: &str) -> Result<RegistryAuth, OciError> {
+    use serde::Deserialize as _;
     #[derive(serde::Deserialize)]
     struct Entry {
         auth: Option<String>,
         username: Option<String>,
         password: Option<String>,
     }
+    // Never serde's words: they quote the values they refuse, and these are credentials.
     let fail = |why: String| OciError::Credentials(format!("pull secret {secret}: {why}"));
-    let value: serde_json::Value =
-        serde_json::from_slice(document).map_err(|e| fail(format!("not a docker config JSON ({e})")))?;
+    let value: serde_json::Value = serde_json::from_slice(document)
+        .map_err(|e| fail(format!("not a docker config JSON (line {}, column {})", e.line(), e.column())))?;
     let auths = value.get("auths").unwrap_or(&value);
-    let entries: std::collections::BTreeMap<String, Entry> = serde_json::from_value(auths.clone())
-        .map_err(|e| fail(format!("its auths are not a map of registry credentials ({e})")))?;
+    let auths = auths.as_object().ok_or_else(|| fail("its auths are not a map of registry credentials".to_owned()))?;
     let host = |key: &str| {
         let key = key.strip_prefix("https://").or_else(|| key.strip_prefix("http://")).unwrap_or(key);
         key.split('/').next().unwrap_or_default().to_owned()
     };
     let entry =
-        entries.iter().find(|(key, _)| host(key) == registry).map(|(_, e)| e).ok_or_else(|| {
+        auths.iter().find(|(key, _)| host(key) == registry).map(|(_, e)| e).ok_or_else(|| {
             fail(format!("it holds no credentials for registry {registry}; add an auths entry for it"))
         })?;
+    let entry: Entry = Entry::deserialize(entry).map_err(|_| {
+        fail(format!("the entry for {registry} is not an object of auth, or username and password, strings"))
+    })?;
     if let (Some(user), Some(password)) = (&entry.username, &entry.password) {
         return Ok(RegistryAuth::Basic(user.clone(), password.clone()));
     }
@@ -667,6 +842,32 @@ mod tests {
     }
 
     #[test]
+    fn an_operator_names_a_registry_as_a_reference_spells_it() {
+        let cases: &[(&str, bool)] = &[
+            ("ghcr.io", true),
+            ("127.0.0.1:5000", true),
+            ("localhost", true),
+            ("my-registry.example.com:443", true),
+            ("[::1]:5000", true),
+            ("[::1]", true),
+            ("[::1", false),
+            ("[nope]:1", false),
+            ("https://ghcr.io", false),
+            ("ghcr.io/", false),
+            ("ghcr.io/team", false),
+            ("ghcr.io:", false),
+            ("ghcr.io:99999", false),
+            ("ghcr.io:0", false),
+            ("", false),
+            ("-bad.io", false),
+            ("a..b", false),
+        ];
+        for (text, accepted) in cases {
+            assert_eq!(registry_name(text).is_ok(), *accepted, "{text}: {:?}", registry_name(text));
+        }
+    }
+
+    #[test]
     fn an_overlong_reference_is_refused_before_it_is_parsed() {
         let text = format!("oci://ghcr.io/{}", "a".repeat(600));
         assert!(PluginRef::parse(&text).unwrap_err().to_string().contains("longer than 512 bytes"));
@@ -696,7 +897,7 @@ mod tests {
         let reference = PluginRef::parse(&format!("oci://registry.example.com/p@{DIGEST}")).unwrap();
         let error = registry_error(&reference, "é".repeat(100_000)).to_string();
         assert!(error.len() < MAX_REGISTRY_MESSAGE + 64, "{} bytes", error.len());
-        assert!(error.ends_with("… (cut)"), "{error}");
+        assert!(error.ends_with('…'), "{error}");
     }
 
     #[test]
@@ -746,6 +947,41 @@ mod tests {
     }
 
     #[test]
+    fn a_pull_secret_s_values_never_reach_its_errors() {
+        let secret = "c3VwZXItc2VjcmV0LXRva2Vu";
+        let documents = [
+            format!(r#"{{"auths": {{"quay.io": "{secret}"}}}}"#),
+            format!(r#"{{"auths": {{"quay.io": {{"auth": 7, "password": "{secret}"}}}}}}"#),
+            format!(r#"{{"auths": {{"other.io": "{secret}", "quay.io": {{"auth": "dTpw"}}}}}}"#),
+            format!(r#"{{"auths": "{secret}"}}"#),
+            format!(r#"{{"auths": {{"quay.io": {{"auth": "{secret}"#),
+        ];
+        for document in &documents {
+            match credentials(document.as_bytes(), "quay.io", "ns/s") {
+                Err(error) => assert!(!error.to_string().contains(secret), "{error}"),
+                Ok(_) => assert!(document.contains("other.io"), "only the entry for the registry is read: {document}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_manifest_s_words_are_cut_before_they_reach_a_status() {
+        let reference = PluginRef::parse(&format!("oci://ghcr.io/foo@{DIGEST}")).unwrap();
+        let long = "x".repeat(100_000);
+        let manifests = [
+            serde_json::to_vec(&serde_json::json!({"schemaVersion": long})).unwrap(),
+            serde_json::to_vec(&serde_json::json!({"schemaVersion": 2,
+                "config": {"mediaType": CONFIG_MEDIA_TYPE, "digest": DIGEST, "size": 1},
+                "layers": [{"mediaType": long, "digest": DIGEST, "size": 1}]}))
+            .unwrap(),
+        ];
+        for manifest in &manifests {
+            let error = component_layer(&reference, manifest).unwrap_err().to_string();
+            assert!(error.len() < 2 * MAX_REGISTRY_MESSAGE, "{} bytes", error.len());
+        }
+    }
+
+    #[test]
     fn a_manifest_needs_exactly_one_component_layer() {
         let reference = PluginRef::parse(&format!("oci://ghcr.io/foo@{DIGEST}")).unwrap();
         let manifest = |layers: &[&str]| {
@@ -776,14 +1012,11 @@ mod tests {
         let reference = PluginRef::parse(&format!("oci://registry.example.com/team/p@{digest}")).unwrap();
         let at = entry(Some(dir.path()), &digest).unwrap();
         store(&at, &manifest, &component);
-        assert_eq!(cached(&at, &reference, &digest), Some(component));
-        std::fs::write(at.join("component.wasm"), b"tampered").unwrap();
-        assert_eq!(
-            cached(&at, &reference, &digest),
-            None,
-            "a component that no longer matches its manifest is pulled again"
-        );
-        assert_eq!(cached(&at, &reference, DIGEST), None);
+        assert_eq!(cached(&at, &reference), Some(component));
+        std::fs::write(at.join(COMPONENT_FILE), b"tampered").unwrap();
+        assert_eq!(cached(&at, &reference), None, "a component that no longer matches its manifest is pulled again");
+        let elsewhere = PluginRef::parse(&format!("oci://registry.example.com/team/p@{DIGEST}")).unwrap();
+        assert_eq!(cached(&at, &elsewhere), None);
     }
 
     #[tokio::test]
@@ -813,42 +1046,48 @@ mod tests {
         assert!(error.to_string().contains("pulls namespace tenant may run at once"), "{error}");
     }
 
-    /// A registry that lies, as a hostile one would: a real registry cannot be made to serve a
-    /// manifest other than the one its digest names, or a layer other than its manifest's, so
-    /// this one (axum, on loopback) serves what `manifest` and `blob` say to every pull, and
-    /// counts the requests for blobs.
-    async fn lying_registry(manifest: Vec<u8>, blob: Vec<u8>) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
-        use axum::http::{StatusCode, Uri, header};
-        let blobs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let counted = blobs.clone();
-        let app = axum::Router::new().fallback(move |uri: Uri| {
-            let (manifest, blob, counted) = (manifest.clone(), blob.clone(), counted.clone());
-            async move {
-                let path = uri.path();
-                if path.contains("/manifests/") {
-                    (StatusCode::OK, [(header::CONTENT_TYPE, MANIFEST_MEDIA_TYPE)], manifest)
-                } else if path.contains("/blobs/") {
-                    counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    (StatusCode::OK, [(header::CONTENT_TYPE, "application/octet-stream")], blob)
-                } else {
-                    (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], b"{}".to_vec())
-                }
-            }
-        });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap().to_string();
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        (address, blobs)
+    /// A real registry of the test's own (distribution, anonymous), for the pulls below.
+    async fn private_registry() -> wasmloop_testenv::registry::TestRegistry {
+        tokio::task::spawn_blocking(wasmloop_testenv::registry::private).await.unwrap().expect("a test registry")
     }
 
-    fn image_manifest(layer: &[u8], declared_size: u64) -> Vec<u8> {
+    const CONFIG: &[u8] = b"{}";
+
+    fn image_manifest(layer: &[u8], declared_size: u64, note: &str) -> Vec<u8> {
         serde_json::to_vec(&serde_json::json!({"schemaVersion": 2, "mediaType": MANIFEST_MEDIA_TYPE,
-            "config": {"mediaType": CONFIG_MEDIA_TYPE, "digest": DIGEST, "size": 2},
-            "layers": [{"mediaType": LAYER_MEDIA_TYPE, "digest": sha256(layer), "size": declared_size}]}))
+            "config": {"mediaType": CONFIG_MEDIA_TYPE, "digest": sha256(CONFIG), "size": CONFIG.len()},
+            "layers": [{"mediaType": LAYER_MEDIA_TYPE, "digest": sha256(layer), "size": declared_size}],
+            "annotations": {"note": note}}))
         .unwrap()
     }
 
-    async fn pull_from(address: &str, digest: &str, timeout: Duration) -> Result<Vec<u8>, OciError> {
+    /// Pushes `layer` and `manifest` (tagged `tag`) to repository plugins/p, as any registry
+    /// client may: the registry stores manifests it does not understand the sizes of. Returns
+    /// the manifest's digest.
+    async fn publish(
+        registry: &wasmloop_testenv::registry::TestRegistry,
+        tag: &str,
+        layer: &[u8],
+        manifest: &[u8],
+    ) -> String {
+        let policy = RegistryPolicy { plain_http: vec![registry.address.clone()], ..RegistryPolicy::default() };
+        let client = policy.client(Duration::from_secs(30));
+        let image: Reference = format!("{}/plugins/p:{tag}", registry.address).parse().unwrap();
+        client.auth(&image, &RegistryAuth::Anonymous, RegistryOperation::Push).await.unwrap();
+        client.push_blob(&image, CONFIG.to_vec(), &sha256(CONFIG)).await.unwrap();
+        client.push_blob(&image, layer.to_vec(), &sha256(layer)).await.unwrap();
+        let media_type = http::HeaderValue::from_static(MANIFEST_MEDIA_TYPE);
+        client.push_manifest_raw(&image, manifest.to_vec(), media_type).await.unwrap();
+        sha256(manifest)
+    }
+
+    /// Changes what the registry serves for blob `digest`, as a registry whose disk was
+    /// tampered with would.
+    fn tamper(registry: &wasmloop_testenv::registry::TestRegistry, digest: &str, bytes: &[u8]) {
+        std::fs::write(registry.blob_file(digest).expect("a registry of our own"), bytes).unwrap();
+    }
+
+    async fn pull_from(address: &str, digest: &str, timeout: Duration) -> Result<Component, OciError> {
         let policy = RegistryPolicy { plain_http: vec![address.to_owned()], ..RegistryPolicy::default() };
         let puller = Puller::new(policy, timeout, None);
         let reference = PluginRef::parse(&format!("oci://{address}/plugins/p@{digest}")).unwrap();
@@ -856,44 +1095,80 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_honest_registry_s_component_is_pulled_whole() {
+        let registry = private_registry().await;
+        let layer = b"\0asm component".to_vec();
+        let digest = publish(&registry, "1", &layer, &image_manifest(&layer, layer.len() as u64, "")).await;
+        let pulled = pull_from(&registry.address, &digest, Duration::from_secs(30)).await.unwrap();
+        assert_eq!(pulled.bytes, layer);
+    }
+
+    #[tokio::test]
     async fn a_manifest_other_than_the_one_pinned_is_refused() {
+        let registry = private_registry().await;
         let layer = b"\0asm".to_vec();
-        let pinned = image_manifest(&layer, 4);
-        let served = image_manifest(b"\0asm other", 10);
-        let (address, blobs) = lying_registry(served, layer).await;
-        let error = pull_from(&address, &sha256(&pinned), Duration::from_secs(30)).await.unwrap_err();
+        let pinned = publish(&registry, "1", &layer, &image_manifest(&layer, 4, "pinned")).await;
+        tamper(&registry, &pinned, &image_manifest(&layer, 4, "served instead"));
+        let error = pull_from(&registry.address, &pinned, Duration::from_secs(30)).await.unwrap_err();
         assert!(matches!(error, OciError::Registry { .. }), "{error}");
-        assert!(error.to_string().to_lowercase().contains("digest"), "{error}");
-        assert_eq!(blobs.load(std::sync::atomic::Ordering::SeqCst), 0, "no layer is fetched for a false manifest");
+        assert!(error.to_string().contains(&format!("not to the pinned {pinned}")), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_manifest_over_the_limit_is_refused_unread() {
+        let registry = private_registry().await;
+        let layer = b"\0asm".to_vec();
+        let padded = image_manifest(&layer, 4, &"x".repeat(usize::try_from(MAX_MANIFEST).unwrap()));
+        let digest = publish(&registry, "1", &layer, &padded).await;
+        let error = pull_from(&registry.address, &digest, Duration::from_secs(30)).await.unwrap_err();
+        assert!(matches!(error, OciError::ManifestTooLarge(_)), "{error}");
     }
 
     #[tokio::test]
     async fn a_layer_declared_over_the_limit_is_refused_before_it_is_fetched() {
+        let registry = private_registry().await;
         let layer = b"\0asm".to_vec();
-        let manifest = image_manifest(&layer, MAX_COMPONENT + 1);
-        let (address, blobs) = lying_registry(manifest.clone(), layer).await;
-        let error = pull_from(&address, &sha256(&manifest), Duration::from_secs(30)).await.unwrap_err();
+        let digest = publish(&registry, "1", &layer, &image_manifest(&layer, MAX_COMPONENT + 1, "")).await;
+        let error = pull_from(&registry.address, &digest, Duration::from_secs(30)).await.unwrap_err();
         assert!(matches!(error, OciError::TooLarge(_, size) if size == MAX_COMPONENT + 1), "{error}");
-        assert_eq!(blobs.load(std::sync::atomic::Ordering::SeqCst), 0);
     }
 
     #[tokio::test]
     async fn a_layer_other_than_its_manifest_names_is_refused() {
+        let registry = private_registry().await;
         let layer = b"\0asm real".to_vec();
-        let manifest = image_manifest(&layer, 9);
-        let (address, _) = lying_registry(manifest.clone(), b"\0asm fake".to_vec()).await;
-        let error = pull_from(&address, &sha256(&manifest), Duration::from_secs(30)).await.unwrap_err();
+        let digest = publish(&registry, "1", &layer, &image_manifest(&layer, 9, "")).await;
+        tamper(&registry, &sha256(&layer), b"\0asm fake");
+        let error = pull_from(&registry.address, &digest, Duration::from_secs(30)).await.unwrap_err();
         assert!(matches!(error, OciError::Registry { .. }), "{error}");
         assert!(error.to_string().to_lowercase().contains("digest"), "{error}");
     }
 
     #[tokio::test]
     async fn a_layer_longer_than_its_manifest_says_is_refused() {
+        let registry = private_registry().await;
         let layer = b"\0asm real".to_vec();
-        let manifest = image_manifest(&layer, 4);
-        let (address, _) = lying_registry(manifest.clone(), layer).await;
-        let error = pull_from(&address, &sha256(&manifest), Duration::from_secs(30)).await.unwrap_err();
-        assert!(error.to_string().contains("longer than the 4 bytes its manifest says"), "{error}");
+        let digest = publish(&registry, "1", &layer, &image_manifest(&layer, 9, "")).await;
+        tamper(&registry, &sha256(&layer), b"\0asm real, and then a great deal more");
+        let error = pull_from(&registry.address, &digest, Duration::from_secs(30)).await.unwrap_err();
+        assert!(error.to_string().contains("longer than the 9 bytes its manifest says"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_layer_s_urls_are_never_fetched() {
+        let registry = private_registry().await;
+        let layer = b"\0asm".to_vec();
+        // A listener standing for an address inside the cluster that the publisher names.
+        let inside = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut manifest: serde_json::Value = serde_json::from_slice(&image_manifest(&layer, 4, "")).unwrap();
+        manifest["layers"][0]["urls"] = serde_json::json!([format!("http://{}/secret", inside.local_addr().unwrap())]);
+        let digest = publish(&registry, "1", &layer, &serde_json::to_vec(&manifest).unwrap()).await;
+        // The registry loses the layer: oci-client would turn to the urls.
+        std::fs::remove_file(registry.blob_file(&sha256(&layer)).unwrap()).unwrap();
+        let error = pull_from(&registry.address, &digest, Duration::from_secs(30)).await.unwrap_err();
+        assert!(matches!(error, OciError::Registry { .. }), "{error}");
+        let connected = tokio::time::timeout(Duration::ZERO, inside.accept()).await;
+        assert!(connected.is_err(), "the pull failed, having connected nowhere but the registry");
     }
 
     #[tokio::test]

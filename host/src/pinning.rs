@@ -162,10 +162,7 @@ pub fn check(
     let Some(trusted) = trusted else { return Ok(()) };
     let text = signature.ok_or_else(|| PinError::Unsigned { trusted: trusted.ids() })?;
     let parsed = Signature::decode(text).map_err(|e| PinError::BadSignature(e.to_string()))?;
-    let signer = signature_key_id(text).ok_or_else(|| PinError::BadSignature("no signature line".into()))?;
-    let Some((_, key)) = trusted.keys.iter().find(|(id, _)| *id == signer) else {
-        return Err(PinError::UntrustedKey { signer, trusted: trusted.ids() });
-    };
+    let (signer, key) = signer(text, trusted)?;
     // Legacy (not prehashed) signatures are refused, as minisign itself now makes none.
     key.verify(component, &parsed, false).map_err(|e| PinError::Invalid { signer, why: e.to_string() })
 }
@@ -183,10 +180,19 @@ pub fn check_without_component(
     if let Some(pin) = pin {
         parse_pin(pin)?;
     }
-    match (trusted, signature) {
-        (Some(trusted), None) => Err(PinError::Unsigned { trusted: trusted.ids() }),
-        (Some(_), Some(text)) => Signature::decode(text).map(drop).map_err(|e| PinError::BadSignature(e.to_string())),
-        (None, _) => Ok(()),
+    let (Some(trusted), signature) = (trusted, signature) else { return Ok(()) };
+    let text = signature.ok_or_else(|| PinError::Unsigned { trusted: trusted.ids() })?;
+    Signature::decode(text).map_err(|e| PinError::BadSignature(e.to_string()))?;
+    // A signer the host does not trust is refused before the component is fetched.
+    signer(text, trusted).map(drop)
+}
+
+/// The trusted key that made `signature`.
+fn signer<'a>(signature: &str, trusted: &'a TrustedKeys) -> Result<(String, &'a PublicKey), PinError> {
+    let signer = signature_key_id(signature).ok_or_else(|| PinError::BadSignature("no signature line".into()))?;
+    match trusted.keys.iter().find(|(id, _)| *id == signer) {
+        Some((_, key)) => Ok((signer, key)),
+        None => Err(PinError::UntrustedKey { signer, trusted: trusted.ids() }),
     }
 }
 
@@ -267,8 +273,10 @@ mod tests {
     fn what_needs_no_component_is_refused_before_a_pull() {
         let trusted = TrustedKeys::parse(&fixture("trusted.pub")).unwrap();
         let (good, pin) = (fixture("component.minisig"), pin_of(&component()));
+        let other = fixture("component.other-key.minisig");
         type Case<'a> = (&'a str, Option<&'a str>, Option<&'a str>, bool, Option<&'a str>);
-        let cases: [Case; 7] = [
+        let cases: [Case; 8] = [
+            ("signed by a key nobody trusts", None, Some(&other), true, Some("UntrustedKey")),
             ("nothing asked", None, None, false, None),
             ("a well-formed pin: its match needs the bytes", Some(&pin), None, false, None),
             ("a pin in capitals", Some(&pin.to_uppercase()), None, false, Some("BadPin")),

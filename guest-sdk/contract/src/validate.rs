@@ -223,18 +223,25 @@ pub fn event_word(field: &str, value: &str) -> Result<(), String> {
 }
 
 /// Cuts an Event message to what the API accepts, at a character boundary, marking the cut.
-pub fn event_note(mut message: String) -> String {
-    if message.len() <= MAX_EVENT_NOTE {
-        return message;
+pub fn event_note(message: String) -> String {
+    cut(message, MAX_EVENT_NOTE)
+}
+
+/// `text` cut to at most `limit` bytes (`limit` of at least 3), at a character boundary, with
+/// `…` marking the cut: for words of others (a registry, a manifest, a plugin) on their way to
+/// a status, an Event or a log line.
+///
+/// ```
+/// assert_eq!(wasmloop_contract::validate::cut("ééé".to_owned(), 6), "é…");
+/// ```
+pub fn cut(mut text: String, limit: usize) -> String {
+    if text.len() <= limit {
+        return text;
     }
     const MARK: &str = "…";
-    let mut end = MAX_EVENT_NOTE - MARK.len();
-    while !message.is_char_boundary(end) {
-        end -= 1;
-    }
-    message.truncate(end);
-    message.push_str(MARK);
-    message
+    text.truncate(text.floor_char_boundary(limit.saturating_sub(MARK.len())));
+    text.push_str(MARK);
+    text
 }
 
 #[cfg(test)]
@@ -342,5 +349,22 @@ mod tests {
         assert_eq!(event_note("short".into()), "short");
         let cut = event_note("é".repeat(1000));
         assert!(cut.len() <= MAX_EVENT_NOTE && cut.ends_with('…'), "{}", cut.len());
+    }
+
+    #[test]
+    fn text_is_cut_to_its_limit_between_characters_and_marked() {
+        let cases: &[(&str, usize, &str)] = &[
+            ("short", 5, "short"),
+            ("longer", 5, "lo…"),
+            ("éééé", 7, "éé…"),
+            ("éééé", 6, "é…"),
+            ("abc", 3, "abc"),
+            ("abcd", 3, "…"),
+        ];
+        for (text, limit, expected) in cases {
+            let got = cut((*text).to_owned(), *limit);
+            assert_eq!(got, *expected, "{text} to {limit}");
+            assert!(got.len() <= *limit, "{text} to {limit}: {} bytes", got.len());
+        }
     }
 }

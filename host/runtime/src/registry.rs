@@ -60,6 +60,18 @@ pub struct Candidate {
     pub account: AccountChoice,
 }
 
+impl Candidate {
+    /// What names this version: the component's digest with the config's. A pulled component
+    /// may weigh 64 MiB, so it is hashed off the runtime's threads.
+    async fn version_digest(&self) -> String {
+        let bytes = self.bytes.clone();
+        let component = tokio::task::spawn_blocking(move || wasmloop_sandbox::digest(&bytes))
+            .await
+            .expect("hashing does not panic");
+        version_digest(&component, self.config.as_deref())
+    }
+}
+
 /// What an accepted candidate did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Loaded {
@@ -488,7 +500,7 @@ impl Registry {
     /// When the candidate does not load, contradicts its source or cannot start; what served
     /// before still serves.
     pub async fn upsert(&self, candidate: Candidate) -> Result<Loaded, RegistryError> {
-        let digest = version_digest(&wasmloop_sandbox::digest(&candidate.bytes), candidate.config.as_deref());
+        let digest = candidate.version_digest().await;
         let (running, serving) = {
             let slots = self.slots.lock().await;
             let same = |s: &Slot| s.source == candidate.source && s.digest == digest && s.account == candidate.account;
@@ -703,7 +715,7 @@ impl Registry {
             name: String::new(),
             reason: "names no plugin; say which plugin it shadows".to_owned(),
         })?;
-        let digest = version_digest(&wasmloop_sandbox::digest(&candidate.bytes), candidate.config.as_deref());
+        let digest = candidate.version_digest().await;
         if let Some(current) = self.seated(&candidate.realm, &name) {
             if current.source() != origin {
                 let holder = current.source().to_owned();

@@ -84,7 +84,8 @@ impl CompileCache {
                 tracing::warn!(path = %path.display(), error = %e, "cannot write the compile cache; the next load compiles again (check the directory is writable)");
             }
             let dir = path.parent().expect("cache paths have a parent");
-            disk_budget::prune(dir, BUDGET, |p| p.extension().is_some_and(|x| x == "cwasm"), None);
+            // A `.tmp` left by a crash mid-write weighs too.
+            disk_budget::prune(dir, BUDGET, |p| p.extension().is_some_and(|x| x == "cwasm" || x == "tmp"), None);
         }
         Ok((component, CacheOutcome::Compiled))
     }

@@ -64,7 +64,10 @@ pub fn prune(dir: &Path, budget: u64, is_entry: impl Fn(&Path) -> bool, stamp: O
         .filter(|p| is_entry(p))
         .filter_map(|path| {
             let stamped = stamp.map_or_else(|| path.clone(), |name| path.join(name));
-            let used = std::fs::metadata(&stamped).ok()?.modified().ok()?;
+            // An entry without its stamp (a write a crash cut short) is dated by itself and
+            // weighs like any other, or it would outlive every budget.
+            let meta = std::fs::metadata(&stamped).or_else(|_| std::fs::metadata(&path)).ok()?;
+            let used = meta.modified().ok()?;
             Some(Entry { bytes: weight(&path), path, used })
         })
         .collect();
@@ -137,5 +140,24 @@ mod tests {
             .collect();
         left.sort();
         assert_eq!(left, ["0.cwasm", "2.cwasm", "notes.txt"]);
+    }
+
+    #[test]
+    fn an_entry_a_crash_left_without_its_stamp_weighs_and_goes_like_any_other() {
+        let dir = tempfile::tempdir().unwrap();
+        for (i, name) in ["half", "whole"].iter().enumerate() {
+            let entry = dir.path().join(name);
+            std::fs::create_dir(&entry).unwrap();
+            std::fs::write(entry.join("component.wasm"), [0u8; 100]).unwrap();
+            if *name == "whole" {
+                std::fs::write(entry.join("manifest.json"), b"{}").unwrap();
+            }
+            let when = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000 + i as u64);
+            let stamp = if *name == "whole" { entry.join("manifest.json") } else { entry.clone() };
+            std::fs::File::open(&stamp).unwrap().set_modified(when).unwrap();
+        }
+        prune(dir.path(), 150, Path::is_dir, Some("manifest.json"));
+        assert!(!dir.path().join("half").exists(), "the older, stampless entry went");
+        assert!(dir.path().join("whole").exists());
     }
 }

@@ -78,18 +78,20 @@ impl Sandbox {
     /// Compiles off the async workers, one component at a time, within the compile timeout.
     /// A compile that overruns keeps its thread until Cranelift is done (it cannot be
     /// interrupted) and holds the compile slot meanwhile, so overruns cannot pile up.
+    /// Returns the component, how the cache served it, and the bytes' digest (hashed here too:
+    /// a pulled component may weigh 64 MiB).
     async fn compile(
         &self,
         bytes: &[u8],
-        digest: &str,
         origin: &str,
-    ) -> Result<(wasmtime::component::Component, compile_cache::CacheOutcome), LoadError> {
+    ) -> Result<(wasmtime::component::Component, compile_cache::CacheOutcome, String), LoadError> {
         let permit = self.inner.compiling.clone().acquire_owned().await.expect("never closed");
         let (engine, cache) = (self.inner.pool.engine.clone(), self.inner.cache.clone());
-        let (bytes, digest) = (bytes.to_vec(), digest.to_owned());
+        let bytes = bytes.to_vec();
         let task = tokio::task::spawn_blocking(move || {
             let _permit = permit;
-            cache.load(&engine, &bytes, &digest)
+            let digest = compile_cache::digest(&bytes);
+            cache.load(&engine, &bytes, &digest).map(|(component, cached)| (component, cached, digest))
         });
         let timeout = self.inner.pool.config.compile_timeout;
         match tokio::time::timeout(timeout, task).await {
@@ -117,8 +119,7 @@ impl Sandbox {
             Binary::CoreModule => return Err(LoadError::CoreModule { origin: origin_owned() }),
             Binary::NotWasm => return Err(LoadError::NotWasm { origin: origin_owned() }),
         }
-        let digest = compile_cache::digest(bytes);
-        let (component, cached) = self.compile(bytes, &digest, origin).await?;
+        let (component, cached, digest) = self.compile(bytes, origin).await?;
         let (interface, contract) = contract::check(&self.inner.pool.engine, &component).map_err(|m| match m {
             Mismatch::Version { found } => LoadError::IncompatibleContract { origin: origin_owned(), found },
             Mismatch::Mixed { found } => LoadError::MixedContract { origin: origin_owned(), found },

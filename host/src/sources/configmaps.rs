@@ -47,6 +47,9 @@ const PULL_RETRY: Duration = Duration::from_secs(30);
 /// How often a shadow's findings are written to its status, at most.
 const SHADOW_STATUS_EVERY: Duration = Duration::from_secs(1);
 
+/// The longest refusal a status shows.
+const MAX_LAST_ERROR: usize = 4096;
+
 /// The field manager of the status annotation.
 const MANAGER: &str = "wasmloop";
 
@@ -96,7 +99,8 @@ struct Pulled {
     cm: ConfigMap,
     content: Content,
     payload: PluginPayload,
-    result: Result<Vec<u8>, OciError>,
+    /// Holds its share of the pulls' memory until the component is loaded.
+    result: Result<oci::Component, OciError>,
 }
 
 /// A candidate shadowing from a ConfigMap, as its status shows it.
@@ -123,7 +127,7 @@ async fn pull(
     secrets: &Api<Secret>,
     reference: &PluginRef,
     secret: Option<&str>,
-) -> Result<Vec<u8>, OciError> {
+) -> Result<oci::Component, OciError> {
     let deadline = tokio::time::Instant::now() + puller.timeout();
     let namespace = secrets.namespace().unwrap_or_default();
     let auth = match secret {
@@ -332,8 +336,12 @@ impl ConfigMapSource {
                 },
                 Some(name) = retries.recv() => {
                     if let Some(seen) = self.seen.get_mut(&name) {
-                        seen.handled = None;
                         seen.retry_pending = false;
+                        if seen.pulling.is_some() {
+                            // An edit since the failure started a pull: it reports in its turn.
+                            continue;
+                        }
+                        seen.handled = None;
                     }
                     if let Ok(Some(cm)) = self.api.get_opt(&name).await {
                         self.offer(&cm).await;
@@ -350,6 +358,7 @@ impl ConfigMapSource {
             Err(error) => {
                 let content = Content { config: Some(error.to_string()), ..Content::default() };
                 if self.seen.get(&name).and_then(|s| s.handled.as_ref()) != Some(&content) {
+                    self.stop_pull(&name);
                     let seen = self.seen.entry(name.clone()).or_default();
                     seen.handled = Some(content);
                     self.rejected(cm, "InvalidConfigMap", &format!("{error}{}", self.keeps(&name))).await;
@@ -378,21 +387,17 @@ impl ConfigMapSource {
         if self.seen.get(&name).and_then(|s| s.handled.as_ref()) == Some(&content) {
             return;
         }
-        let seen = self.seen.entry(name.clone()).or_default();
-        seen.handled = Some(content.clone());
-        if let Some(superseded) = seen.pulling.take() {
-            superseded.abort();
-        }
+        self.stop_pull(&name);
+        self.seen.entry(name.clone()).or_default().handled = Some(content.clone());
         match payload.reference.clone() {
+            // A superseded ConfigMap loads nothing: nothing to pull, or to refuse.
+            Some(_) if payload.track == Track::Superseded => self.retire(cm).await,
             Some(reference) => {
                 // What can be refused without the bytes is refused before a connection is made.
                 if let Err((reason, message)) = self.before_pull(&payload, &reference) {
                     return self
                         .rejected(cm, reason, &format!("plugin {}: {message}{}", payload.name, self.keeps(&name)))
                         .await;
-                }
-                if payload.track == Track::Superseded {
-                    return self.retire(cm).await;
                 }
                 self.start_pull(cm.clone(), content, payload, reference);
             }
@@ -429,6 +434,15 @@ impl ConfigMapSource {
         format!("{}: pull", source_of(&self.namespace, name))
     }
 
+    /// Ends the pull under way for ConfigMap `name`, if any: a newer offer replaces it.
+    fn stop_pull(&mut self, name: &str) {
+        if let Some(pulling) = self.seen.get_mut(name).and_then(|seen| seen.pulling.take()) {
+            pulling.abort();
+            // Its report will never come: readiness must not wait for it.
+            self.readiness.ready(&self.pull_item(name));
+        }
+    }
+
     /// A pull finished: what it brought is offered, unless the ConfigMap changed meanwhile.
     async fn pulled(&mut self, pulled: Pulled) {
         let Pulled { cm, content, mut payload, result } = pulled;
@@ -441,9 +455,10 @@ impl ConfigMapSource {
         }
         seen.pulling = None;
         match result {
-            Ok(component) => {
-                payload.component = component;
+            Ok(mut component) => {
+                payload.component = std::mem::take(&mut component.bytes);
                 self.admit(&cm, payload).await;
+                drop(component);
             }
             Err(error) => {
                 let reference = payload.reference.as_ref().map(ToString::to_string).unwrap_or_default();
@@ -461,20 +476,31 @@ impl ConfigMapSource {
 
     /// Checks and loads the component a ConfigMap ships, whole (its bytes pulled if it named
     /// a reference).
-    async fn admit(&mut self, cm: &ConfigMap, payload: PluginPayload) {
+    async fn admit(&mut self, cm: &ConfigMap, mut payload: PluginPayload) {
         let name = cm.name_any();
         let source = source_of(&self.namespace, &name);
         let annotation = cm.annotations().get(SERVICE_ACCOUNT_ANNOTATION).cloned();
-        let (pin, signature) = (payload.pin.as_deref(), payload.signature.as_deref());
-        if let Err(error) = pinning::check(&payload.component, pin, signature, self.trusted.as_deref()) {
+        if payload.track == Track::Superseded {
+            // It loads nothing, so there is nothing to check.
+            return self.retire(cm).await;
+        }
+        let (pin, signature, trusted) = (payload.pin.clone(), payload.signature.clone(), self.trusted.clone());
+        let component = std::mem::take(&mut payload.component);
+        // Hashing and verifying up to 64 MiB is blocking work: off the runtime's threads.
+        let (component, checked) = tokio::task::spawn_blocking(move || {
+            let checked = pinning::check(&component, pin.as_deref(), signature.as_deref(), trusted.as_deref());
+            (component, checked)
+        })
+        .await
+        .expect("checking a pin does not panic");
+        payload.component = component;
+        if let Err(error) = checked {
             let message = format!("plugin {}: {error}{}", payload.name, self.keeps(&name));
             self.rejected(cm, error.reason(), &message).await;
             return;
         }
-        match payload.track {
-            Track::Serving => {}
-            Track::Shadow => return self.offer_shadow(cm, source, payload).await,
-            Track::Superseded => return self.retire(cm).await,
+        if payload.track == Track::Shadow {
+            return self.offer_shadow(cm, source, payload).await;
         }
         tracing::info!(configmap = %source, plugin = %payload.name, "loading the plugin this ConfigMap ships");
         let account = match annotation {
@@ -599,6 +625,9 @@ impl ConfigMapSource {
     }
 
     async fn rejected(&mut self, cm: &ConfigMap, reason: &str, message: &str) {
+        // Refusals quote what others wrote (a registry, a manifest, a compiler on a component):
+        // a status annotation past the API's limits would lose the whole status.
+        let message = &wasmloop_contract::validate::cut(message.to_owned(), MAX_LAST_ERROR);
         let name = cm.name_any();
         tracing::error!(configmap = %source_of(&self.namespace, &name), reason, "{message}");
         let seen = self.seen.entry(name.clone()).or_default();
@@ -630,10 +659,8 @@ impl ConfigMapSource {
     }
 
     async fn unload(&mut self, name: &str) {
-        if let Some(pulling) = self.seen.remove(name).and_then(|seen| seen.pulling) {
-            pulling.abort();
-            self.readiness.ready(&self.pull_item(name));
-        }
+        self.stop_pull(name);
+        self.seen.remove(name);
         let source = source_of(&self.namespace, name);
         let unshadowed = self.registry.unshadow(&source);
         for plugin in &unshadowed {

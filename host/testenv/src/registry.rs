@@ -4,11 +4,17 @@
 //! `WASMLOOP_TEST_REGISTRY_PASSWORD`, points the tests at an existing one instead, as
 //! `KUBEBUILDER_ASSETS` does for the control plane.
 //!
+//! A test that needs a registry serving what no honest one would (a manifest other than the
+//! one its digest names, a layer other than its manifest's) starts one of its own with
+//! [`private`] and changes its storage: distribution serves what its storage holds, as a
+//! registry whose disk was tampered with would.
+//!
 //! ```no_run
 //! let registry = wasmloop_testenv::registry::shared();
 //! println!("push to oci://{}/plugins/p:1 as {}", registry.address, registry.username);
 //! ```
 
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -21,14 +27,26 @@ use crate::watchdog::Watched;
 pub struct TestRegistry {
     /// `127.0.0.1:PORT`.
     pub address: String,
-    /// A user the registry accepts.
+    /// A user the registry accepts; empty when it takes anonymous pushes.
     pub username: String,
     /// Its password.
     pub password: String,
     /// Where its log is, for failure messages; none for an existing registry.
     pub log: Option<PathBuf>,
+    /// Its storage's root, for a registry this process started.
+    storage: Option<PathBuf>,
     _process: Option<Watched>,
     _dir: Option<tempfile::TempDir>,
+}
+
+impl TestRegistry {
+    /// The file in which the registry keeps blob `digest` (`sha256:HEX`; manifests are blobs
+    /// too): what a test writes there, the registry serves. None for an existing registry.
+    pub fn blob_file(&self, digest: &str) -> Option<PathBuf> {
+        let hex = digest.strip_prefix("sha256:")?;
+        let storage = self.storage.as_ref()?;
+        Some(storage.join("docker/registry/v2/blobs/sha256").join(hex.get(..2)?).join(hex).join("data"))
+    }
 }
 
 /// The registry shared by every test of this test binary, started on first use.
@@ -44,11 +62,21 @@ pub fn shared() -> &'static TestRegistry {
             username: std::env::var("WASMLOOP_TEST_REGISTRY_USER").unwrap_or_default(),
             password: std::env::var("WASMLOOP_TEST_REGISTRY_PASSWORD").unwrap_or_default(),
             log: None,
+            storage: None,
             _process: None,
             _dir: None,
         },
-        Err(_) => start().unwrap_or_else(|why| panic!("cannot start the test registry: {why}")),
+        Err(_) => start(true).unwrap_or_else(|why| panic!("cannot start the test registry: {why}")),
     })
+}
+
+/// A registry of the caller's own, taking anonymous pushes and pulls, whose storage the caller
+/// may change ([`TestRegistry::blob_file`]); it stops when dropped.
+///
+/// # Errors
+/// When `docker-registry` is missing or does not come up.
+pub fn private() -> Result<TestRegistry, String> {
+    start(false)
 }
 
 fn find(program: &str, package: &str) -> Result<PathBuf, String> {
@@ -60,35 +88,76 @@ fn find(program: &str, package: &str) -> Result<PathBuf, String> {
         .ok_or_else(|| format!("{program} is not installed; apt-get install {package}"))
 }
 
-fn start() -> Result<TestRegistry, String> {
+fn start(authenticated: bool) -> Result<TestRegistry, String> {
     let registry = find("docker-registry", "docker-registry")?;
-    let htpasswd = find("htpasswd", "apache2-utils")?;
     let dir = tempfile::tempdir().map_err(|e| format!("no temp dir: {e}"))?;
-    let (username, password) = ("wasmloop".to_owned(), format!("test-{}", std::process::id()));
-    // distribution reads bcrypt entries only.
-    let entry = Command::new(htpasswd)
-        .args(["-Bbn", &username, &password])
-        .output()
-        .map_err(|e| format!("cannot run htpasswd: {e}"))?;
-    if !entry.status.success() {
-        return Err(format!("htpasswd failed: {}", String::from_utf8_lossy(&entry.stderr)));
-    }
-    let passwords = dir.path().join("htpasswd");
-    std::fs::write(&passwords, &entry.stdout).map_err(|e| e.to_string())?;
-    let address = free_address()?;
-    let config = dir.path().join("config.yml");
-    std::fs::write(&config, config_yaml(&address, &dir.path().join("data"), &passwords)).map_err(|e| e.to_string())?;
-    let log = dir.path().join("registry.log");
-    let process = Watched::spawn("docker-registry", &registry, &["serve".into(), config.display().to_string()], &log)
-        .map_err(|e| format!("cannot start docker-registry: {e}"))?;
-    let started = Instant::now();
-    while TcpStream::connect(&address).is_err() {
-        if started.elapsed() > Duration::from_secs(30) {
-            return Err(format!("docker-registry did not listen on {address} within 30 s; see {}", log.display()));
+    let (username, password) = if authenticated {
+        ("wasmloop".to_owned(), format!("test-{}", std::process::id()))
+    } else {
+        Default::default()
+    };
+    let passwords = if authenticated {
+        // distribution reads bcrypt entries only.
+        let entry = Command::new(find("htpasswd", "apache2-utils")?)
+            .args(["-Bbn", &username, &password])
+            .output()
+            .map_err(|e| format!("cannot run htpasswd: {e}"))?;
+        if !entry.status.success() {
+            return Err(format!("htpasswd failed: {}", String::from_utf8_lossy(&entry.stderr)));
         }
-        std::thread::sleep(Duration::from_millis(50));
+        let passwords = dir.path().join("htpasswd");
+        std::fs::write(&passwords, &entry.stdout).map_err(|e| e.to_string())?;
+        Some(passwords)
+    } else {
+        None
+    };
+    let storage = dir.path().join("data");
+    let log = dir.path().join("registry.log");
+    // The port is free when chosen and taken a moment later: another process may take it
+    // first, and then this registry exits and a fresh port is tried.
+    for _ in 0..3 {
+        let address = free_address()?;
+        let config = dir.path().join("config.yml");
+        std::fs::write(&config, config_yaml(&address, &storage, passwords.as_deref())).map_err(|e| e.to_string())?;
+        let mut process =
+            Watched::spawn("docker-registry", &registry, &["serve".into(), config.display().to_string()], &log)
+                .map_err(|e| format!("cannot start docker-registry: {e}"))?;
+        let started = Instant::now();
+        loop {
+            if answers_as_registry(&address) {
+                return Ok(TestRegistry {
+                    address,
+                    username,
+                    password,
+                    log: Some(log),
+                    storage: Some(storage),
+                    _process: Some(process),
+                    _dir: Some(dir),
+                });
+            }
+            if !process.running() {
+                break;
+            }
+            if started.elapsed() > Duration::from_secs(30) {
+                return Err(format!("docker-registry did not listen on {address} within 30 s; see {}", log.display()));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
-    Ok(TestRegistry { address, username, password, log: Some(log), _process: Some(process), _dir: Some(dir) })
+    Err(format!("docker-registry exited three times on start; see {}", log.display()))
+}
+
+/// True when `address` answers `GET /v2/` as a distribution registry does (a listener of
+/// another process on the port would not).
+fn answers_as_registry(address: &str) -> bool {
+    let Ok(mut stream) = TcpStream::connect(address) else { return false };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    if stream.write_all(b"GET /v2/ HTTP/1.0\r\nHost: localhost\r\n\r\n").is_err() {
+        return false;
+    }
+    let mut reply = Vec::new();
+    let _ = stream.take(64 << 10).read_to_end(&mut reply);
+    String::from_utf8_lossy(&reply).to_ascii_lowercase().contains("docker-distribution-api-version: registry/2.0")
 }
 
 /// A loopback port nothing listens on now (the registry binds it a moment later).
@@ -98,10 +167,12 @@ fn free_address() -> Result<String, String> {
     Ok(address.to_string())
 }
 
-fn config_yaml(address: &str, data: &Path, passwords: &Path) -> String {
+fn config_yaml(address: &str, data: &Path, passwords: Option<&Path>) -> String {
+    let auth = passwords.map_or_else(String::new, |passwords| {
+        format!("auth:\n  htpasswd:\n    realm: wasmloop-test\n    path: {}\n", passwords.display())
+    });
     format!(
-        "version: 0.1\nlog:\n  level: info\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: {address}\nauth:\n  htpasswd:\n    realm: wasmloop-test\n    path: {}\n",
+        "version: 0.1\nlog:\n  level: info\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: {address}\n{auth}",
         data.display(),
-        passwords.display()
     )
 }

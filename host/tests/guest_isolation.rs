@@ -1,5 +1,5 @@
-//! A Python plugin runs in a fresh instance per call, as every plugin does: module state one
-//! reconcile leaves behind is invisible to the next, even in the same loaded plugin.
+//! Python and JavaScript plugins run in a fresh instance per call, as every plugin does: module
+//! state one reconcile leaves behind is invisible to the next, even in the same loaded plugin.
 
 use std::sync::Arc;
 
@@ -26,15 +26,26 @@ fn seen(actions: &[Action]) -> serde_json::Value {
     }
 }
 
-#[tokio::test]
-async fn module_state_from_one_python_reconcile_is_invisible_to_the_next() {
-    let path = wasmloop_testenv::components::python_component("host/tests/guests-py/remember");
+/// Reconciles three primaries with the `remember` guest at `path`, which reports every primary
+/// its module state has seen.
+async fn each_reconcile_sees_only_itself(path: &std::path::Path) {
     let sandbox = Sandbox::new(SandboxConfig::default().cache_dir(None)).unwrap();
-    let bytes = std::fs::read(&path).unwrap();
+    let bytes = std::fs::read(path).unwrap();
     let plugin = sandbox.load(&bytes, &path.display().to_string()).await.unwrap();
     let plugin = sandbox.reserve(&plugin).unwrap();
     for name in ["first", "second", "first"] {
         let response = plugin.reconcile(&request(name), Arc::new(EmptyHost)).await.unwrap();
         assert_eq!(seen(&response.actions), json!([name]), "a reconcile saw an earlier one's state");
     }
+}
+
+#[tokio::test]
+async fn module_state_from_one_python_reconcile_is_invisible_to_the_next() {
+    each_reconcile_sees_only_itself(&wasmloop_testenv::components::python_component("host/tests/guests-py/remember"))
+        .await;
+}
+
+#[tokio::test]
+async fn module_state_from_one_javascript_reconcile_is_invisible_to_the_next() {
+    each_reconcile_sees_only_itself(&wasmloop_testenv::components::js_component("host/tests/guests-js/remember")).await;
 }

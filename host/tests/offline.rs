@@ -173,7 +173,7 @@ fn configmap_mirror_cleanup_deletes_every_copy() {
     assert_eq!(stdout_yaml(&out), expected("configmap-mirror/expected-cleanup.yaml"));
 }
 
-// ---- the Python twins ------------------------------------------------------------------
+// ---- the Python and JavaScript twins ---------------------------------------------------
 
 /// What a user sees of one offline reconcile: exit code, the actions (parsed, so key order
 /// does not count) and the error report.
@@ -194,46 +194,61 @@ fn twins_agree(rust: &str, python: &str, cases: &[(&str, &[&str])]) {
 
 /// As [`twins_agree`], for a twin component in any language.
 fn twin_agrees(rust: &str, twin: &Path, cases: &[(&str, &[&str])]) {
-    let python = twin;
     for (object, extra) in cases {
         let fixture_args: Vec<String> =
             extra.iter().map(|a| if a.ends_with(".yaml") { path_arg(a) } else { (*a).to_owned() }).collect();
         let args: Vec<&str> = fixture_args.iter().map(String::as_str).collect();
         let from_rust = seen(&reconcile(rust, object, &args));
         let object_path = fixture(object);
-        let mut python_args =
-            vec!["reconcile", "--plugin", python.to_str().unwrap(), "--object", object_path.to_str().unwrap()];
-        python_args.extend_from_slice(&args);
-        let from_python = seen(&wasmloop(&python_args));
-        assert_eq!(from_python, from_rust, "the twin {} of {rust} differs on {object} {extra:?}", twin.display());
+        let mut twin_args =
+            vec!["reconcile", "--plugin", twin.to_str().unwrap(), "--object", object_path.to_str().unwrap()];
+        twin_args.extend_from_slice(&args);
+        let from_twin = seen(&wasmloop(&twin_args));
+        assert_eq!(from_twin, from_rust, "the twin {} of {rust} differs on {object} {extra:?}", twin.display());
     }
 }
 
+/// foo-deployment's golden cases, and edge inputs its serde types decode.
+const FOO_CASES: &[(&str, &[&str])] = &[
+    ("foo-deployment/foo.yaml", &[]),
+    ("foo-deployment/foo.yaml", &["--owned", "foo-deployment/owned-deployment.yaml"]),
+    ("foo-deployment/foo.yaml", &["--cache", "foo-deployment/foreign-deployment.yaml"]),
+    ("foo-deployment/foo-no-name.yaml", &[]),
+    ("foo-deployment/foo.yaml", &["--phase", "cleanup"]),
+    ("foo-deployment/foo-synced.yaml", &["--owned", "foo-deployment/owned-deployment.yaml"]),
+    ("foo-deployment/foo-synced.yaml", &[]),
+    ("foo-deployment/foo-default-replicas.yaml", &["--owned", "foo-deployment/owned-deployment.yaml"]),
+    ("foo-deployment/foo-blank-name.yaml", &[]),
+    ("foo-deployment/foo-spaced-name.yaml", &["--owned", "foo-deployment/owned-deployment.yaml"]),
+    ("foo-deployment/foo-separator-name.yaml", &[]),
+    ("foo-deployment/foo-status-list.yaml", &[]),
+    ("foo-deployment/foo-spec-pair.yaml", &[]),
+];
+
+/// Inputs foo-deployment's serde types refuse: a twin must refuse them alike.
+const FOO_UNDECODABLE: &[(&str, &[&str])] = &[
+    ("foo-deployment/foo-spec-list.yaml", &[]),
+    ("foo-deployment/foo-spec-string.yaml", &[]),
+    ("foo-deployment/foo-spec-null.yaml", &[]),
+    ("foo-deployment/foo-status-null-replicas.yaml", &[]),
+    ("foo-deployment/foo-status-string-replicas.yaml", &[]),
+    ("foo-deployment/foo-status-huge-replicas.yaml", &[]),
+    ("foo-deployment/foo-huge-replicas.yaml", &[]),
+    ("foo-deployment/foo.yaml", &["--owned", "foo-deployment/owned-deployment-string-replicas.yaml"]),
+];
+
 #[test]
 fn the_python_foo_deployment_agrees_with_the_rust_one_on_every_golden_case() {
-    twins_agree(
-        "foo_deployment",
-        "plugins/foo-deployment-py",
-        &[
-            ("foo-deployment/foo.yaml", &[]),
-            ("foo-deployment/foo.yaml", &["--owned", "foo-deployment/owned-deployment.yaml"]),
-            ("foo-deployment/foo.yaml", &["--cache", "foo-deployment/foreign-deployment.yaml"]),
-            ("foo-deployment/foo-no-name.yaml", &[]),
-            ("foo-deployment/foo.yaml", &["--phase", "cleanup"]),
-            ("foo-deployment/foo-synced.yaml", &["--owned", "foo-deployment/owned-deployment.yaml"]),
-            ("foo-deployment/foo-synced.yaml", &[]),
-            ("foo-deployment/foo-default-replicas.yaml", &["--owned", "foo-deployment/owned-deployment.yaml"]),
-            ("foo-deployment/foo-blank-name.yaml", &[]),
-            ("foo-deployment/foo-spaced-name.yaml", &["--owned", "foo-deployment/owned-deployment.yaml"]),
-            ("foo-deployment/foo-separator-name.yaml", &[]),
-            ("foo-deployment/foo-status-list.yaml", &[]),
-            ("foo-deployment/foo-spec-pair.yaml", &[]),
-        ],
-    );
+    twins_agree("foo_deployment", "plugins/foo-deployment-py", FOO_CASES);
+}
+
+#[test]
+fn the_javascript_foo_deployment_agrees_with_the_rust_one_on_every_golden_case() {
+    twin_agrees("foo_deployment", &wasmloop_testenv::components::js_component("plugins/foo-deployment-js"), FOO_CASES);
 }
 
 /// The part of an error report that names what did not decode, without serde's words (which
-/// the Python twin cannot repeat): `cannot decode Foo default/example-foo: …; fix the object`.
+/// a twin cannot repeat): `cannot decode Foo default/example-foo: …; fix the object`.
 fn mask_decode_detail(report: &str) -> String {
     const END: &str = "; fix the object or the plugin's type for it";
     let (mut masked, mut rest) = (String::new(), report);
@@ -249,60 +264,38 @@ fn mask_decode_detail(report: &str) -> String {
     masked
 }
 
-/// The JavaScript twin is held to the Rust one on well-formed Foos (and names wrapped in
-/// whitespace); unlike the Python twin it does not re-check serde's types on malformed ones.
-#[test]
-fn the_javascript_foo_deployment_agrees_with_the_rust_one_on_every_golden_case() {
-    twin_agrees(
-        "foo_deployment",
-        &wasmloop_testenv::components::js_component("plugins/foo-deployment-js"),
-        &[
-            ("foo-deployment/foo.yaml", &[]),
-            ("foo-deployment/foo.yaml", &["--owned", "foo-deployment/owned-deployment.yaml"]),
-            ("foo-deployment/foo.yaml", &["--cache", "foo-deployment/foreign-deployment.yaml"]),
-            ("foo-deployment/foo-no-name.yaml", &[]),
-            ("foo-deployment/foo.yaml", &["--phase", "cleanup"]),
-            ("foo-deployment/foo-synced.yaml", &["--owned", "foo-deployment/owned-deployment.yaml"]),
-            ("foo-deployment/foo-synced.yaml", &[]),
-            ("foo-deployment/foo-default-replicas.yaml", &["--owned", "foo-deployment/owned-deployment.yaml"]),
-            ("foo-deployment/foo-blank-name.yaml", &[]),
-            ("foo-deployment/foo-spaced-name.yaml", &["--owned", "foo-deployment/owned-deployment.yaml"]),
-            ("foo-deployment/foo-separator-name.yaml", &[]),
-        ],
-    );
-}
-
-#[test]
-fn the_python_foo_deployment_refuses_what_the_rust_one_cannot_decode_alike() {
-    let python = wasmloop_testenv::components::python_component("plugins/foo-deployment-py");
-    let cases: &[(&str, &[&str])] = &[
-        ("foo-deployment/foo-spec-list.yaml", &[]),
-        ("foo-deployment/foo-spec-string.yaml", &[]),
-        ("foo-deployment/foo-spec-null.yaml", &[]),
-        ("foo-deployment/foo-status-null-replicas.yaml", &[]),
-        ("foo-deployment/foo-status-string-replicas.yaml", &[]),
-        ("foo-deployment/foo-status-huge-replicas.yaml", &[]),
-        ("foo-deployment/foo-huge-replicas.yaml", &[]),
-        ("foo-deployment/foo.yaml", &["--owned", "foo-deployment/owned-deployment-string-replicas.yaml"]),
-    ];
-    for (object, extra) in cases {
+/// Runs foo-deployment and `twin` on inputs neither can decode, and asserts a user could not
+/// tell them apart but for serde's words.
+fn refuses_alike(twin: &Path) {
+    for (object, extra) in FOO_UNDECODABLE {
         let args: Vec<String> =
             extra.iter().map(|a| if a.ends_with(".yaml") { path_arg(a) } else { (*a).to_owned() }).collect();
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let (rust_code, rust_actions, rust_report) = seen(&reconcile("foo_deployment", object, &args));
         let object_path = fixture(object);
-        let mut python_args =
-            vec!["reconcile", "--plugin", python.to_str().unwrap(), "--object", object_path.to_str().unwrap()];
-        python_args.extend_from_slice(&args);
-        let (code, actions, report) = seen(&wasmloop(&python_args));
+        let mut twin_args =
+            vec!["reconcile", "--plugin", twin.to_str().unwrap(), "--object", object_path.to_str().unwrap()];
+        twin_args.extend_from_slice(&args);
+        let (code, actions, report) = seen(&wasmloop(&twin_args));
         assert!(rust_report.contains("cannot decode "), "{object}: the Rust plugin decoded it: {rust_report}");
-        assert!(report.contains("cannot decode "), "{object}: the Python plugin decoded it: {report}");
+        assert!(report.contains("cannot decode "), "{object}: {} decoded it: {report}", twin.display());
         assert_eq!(
             (code, actions, mask_decode_detail(&report)),
             (rust_code, rust_actions, mask_decode_detail(&rust_report)),
-            "the Python twin of foo_deployment differs on {object} {extra:?}"
+            "the twin {} of foo_deployment differs on {object} {extra:?}",
+            twin.display()
         );
     }
+}
+
+#[test]
+fn the_python_foo_deployment_refuses_what_the_rust_one_cannot_decode_alike() {
+    refuses_alike(&wasmloop_testenv::components::python_component("plugins/foo-deployment-py"));
+}
+
+#[test]
+fn the_javascript_foo_deployment_refuses_what_the_rust_one_cannot_decode_alike() {
+    refuses_alike(&wasmloop_testenv::components::js_component("plugins/foo-deployment-js"));
 }
 
 #[test]
@@ -334,6 +327,22 @@ fn a_python_plugin_that_raises_fails_transiently_naming_the_exception_and_where(
             "plugin remember failed on ConfigMap default/raises: transient error",
             "plugin raised KeyError: 'missing' (at plugin.py:",
             "in reconcile)",
+            "retry: with backoff",
+        ],
+    );
+}
+
+#[test]
+fn a_javascript_plugin_that_throws_fails_transiently_naming_the_exception() {
+    let js = wasmloop_testenv::components::js_component("host/tests/guests-js/remember");
+    let object = fixture("python-raises.yaml");
+    let out = wasmloop(&["reconcile", "--plugin", js.to_str().unwrap(), "--object", object.to_str().unwrap()]);
+    fails_with(
+        &out,
+        3,
+        &[
+            "plugin remember failed on ConfigMap default/raises: transient error",
+            "plugin threw TypeError: ",
             "retry: with backoff",
         ],
     );

@@ -67,3 +67,29 @@ test('an empty deploymentName fails permanently, so nothing is pruned', () => {
 test('cleanup and deleted phases do nothing', () => {
   for (const phase of ['cleanup', 'deleted']) assert.deepEqual(new TestCase(foo()).phase(phase).run(plugin).actions, []);
 });
+
+test('a Deployment controlled by another Foo is left alone', () => {
+  const { error } = new TestCase(foo()).cached(deployment('another-foo-uid')).run(plugin);
+  assert.equal(error.reason, 'ErrResourceExists');
+});
+
+test('a malformed Foo is a permanent error naming the object', () => {
+  const primary = foo();
+  primary.spec.replicas = 'three';
+  const { error } = new TestCase(primary).run(plugin);
+  assert.ok(!error.transient);
+  assert.match(error.message, /cannot decode Foo default\/example-foo: replicas must be a 32-bit integer/);
+});
+
+test('a Deployment the Rust twin cannot decode is a permanent error naming it', () => {
+  const observed = deployment('foo-uid');
+  observed.status.availableReplicas = '1';
+  const { error } = new TestCase(foo()).owned(observed).run(plugin);
+  assert.match(error.message, /cannot decode Deployment default\/example-foo: availableReplicas must be a 32-bit integer/);
+});
+
+test("a spec as serde's list form decodes as the Rust twin's does", () => {
+  const primary = { ...foo(), spec: ['example-foo', 2] };
+  const [d] = new TestCase(primary).run(plugin).applied(kinds.Deployment);
+  assert.deepEqual([d.metadata.name, d.spec.replicas], ['example-foo', 2]);
+});

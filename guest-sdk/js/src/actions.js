@@ -8,8 +8,19 @@
 /** Names one object. With `uid` set the host only acts while the live object has it. */
 export class ObjectRef {
   constructor(apiVersion, kind, name, namespace = undefined, uid = undefined) {
-    Object.assign(this, { apiVersion, kind, name, namespace, uid });
+    // null is "none", as the component's glue reads it.
+    Object.assign(this, { apiVersion, kind, name, namespace: namespace ?? undefined, uid: uid ?? undefined });
+    // The contract's strings: anything else would fail in the component, not here.
+    for (const field of ['apiVersion', 'kind', 'name']) mustBeString(this, field);
+    for (const field of ['namespace', 'uid']) mustBeString(this, field, true);
     Object.freeze(this);
+  }
+}
+
+function mustBeString(value, field, optional = false) {
+  const got = value[field];
+  if (typeof got !== 'string' && !(optional && got === undefined)) {
+    throw new TypeError(`${value.constructor.name}.${field} must be a string${optional ? ' or undefined' : ''}, not ${got === null ? 'null' : typeof got}`);
   }
 }
 
@@ -21,32 +32,41 @@ export function ref(obj, { withUid = true } = {}) {
 
 export class Apply {
   constructor(object) {
+    if (!isPlainObject(object)) throw new TypeError('apply takes the object as a plain object');
     this.object = object;
   }
 }
 export class Delete {
   constructor(target) {
+    if (!(target instanceof ObjectRef)) throw new TypeError('a delete targets an ObjectRef');
     this.target = target;
   }
 }
 export class Patch {
   constructor(target, kind, patch) {
+    if (!(target instanceof ObjectRef)) throw new TypeError('a patch targets an ObjectRef');
+    if (!PATCH_KINDS.includes(kind)) throw new RangeError(`patch kind ${JSON.stringify(kind)}: use one of ${PATCH_KINDS}`);
     Object.assign(this, { target, kind, patch });
   }
 }
 export class Status {
   constructor(status) {
+    if (!isPlainObject(status)) throw new TypeError('status takes the status content as a plain object');
     this.status = status;
   }
 }
 export class Event {
   constructor(type, reason, message, action = undefined) {
-    Object.assign(this, { type, reason, message, action });
+    if (!EVENT_TYPES.includes(type)) throw new RangeError(`event type ${JSON.stringify(type)}: use one of ${EVENT_TYPES}`);
+    Object.assign(this, { type, reason, message, action: action ?? undefined });
+    for (const field of ['reason', 'message']) mustBeString(this, field);
+    mustBeString(this, 'action', true);
   }
 }
 export class Prune {}
 export class RequeueAfter {
   constructor(seconds) {
+    durationMillis(seconds, 'requeueAfter');
     this.seconds = seconds;
   }
 }
@@ -67,13 +87,13 @@ export function durationMillis(seconds, what) {
   if (typeof seconds !== 'number' || !Number.isFinite(seconds) || seconds < 0) {
     throw new RangeError(`${what} takes a finite duration of 0 seconds or more, not ${String(seconds)}`);
   }
-  const ms = BigInt(Math.round(seconds * 1000));
-  return ms > MAX_MILLIS ? MAX_MILLIS : ms;
+  // Past the contract's range the wait is as good as forever: clamped, not an overflow.
+  const ms = seconds * 1000;
+  return ms >= Number(MAX_MILLIS) ? MAX_MILLIS : BigInt(Math.round(ms));
 }
 
 /** Server-side apply `obj`. A namespaced object without a namespace goes to the primary's. */
 export function apply(obj) {
-  if (!isPlainObject(obj)) throw new TypeError('apply takes the object as a plain object');
   return new Apply(obj);
 }
 
@@ -84,19 +104,16 @@ export function remove(target) {
 
 /** Patch `target` with a JSON merge patch (an object) or, with `kind: 'json'`, RFC 6902 operations. */
 export function patch(target, document, kind = 'merge') {
-  if (!PATCH_KINDS.includes(kind)) throw new RangeError(`patch kind ${JSON.stringify(kind)}: use one of ${PATCH_KINDS}`);
   return new Patch(target instanceof ObjectRef ? target : ref(target), kind, document);
 }
 
 /** Set the primary's status to `content`. */
 export function status(content) {
-  if (!isPlainObject(content)) throw new TypeError('status takes the status content as a plain object');
   return new Status(content);
 }
 
 /** Record an Event on the primary. */
 export function event(type, reason, message, action = undefined) {
-  if (!EVENT_TYPES.includes(type)) throw new RangeError(`event type ${JSON.stringify(type)}: use one of ${EVENT_TYPES}`);
   return new Event(type, reason, message, action);
 }
 
@@ -107,6 +124,5 @@ export function prune() {
 
 /** Reconcile this primary again after `seconds`. */
 export function requeueAfter(seconds) {
-  durationMillis(seconds, 'requeueAfter');
   return new RequeueAfter(seconds);
 }

@@ -9,7 +9,8 @@ export const PAGE_SIZE = 500;
 
 /** The object of `kind` named `name` (in `namespace`), or `null`. */
 export function get(kind, name, namespace = undefined) {
-  return host().get(kind, namespace, name);
+  // null is "none", as the component's glue reads it.
+  return host().get(kind, namespace ?? undefined, name);
 }
 
 /** Objects of `kind` one page at a time, in (namespace, name) order. `limit` 0: the host's page size. */
@@ -19,7 +20,7 @@ export function* pages(kind, { namespace = undefined, selector = undefined, limi
   }
   let token;
   do {
-    const [items, next] = host().page(kind, namespace, selector, limit, token);
+    const [items, next] = host().page(kind, namespace ?? undefined, selector ?? undefined, limit, token);
     yield items;
     token = next;
   } while (token !== undefined && token !== null);

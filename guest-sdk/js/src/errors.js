@@ -12,8 +12,10 @@ import { Event, Status, durationMillis } from './actions.js';
 export class ReconcileError extends Error {
   constructor(message, { reason = undefined, retryAfter = undefined, actions = [] } = {}) {
     super(message);
+    if (typeof message !== 'string') throw new TypeError(`an error's message must be a string, not ${message === null ? 'null' : typeof message}`);
+    if (reason !== undefined && reason !== null && typeof reason !== 'string') throw new TypeError(`an error's reason must be a string, not ${typeof reason}`);
     this.name = new.target.name;
-    this.reason = reason;
+    this.reason = reason ?? undefined;
     this.retryAfter = retryAfter;
     this.actions = [...actions];
     for (const action of this.actions) {

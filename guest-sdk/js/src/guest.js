@@ -4,7 +4,7 @@
 import { getObject, listObjects } from 'wasmloop:plugin/cache@0.2.1';
 import { log as witLog } from 'wasmloop:plugin/log@0.2.1';
 
-import { Apply, Delete, Event, Patch, Status, durationMillis } from './actions.js';
+import { Apply, Delete, Event, Patch, Status } from './actions.js';
 import { CacheError } from './errors.js';
 import { install } from './host.js';
 import * as outcome from './outcome.js';
@@ -47,11 +47,11 @@ const componentHost = {
 const envelope = (o) => new Envelope(o.apiVersion, o.kind, o.name, o.namespace, o.uid, o.json);
 const objectRef = (r) => ({ apiVersion: r.apiVersion, kind: r.kind, name: r.name, namespace: r.namespace, uid: r.uid });
 
-function action(a) {
-  if (a instanceof Apply) return { tag: 'apply', val: outcome.toJson(a.object, 'an applied object') };
+function action([a, payload]) {
+  if (a instanceof Apply) return { tag: 'apply', val: payload };
   if (a instanceof Delete) return { tag: 'delete', val: objectRef(a.target) };
-  if (a instanceof Patch) return { tag: 'patch', val: { target: objectRef(a.target), kind: a.kind, patch: outcome.toJson(a.patch, 'a patch') } };
-  if (a instanceof Status) return { tag: 'status', val: outcome.toJson(a.status, 'a status') };
+  if (a instanceof Patch) return { tag: 'patch', val: { target: objectRef(a.target), kind: a.kind, patch: payload } };
+  if (a instanceof Status) return { tag: 'status', val: payload };
   if (a instanceof Event) {
     return { tag: 'event', val: { eventType: a.type === 'Normal' ? 'normal' : 'warning', reason: a.reason, message: a.message, action: a.action } };
   }
@@ -105,20 +105,19 @@ export function exportsFor(reconciler) {
         r.attempt,
         r.config,
       );
-      const result = outcome.reconcile(reconciler, request);
-      let { error } = result;
-      let actions = [];
-      let errorActions = [];
+      let result = outcome.reconcile(reconciler, request);
+      let encoded;
       try {
-        actions = result.actions.map(action);
-        errorActions = error === undefined ? [] : error.actions.map(action);
+        encoded = outcome.encode(result);
       } catch (e) {
-        [error, actions, errorActions] = [outcome.asError(e), [], []];
+        result = new outcome.Result({ error: outcome.asError(e) });
+        encoded = { actions: [], errorActions: [], retryAfterMs: undefined };
       }
-      if (error === undefined) return { actions, requeueAfterMs: result.requeueAfterMs };
-      const retryAfterMs = error.retryAfter === undefined ? undefined : durationMillis(error.retryAfter, 'retryAfter');
+      const { error } = result;
+      if (error === undefined) return { actions: encoded.actions.map(action), requeueAfterMs: result.requeueAfterMs };
       const failure = new Error(error.message);
-      failure.payload = { message: error.message, transient: error.transient, reason: error.reason, retryAfterMs, actions: errorActions };
+      const { retryAfterMs } = encoded;
+      failure.payload = { message: error.message, transient: error.transient, reason: error.reason, retryAfterMs, actions: encoded.errorActions.map(action) };
       throw failure;
     },
     map(related, config) {

@@ -105,7 +105,9 @@ export class Manifest {
   visible(kind) {
     if (kind.equals(this.primaryWatch.kind) || hasKind(this.owns, kind) || hasKind(this.reads, kind)) return null;
     const watches = this.watchList.filter((w) => w.kind.equals(kind));
-    if (watches.length === 0 || watches.some((w) => w.labels === undefined)) return null;
+    // One watch of every namespace that selects everything sees it all; a watch of one
+    // namespace sees only that namespace, selector or not.
+    if (watches.length === 0 || watches.some((w) => !(w.labels ?? '').trim() && w.namespace === undefined)) return null;
     return watches;
   }
 
@@ -118,7 +120,6 @@ export class Manifest {
     if (!(typeof this.name === 'string' && /^[a-z0-9-]{1,63}$/.test(this.name))) {
       fail(`name ${JSON.stringify(this.name)} must be 1-63 characters of a-z, 0-9 and '-'`);
     }
-    if (!this.version) fail('give the plugin a version');
     const declared = this.declaredKinds();
     for (const kind of [...declared, ...this.writes.map((g) => g.kind)]) {
       if (!(kind instanceof Kind) || !kind.version || !kind.kind) fail(`kind ${String(kind)} needs a version and a kind`);

@@ -1,7 +1,7 @@
 // One reconcile's result in the contract's terms, shared by the component glue and the test
 // harness so that a test sees exactly what the host would. Not a public API.
 
-import { ACTIONS, RequeueAfter, durationMillis } from './actions.js';
+import { ACTIONS, Apply, Patch, RequeueAfter, Status, durationMillis } from './actions.js';
 import { CacheError, PermanentError, ReconcileError, TransientError } from './errors.js';
 
 /** `error` is undefined on success; `actions` never hold a `RequeueAfter`. */
@@ -20,6 +20,27 @@ export function toJson(value, what) {
   }
   if (text === undefined) throw new TypeError(`${what} is not JSON: ${typeof value}`);
   return text;
+}
+
+const payloadOf = (a) => (a instanceof Apply ? [a.object, 'an applied object'] : a instanceof Status ? [a.status, 'a status'] : a instanceof Patch ? [a.patch, 'a patch'] : undefined);
+
+function encoded(action, where) {
+  const payload = payloadOf(action);
+  return [action, payload === undefined ? undefined : toJson(payload[0], `${where}: ${payload[1]}`)];
+}
+
+/**
+ * `result` as the component glue encodes it, the one place that decides what encodes: the glue
+ * sends it, the test harness checks it. Throws for what does not encode (a payload that is no
+ * JSON, a retry delay of no duration), which fails the call as a bug in the plugin would.
+ */
+export function encode(result) {
+  const actions = result.actions.map((a, i) => encoded(a, `actions[${i}]`));
+  const { error } = result;
+  if (error === undefined) return { actions, errorActions: [], retryAfterMs: undefined };
+  const errorActions = error.actions.map((a, i) => encoded(a, `error.actions[${i}]`));
+  const retryAfterMs = error.retryAfter === undefined || error.retryAfter === null ? undefined : durationMillis(error.retryAfter, 'retryAfter');
+  return { actions, errorActions, retryAfterMs };
 }
 
 function split(actions) {

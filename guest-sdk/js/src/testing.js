@@ -5,7 +5,12 @@
  * give it (only for kinds the manifest declares, and only what the plugin's watches select, as
  * the host does), strips cached objects as the host's cache does, collects log lines, and
  * refuses what the host would refuse (an undeclared read, a write no grant covers, a misused
- * prune, an action the host would not decode). `run` returns an `Outcome`.
+ * prune, an action the host would not decode, a response over the host's limits, a payload that
+ * is no JSON). `run` returns an `Outcome`.
+ *
+ * One difference stays: the host gives every reconcile a fresh instance of the plugin, so
+ * module-level state never outlives a call there; under node the plugin's module is loaded
+ * once per test process. Keep state out of module scope (the host would drop it anyway).
  *
  * @example
  * const outcome = new TestCase(configMap).run(plugin);
@@ -24,6 +29,9 @@ import * as selector from './selector.js';
 
 export const PAGE_SIZE = 500;
 const LAST_APPLIED = 'kubectl.kubernetes.io/last-applied-configuration';
+/** The host's default limits on a response (`host/sandbox/src/config.rs`). */
+export const MAX_ACTIONS = 10_000;
+export const RESPONSE_LIMIT_BYTES = 4 << 20;
 
 const clone = (v) => (v === undefined ? undefined : JSON.parse(JSON.stringify(v)));
 const kindOf = (obj) => Kind.of(obj?.apiVersion ?? '', obj?.kind ?? '');
@@ -42,23 +50,32 @@ export function checked(plugin) {
   return m;
 }
 
-/** `obj` as the host's cache holds it for this plugin. */
+/**
+ * `obj` as the host's cache holds it for this plugin: stripped first, then, for a metadata-only
+ * kind, reduced to its metadata (managedFields never kept there).
+ */
 export function asCached(m, obj) {
   const copy = clone(obj);
   const meta = copy?.metadata;
   if (meta === null || typeof meta !== 'object') return copy;
   const kind = kindOf(copy);
-  if (hasKind(m.metadataOnly, kind)) {
-    delete meta.managedFields;
-    return { apiVersion: copy.apiVersion, kind: copy.kind, metadata: meta };
-  }
-  if (!hasKind(m.keepManagedFields, kind)) delete meta.managedFields;
+  const metadataOnly = hasKind(m.metadataOnly, kind);
+  if (metadataOnly || !hasKind(m.keepManagedFields, kind)) delete meta.managedFields;
   const annotations = meta.annotations;
   if (!hasKind(m.keepLastApplied, kind) && annotations && typeof annotations === 'object' && LAST_APPLIED in annotations) {
     delete annotations[LAST_APPLIED];
     if (Object.keys(annotations).length === 0) delete meta.annotations;
   }
-  return copy;
+  return metadataOnly ? { apiVersion: copy.apiVersion, kind: copy.kind, metadata: meta } : copy;
+}
+
+/**
+ * `wasmloop_contract::cache::in_namespace`: a namespace asked for finds cluster-scoped objects
+ * too (a Node is found whatever namespace is given).
+ */
+function inNamespace(wanted, obj) {
+  const ns = placeOf(obj)[0];
+  return wanted === undefined || !ns || ns === wanted;
 }
 
 class FakeHost {
@@ -75,7 +92,7 @@ class FakeHost {
     const watches = this.manifest.visible(kindOf(obj));
     if (watches === null) return true;
     const ns = obj.metadata?.namespace;
-    return watches.some((w) => (w.namespace === undefined || w.namespace === ns) && selector.matches(w.labels, labelsOf(obj)));
+    return watches.some((w) => (w.namespace === undefined || w.namespace === ns) && selector.matches(w.labels ?? '', labelsOf(obj)));
   }
 
   #of(kind) {
@@ -90,13 +107,13 @@ class FakeHost {
 
   get(kind, namespace, name) {
     const found = this.#of(kind).find((o) => {
-      const [ns, n] = placeOf(o);
-      return n === name && (namespace === undefined || ns === namespace);
+      return placeOf(o)[1] === name && inNamespace(namespace, o);
     });
     return found === undefined ? null : clone(found);
   }
 
   page(kind, namespace, labelSelector, limit, token) {
+    const ofKind = this.#of(kind);
     let wanted;
     try {
       wanted = selector.parse(labelSelector ?? '');
@@ -111,9 +128,7 @@ class FakeHost {
         throw new CacheError('invalid-continue', `continue token ${JSON.stringify(token)} is no position this host produced`);
       }
     }
-    const items = this.#of(kind).filter(
-      (o) => (namespace === undefined || placeOf(o)[0] === namespace) && wanted(labelsOf(o)) && (after === undefined || comparePlaces(placeOf(o), after) > 0),
-    );
+    const items = ofKind.filter((o) => inNamespace(namespace, o) && wanted(labelsOf(o)) && (after === undefined || comparePlaces(placeOf(o), after) > 0));
     const size = limit === 0 ? PAGE_SIZE : Math.min(limit, PAGE_SIZE);
     const page = items.slice(0, size);
     const next = items.length > size ? JSON.stringify(placeOf(page[page.length - 1])) : undefined;
@@ -187,6 +202,36 @@ function refused(m, primary, phase, actions, field) {
     if (bad !== null) return `plugin ${JSON.stringify(m.name)}: ${field}[${i}]: ${bad}`;
     const denied = ungranted(m, primary, action);
     if (denied !== null) return denied;
+  }
+  return null;
+}
+
+/** The strings an action crosses the boundary as (`host/sandbox/src/lift.rs` counts each). */
+function stringsOf(action) {
+  const t = action.target;
+  const strings = t instanceof ObjectRef ? [t.apiVersion, t.kind, t.name, t.namespace, t.uid] : [];
+  if (action instanceof Apply) strings.push(outcome.toJson(action.object, 'an applied object'));
+  else if (action instanceof Status) strings.push(outcome.toJson(action.status, 'a status'));
+  else if (action instanceof Patch) strings.push(outcome.toJson(action.patch, 'a patch'));
+  else if (action instanceof Event) strings.push(action.reason, action.message, action.action);
+  return strings;
+}
+
+/**
+ * The host's limits on a response, counted as it lifts one: entries, then bytes of every string
+ * (the plugin's responseLimitBytes, or the host's default).
+ */
+function overLimits(m, result) {
+  const { error } = result;
+  const actions = error === undefined ? result.actions : error.actions;
+  const where = `plugin ${JSON.stringify(m.name)}`;
+  if (actions.length > MAX_ACTIONS) return `${where}: it returned ${actions.length} actions, over the limit of ${MAX_ACTIONS}; return fewer`;
+  const strings = actions.flatMap(stringsOf);
+  if (error !== undefined) strings.push(error.message, error.reason);
+  const size = strings.filter((s) => typeof s === 'string').reduce((n, s) => n + Buffer.byteLength(s), 0);
+  const limit = m.settings.responseLimitBytes || RESPONSE_LIMIT_BYTES;
+  if (size > limit) {
+    return `${where}: the response is at least ${size} bytes, over the ${limit}-byte cap; return fewer or smaller actions, or raise responseLimitBytes in the plugin's settings`;
   }
   return null;
 }
@@ -313,7 +358,10 @@ export class TestCase {
     return new FakeHost(m, [this.primary, ...this.ownedObjects, ...this.cachedObjects]);
   }
 
-  /** Runs `plugin.reconcile` and collects what it did. */
+  /**
+   * Runs `plugin.reconcile` and collects what it did, as the host would see it: the component
+   * glue's encoding first, then the host's limits, its decoding and its grants.
+   */
   run(plugin) {
     const m = checked(plugin);
     const request = this.request(m);
@@ -325,38 +373,49 @@ export class TestCase {
     } finally {
       install(previous);
     }
-    if (host.undeclared !== undefined) {
-      result = new outcome.Result({ error: new PermanentError(host.undeclared) });
-    } else {
+    try {
+      outcome.encode(result);
+    } catch (e) {
+      result = new outcome.Result({ error: outcome.asError(e) });
+    }
+    let denied = host.undeclared ?? overLimits(m, result);
+    if (denied === null) {
       const [actions, field] = result.error === undefined ? [result.actions, 'actions'] : [result.error.actions, 'error.actions'];
-      const denied = (result.error === undefined ? misusedPrune(m, this.phaseName, actions) : null) ?? refused(m, this.primary, this.phaseName, actions, field);
-      if (denied !== null) result = new outcome.Result({ error: new PermanentError(denied) });
+      denied = (result.error === undefined ? misusedPrune(m, this.phaseName, actions) : null) ?? refused(m, this.primary, this.phaseName, actions, field);
     }
-    if (result.error === undefined) {
-      // As the component glue would: what does not encode fails the call.
-      for (const [i, action] of result.actions.entries()) {
-        const payload = action instanceof Apply ? action.object : action instanceof Status ? action.status : action instanceof Patch ? action.patch : undefined;
-        if (payload === undefined) continue;
-        try {
-          outcome.toJson(payload, `actions[${i}]`);
-        } catch (e) {
-          result = new outcome.Result({ error: outcome.asError(e) });
-          break;
-        }
-      }
-    }
+    if (denied !== null) result = new outcome.Result({ error: new PermanentError(denied) });
     return new Outcome(result, host.logs);
   }
 
-  /** Runs `plugin.map` on `related` with this case's cache and config. */
+  /**
+   * Runs `plugin.map` on `related` with this case's cache and config. Throws where the host would
+   * fail the call: a result that is not an array of `ObjectRef`s of the primary's kind with valid
+   * names, or a read of an undeclared kind.
+   */
   map(plugin, related) {
     const m = checked(plugin);
-    const previous = install(this.#host(m));
+    const host = this.#host(m);
+    const previous = install(host);
+    let refs;
     try {
-      return plugin.map(asCached(m, related), clone(this.configValue));
+      refs = plugin.map(asCached(m, related), clone(this.configValue));
     } finally {
       install(previous);
     }
+    const where = `plugin ${JSON.stringify(m.name)}: map`;
+    if (host.undeclared !== undefined) throw new Error(host.undeclared);
+    if (!Array.isArray(refs)) throw new Error(`${where} must return an array of ObjectRef, not ${refs === null ? 'null' : typeof refs}`);
+    if (refs.length > MAX_ACTIONS) throw new Error(`${where} returned ${refs.length} references, over the limit of ${MAX_ACTIONS}`);
+    const primary = m.primaryWatch.kind;
+    refs.forEach((r, i) => {
+      if (!(r instanceof ObjectRef)) throw new Error(`${where} result [${i}] is not an ObjectRef (ref(obj) or new ObjectRef(...))`);
+      const bad = badRef(r);
+      if (bad !== null) throw new Error(`${where} result [${i}]: ${bad}`);
+      if (!Kind.of(r.apiVersion, r.kind).equals(primary)) {
+        throw new Error(`${where} returned ${r.apiVersion}/${r.kind} ${JSON.stringify(r.name)}, but it must name primaries (${primary}) by name`);
+      }
+    });
+    return refs;
   }
 }
 

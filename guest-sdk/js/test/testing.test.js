@@ -129,3 +129,101 @@ test('the SDK ships the contract it is built against', () => {
   const repo = readFileSync(new URL('../../../wit/plugin.wit', import.meta.url), 'utf8');
   assert.equal(shipped, repo, 'copy wit/plugin.wit into guest-sdk/js/wit/');
 });
+
+test('a namespace asked for finds cluster-scoped objects as the host does', () => {
+  const node = { apiVersion: 'v1', kind: 'Node', metadata: { name: 'n1', uid: 'n' } };
+  const seen = [];
+  const reconcile = (request) => {
+    seen.push(cache.get(kinds.Node, 'n1', request.namespace), cache.list(kinds.Node, { namespace: 'default' }).length);
+    return [];
+  };
+  new TestCase(PRIMARY).cached(node).run(plugin(reconcile, { reads: [kinds.Node] }));
+  assert.equal(seen[0]?.metadata.name, 'n1');
+  assert.equal(seen[1], 1);
+});
+
+test('a null namespace is none, as the component reads it', () => {
+  const found = [];
+  new TestCase(PRIMARY).cached(cm('b', 'other')).run(plugin(() => found.push(cache.get(kinds.ConfigMap, 'b', null), cache.list(kinds.ConfigMap, { namespace: null }).length) && []));
+  assert.equal(found[0]?.metadata.namespace, 'other');
+  assert.equal(found[1], 2);
+  assert.equal(event('Normal', 'Seen', 'ok', null).action, undefined);
+});
+
+test('a watch of one namespace without a selector sees only that namespace', () => {
+  const pods = ['a', 'b'].map((ns) => ({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', namespace: ns, uid: ns } }));
+  const seen = [];
+  new TestCase(PRIMARY).cached(...pods).run(plugin(() => seen.push(...cache.list(kinds.Pod)) && [], { watches: [watch(kinds.Pod, { namespace: 'a' })] }));
+  assert.deepEqual(seen.map((o) => o.metadata.namespace), ['a']);
+});
+
+test('a metadata-only object loses the last-applied annotation before it is reduced', () => {
+  const secret = { ...cm('b'), kind: 'Secret', data: { k: 'dg==' } };
+  secret.metadata.annotations = { 'kubectl.kubernetes.io/last-applied-configuration': '{}', kept: 'yes' };
+  const seen = [];
+  const lean = plugin(() => seen.push(cache.get(kinds.Secret, 'b', 'ns')) && [], { reads: [kinds.Secret], metadataOnly: [kinds.Secret] });
+  new TestCase(PRIMARY).cached(secret).run(lean);
+  assert.deepEqual(seen[0], { apiVersion: 'v1', kind: 'Secret', metadata: { ...secret.metadata, annotations: { kept: 'yes' } } });
+});
+
+const mapper = (refs) => ({
+  manifest: () => manifest({ name: 'p', version: '0', primary: kinds.ConfigMap, watches: [kinds.Secret] }),
+  reconcile: () => [],
+  map: () => refs,
+});
+const SECRET = { apiVersion: 'v1', kind: 'Secret', metadata: { name: 's', namespace: 'ns', uid: 's' } };
+
+test('map fails where the host refuses its result', () => {
+  const cases = [
+    [[{ name: 'a' }], /result \[0\] is not an ObjectRef/],
+    [[new ObjectRef('v1', 'ConfigMap', '../x', 'ns')], /result \[0\]: /],
+    [[new ObjectRef('v1', 'Secret', 's', 'ns')], /must name primaries \(v1\/ConfigMap\)/],
+    [new ObjectRef('v1', 'ConfigMap', 'a', 'ns'), /must return an array of ObjectRef/],
+  ];
+  for (const [refs, refused] of cases) assert.throws(() => new TestCase(PRIMARY).map(mapper(refs), SECRET), refused);
+  const good = [new ObjectRef('v1', 'ConfigMap', 'a', 'ns')];
+  assert.deepEqual(new TestCase(PRIMARY).map(mapper(good), SECRET), good);
+});
+
+test('more actions than the host takes fail the call', () => {
+  const { error } = new TestCase(PRIMARY).run(plugin(() => Array(10_001).fill(status({}))));
+  assert.match(error.message, /10001 actions, over the limit of 10000/);
+});
+
+test("a response over the plugin's byte limit fails the call", () => {
+  const big = plugin(() => [status({ x: 'y'.repeat(2000) })], { settings: { responseLimitBytes: 1000 } });
+  assert.match(new TestCase(PRIMARY).run(big).error.message, /over the 1000-byte cap/);
+});
+
+test("an error's actions must encode as JSON as the glue requires", () => {
+  const cyclic = {};
+  cyclic.self = cyclic;
+  const { error } = new TestCase(PRIMARY).run(plugin(() => {
+    throw new TransientError('not yet', { actions: [status(cyclic)] });
+  }));
+  assert.match(error.message, /error\.actions\[0\]: a status is not JSON/);
+  assert.deepEqual(error.actions, []);
+});
+
+test('a retry delay changed to no duration fails as the glue would', () => {
+  const { error } = new TestCase(PRIMARY).run(plugin(() => {
+    const e = new TransientError('not yet', { retryAfter: 1 });
+    e.retryAfter = Infinity;
+    throw e;
+  }));
+  assert.ok(error.transient);
+  assert.match(error.message, /plugin threw RangeError: retryAfter takes a finite duration/);
+});
+
+test('an event, a ref or an error of the wrong types is refused where it is built', () => {
+  assert.throws(() => event('Info', 'Reason', 'message'), RangeError);
+  assert.throws(() => event('Normal', 'Reason', 5), TypeError);
+  assert.throws(() => new ObjectRef('v1', 'ConfigMap', 5), TypeError);
+  assert.throws(() => new TransientError(['not', 'a', 'string']), TypeError);
+});
+
+test("a wait past the contract's range is clamped, not an overflow", () => {
+  assert.equal(requeueAfter(1e306).seconds, 1e306);
+  const { requeueAfter: seconds } = new TestCase(PRIMARY).run(plugin(() => [requeueAfter(1e306)]));
+  assert.equal(seconds, Number(2n ** 64n - 1n) / 1000);
+});

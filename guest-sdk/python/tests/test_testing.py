@@ -57,7 +57,8 @@ def test_prune_without_the_manifest_allowing_it_is_refused():
 
 
 def test_prune_outside_phase_apply_is_refused():
-    error = TestCase(PRIMARY).phase("cleanup").run(plugin(lambda _: [prune()], prune=True)).error
+    finalizing = plugin(lambda _: [prune()], prune=True, finalizer="example.com/cleanup")
+    error = TestCase(PRIMARY).phase("cleanup").run(finalizing).error
     assert "phase apply only, not cleanup" in error.message
 
 
@@ -215,3 +216,124 @@ def test_a_retry_delay_without_a_finite_duration_is_refused_where_it_is_given(de
         TransientError("later", retry_after=delay)
     with pytest.raises(ValueError, match="requeue_after takes a finite duration"):
         requeue_after(delay)
+
+
+def test_a_namespace_asked_for_finds_cluster_scoped_objects_as_the_host_does():
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "uid": "n"}}
+    seen = []
+
+    def reconcile(request):
+        seen.append(cache.get(kinds.Node, "n1", namespace=request.namespace))
+        seen.append(len(cache.list(kinds.Node, namespace="default")))
+        return []
+
+    TestCase(PRIMARY).cached(node).run(plugin(reconcile, reads=[kinds.Node]))
+    assert seen[0] is not None and seen[0]["metadata"]["name"] == "n1"
+    assert seen[1] == 1
+
+
+def test_a_watch_of_one_namespace_without_a_selector_sees_only_that_namespace():
+    pods = [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": ns, "uid": ns}} for ns in ("a", "b")]
+    seen = []
+    watching = plugin(lambda _: seen.extend(cache.list(kinds.Pod)) or [], watches=[Watch(kinds.Pod, namespace="a")])
+    TestCase(PRIMARY).cached(*pods).run(watching)
+    assert [o["metadata"]["namespace"] for o in seen] == ["a"]
+
+
+def test_a_metadata_only_object_loses_the_last_applied_annotation_before_it_is_reduced():
+    child = cm("b")
+    child["metadata"]["annotations"] = {"kubectl.kubernetes.io/last-applied-configuration": "{}", "kept": "yes"}
+    seen = []
+    lean = plugin(lambda _: seen.append(cache.get(kinds.Secret, "b", "ns")) or [], reads=[kinds.Secret], metadata_only=[kinds.Secret])
+    secret = {**child, "kind": "Secret", "data": {"k": "dg=="}}
+    TestCase(PRIMARY).cached(secret).run(lean)
+    assert seen[0] == {"apiVersion": "v1", "kind": "Secret", "metadata": {**child["metadata"], "annotations": {"kept": "yes"}}}
+
+
+class Mapper(Reconciler):
+    def __init__(self, refs):
+        self.refs = refs
+
+    def manifest(self):
+        return Manifest("p", "0", primary=kinds.ConfigMap, watches=[kinds.Secret])
+
+    def reconcile(self, request):
+        return []
+
+    def map(self, related, config):
+        return self.refs
+
+
+SECRET = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "ns", "uid": "s"}}
+
+
+@pytest.mark.parametrize(
+    "refs, refused",
+    [
+        ([{"name": "a"}], "result [0] is a dict, not an ObjectRef"),
+        ([ObjectRef("v1", "ConfigMap", "../x", "ns")], "result [0]: "),
+        ([ObjectRef("v1", "Secret", "s", "ns")], "must name primaries (v1/ConfigMap)"),
+        (ObjectRef("v1", "ConfigMap", "a", "ns"), "must return a list of ObjectRef"),
+    ],
+)
+def test_map_fails_where_the_host_refuses_its_result(refs, refused):
+    with pytest.raises(AssertionError, match=None) as failed:
+        TestCase(PRIMARY).map(Mapper(refs), SECRET)
+    assert refused in str(failed.value)
+
+
+def test_map_returns_refs_to_primaries():
+    refs = [ObjectRef("v1", "ConfigMap", "a", "ns")]
+    assert TestCase(PRIMARY).map(Mapper(refs), SECRET) == refs
+
+
+def test_more_actions_than_the_host_takes_fail_the_call():
+    error = TestCase(PRIMARY).run(plugin(lambda _: [status({})] * 10_001)).error
+    assert "10001 actions, over the limit of 10000" in error.message
+
+
+def test_a_response_over_the_plugin_s_byte_limit_fails_the_call():
+    from wasmloop.manifest import Settings
+
+    big = plugin(lambda _: [status({"x": "y" * 2000})], settings=Settings(response_limit_bytes=1000))
+    error = TestCase(PRIMARY).run(big).error
+    assert "over the 1000-byte cap" in error.message
+
+
+def test_an_error_s_actions_must_encode_as_json_as_the_glue_requires():
+    def reconcile(_):
+        raise TransientError("not yet", actions=[status({"r": float("nan")})])
+
+    error = TestCase(PRIMARY).run(plugin(reconcile)).error
+    assert "error.actions[0]: a status is not JSON" in error.message
+    assert error.actions == []
+
+
+def test_a_retry_delay_changed_to_no_duration_fails_as_the_glue_would():
+    def reconcile(_):
+        e = TransientError("not yet", retry_after=1)
+        e.retry_after = float("inf")
+        raise e
+
+    error = TestCase(PRIMARY).run(plugin(reconcile)).error
+    assert error.transient and "plugin raised ValueError: retry_after takes a finite duration" in error.message
+
+
+def test_an_event_or_ref_of_the_wrong_types_is_refused_where_it_is_built():
+    from wasmloop.actions import Event
+
+    with pytest.raises(ValueError):
+        Event("Info", "Reason", "message")
+    with pytest.raises(TypeError):
+        Event("Normal", "Reason", 5)
+    with pytest.raises(TypeError):
+        ObjectRef("v1", "ConfigMap", 5)
+    with pytest.raises(TypeError):
+        TransientError(["not", "a", "string"])
+
+
+def test_a_wait_past_the_contract_s_range_is_clamped_not_an_overflow():
+    from wasmloop.actions import MAX_MILLIS, duration_millis
+
+    assert duration_millis(1e306, "requeue_after") == MAX_MILLIS
+    assert duration_millis(1.5, "requeue_after") == 1500

@@ -83,16 +83,16 @@ def _ref(r: ObjectRef) -> wit_types.ObjectRef:
     return wit_types.ObjectRef(r.api_version, r.kind, r.name, r.namespace, r.uid)
 
 
-def _action(a) -> wit_plugin.Action:
+def _action(a, payload: Optional[str]) -> wit_plugin.Action:
     if isinstance(a, Apply):
-        return wit_plugin.Action_Apply(_outcome.to_json(a.object, "an applied object"))
+        return wit_plugin.Action_Apply(payload)
     if isinstance(a, Delete):
         return wit_plugin.Action_Delete(_ref(a.target))
     if isinstance(a, Patch):
         kind = wit_plugin.PatchKind.MERGE if a.kind == "merge" else wit_plugin.PatchKind.JSON
-        return wit_plugin.Action_Patch(wit_plugin.Patch(_ref(a.target), kind, _outcome.to_json(a.patch, "a patch")))
+        return wit_plugin.Action_Patch(wit_plugin.Patch(_ref(a.target), kind, payload))
     if isinstance(a, Status):
-        return wit_plugin.Action_Status(_outcome.to_json(a.status, "a status"))
+        return wit_plugin.Action_Status(payload)
     if isinstance(a, Event):
         kind = wit_plugin.EventType.NORMAL if a.type == "Normal" else wit_plugin.EventType.WARNING
         return wit_plugin.Action_Event(wit_plugin.Event(kind, a.reason, a.message, a.action))
@@ -151,15 +151,18 @@ def component_exports(reconciler: Reconciler):
             )
             result = _outcome.reconcile(reconciler, req)
             try:
-                actions = [_action(a) for a in result.actions]
-                error = result.error
-                error_actions = [] if error is None else [_action(a) for a in error.actions]
-            except TypeError as e:
-                error, actions, error_actions = _outcome.as_error(e), [], []
+                encoded = _outcome.encode(result)
+            except (TypeError, ValueError) as e:
+                result, encoded = _outcome.Result(error=_outcome.as_error(e)), _outcome.Encoded([], [], None)
+            error = result.error
             if error is None:
+                actions = [_action(a, payload) for a, payload in encoded.actions]
                 return wit_plugin.Response(actions, result.requeue_after_ms)
-            retry = None if error.retry_after is None else _outcome.millis(error.retry_after)
-            raise Err(wit_plugin.ReconcileError(error.message, error.transient, error.reason, retry, error_actions))
+            error_actions = [_action(a, payload) for a, payload in encoded.error_actions]
+            reconcile_error = wit_plugin.ReconcileError(
+                error.message, error.transient, error.reason, encoded.retry_after_ms, error_actions
+            )
+            raise Err(reconcile_error)
 
         def map(self, related: wit_types.Object, config: str) -> List[wit_types.ObjectRef]:
             try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Tuple
 
 from .actions import Action, Apply, Delete, Event, Patch, Prune, RequeueAfter, Status, duration_millis
 from .errors import CacheError, PermanentError, ReconcileError, TransientError
@@ -33,6 +33,38 @@ def to_json(value: Any, what: str) -> str:
         return json.dumps(value, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as e:
         raise TypeError(f"{what} is not JSON: {e}") from None
+
+
+@dataclass
+class Encoded:
+    """What the component glue sends for a result: each action beside its JSON payload (none
+    for a delete, an event, a prune), and an error's retry delay in milliseconds."""
+
+    actions: List[Tuple[Action, Optional[str]]]
+    error_actions: List[Tuple[Action, Optional[str]]]
+    retry_after_ms: Optional[int]
+
+
+_PAYLOADS = {Apply: ("object", "an applied object"), Status: ("status", "a status"), Patch: ("patch", "a patch")}
+
+
+def _payload(action: Action, where: str) -> Optional[str]:
+    field_name, what = _PAYLOADS.get(type(action), (None, ""))
+    return None if field_name is None else to_json(getattr(action, field_name), f"{where}: {what}")
+
+
+def encode(result: Result) -> Encoded:
+    """``result`` as the component glue encodes it, the one place that decides what encodes:
+    the glue sends it, the test harness checks it. Raises ``TypeError`` or ``ValueError`` for
+    what does not encode (a payload that is no JSON, a retry delay of no duration), which fails
+    the call as a bug in the plugin would."""
+    actions = [(a, _payload(a, f"actions[{i}]")) for i, a in enumerate(result.actions)]
+    error = result.error
+    if error is None:
+        return Encoded(actions, [], None)
+    error_actions = [(a, _payload(a, f"error.actions[{i}]")) for i, a in enumerate(error.actions)]
+    retry = None if error.retry_after is None else duration_millis(error.retry_after, "retry_after")
+    return Encoded(actions, error_actions, retry)
 
 
 def _split(actions: Any) -> Result:

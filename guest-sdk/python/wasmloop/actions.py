@@ -23,6 +23,13 @@ class ObjectRef:
     namespace: Optional[str] = None
     uid: Optional[str] = None
 
+    def __post_init__(self) -> None:
+        # The contract's strings: anything else would fail in the component, not here.
+        for field_name in ("api_version", "kind", "name"):
+            _string(self, field_name)
+        for field_name in ("namespace", "uid"):
+            _string(self, field_name, optional=True)
+
 
 def ref(obj: dict, *, with_uid: bool = True) -> ObjectRef:
     """A reference to ``obj`` (a plain dict), pinned to its UID unless ``with_uid`` is false."""
@@ -42,12 +49,20 @@ class Apply:
 
     object: dict
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.object, dict):
+            raise TypeError(f"apply takes the object as a dict, not {type(self.object).__name__}")
+
 
 @dataclass(frozen=True)
 class Delete:
     """Delete an object."""
 
     target: ObjectRef
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.target, ObjectRef):
+            raise TypeError(f"a delete targets an ObjectRef, not {type(self.target).__name__}")
 
 
 @dataclass(frozen=True)
@@ -58,12 +73,22 @@ class Patch:
     kind: str
     patch: Any
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.target, ObjectRef):
+            raise TypeError(f"a patch targets an ObjectRef, not {type(self.target).__name__}")
+        if self.kind not in PATCH_KINDS:
+            raise ValueError(f"patch kind {self.kind!r}: use one of {PATCH_KINDS}")
+
 
 @dataclass(frozen=True)
 class Status:
     """Set the primary's status subresource (the ``status`` field's content)."""
 
     status: dict
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.status, dict):
+            raise TypeError(f"status takes the status content as a dict, not {type(self.status).__name__}")
 
 
 @dataclass(frozen=True)
@@ -74,6 +99,13 @@ class Event:
     reason: str
     message: str
     action: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        if self.type not in EVENT_TYPES:
+            raise ValueError(f"event type {self.type!r}: use one of {EVENT_TYPES}")
+        for field_name in ("reason", "message"):
+            _string(self, field_name)
+        _string(self, "action", optional=True)
 
 
 @dataclass(frozen=True)
@@ -87,6 +119,16 @@ class RequeueAfter:
 
     seconds: float
 
+    def __post_init__(self) -> None:
+        duration_millis(self.seconds, "requeue_after")
+
+
+def _string(value: Any, field_name: str, optional: bool = False) -> None:
+    got = getattr(value, field_name)
+    if not isinstance(got, str) and not (optional and got is None):
+        kind = "a string or None" if optional else "a string"
+        raise TypeError(f"{type(value).__name__}.{field_name} must be {kind}, not {type(got).__name__}")
+
 
 Action = Union[Apply, Delete, Patch, Status, Event, Prune, RequeueAfter]
 
@@ -96,8 +138,6 @@ PATCH_KINDS = ("merge", "json")
 
 def apply(obj: dict) -> Apply:
     """Server-side apply ``obj``. A namespaced object without a namespace goes to the primary's."""
-    if not isinstance(obj, dict):
-        raise TypeError(f"apply takes the object as a dict, not {type(obj).__name__}")
     return Apply(obj)
 
 
@@ -109,22 +149,16 @@ def delete(target: Union[ObjectRef, dict]) -> Delete:
 def patch(target: Union[ObjectRef, dict], document: Any, kind: str = "merge") -> Patch:
     """Patch ``target`` with a JSON merge patch (a dict) or, with ``kind="json"``, an
     RFC 6902 operation list."""
-    if kind not in PATCH_KINDS:
-        raise ValueError(f"patch kind {kind!r}: use one of {PATCH_KINDS}")
     return Patch(target if isinstance(target, ObjectRef) else ref(target), kind, document)
 
 
 def status(content: dict) -> Status:
     """Set the primary's status to ``content``."""
-    if not isinstance(content, dict):
-        raise TypeError(f"status takes the status content as a dict, not {type(content).__name__}")
     return Status(content)
 
 
 def event(type: str, reason: str, message: str, action: Optional[str] = None) -> Event:
     """Record an Event on the primary."""
-    if type not in EVENT_TYPES:
-        raise ValueError(f"event type {type!r}: use one of {EVENT_TYPES}")
     return Event(type, reason, message, action)
 
 
@@ -142,10 +176,11 @@ def duration_millis(seconds: Any, what: str) -> int:
     negative, infinite or not-a-number duration, or not a number at all)."""
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds < 0:
         raise ValueError(f"{what} takes a finite duration of 0 seconds or more, not {seconds!r}")
-    return min(int(round(seconds * 1000)), MAX_MILLIS)
+    # Past the contract's range the wait is as good as forever: clamped, not an overflow.
+    millis = seconds * 1000
+    return MAX_MILLIS if millis >= MAX_MILLIS else int(round(millis))
 
 
 def requeue_after(seconds: float) -> RequeueAfter:
     """Reconcile this primary again after ``seconds``."""
-    duration_millis(seconds, "requeue_after")
     return RequeueAfter(seconds)

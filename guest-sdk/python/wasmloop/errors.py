@@ -27,6 +27,10 @@ class ReconcileError(Exception):
         actions: Iterable[Action] = (),
     ) -> None:
         super().__init__(message)
+        if not isinstance(message, str):
+            raise TypeError(f"an error's message must be a string, not {type(message).__name__}")
+        if reason is not None and not isinstance(reason, str):
+            raise TypeError(f"an error's reason must be a string or None, not {type(reason).__name__}")
         self.message = message
         self.reason = reason
         self.retry_after = retry_after

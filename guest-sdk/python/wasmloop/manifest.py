@@ -122,7 +122,9 @@ class Manifest:
         if kind == self.primary_watch.kind or kind in self.owns or kind in self.reads:
             return None
         watches = [w for w in self.watch_list if w.kind == kind]
-        if not watches or any(w.labels is None for w in watches):
+        # One watch of every namespace that selects everything sees it all; a watch of one
+        # namespace sees only that namespace, selector or not.
+        if not watches or any(not (w.labels or "").strip() and w.namespace is None for w in watches):
             return None
         return watches
 
@@ -133,8 +135,6 @@ class Manifest:
         name_ok = isinstance(self.name, str) and 0 < len(self.name) <= 63 and all(c.isascii() and (c.islower() or c.isdigit() or c == "-") for c in self.name)
         if not name_ok:
             raise ValueError(f"{where}: name {self.name!r} must be 1-63 characters of a-z, 0-9 and '-'")
-        if not self.version:
-            raise ValueError(f"{where}: give the plugin a version")
         declared = list(self.declared_kinds())
         for kind in declared + [g.kind for g in self.writes]:
             if not (kind.version and kind.kind):

@@ -4,7 +4,12 @@
 you give it (only for kinds the manifest declares, and only what the plugin's watches select,
 as the host does), strips cached objects as the host's cache does, collects log lines, and
 refuses what the host would refuse (an undeclared read, a write no grant covers, a misused
-prune). ``run`` returns an ``Outcome`` with helpers to read the actions.
+prune, a response over the host's limits, a payload that is no JSON). ``run`` returns an
+``Outcome`` with helpers to read the actions.
+
+One difference stays: the host gives every reconcile a fresh instance of the plugin, so
+module-level state never outlives a call there; here the plugin's module is imported once per
+test process. Keep state out of module globals (the host would drop it anyway).
 
 >>> from wasmloop import Manifest, Reconciler, kinds, status
 >>> class P(Reconciler):
@@ -32,6 +37,9 @@ from .request import Envelope, Request
 
 PAGE_SIZE = 500
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+#: The host's default limits on a response (``host/sandbox/src/config.rs``).
+MAX_ACTIONS = 10_000
+RESPONSE_LIMIT_BYTES = 4 << 20
 
 
 def checked(plugin: Reconciler) -> Manifest:
@@ -45,22 +53,22 @@ def checked(plugin: Reconciler) -> Manifest:
 
 
 def as_cached(manifest: Manifest, obj: dict) -> dict:
-    """``obj`` as the host's cache holds it for this plugin."""
+    """``obj`` as the host's cache holds it for this plugin: stripped first, then, for a
+    metadata-only kind, reduced to its metadata (managedFields never kept there)."""
     obj = copy.deepcopy(obj)
     kind = Kind.of(obj.get("apiVersion", ""), obj.get("kind", ""))
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
         return obj
-    if kind in manifest.metadata_only:
-        meta.pop("managedFields", None)
-        return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": meta}
-    if kind not in manifest.keep_managed_fields:
+    if kind not in manifest.keep_managed_fields or kind in manifest.metadata_only:
         meta.pop("managedFields", None)
     annotations = meta.get("annotations")
     if kind not in manifest.keep_last_applied and isinstance(annotations, dict) and LAST_APPLIED in annotations:
         del annotations[LAST_APPLIED]
         if not annotations:
             del meta["annotations"]
+    if kind in manifest.metadata_only:
+        return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": meta}
     return obj
 
 
@@ -71,6 +79,13 @@ def _labels(obj: dict) -> dict:
 def _place(obj: dict) -> Tuple[str, str]:
     meta = obj.get("metadata") or {}
     return (meta.get("namespace") or "", meta.get("name") or "")
+
+
+def _in_namespace(wanted: Optional[str], obj: dict) -> bool:
+    """``wasmloop_contract::cache::in_namespace``: a namespace asked for finds cluster-scoped
+    objects too (a Node is found whatever namespace is given)."""
+    ns = _place(obj)[0]
+    return wanted is None or not ns or ns == wanted
 
 
 class _FakeHost:
@@ -89,7 +104,7 @@ class _FakeHost:
         if watches is None:
             return True
         ns = (obj.get("metadata") or {}).get("namespace")
-        return any((w.namespace is None or w.namespace == ns) and selector.matches(w.labels, _labels(obj)) for w in watches)
+        return any((w.namespace is None or w.namespace == ns) and selector.matches(w.labels or "", _labels(obj)) for w in watches)
 
     def _of(self, kind: Kind) -> List[dict]:
         if kind not in self.manifest.declared_kinds():
@@ -105,11 +120,12 @@ class _FakeHost:
     def get(self, kind: Kind, namespace: Optional[str], name: str) -> Optional[dict]:
         for obj in self._of(kind):
             ns, n = _place(obj)
-            if n == name and (namespace is None or ns == namespace):
+            if n == name and _in_namespace(namespace, obj):
                 return copy.deepcopy(obj)
         return None
 
     def page(self, kind, namespace, label_selector, limit, token):
+        of_kind = self._of(kind)
         try:
             wanted = selector.parse(label_selector or "")
         except ValueError as e:
@@ -123,8 +139,8 @@ class _FakeHost:
                 raise CacheError("invalid-continue", f"continue token {token!r} is no position this host produced") from None
         items = [
             o
-            for o in self._of(kind)
-            if (namespace is None or _place(o)[0] == namespace) and wanted(_labels(o)) and (after is None or _place(o) > after)
+            for o in of_kind
+            if _in_namespace(namespace, o) and wanted(_labels(o)) and (after is None or _place(o) > after)
         ]
         size = PAGE_SIZE if limit == 0 else min(limit, PAGE_SIZE)
         page = items[:size]
@@ -213,6 +229,44 @@ def _refused(manifest: Manifest, primary: dict, phase: str, actions: List[Action
         ungranted = _ungranted(manifest, primary, action)
         if ungranted is not None:
             return ungranted
+    return None
+
+
+def _strings(action: Action) -> List[Optional[str]]:
+    """The strings an action crosses the boundary as (``host/sandbox/src/lift.rs`` counts each)."""
+    ref = getattr(action, "target", None)
+    strings: List[Optional[str]] = []
+    if isinstance(ref, ObjectRef):
+        strings += [ref.api_version, ref.kind, ref.name, ref.namespace, ref.uid]
+    if isinstance(action, Apply):
+        strings.append(_outcome.to_json(action.object, "an applied object"))
+    elif isinstance(action, Status):
+        strings.append(_outcome.to_json(action.status, "a status"))
+    elif isinstance(action, Patch):
+        strings.append(_outcome.to_json(action.patch, "a patch"))
+    elif isinstance(action, Event):
+        strings += [action.reason, action.message, action.action]
+    return strings
+
+
+def _over_limits(manifest: Manifest, result: _outcome.Result) -> Optional[str]:
+    """The host's limits on a response, counted as it lifts one: entries, then bytes of every
+    string (the plugin's response-limit-bytes, or the host's default)."""
+    error = result.error
+    actions = result.actions if error is None else error.actions
+    where = f"plugin {manifest.name!r}"
+    if len(actions) > MAX_ACTIONS:
+        return f"{where}: it returned {len(actions)} actions, over the limit of {MAX_ACTIONS}; return fewer"
+    strings = [s for a in actions for s in _strings(a)]
+    if error is not None:
+        strings += [error.message, error.reason]
+    size = sum(len(s.encode()) for s in strings if s is not None)
+    limit = manifest.settings.response_limit_bytes or RESPONSE_LIMIT_BYTES
+    if size > limit:
+        return (
+            f"{where}: the response is at least {size} bytes, over the {limit}-byte cap; return fewer or smaller "
+            "actions, or raise response-limit-bytes in the plugin's settings"
+        )
     return None
 
 
@@ -343,7 +397,8 @@ class TestCase:
         return _FakeHost(manifest, [self._primary, *self._owned, *self._cache])
 
     def run(self, plugin: Reconciler) -> Outcome:
-        """Runs ``plugin.reconcile`` and collects what it did."""
+        """Runs ``plugin.reconcile`` and collects what it did, as the host would see it: the
+        component glue's encoding first, then the host's limits, its decoding and its grants."""
         manifest = checked(plugin)
         request = self.request(manifest)
         host = self._host(manifest)
@@ -352,36 +407,46 @@ class TestCase:
             result = _outcome.reconcile(plugin, request)
         finally:
             _host.install(previous)
-        if host.undeclared is not None:
-            result = _outcome.Result(error=PermanentError(host.undeclared))
-        elif result.error is None:
+        try:
+            _outcome.encode(result)
+        except (TypeError, ValueError) as e:
+            result = _outcome.Result(error=_outcome.as_error(e))
+        refused = host.undeclared or _over_limits(manifest, result)
+        if refused is None and result.error is None:
             refused = _misused_prune(manifest, self._phase, result.actions) or _refused(
                 manifest, self._primary, self._phase, result.actions, "actions"
             )
-            if refused is not None:
-                result = _outcome.Result(error=PermanentError(refused))
-        else:
+        elif refused is None:
             refused = _refused(manifest, self._primary, self._phase, result.error.actions, "error.actions")
-            if refused is not None:
-                result = _outcome.Result(error=PermanentError(refused))
-        if result.error is None:
-            for i, action in enumerate(result.actions):
-                # As the component glue would: what does not encode fails the call.
-                payload = {Apply: "object", Status: "status", Patch: "patch"}.get(type(action))
-                if payload:
-                    try:
-                        _outcome.to_json(getattr(action, payload), f"actions[{i}]")
-                    except TypeError as e:
-                        result = _outcome.Result(error=_outcome.as_error(e))
-                        break
+        if refused is not None:
+            result = _outcome.Result(error=PermanentError(refused))
         return Outcome(result, host.logs)
 
     def map(self, plugin: Reconciler, related: dict) -> List[ObjectRef]:
-        """Runs ``plugin.map`` on ``related`` with this case's cache and config."""
+        """Runs ``plugin.map`` on ``related`` with this case's cache and config. Fails the test
+        where the host would fail the call: a result that is not a list of ``ObjectRef``s of
+        the primary's kind with valid names, or a read of an undeclared kind."""
         manifest = checked(plugin)
         host = self._host(manifest)
         previous = _host.install(host)
         try:
-            return plugin.map(as_cached(manifest, related), copy.deepcopy(self._config))
+            refs = plugin.map(as_cached(manifest, related), copy.deepcopy(self._config))
         finally:
             _host.install(previous)
+        where = f"plugin {manifest.name!r}: map"
+        if host.undeclared is not None:
+            raise AssertionError(host.undeclared)
+        if not isinstance(refs, (list, tuple)):
+            raise AssertionError(f"{where} must return a list of ObjectRef, not {type(refs).__name__}")
+        if len(refs) > MAX_ACTIONS:
+            raise AssertionError(f"{where} returned {len(refs)} references, over the limit of {MAX_ACTIONS}")
+        primary = manifest.primary_watch.kind
+        for i, ref in enumerate(refs):
+            if not isinstance(ref, ObjectRef):
+                raise AssertionError(f"{where} result [{i}] is a {type(ref).__name__}, not an ObjectRef (wasmloop.ref or ObjectRef(...))")
+            bad = _bad_ref(ref)
+            if bad is not None:
+                raise AssertionError(f"{where} result [{i}]: {bad}")
+            if Kind.of(ref.api_version, ref.kind) != primary:
+                raise AssertionError(f"{where} returned {ref.api_version}/{ref.kind} {ref.name!r}, but it must name primaries ({primary}) by name")
+        return list(refs)

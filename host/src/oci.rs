@@ -114,8 +114,12 @@ impl PluginRef {
         let rest = text.strip_prefix(SCHEME).ok_or_else(|| bad("it must start with oci://"))?;
         // An implicit registry would be docker.io: a plugin's origin is always spelled out.
         let registry = rest.split('/').next().unwrap_or_default();
-        if !rest.contains('/') || !(registry.contains('.') || registry.contains(':') || registry == "localhost") {
+        if !rest.contains('/') || !is_registry(registry) {
             return Err(bad("name the registry, as in oci://registry.example.com/team/plugin:1.0"));
+        }
+        // The operator's registry names are lower case, and compared exactly.
+        if registry.bytes().any(|b| b.is_ascii_uppercase()) {
+            return Err(bad("write the registry in lower case"));
         }
         let reference: Reference = rest.parse().map_err(|e| bad(&format!("{e}")))?;
         if let Some(digest) = reference.digest()
@@ -175,13 +179,19 @@ fn sha256(bytes: &[u8]) -> String {
 }
 
 /// Checks a registry the operator names (`run --allowed-registry`, `--insecure-registry`):
-/// `HOST[:PORT]`, as a reference spells it, so that a value that could never match (a URL, a
-/// path) is refused at start rather than silently pulling nothing.
+/// `HOST[:PORT]` as a reference spells it (a host with a dot, a port, or `localhost`; lower
+/// case, as references must be), so that a value that could never match (a URL, a path, a bare
+/// word) is refused at start rather than silently pulling nothing.
 ///
 /// # Errors
 /// When `text` is not `HOST[:PORT]`.
 pub fn registry_name(text: &str) -> Result<String, String> {
-    let refuse = || format!("{text:?} is not a registry: write HOST or HOST:PORT, as in ghcr.io or 127.0.0.1:5000");
+    let refuse = || {
+        format!("{text:?} is not a registry: write HOST or HOST:PORT in lower case, as in ghcr.io or 127.0.0.1:5000")
+    };
+    if !is_registry(text) || text.bytes().any(|b| b.is_ascii_uppercase()) {
+        return Err(refuse());
+    }
     let (host_ok, port) = match text.strip_prefix('[') {
         Some(bracketed) => {
             let (v6, after) = bracketed.split_once(']').ok_or_else(refuse)?;
@@ -201,6 +211,12 @@ pub fn registry_name(text: &str) -> Result<String, String> {
     };
     let port_ok = port.is_none_or(|p| p.bytes().all(|b| b.is_ascii_digit()) && p.parse::<u16>().is_ok_and(|n| n > 0));
     if host_ok && port_ok { Ok(text.to_owned()) } else { Err(refuse()) }
+}
+
+/// What a reference's first part must be to name a registry rather than a Docker Hub
+/// namespace: a host with a dot, a port, or `localhost`.
+fn is_registry(first: &str) -> bool {
+    first.contains('.') || first.contains(':') || first == "localhost"
 }
 
 /// How the host reaches registries.
@@ -250,13 +266,13 @@ impl RegistryPolicy {
     }
 
     fn scheme_for(&self, registry: &str) -> &'static str {
-        if self.plain_http.iter().any(|r| r.eq_ignore_ascii_case(registry)) { "http" } else { "https" }
+        if self.plain_http.iter().any(|r| r == registry) { "http" } else { "https" }
     }
 
     fn check(&self, reference: &PluginRef) -> Result<(), OciError> {
         let registry = reference.registry();
         let named = self.allowed.iter().chain(&self.plain_http);
-        if self.allowed.iter().any(|r| r == "*") || named.clone().any(|r| r.eq_ignore_ascii_case(registry)) {
+        if self.allowed.iter().any(|r| r == "*") || named.clone().any(|r| r == registry) {
             return Ok(());
         }
         let named: Vec<&str> = named.map(String::as_str).collect();
@@ -355,7 +371,7 @@ pub const PULLS_PER_NAMESPACE: usize = 2;
 
 /// How many MiB of pulled components may be held in memory at once, across namespaces, from
 /// the manifest's word on the layer's size until the component is loaded (compiling copies it
-/// once more): within `deploy/`'s 512 MiB limit beside the serving plugins.
+/// twice more, one load at a time): within `deploy/`'s 512 MiB limit beside the serving plugins.
 pub const PULL_MEMORY_MIB: u32 = 128;
 
 /// Bytes of pulled components kept on disk. With the compile cache's budget
@@ -529,25 +545,21 @@ impl Puller {
         }
         let digest = reference.digest().unwrap_or_default().to_owned();
         let (cache, layer_digest) = (self.cache.clone(), layer.digest.clone());
-        // Hashing and writing 64 MiB is blocking work: off the runtime's threads.
-        let (component, matches) = tokio::task::spawn_blocking(move || {
-            let matches = sha256(&component) == layer_digest;
-            if matches {
-                if let Some(dir) = entry(cache.as_deref(), &digest) {
-                    store(&dir, &manifest, &component);
-                }
+        // Hashing and writing 64 MiB is blocking work: off the runtime's threads. The bytes'
+        // share of memory goes with them, so a pull given up meanwhile frees it only with them.
+        let component = tokio::task::spawn_blocking(move || {
+            let component = Component { bytes: component, _memory: memory };
+            let matches = sha256(&component.bytes) == layer_digest;
+            if matches && let Some(dir) = entry(cache.as_deref(), &digest) {
+                store(&dir, &manifest, &component.bytes);
             }
-            (component, matches)
+            matches.then_some(component)
         })
         .await
         .expect("hashing does not panic");
-        if !matches {
-            return Err(registry_error(
-                reference,
-                format!("the layer's bytes do not match its digest {}", layer.digest),
-            ));
-        }
-        Ok(Component { bytes: component, _memory: memory })
+        component.ok_or_else(|| {
+            registry_error(reference, format!("the layer's bytes do not match its digest {}", layer.digest))
+        })
     }
 
     /// The manifest `reference` pins, read here rather than by oci-client, which reads a body
@@ -607,8 +619,9 @@ impl Puller {
         let memory = self.memory.clone().acquire_many_owned(mib(size)).await.expect("never closed");
         *stage = Stage::Cache;
         let reference = reference.clone();
-        let bytes = tokio::task::spawn_blocking(move || cached(&dir, &reference)).await.ok().flatten()?;
-        Some(Component { bytes, _memory: memory })
+        // The share of memory goes with the bytes, as in a pull.
+        let read = move || cached(&dir, &reference).map(|bytes| Component { bytes, _memory: memory });
+        tokio::task::spawn_blocking(read).await.ok().flatten()
     }
 }
 
@@ -828,6 +841,7 @@ mod tests {
             ("oci://foo", Err("name the registry")),
             ("oci://ghcr.io/team/foo@sha256:abc", Err("")),
             ("oci://ghcr.io/Team/foo:1", Err("")),
+            ("oci://GHCR.io/team/foo:1", Err("write the registry in lower case")),
         ];
         for (text, expected) in cases {
             match (PluginRef::parse(text), expected) {
@@ -855,6 +869,8 @@ mod tests {
             ("https://ghcr.io", false),
             ("ghcr.io/", false),
             ("ghcr.io/team", false),
+            ("registry", false),
+            ("GHCR.io", false),
             ("ghcr.io:", false),
             ("ghcr.io:99999", false),
             ("ghcr.io:0", false),

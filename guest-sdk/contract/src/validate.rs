@@ -232,7 +232,7 @@ pub fn event_note(message: String) -> String {
 /// a status, an Event or a log line.
 ///
 /// ```
-/// assert_eq!(wasmloop_contract::validate::cut("ééé".to_owned(), 6), "é…");
+/// assert_eq!(wasmloop_contract::validate::cut("éééé".to_owned(), 6), "é…");
 /// ```
 pub fn cut(mut text: String, limit: usize) -> String {
     if text.len() <= limit {

@@ -24,6 +24,14 @@ function mustBeString(value, field, optional = false) {
   }
 }
 
+/**
+ * `r` as an `ObjectRef`: itself, or a plain object with its fields, checked alike (what `map`
+ * returns reaches the host through this, in the component and under the harness).
+ */
+export function asObjectRef(r) {
+  return r instanceof ObjectRef ? r : new ObjectRef(r?.apiVersion, r?.kind, r?.name, r?.namespace, r?.uid);
+}
+
 /** A reference to `obj` (a plain object), pinned to its UID unless `withUid` is false. */
 export function ref(obj, { withUid = true } = {}) {
   const meta = obj.metadata ?? {};

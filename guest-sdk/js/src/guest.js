@@ -4,7 +4,7 @@
 import { getObject, listObjects } from 'wasmloop:plugin/cache@0.2.1';
 import { log as witLog } from 'wasmloop:plugin/log@0.2.1';
 
-import { Apply, Delete, Event, Patch, Status } from './actions.js';
+import { Apply, Delete, Event, Patch, Status, asObjectRef } from './actions.js';
 import { CacheError } from './errors.js';
 import { install } from './host.js';
 import * as outcome from './outcome.js';
@@ -123,7 +123,7 @@ export function exportsFor(reconciler) {
     map(related, config) {
       try {
         const refs = reconciler.map ? reconciler.map(JSON.parse(related.json), JSON.parse(config || '{}')) : [];
-        return refs.map(objectRef);
+        return refs.map((r) => objectRef(asObjectRef(r)));
       } catch (e) {
         // map has no error channel: say why in the host's log before the call fails.
         witLog('error', `map of ${related.kind} ${related.name}: ${outcome.asError(e).message}`);

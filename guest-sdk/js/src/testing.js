@@ -17,7 +17,7 @@
  * assert.deepEqual(outcome.status, { ok: true });
  */
 
-import { Apply, Delete, Event, ObjectRef, Patch, Prune, Status } from './actions.js';
+import { Apply, Delete, Event, ObjectRef, Patch, Prune, Status, asObjectRef } from './actions.js';
 import { CacheError, PermanentError } from './errors.js';
 import { install } from './host.js';
 import { Kind, hasKind } from './kinds.js';
@@ -29,9 +29,13 @@ import * as selector from './selector.js';
 
 export const PAGE_SIZE = 500;
 const LAST_APPLIED = 'kubectl.kubernetes.io/last-applied-configuration';
-/** The host's default limits on a response (`host/sandbox/src/config.rs`). */
+/**
+ * The host's default limits on a response, and the default ceiling of a plugin's own
+ * `responseLimitBytes` (`host/sandbox/src/config.rs`; an operator may set others).
+ */
 export const MAX_ACTIONS = 10_000;
 export const RESPONSE_LIMIT_BYTES = 4 << 20;
+export const RESPONSE_LIMIT_CEILING = 16 << 20;
 
 const clone = (v) => (v === undefined ? undefined : JSON.parse(JSON.stringify(v)));
 const kindOf = (obj) => Kind.of(obj?.apiVersion ?? '', obj?.kind ?? '');
@@ -91,8 +95,7 @@ class FakeHost {
   #held(obj) {
     const watches = this.manifest.visible(kindOf(obj));
     if (watches === null) return true;
-    const ns = obj.metadata?.namespace;
-    return watches.some((w) => (w.namespace === undefined || w.namespace === ns) && selector.matches(w.labels ?? '', labelsOf(obj)));
+    return watches.some((w) => inNamespace(w.namespace, obj) && selector.matches(w.labels ?? '', labelsOf(obj)));
   }
 
   #of(kind) {
@@ -228,10 +231,15 @@ function overLimits(m, result) {
   if (actions.length > MAX_ACTIONS) return `${where}: it returned ${actions.length} actions, over the limit of ${MAX_ACTIONS}; return fewer`;
   const strings = actions.flatMap(stringsOf);
   if (error !== undefined) strings.push(error.message, error.reason);
+  return overBytes(m, strings);
+}
+
+function overBytes(m, strings) {
   const size = strings.filter((s) => typeof s === 'string').reduce((n, s) => n + Buffer.byteLength(s), 0);
-  const limit = m.settings.responseLimitBytes || RESPONSE_LIMIT_BYTES;
+  const own = m.settings.responseLimitBytes;
+  const limit = own === undefined || own === null ? RESPONSE_LIMIT_BYTES : Math.min(Number(own), RESPONSE_LIMIT_CEILING);
   if (size > limit) {
-    return `${where}: the response is at least ${size} bytes, over the ${limit}-byte cap; return fewer or smaller actions, or raise responseLimitBytes in the plugin's settings`;
+    return `plugin ${JSON.stringify(m.name)}: the response is at least ${size} bytes, over the ${limit}-byte cap; return fewer or smaller actions, or raise responseLimitBytes in the plugin's settings`;
   }
   return null;
 }
@@ -407,15 +415,23 @@ export class TestCase {
     if (!Array.isArray(refs)) throw new Error(`${where} must return an array of ObjectRef, not ${refs === null ? 'null' : typeof refs}`);
     if (refs.length > MAX_ACTIONS) throw new Error(`${where} returned ${refs.length} references, over the limit of ${MAX_ACTIONS}`);
     const primary = m.primaryWatch.kind;
-    refs.forEach((r, i) => {
-      if (!(r instanceof ObjectRef)) throw new Error(`${where} result [${i}] is not an ObjectRef (ref(obj) or new ObjectRef(...))`);
+    const named = refs.map((r, i) => {
+      try {
+        return asObjectRef(r);
+      } catch (e) {
+        throw new Error(`${where} result [${i}] is not an ObjectRef: ${e.message}`);
+      }
+    });
+    const over = overBytes(m, named.flatMap((r) => [r.apiVersion, r.kind, r.name, r.namespace, r.uid]));
+    if (over !== null) throw new Error(`${over} (map)`);
+    named.forEach((r, i) => {
       const bad = badRef(r);
       if (bad !== null) throw new Error(`${where} result [${i}]: ${bad}`);
       if (!Kind.of(r.apiVersion, r.kind).equals(primary)) {
         throw new Error(`${where} returned ${r.apiVersion}/${r.kind} ${JSON.stringify(r.name)}, but it must name primaries (${primary}) by name`);
       }
     });
-    return refs;
+    return named;
   }
 }
 

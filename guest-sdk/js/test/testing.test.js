@@ -227,3 +227,22 @@ test("a wait past the contract's range is clamped, not an overflow", () => {
   const { requeueAfter: seconds } = new TestCase(PRIMARY).run(plugin(() => [requeueAfter(1e306)]));
   assert.equal(seconds, Number(2n ** 64n - 1n) / 1000);
 });
+
+test('a cluster-scoped object under a watch of one namespace is served as the host serves it', () => {
+  const node = { apiVersion: 'v1', kind: 'Node', metadata: { name: 'n1', uid: 'n', labels: { role: 'x' } } };
+  const seen = [];
+  const watching = plugin(() => seen.push(...cache.list(kinds.Node)) && [], { watches: [watch(kinds.Node, { namespace: 'ns', labels: 'role=x' })] });
+  new TestCase(PRIMARY).cached(node).run(watching);
+  assert.deepEqual(seen.map((o) => o.metadata.name), ['n1']);
+});
+
+test("a plugin's byte limit is held to the host's ceiling", () => {
+  const ceiling = 16 << 20;
+  const huge = plugin(() => [status({ x: 'y'.repeat(ceiling) })], { settings: { responseLimitBytes: 2 ** 30 } });
+  assert.match(new TestCase(PRIMARY).run(huge).error.message, new RegExp(`over the ${ceiling}-byte cap`));
+});
+
+test('map takes plain objects with the fields of an ObjectRef, as the glue does', () => {
+  const refs = [{ apiVersion: 'v1', kind: 'ConfigMap', name: 'a', namespace: 'ns' }];
+  assert.deepEqual(new TestCase(PRIMARY).map(mapper(refs), SECRET), [new ObjectRef('v1', 'ConfigMap', 'a', 'ns')]);
+});

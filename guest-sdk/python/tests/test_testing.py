@@ -337,3 +337,35 @@ def test_a_wait_past_the_contract_s_range_is_clamped_not_an_overflow():
 
     assert duration_millis(1e306, "requeue_after") == MAX_MILLIS
     assert duration_millis(1.5, "requeue_after") == 1500
+
+
+def test_a_cluster_scoped_object_under_a_watch_of_one_namespace_is_served_as_the_host_serves_it():
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "uid": "n", "labels": {"role": "x"}}}
+    seen = []
+    watching = plugin(lambda _: seen.extend(cache.list(kinds.Node)) or [], watches=[Watch(kinds.Node, namespace="ns", labels="role=x")])
+    TestCase(PRIMARY).cached(node).run(watching)
+    assert [o["metadata"]["name"] for o in seen] == ["n1"]
+
+
+def test_a_plugin_s_byte_limit_is_held_to_the_host_s_ceiling():
+    from wasmloop.manifest import Settings
+    from wasmloop.testing import RESPONSE_LIMIT_CEILING
+
+    huge = plugin(lambda _: [status({"x": "y" * RESPONSE_LIMIT_CEILING})], settings=Settings(response_limit_bytes=1 << 30))
+    error = TestCase(PRIMARY).run(huge).error
+    assert f"over the {RESPONSE_LIMIT_CEILING}-byte cap" in error.message
+
+
+def test_a_payload_nested_past_the_encoder_s_depth_fails_the_call_as_the_glue_would():
+    deep = {}
+    for _ in range(100_000):
+        deep = {"d": deep}
+    error = TestCase(PRIMARY).run(plugin(lambda _: [status(deep)])).error
+    assert error.transient and "a status is not JSON" in error.message
+
+
+def test_an_integer_wait_past_the_contract_s_range_is_clamped():
+    from wasmloop.actions import MAX_MILLIS, duration_millis
+
+    assert duration_millis(10**400, "requeue_after") == MAX_MILLIS
+    assert duration_millis(0.0005, "requeue_after") == 1, "halves round up, as in JavaScript"

@@ -152,7 +152,7 @@ def component_exports(reconciler: Reconciler):
             result = _outcome.reconcile(reconciler, req)
             try:
                 encoded = _outcome.encode(result)
-            except (TypeError, ValueError) as e:
+            except Exception as e:  # noqa: BLE001 - an export that raises traps: report it instead
                 result, encoded = _outcome.Result(error=_outcome.as_error(e)), _outcome.Encoded([], [], None)
             error = result.error
             if error is None:

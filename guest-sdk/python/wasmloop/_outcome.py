@@ -31,7 +31,7 @@ def millis(seconds: float) -> int:
 def to_json(value: Any, what: str) -> str:
     try:
         return json.dumps(value, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as e:
+    except (TypeError, ValueError, RecursionError) as e:
         raise TypeError(f"{what} is not JSON: {e}") from None
 
 
@@ -55,7 +55,7 @@ def _payload(action: Action, where: str) -> Optional[str]:
 
 def encode(result: Result) -> Encoded:
     """``result`` as the component glue encodes it, the one place that decides what encodes:
-    the glue sends it, the test harness checks it. Raises ``TypeError`` or ``ValueError`` for
+    the glue sends it, the test harness checks it. Raises (``TypeError``, ``ValueError``) for
     what does not encode (a payload that is no JSON, a retry delay of no duration), which fails
     the call as a bug in the plugin would."""
     actions = [(a, _payload(a, f"actions[{i}]")) for i, a in enumerate(result.actions)]

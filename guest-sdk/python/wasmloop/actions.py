@@ -174,11 +174,14 @@ def duration_millis(seconds: Any, what: str) -> int:
     """``seconds`` as the contract's ``u64`` milliseconds: the one encoding of a duration, for
     the component glue and the test harness alike. Raises ``ValueError`` for what has none (a
     negative, infinite or not-a-number duration, or not a number at all)."""
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds < 0:
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
         raise ValueError(f"{what} takes a finite duration of 0 seconds or more, not {seconds!r}")
-    # Past the contract's range the wait is as good as forever: clamped, not an overflow.
+    if isinstance(seconds, float) and not math.isfinite(seconds):
+        raise ValueError(f"{what} takes a finite duration of 0 seconds or more, not {seconds!r}")
+    # Past the contract's range the wait is as good as forever: clamped, not an overflow (an
+    # int stays exact). Halves round up, as JavaScript's SDK rounds them.
     millis = seconds * 1000
-    return MAX_MILLIS if millis >= MAX_MILLIS else int(round(millis))
+    return MAX_MILLIS if millis >= MAX_MILLIS else int(math.floor(millis + 0.5))
 
 
 def requeue_after(seconds: float) -> RequeueAfter:

@@ -37,9 +37,11 @@ from .request import Envelope, Request
 
 PAGE_SIZE = 500
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
-#: The host's default limits on a response (``host/sandbox/src/config.rs``).
+#: The host's default limits on a response, and the default ceiling of a plugin's own
+#: ``response_limit_bytes`` (``host/sandbox/src/config.rs``; an operator may set others).
 MAX_ACTIONS = 10_000
 RESPONSE_LIMIT_BYTES = 4 << 20
+RESPONSE_LIMIT_CEILING = 16 << 20
 
 
 def checked(plugin: Reconciler) -> Manifest:
@@ -103,8 +105,7 @@ class _FakeHost:
         watches = self.manifest.visible(kind)
         if watches is None:
             return True
-        ns = (obj.get("metadata") or {}).get("namespace")
-        return any((w.namespace is None or w.namespace == ns) and selector.matches(w.labels or "", _labels(obj)) for w in watches)
+        return any(_in_namespace(w.namespace, obj) and selector.matches(w.labels or "", _labels(obj)) for w in watches)
 
     def _of(self, kind: Kind) -> List[dict]:
         if kind not in self.manifest.declared_kinds():
@@ -260,8 +261,18 @@ def _over_limits(manifest: Manifest, result: _outcome.Result) -> Optional[str]:
     strings = [s for a in actions for s in _strings(a)]
     if error is not None:
         strings += [error.message, error.reason]
+    return _over_bytes(manifest, strings)
+
+
+def _response_limit(manifest: Manifest) -> int:
+    own = manifest.settings.response_limit_bytes
+    return RESPONSE_LIMIT_BYTES if own is None else min(own, RESPONSE_LIMIT_CEILING)
+
+
+def _over_bytes(manifest: Manifest, strings: List[Optional[str]]) -> Optional[str]:
     size = sum(len(s.encode()) for s in strings if s is not None)
-    limit = manifest.settings.response_limit_bytes or RESPONSE_LIMIT_BYTES
+    limit = _response_limit(manifest)
+    where = f"plugin {manifest.name!r}"
     if size > limit:
         return (
             f"{where}: the response is at least {size} bytes, over the {limit}-byte cap; return fewer or smaller "
@@ -409,7 +420,7 @@ class TestCase:
             _host.install(previous)
         try:
             _outcome.encode(result)
-        except (TypeError, ValueError) as e:
+        except Exception as e:  # noqa: BLE001 - as in the glue: whatever does not encode fails the call
             result = _outcome.Result(error=_outcome.as_error(e))
         refused = host.undeclared or _over_limits(manifest, result)
         if refused is None and result.error is None:
@@ -441,6 +452,10 @@ class TestCase:
         if len(refs) > MAX_ACTIONS:
             raise AssertionError(f"{where} returned {len(refs)} references, over the limit of {MAX_ACTIONS}")
         primary = manifest.primary_watch.kind
+        strings = [s for r in refs if isinstance(r, ObjectRef) for s in (r.api_version, r.kind, r.name, r.namespace, r.uid)]
+        over = _over_bytes(manifest, strings)
+        if over is not None:
+            raise AssertionError(f"{over} (map)")
         for i, ref in enumerate(refs):
             if not isinstance(ref, ObjectRef):
                 raise AssertionError(f"{where} result [{i}] is a {type(ref).__name__}, not an ObjectRef (wasmloop.ref or ObjectRef(...))")

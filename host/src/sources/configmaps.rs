@@ -76,7 +76,13 @@ struct Seen {
     /// A retry of a plugin that failed to start is scheduled.
     retry_pending: bool,
     /// The pull of the component `handled` names, when one is under way.
-    pulling: Option<AbortHandle>,
+    pulling: Option<Pulling>,
+}
+
+/// A pull under way: its id, which its report carries, and the handle that aborts it.
+struct Pulling {
+    id: u64,
+    task: AbortHandle,
 }
 
 /// What a ConfigMap offers, as far as loading goes.
@@ -94,10 +100,11 @@ struct Content {
     pull_secret: Option<String>,
 }
 
-/// A finished pull: the ConfigMap and content it was for, and the component or why not.
+/// A finished pull: the ConfigMap it was for, which pull it was, and the component or why not.
 struct Pulled {
     cm: ConfigMap,
-    content: Content,
+    /// The pull's id: a report of any other than the one under way for its ConfigMap is stale.
+    id: u64,
     payload: PluginPayload,
     /// Holds its share of the pulls' memory until the component is loaded.
     result: Result<oci::Component, OciError>,
@@ -210,6 +217,8 @@ pub struct ConfigMapSource {
     pulled: Option<mpsc::UnboundedReceiver<Pulled>>,
     /// The first list is handled: pulls started later do not hold readiness.
     listed: bool,
+    /// Pulls started so far: the next one's id.
+    pulls_started: u64,
 }
 
 /// The `wasmloop.dev/status` annotation of a ConfigMap: what serves from it, the last refusal,
@@ -261,6 +270,7 @@ impl ConfigMapSource {
             pulls,
             pulled: Some(pulled),
             listed: false,
+            pulls_started: 0,
             found,
             findings: Some(findings),
             retry,
@@ -399,7 +409,7 @@ impl ConfigMapSource {
                         .rejected(cm, reason, &format!("plugin {}: {message}{}", payload.name, self.keeps(&name)))
                         .await;
                 }
-                self.start_pull(cm.clone(), content, payload, reference);
+                self.start_pull(cm.clone(), payload, reference);
             }
             None => self.admit(cm, payload).await,
         }
@@ -415,8 +425,10 @@ impl ConfigMapSource {
 
     /// Pulls the component `reference` names in a task of its own, which reports to
     /// [`Self::pulled`].
-    fn start_pull(&mut self, cm: ConfigMap, content: Content, payload: PluginPayload, reference: PluginRef) {
+    fn start_pull(&mut self, cm: ConfigMap, payload: PluginPayload, reference: PluginRef) {
         let name = cm.name_any();
+        let id = self.pulls_started;
+        self.pulls_started += 1;
         if !self.listed {
             // A host that starts is ready once it serves what its ConfigMaps name.
             self.readiness.pending(&self.pull_item(&name), "pulling the component it names");
@@ -425,9 +437,9 @@ impl ConfigMapSource {
         let (puller, secrets, pulls) = (self.puller.clone(), self.secrets.clone(), self.pulls.clone());
         let task = tokio::spawn(async move {
             let result = pull(&puller, &secrets, &reference, payload.pull_secret.as_deref()).await;
-            let _ = pulls.send(Pulled { cm, content, payload, result });
+            let _ = pulls.send(Pulled { cm, id, payload, result });
         });
-        self.seen.entry(name).or_default().pulling = Some(task.abort_handle());
+        self.seen.entry(name).or_default().pulling = Some(Pulling { id, task: task.abort_handle() });
     }
 
     fn pull_item(&self, name: &str) -> String {
@@ -437,23 +449,24 @@ impl ConfigMapSource {
     /// Ends the pull under way for ConfigMap `name`, if any: a newer offer replaces it.
     fn stop_pull(&mut self, name: &str) {
         if let Some(pulling) = self.seen.get_mut(name).and_then(|seen| seen.pulling.take()) {
-            pulling.abort();
+            pulling.task.abort();
             // Its report will never come: readiness must not wait for it.
             self.readiness.ready(&self.pull_item(name));
         }
     }
 
-    /// A pull finished: what it brought is offered, unless the ConfigMap changed meanwhile.
+    /// A pull finished: what it brought is offered, unless it is not the pull under way for its
+    /// ConfigMap (an abort came too late to stop its report: the ConfigMap was deleted, edited
+    /// or retried since, and a newer offer is under way).
     async fn pulled(&mut self, pulled: Pulled) {
-        let Pulled { cm, content, mut payload, result } = pulled;
+        let Pulled { cm, id, mut payload, result } = pulled;
         let name = cm.name_any();
-        self.readiness.ready(&self.pull_item(&name));
         let Some(seen) = self.seen.get_mut(&name) else { return };
-        if seen.handled.as_ref() != Some(&content) {
-            // Deleted, edited or retried since: a newer offer is under way.
+        if seen.pulling.as_ref().map(|p| p.id) != Some(id) {
             return;
         }
         seen.pulling = None;
+        self.readiness.ready(&self.pull_item(&name));
         match result {
             Ok(mut component) => {
                 payload.component = std::mem::take(&mut component.bytes);

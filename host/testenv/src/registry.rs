@@ -71,7 +71,9 @@ pub fn shared() -> &'static TestRegistry {
 }
 
 /// A registry of the caller's own, taking anonymous pushes and pulls, whose storage the caller
-/// may change ([`TestRegistry::blob_file`]); it stops when dropped.
+/// may change ([`TestRegistry::blob_file`]); it stops when dropped. Always a new
+/// `docker-registry` process, whatever `WASMLOOP_TEST_REGISTRY` says: changing storage needs
+/// one the test owns.
 ///
 /// # Errors
 /// When `docker-registry` is missing or does not come up.
@@ -113,18 +115,21 @@ fn start(authenticated: bool) -> Result<TestRegistry, String> {
     };
     let storage = dir.path().join("data");
     let log = dir.path().join("registry.log");
+    // Every answer carries it: another registry that won the port race is not taken for this one.
+    let nonce = dir.path().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     // The port is free when chosen and taken a moment later: another process may take it
     // first, and then this registry exits and a fresh port is tried.
     for _ in 0..3 {
         let address = free_address()?;
         let config = dir.path().join("config.yml");
-        std::fs::write(&config, config_yaml(&address, &storage, passwords.as_deref())).map_err(|e| e.to_string())?;
+        let yaml = config_yaml(&address, &storage, passwords.as_deref(), &nonce);
+        std::fs::write(&config, yaml).map_err(|e| e.to_string())?;
         let mut process =
             Watched::spawn("docker-registry", &registry, &["serve".into(), config.display().to_string()], &log)
                 .map_err(|e| format!("cannot start docker-registry: {e}"))?;
         let started = Instant::now();
         loop {
-            if answers_as_registry(&address) {
+            if answers_as_registry(&address, &nonce) {
                 return Ok(TestRegistry {
                     address,
                     username,
@@ -147,9 +152,10 @@ fn start(authenticated: bool) -> Result<TestRegistry, String> {
     Err(format!("docker-registry exited three times on start; see {}", log.display()))
 }
 
-/// True when `address` answers `GET /v2/` as a distribution registry does (a listener of
-/// another process on the port would not).
-fn answers_as_registry(address: &str) -> bool {
+/// True when `address` answers `GET /v2/` as this distribution registry does: with the
+/// `nonce` its configuration adds to every answer (a listener of another process on the port,
+/// or another test's registry, would not).
+fn answers_as_registry(address: &str, nonce: &str) -> bool {
     let Ok(mut stream) = TcpStream::connect(address) else { return false };
     let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
     if stream.write_all(b"GET /v2/ HTTP/1.0\r\nHost: localhost\r\n\r\n").is_err() {
@@ -157,7 +163,9 @@ fn answers_as_registry(address: &str) -> bool {
     }
     let mut reply = Vec::new();
     let _ = stream.take(64 << 10).read_to_end(&mut reply);
-    String::from_utf8_lossy(&reply).to_ascii_lowercase().contains("docker-distribution-api-version: registry/2.0")
+    let reply = String::from_utf8_lossy(&reply).to_ascii_lowercase();
+    reply.contains("docker-distribution-api-version: registry/2.0")
+        && reply.contains(&format!("x-wasmloop-test-registry: {}", nonce.to_ascii_lowercase()))
 }
 
 /// A loopback port nothing listens on now (the registry binds it a moment later).
@@ -167,12 +175,12 @@ fn free_address() -> Result<String, String> {
     Ok(address.to_string())
 }
 
-fn config_yaml(address: &str, data: &Path, passwords: Option<&Path>) -> String {
+fn config_yaml(address: &str, data: &Path, passwords: Option<&Path>, nonce: &str) -> String {
     let auth = passwords.map_or_else(String::new, |passwords| {
         format!("auth:\n  htpasswd:\n    realm: wasmloop-test\n    path: {}\n", passwords.display())
     });
     format!(
-        "version: 0.1\nlog:\n  level: info\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: {address}\n{auth}",
+        "version: 0.1\nlog:\n  level: info\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: {address}\n  headers:\n    X-Wasmloop-Test-Registry: [\"{nonce}\"]\n{auth}",
         data.display(),
     )
 }

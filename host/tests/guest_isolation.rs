@@ -27,15 +27,24 @@ fn seen(actions: &[Action]) -> serde_json::Value {
 }
 
 /// Reconciles three primaries with the `remember` guest at `path`, which reports every primary
-/// its module state has seen.
+/// its module state has seen, under the default reset of freed memory and under one that keeps
+/// 16 MiB resident (reset in place from the memory image, page by page where the kernel reports
+/// dirty pages).
 async fn each_reconcile_sees_only_itself(path: &std::path::Path) {
-    let sandbox = Sandbox::new(SandboxConfig::default().cache_dir(None)).unwrap();
     let bytes = std::fs::read(path).unwrap();
-    let plugin = sandbox.load(&bytes, &path.display().to_string()).await.unwrap();
-    let plugin = sandbox.reserve(&plugin).unwrap();
-    for name in ["first", "second", "first"] {
-        let response = plugin.reconcile(&request(name), Arc::new(EmptyHost)).await.unwrap();
-        assert_eq!(seen(&response.actions), json!([name]), "a reconcile saw an earlier one's state");
+    for keep_resident in [SandboxConfig::default().keep_resident_bytes, 16 << 20] {
+        let config = SandboxConfig::default().cache_dir(None).keep_resident_bytes(keep_resident);
+        let sandbox = Sandbox::new(config).unwrap();
+        let plugin = sandbox.load(&bytes, &path.display().to_string()).await.unwrap();
+        let plugin = sandbox.reserve(&plugin).unwrap();
+        for name in ["first", "second", "first"] {
+            let response = plugin.reconcile(&request(name), Arc::new(EmptyHost)).await.unwrap();
+            assert_eq!(
+                seen(&response.actions),
+                json!([name]),
+                "a reconcile saw an earlier one's state (keeping {keep_resident} bytes resident)"
+            );
+        }
     }
 }
 

@@ -26,6 +26,15 @@ pub(super) fn sandbox(args: &SandboxArgs, pool: Option<u32>) -> anyhow::Result<S
     if let Some(n) = pool {
         config = config.max_instances(n);
     }
+    if let Some(bytes) = args.keep_resident_bytes {
+        if bytes > 64 << 10 && !wasmloop_sandbox::kernel_reports_dirty_pages() {
+            tracing::warn!(
+                bytes,
+                "--keep-resident-bytes: this kernel does not report dirty pages (PAGEMAP_SCAN, Linux 6.7 and later), so every guest instance resets all of them when it ends; expect slower reconciles, not faster"
+            );
+        }
+        config = config.keep_resident_bytes(usize::try_from(bytes).unwrap_or(usize::MAX));
+    }
     if args.no_compile_cache {
         config = config.cache_dir(None);
     } else if let Some(dir) = &args.cache_dir {

@@ -332,9 +332,9 @@ pub struct SandboxArgs {
     #[arg(long)]
     pub max_actions: Option<usize>,
     /// Bytes of each freed guest memory kept resident and reset in place for the next instance
-    /// rather than returned to the kernel [default: 64 KiB]. On Linux 6.7 and later, 16 MiB
-    /// makes Python and JavaScript reconciles about twice as fast and Rust ones a third faster,
-    /// for what each pool slot's calls wrote staying resident (see docs/benchmarks.md).
+    /// rather than returned to the kernel [default: 64 KiB]. On Linux 6.7 and later, where only
+    /// dirty pages count, 1 MiB takes a JavaScript reconcile from 0.9 to 0.6 ms for up to
+    /// 1 MiB resident per pool slot used (see docs/benchmarks.md).
     #[arg(long, env = "WASMLOOP_KEEP_RESIDENT_BYTES", value_parser = clap::value_parser!(u64).range(0..=256 << 20))]
     pub keep_resident_bytes: Option<u64>,
 }

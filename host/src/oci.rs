@@ -189,26 +189,22 @@ pub fn registry_name(text: &str) -> Result<String, String> {
     let refuse = || {
         format!("{text:?} is not a registry: write HOST or HOST:PORT in lower case, as in ghcr.io or 127.0.0.1:5000")
     };
-    if !is_registry(text) || text.bytes().any(|b| b.is_ascii_uppercase()) {
+    // References have no bracketed IPv6 form, so such a registry could never be named.
+    if !is_registry(text) || text.bytes().any(|b| b.is_ascii_uppercase() || b == b'[') {
         return Err(refuse());
     }
-    let (host_ok, port) = match text.strip_prefix('[') {
-        Some(bracketed) => {
-            let (v6, after) = bracketed.split_once(']').ok_or_else(refuse)?;
-            let port = if after.is_empty() { None } else { Some(after.strip_prefix(':').ok_or_else(refuse)?) };
-            (v6.parse::<std::net::Ipv6Addr>().is_ok(), port)
-        }
-        None => {
-            let (host, port) = text.split_once(':').map_or((text, None), |(h, p)| (h, Some(p)));
-            let label_ok = |label: &str| {
-                !label.is_empty()
-                    && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-                    && !label.starts_with('-')
-                    && !label.ends_with('-')
-            };
-            (!host.is_empty() && host.len() <= 253 && host.split('.').all(label_ok), port)
-        }
+    // As references resolve it.
+    if text == "docker.io" {
+        return Ok("index.docker.io".to_owned());
+    }
+    let (host, port) = text.split_once(':').map_or((text, None), |(h, p)| (h, Some(p)));
+    let label_ok = |label: &str| {
+        !label.is_empty()
+            && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            && !label.starts_with('-')
+            && !label.ends_with('-')
     };
+    let host_ok = !host.is_empty() && host.len() <= 253 && host.split('.').all(label_ok);
     let port_ok = port.is_none_or(|p| p.bytes().all(|b| b.is_ascii_digit()) && p.parse::<u16>().is_ok_and(|n| n > 0));
     if host_ok && port_ok { Ok(text.to_owned()) } else { Err(refuse()) }
 }
@@ -795,9 +791,10 @@ pub fn credentials(document: &[u8], registry: &str, secret: &str) -> Result<Regi
         .map_err(|e| fail(format!("not a docker config JSON (line {}, column {})", e.line(), e.column())))?;
     let auths = value.get("auths").unwrap_or(&value);
     let auths = auths.as_object().ok_or_else(|| fail("its auths are not a map of registry credentials".to_owned()))?;
+    // Keys are written as users write registries: any case, with a scheme and path or not.
     let host = |key: &str| {
         let key = key.strip_prefix("https://").or_else(|| key.strip_prefix("http://")).unwrap_or(key);
-        key.split('/').next().unwrap_or_default().to_owned()
+        key.split('/').next().unwrap_or_default().to_ascii_lowercase()
     };
     let entry =
         auths.iter().find(|(key, _)| host(key) == registry).map(|(_, e)| e).ok_or_else(|| {
@@ -862,10 +859,8 @@ mod tests {
             ("127.0.0.1:5000", true),
             ("localhost", true),
             ("my-registry.example.com:443", true),
-            ("[::1]:5000", true),
-            ("[::1]", true),
-            ("[::1", false),
-            ("[nope]:1", false),
+            ("[::1]:5000", false),
+            ("[::1]", false),
             ("https://ghcr.io", false),
             ("ghcr.io/", false),
             ("ghcr.io/team", false),
@@ -881,6 +876,8 @@ mod tests {
         for (text, accepted) in cases {
             assert_eq!(registry_name(text).is_ok(), *accepted, "{text}: {:?}", registry_name(text));
         }
+        let hub = PluginRef::parse("oci://docker.io/team/foo:1").unwrap();
+        assert_eq!(registry_name("docker.io").unwrap(), hub.registry(), "named as references resolve it");
     }
 
     #[test]
@@ -943,6 +940,8 @@ mod tests {
         assert_eq!(basic(credentials(config, "other.io", "s").unwrap()), ("x".into(), "y".into()));
         let plain = br#"{"auths": {"ghcr.io": {"username": "u", "password": "p"}}}"#;
         assert_eq!(basic(credentials(plain, "ghcr.io", "s").unwrap()), ("u".into(), "p".into()));
+        let shouted = br#"{"auths": {"https://GHCR.io/v1/": {"auth": "dTpw"}}}"#;
+        assert_eq!(basic(credentials(shouted, "ghcr.io", "s").unwrap()), ("u".into(), "p".into()));
         let legacy = br#"{"ghcr.io": {"auth": "dTpw"}}"#;
         assert_eq!(basic(credentials(legacy, "ghcr.io", "s").unwrap()), ("u".into(), "p".into()));
     }

@@ -368,4 +368,5 @@ def test_an_integer_wait_past_the_contract_s_range_is_clamped():
     from wasmloop.actions import MAX_MILLIS, duration_millis
 
     assert duration_millis(10**400, "requeue_after") == MAX_MILLIS
+    assert duration_millis(12345678901234567, "requeue_after") == 12345678901234567000
     assert duration_millis(0.0005, "requeue_after") == 1, "halves round up, as in JavaScript"

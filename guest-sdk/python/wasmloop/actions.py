@@ -178,10 +178,12 @@ def duration_millis(seconds: Any, what: str) -> int:
         raise ValueError(f"{what} takes a finite duration of 0 seconds or more, not {seconds!r}")
     if isinstance(seconds, float) and not math.isfinite(seconds):
         raise ValueError(f"{what} takes a finite duration of 0 seconds or more, not {seconds!r}")
-    # Past the contract's range the wait is as good as forever: clamped, not an overflow (an
-    # int stays exact). Halves round up, as JavaScript's SDK rounds them.
+    # Past the contract's range the wait is as good as forever: clamped, not an overflow. An
+    # int stays exact; a float's halves round up, as JavaScript's SDK rounds them.
+    if isinstance(seconds, int):
+        return min(seconds * 1000, MAX_MILLIS)
     millis = seconds * 1000
-    return MAX_MILLIS if millis >= MAX_MILLIS else int(math.floor(millis + 0.5))
+    return MAX_MILLIS if millis >= MAX_MILLIS else math.floor(millis + 0.5)
 
 
 def requeue_after(seconds: float) -> RequeueAfter:

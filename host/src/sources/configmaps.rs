@@ -15,7 +15,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{FutureExt as _, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
@@ -353,8 +353,14 @@ impl ConfigMapSource {
                         }
                         seen.handled = None;
                     }
-                    if let Ok(Some(cm)) = self.api.get_opt(&name).await {
-                        self.offer(&cm).await;
+                    match self.api.get_opt(&name).await {
+                        Ok(Some(cm)) => self.offer(&cm).await,
+                        Ok(None) => {}
+                        Err(error) => {
+                            // The retry must not end with one failed read.
+                            tracing::warn!(configmap = %source_of(&self.namespace, &name), %error, "cannot read the ConfigMap to try it again; trying again in {} s", START_RETRY.as_secs());
+                            self.retry_after(&name, START_RETRY);
+                        }
                     }
                 }
             }
@@ -436,7 +442,14 @@ impl ConfigMapSource {
         tracing::info!(configmap = %source_of(&self.namespace, &name), %reference, "pulling the plugin this ConfigMap names");
         let (puller, secrets, pulls) = (self.puller.clone(), self.secrets.clone(), self.pulls.clone());
         let task = tokio::spawn(async move {
-            let result = pull(&puller, &secrets, &reference, payload.pull_secret.as_deref()).await;
+            let pulling = pull(&puller, &secrets, &reference, payload.pull_secret.as_deref());
+            // A panic must still report, or the ConfigMap would wait for this pull forever.
+            let result = std::panic::AssertUnwindSafe(pulling).catch_unwind().await.unwrap_or_else(|_| {
+                Err(OciError::Registry {
+                    registry: reference.registry().to_owned(),
+                    message: "the pull panicked (a bug in the host; the log has it)".to_owned(),
+                })
+            });
             let _ = pulls.send(Pulled { cm, id, payload, result });
         });
         self.seen.entry(name).or_default().pulling = Some(Pulling { id, task: task.abort_handle() });

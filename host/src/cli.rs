@@ -331,11 +331,11 @@ pub struct SandboxArgs {
     /// Most actions in one response [default: 10000].
     #[arg(long)]
     pub max_actions: Option<usize>,
-    /// Bytes of each freed guest memory kept resident and reset in place for the next instance
-    /// rather than returned to the kernel [default: 64 KiB]. On Linux 6.7 and later, where only
-    /// dirty pages count, 1 MiB takes a JavaScript reconcile from 0.9 to 0.6 ms for up to
-    /// 1 MiB resident per pool slot used (see docs/benchmarks.md).
-    #[arg(long, env = "WASMLOOP_KEEP_RESIDENT_BYTES", value_parser = clap::value_parser!(u64).range(0..=256 << 20))]
+    /// Bytes at the start of each freed guest memory kept resident and reset in place for the
+    /// next instance rather than returned to the kernel [default: 64 KiB; at most 16 MiB].
+    /// 16 MiB takes a Python reconcile from 2.5 to 1.1 ms and a JavaScript one from 1.0 to
+    /// 0.5 ms, for up to 16 MiB resident per pool slot used (see docs/benchmarks.md).
+    #[arg(long, env = "WASMLOOP_KEEP_RESIDENT_BYTES", value_parser = clap::value_parser!(u64).range(0..=16 << 20))]
     pub keep_resident_bytes: Option<u64>,
 }
 

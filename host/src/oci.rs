@@ -12,8 +12,8 @@
 //! operator names, the manifest no larger than [`MAX_MANIFEST`] (read by this module, since
 //! oci-client reads one whole), the layer no larger than [`MAX_COMPONENT`], the whole pull
 //! (waits included) no longer than the timeout, no more than [`PULLS_PER_NAMESPACE`] at once
-//! per plugin namespace, and no more than [`PULL_MEMORY_MIB`] held at once in all, until the
-//! component is loaded. Pulled components are cached on disk by manifest digest, checked again
+//! per plugin namespace, and no more than [`PULL_MEMORY_MIB`] held at once in all
+//! ([`NAMESPACE_MEMORY_MIB`] by one namespace), until the component is loaded. Pulled components are cached on disk by manifest digest, checked again
 //! when read back, and kept within [`CACHE_BUDGET`].
 //!
 //! The registry itself is trusted as far as its operator chose it: its token and error replies
@@ -232,9 +232,14 @@ pub fn install_tls_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+/// How much longer than a pull's deadline its HTTP clients wait, so that the deadline, which
+/// says what the pull was waiting for, is always what ends a pull that runs out of time.
+const CLIENT_TIMEOUT_MARGIN: Duration = Duration::from_secs(5);
+
 impl RegistryPolicy {
     fn client(&self, timeout: Duration) -> Client {
         install_tls_provider();
+        let timeout = timeout + CLIENT_TIMEOUT_MARGIN;
         Client::new(ClientConfig {
             protocol: ClientProtocol::HttpsExcept(self.plain_http.clone()),
             connect_timeout: Some(timeout),
@@ -247,6 +252,7 @@ impl RegistryPolicy {
     /// plain HTTP.
     fn http(&self, timeout: Duration) -> reqwest::Client {
         install_tls_provider();
+        let timeout = timeout + CLIENT_TIMEOUT_MARGIN;
         let redirects = reqwest::redirect::Policy::custom(|attempt| {
             let downgrade = attempt.previous().first().is_some_and(|first| first.scheme() == "https")
                 && attempt.url().scheme() != "https";
@@ -362,13 +368,24 @@ pub async fn push(
 }
 
 /// How many pulls of one plugin namespace may run at once; more wait their turn. Turns are per
-/// namespace so that one tenant's hanging registries hold up only that tenant's plugins.
+/// namespace so that one tenant's hanging registries hold up only the plugins of its own
+/// namespace: tenants that must not hold up each other's pulls get plugin namespaces of their
+/// own (`--plugin-namespace` is repeatable). Not per registry too, since a namespace could then
+/// multiply its pulls by naming registries.
 pub const PULLS_PER_NAMESPACE: usize = 2;
 
 /// How many MiB of pulled components may be held in memory at once, across namespaces, from
 /// the manifest's word on the layer's size until the component is loaded (compiling copies it
 /// twice more, one load at a time): within `deploy/`'s 512 MiB limit beside the serving plugins.
 pub const PULL_MEMORY_MIB: u32 = 128;
+
+/// How many of [`PULL_MEMORY_MIB`] the pulls of one plugin namespace may hold: a registry that
+/// trickles bytes keeps its share for the whole pull, so one namespace never holds them all.
+pub const NAMESPACE_MEMORY_MIB: u32 = PULL_MEMORY_MIB / 2;
+
+// A component of the largest size must fit in a namespace's share, and a share in the whole, or
+// a pull would wait for more permits than exist.
+const _: () = assert!(MAX_COMPONENT >> 20 <= NAMESPACE_MEMORY_MIB as u64 && NAMESPACE_MEMORY_MIB <= PULL_MEMORY_MIB);
 
 /// Bytes of pulled components kept on disk. With the compile cache's budget
 /// ([`wasmloop_sandbox::COMPILE_CACHE_BUDGET`]), this stays under `deploy/`'s `sizeLimit`.
@@ -383,12 +400,16 @@ pub struct Puller {
     cache: Option<PathBuf>,
     /// Pulls at once per plugin namespace.
     turns: Arc<Turns>,
-    /// One pull per reference at a time: a second ConfigMap naming it reads the first one's
-    /// result from the cache. Keyed by the whole reference, not the digest, so that a hanging
-    /// registry cannot hold up a pull of the same digest from another.
+    /// One pull per namespace and reference at a time: a second ConfigMap of the namespace
+    /// naming it reads the first one's result from the cache. Keyed by the whole reference, not
+    /// the digest, so that a hanging registry cannot hold up a pull of the same digest from
+    /// another; and by namespace, so that a tenant whose pull of a popular reference waits (for
+    /// its memory share, say) holds up no other tenant's.
     same: Arc<Turns>,
     /// MiB of components in memory, [`PULL_MEMORY_MIB`] in all.
     memory: Arc<Semaphore>,
+    /// MiB of components in memory per plugin namespace, [`NAMESPACE_MEMORY_MIB`] each.
+    namespace_memory: Arc<Turns>,
     /// Reads manifests, bounded (oci-client reads the blobs).
     http: reqwest::Client,
 }
@@ -399,7 +420,14 @@ pub struct Puller {
 pub struct Component {
     /// The component's bytes.
     pub bytes: Vec<u8>,
-    _memory: OwnedSemaphorePermit,
+    _memory: Memory,
+}
+
+/// A pull's share of memory: its namespace's, then the whole host's.
+#[derive(Debug)]
+struct Memory {
+    _namespace: Turn,
+    _host: OwnedSemaphorePermit,
 }
 
 /// What a pull was doing when its time ran out.
@@ -408,8 +436,10 @@ enum Stage {
     Turn,
     Same,
     Cache,
+    NamespaceMemory,
     Memory,
     Registry,
+    Verify,
 }
 
 impl Stage {
@@ -418,12 +448,18 @@ impl Stage {
             Stage::Turn => format!(
                 "it waited for one of the {PULLS_PER_NAMESPACE} pulls namespace {namespace} may run at once; other pulls of this namespace hang"
             ),
-            Stage::Same => "it waited for another ConfigMap's pull of the same reference".to_owned(),
+            Stage::Same => "it waited for another ConfigMap's pull of the same reference in this namespace".to_owned(),
             Stage::Cache => "it was reading the disk cache".to_owned(),
+            Stage::NamespaceMemory => format!(
+                "it waited for memory: the pulls of namespace {namespace} hold {NAMESPACE_MEMORY_MIB} MiB at most, together; other pulls of this namespace are slow"
+            ),
             Stage::Memory => format!(
                 "it waited for memory: pulled components not loaded yet hold {PULL_MEMORY_MIB} MiB at most, together"
             ),
             Stage::Registry => "check the registry, or raise --pull-timeout-seconds".to_owned(),
+            Stage::Verify => {
+                "it was checking the layer's digest and writing the disk cache; raise --pull-timeout-seconds".to_owned()
+            }
         }
     }
 }
@@ -445,6 +481,7 @@ impl Puller {
             turns: Arc::new(Turns::new(PULLS_PER_NAMESPACE)),
             same: Arc::new(Turns::new(1)),
             memory: Arc::new(Semaphore::new(PULL_MEMORY_MIB as usize)),
+            namespace_memory: Arc::new(Turns::new(NAMESPACE_MEMORY_MIB as usize)),
         }
     }
 
@@ -479,6 +516,22 @@ impl Puller {
     /// The component `reference` (pinned) names, for a plugin of `namespace`, by `deadline`:
     /// the waits for a turn, for memory and for another pull of the same reference count.
     ///
+    /// ```no_run
+    /// # async fn pull(puller: &wasmloop::oci::Puller) -> Result<(), wasmloop::oci::OciError> {
+    /// use oci_client::secrets::RegistryAuth;
+    /// use wasmloop::oci::PluginRef;
+    ///
+    /// let reference = PluginRef::parse(
+    ///     "oci://registry.example.com/team-a/foo@sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+    /// )?;
+    /// let deadline = tokio::time::Instant::now() + puller.timeout();
+    /// let component = puller.pull_by(deadline, "team-a", &reference, &RegistryAuth::Anonymous).await?;
+    /// // Its share of the pulls' memory goes when the component does: load it, then drop it.
+    /// drop(component);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
     /// # Errors
     /// When the reference is not pinned or not allowed, the registry fails, the artifact is
     /// not a component, is too large, or the deadline passes.
@@ -492,23 +545,35 @@ impl Puller {
         self.admissible(reference)?;
         let mut stage = Stage::Turn;
         let pulled = tokio::time::timeout_at(deadline, async {
-            let _turn = self.turns.take(namespace).await;
+            let _turn = Turns::take(&self.turns, namespace, 1).await;
             stage = Stage::Same;
-            let _only = self.same.take(&reference.to_string()).await;
+            // A space cannot appear in a namespace or a reference, so keys cannot collide.
+            let _only = Turns::take(&self.same, &format!("{namespace} {reference}"), 1).await;
             // A hit takes a turn too: reading and hashing 64 MiB is work a namespace must not
             // multiply.
-            if let Some(component) = self.cached(reference, &mut stage).await {
+            if let Some(component) = self.cached(namespace, reference, &mut stage).await {
                 tracing::info!(%reference, "the component is in the disk cache: no pull");
                 return Ok(component);
             }
-            self.fetch(reference, auth, &mut stage).await
+            self.fetch(namespace, reference, auth, &mut stage).await
         })
         .await;
         pulled.unwrap_or_else(|_| Err(OciError::Timeout(reference.to_string(), self.timeout, stage.waiting(namespace))))
     }
 
+    /// `mib` of memory for a pull of `namespace`: the namespace's share first, so that a
+    /// namespace at its cap waits without holding any of the host's.
+    async fn memory(&self, namespace: &str, mib: u32, stage: &mut Stage) -> Memory {
+        *stage = Stage::NamespaceMemory;
+        let namespace = Turns::take(&self.namespace_memory, namespace, mib).await;
+        *stage = Stage::Memory;
+        let host = self.memory.clone().acquire_many_owned(mib).await.expect("never closed");
+        Memory { _namespace: namespace, _host: host }
+    }
+
     async fn fetch(
         &self,
+        namespace: &str,
         reference: &PluginRef,
         auth: &RegistryAuth,
         stage: &mut Stage,
@@ -522,8 +587,7 @@ impl Puller {
         if size > MAX_COMPONENT {
             return Err(OciError::TooLarge(reference.to_string(), size));
         }
-        *stage = Stage::Memory;
-        let memory = self.memory.clone().acquire_many_owned(mib(size)).await.expect("never closed");
+        let memory = self.memory(namespace, mib(size), stage).await;
         *stage = Stage::Registry;
         // The stream checks the bytes against the layer's digest as they arrive; the count
         // holds a registry that sends more than the manifest said to the limit.
@@ -541,6 +605,7 @@ impl Puller {
         }
         let digest = reference.digest().unwrap_or_default().to_owned();
         let (cache, layer_digest) = (self.cache.clone(), layer.digest.clone());
+        *stage = Stage::Verify;
         // Hashing and writing 64 MiB is blocking work: off the runtime's threads. The bytes'
         // share of memory goes with them, so a pull given up meanwhile frees it only with them.
         let component = tokio::task::spawn_blocking(move || {
@@ -604,15 +669,14 @@ impl Puller {
 
     /// A component pulled before, if the cache holds it intact; read off the runtime's threads,
     /// with its share of memory like a pull's.
-    async fn cached(&self, reference: &PluginRef, stage: &mut Stage) -> Option<Component> {
+    async fn cached(&self, namespace: &str, reference: &PluginRef, stage: &mut Stage) -> Option<Component> {
         *stage = Stage::Cache;
         let dir = entry(self.cache.as_deref(), reference.digest()?)?;
         let size = tokio::fs::metadata(dir.join(COMPONENT_FILE)).await.ok()?.len();
         if size > MAX_COMPONENT {
             return None;
         }
-        *stage = Stage::Memory;
-        let memory = self.memory.clone().acquire_many_owned(mib(size)).await.expect("never closed");
+        let memory = self.memory(namespace, mib(size), stage).await;
         *stage = Stage::Cache;
         let reference = reference.clone();
         // The share of memory goes with the bytes, as in a pull.
@@ -642,9 +706,11 @@ struct Turns {
     keys: std::sync::Mutex<std::collections::HashMap<String, Arc<Semaphore>>>,
 }
 
-/// A permit of [`Turns`], or the wait for one.
-struct Turn<'a> {
-    turns: &'a Turns,
+/// Permits of [`Turns`], or the wait for them. Owned, so that it can go with a pull's bytes into
+/// blocking work and outlive the pull's task.
+#[derive(Debug)]
+struct Turn {
+    turns: Arc<Turns>,
     key: String,
     semaphore: Arc<Semaphore>,
     permit: Option<tokio::sync::OwnedSemaphorePermit>,
@@ -655,14 +721,16 @@ impl Turns {
         Turns { per_key, keys: std::sync::Mutex::default() }
     }
 
-    async fn take(&self, key: &str) -> Turn<'_> {
+    /// `count` of `key`'s permits; callers ask for at most `per_key`.
+    async fn take(turns: &Arc<Self>, key: &str, count: u32) -> Turn {
+        debug_assert!(count as usize <= turns.per_key, "{count} of {} permits would wait forever", turns.per_key);
         let semaphore = {
-            let mut keys = self.keys.lock().expect("not poisoned");
-            keys.entry(key.to_owned()).or_insert_with(|| Arc::new(Semaphore::new(self.per_key))).clone()
+            let mut keys = turns.keys.lock().expect("not poisoned");
+            keys.entry(key.to_owned()).or_insert_with(|| Arc::new(Semaphore::new(turns.per_key))).clone()
         };
         // The guard exists before the wait, so a wait that is given up still forgets the key.
-        let mut turn = Turn { turns: self, key: key.to_owned(), semaphore, permit: None };
-        turn.permit = Some(turn.semaphore.clone().acquire_owned().await.expect("never closed"));
+        let mut turn = Turn { turns: turns.clone(), key: key.to_owned(), semaphore, permit: None };
+        turn.permit = Some(turn.semaphore.clone().acquire_many_owned(count).await.expect("never closed"));
         turn
     }
 
@@ -672,7 +740,7 @@ impl Turns {
     }
 }
 
-impl Drop for Turn<'_> {
+impl Drop for Turn {
     fn drop(&mut self) {
         self.permit = None;
         let mut keys = self.turns.keys.lock().expect("not poisoned");
@@ -1036,11 +1104,11 @@ mod tests {
 
     #[tokio::test]
     async fn turns_are_per_key_and_forgotten_when_nobody_waits() {
-        let turns = Turns::new(1);
-        let a = turns.take("tenant-a").await;
-        let waiting = tokio::time::timeout(Duration::from_millis(20), turns.take("tenant-a")).await;
+        let turns = Arc::new(Turns::new(1));
+        let a = Turns::take(&turns, "tenant-a", 1).await;
+        let waiting = tokio::time::timeout(Duration::from_millis(20), Turns::take(&turns, "tenant-a", 1)).await;
         assert!(waiting.is_err(), "a key's one turn is taken");
-        let b = turns.take("tenant-b").await;
+        let b = Turns::take(&turns, "tenant-b", 1).await;
         assert_eq!(turns.len(), 2, "another key has turns of its own");
         drop((a, b));
         assert_eq!(turns.len(), 0, "a wait given up and turns given back leave nothing behind");
@@ -1054,11 +1122,30 @@ mod tests {
             None,
         );
         let _held: Vec<_> =
-            futures::future::join_all((0..PULLS_PER_NAMESPACE).map(|_| puller.turns.take("tenant"))).await;
+            futures::future::join_all((0..PULLS_PER_NAMESPACE).map(|_| Turns::take(&puller.turns, "tenant", 1))).await;
         let reference = PluginRef::parse(&format!("oci://registry.example.com/p@{DIGEST}")).unwrap();
         let error = puller.pull("tenant", &reference, &RegistryAuth::Anonymous).await.unwrap_err();
         assert!(matches!(error, OciError::Timeout(..)), "{error}");
         assert!(error.to_string().contains("pulls namespace tenant may run at once"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_namespace_at_its_memory_share_waits_without_holding_the_host_s() {
+        let puller = Puller::new(RegistryPolicy::default(), Duration::from_secs(1), None);
+        let mut stage = Stage::Turn;
+        let held = puller.memory("tenant-a", NAMESPACE_MEMORY_MIB, &mut stage).await;
+        let waiting = tokio::time::timeout(Duration::from_millis(20), puller.memory("tenant-a", 1, &mut stage)).await;
+        assert!(waiting.is_err(), "tenant-a holds its whole share");
+        assert!(matches!(stage, Stage::NamespaceMemory), "{stage:?}");
+        assert_eq!(
+            puller.memory.available_permits(),
+            (PULL_MEMORY_MIB - NAMESPACE_MEMORY_MIB) as usize,
+            "the waiting pull holds none of the host's memory"
+        );
+        let other = puller.memory("tenant-b", NAMESPACE_MEMORY_MIB, &mut stage).await;
+        drop((held, other));
+        assert_eq!(puller.memory.available_permits(), PULL_MEMORY_MIB as usize, "both shares went back");
+        assert_eq!(puller.namespace_memory.len(), 0, "and no namespace is remembered");
     }
 
     /// A real registry of the test's own (distribution, anonymous), for the pulls below.

@@ -197,6 +197,44 @@ async fn a_reference_without_usable_credentials_is_refused_saying_what_to_fix() 
     assert!(connected.is_err(), "the host connected to a registry it may not pull from");
 }
 
+// deploy/ lets the host read only the Secrets its Role names; a ConfigMap naming another one
+// is refused with the change to make, not a bare 403.
+#[tokio::test]
+async fn a_pull_secret_the_host_may_not_read_is_refused_naming_the_role_to_change() {
+    let registry = wasmloop_testenv::registry::shared();
+    let plugins = shared().namespace("oci-forbidden").await.unwrap();
+    let user = format!("host-{}", plugins.name);
+    let rules = json!([
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "patch"]},
+        {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["registry-creds"], "verbs": ["get"]},
+    ]);
+    common::grant_user(&plugins, "wasmloop", &user, rules).await;
+    pull_secret(&plugins, "team-creds", registry).await;
+    let reference = format!("oci://{}/plugins/forbidden@sha256:{}", registry.address, "3".repeat(64));
+    let mut configmap = bundle_ref(&python_foo(), "foo-deployment", &plugins.name, &reference, Some("team-creds"));
+    configmap.metadata.name = Some("forbidden".into());
+    let configmaps: Api<ConfigMap> = plugins.api();
+    configmaps.create(&PostParams::default(), &configmap).await.unwrap();
+    let kubeconfig = common::kubeconfig_as(&user);
+    let _host = Host::start_with(
+        kubeconfig.path(),
+        ["run", "--plugin-namespace", &plugins.name, "--insecure-registry", &registry.address],
+    );
+
+    let refused =
+        status(&configmaps, "forbidden", "the unreadable secret refused", |s| s["lastError"].is_string()).await;
+    let error = refused["lastError"].as_str().unwrap();
+    assert!(
+        error.contains(&format!(
+            "pull secret {}/team-creds: the host may not read it (secrets \"team-creds\" is forbidden",
+            plugins.name
+        )),
+        "{error}"
+    );
+    assert!(error.contains("add team-creds to the resourceNames of Role wasmloop's rule on Secrets"), "{error}");
+}
+
 /// Runs the real `minisign` with `args` in `dir`.
 fn minisign(dir: &Path, args: &[&str]) {
     let out = Command::new("minisign")

@@ -107,12 +107,11 @@ pub struct SandboxConfig {
     pub ceilings: Limits,
     /// How long compiling one component may take before the load is refused.
     pub compile_timeout: Duration,
-    /// Bytes of each freed instance memory that are reset in place instead of being returned
-    /// to the kernel: the next instance then finds them without page faults, and the pool
-    /// slot keeps them resident while idle. Where the kernel reports the pages a call dirtied
-    /// ([`dirty_page_reset`]), only dirty pages count against it and are copied back;
-    /// elsewhere the whole amount is reset on every drop. 64 KiB by default
-    /// (`docs/benchmarks.md` measures others).
+    /// Bytes at the start of each freed instance memory that are reset in place (copied back
+    /// from the memory image) instead of being returned to the kernel: the next instance then
+    /// finds them without page faults, and the pool slot keeps them resident while idle. At
+    /// most [`MAX_KEEP_RESIDENT_BYTES`]; 64 KiB by default (`docs/benchmarks.md` measures
+    /// others).
     pub keep_resident_bytes: usize,
 }
 
@@ -138,14 +137,10 @@ impl Default for SandboxConfig {
     }
 }
 
-/// True where wasmtime can ask the kernel which pages of a freed instance memory the call
-/// dirtied (`PAGEMAP_SCAN`, Linux 6.7 and later) and the sandbox has it do so: then a reset
-/// copies back the dirty pages and leaves clean ones mapped, where it would otherwise drop
-/// every page past [`SandboxConfig::keep_resident_bytes`] and the next instance would fault
-/// each one back in. It took a Rust reconcile from 41 to 19 µs at no cost in resident memory.
-pub fn dirty_page_reset() -> bool {
-    wasmtime::PoolingAllocationConfig::is_pagemap_scan_available()
-}
+/// The most of each freed memory [`SandboxConfig::keep_resident_bytes`] may keep: every pool
+/// slot a call has used keeps that much resident, so the worst case is this times
+/// [`SandboxConfig::memory_slots`].
+pub const MAX_KEEP_RESIDENT_BYTES: usize = 16 << 20;
 
 impl SandboxConfig {
     /// Sets or disables the compile cache directory.
@@ -176,11 +171,18 @@ impl SandboxConfig {
         self
     }
 
-    /// Sets how much of each freed memory stays resident.
+    /// Sets how much of each freed memory stays resident, at most
+    /// [`MAX_KEEP_RESIDENT_BYTES`].
     #[must_use]
     pub fn keep_resident_bytes(mut self, bytes: usize) -> Self {
-        self.keep_resident_bytes = bytes;
+        self.keep_resident_bytes = bytes.min(MAX_KEEP_RESIDENT_BYTES);
         self
+    }
+
+    /// How many instance memories the pool holds: with [`SandboxConfig::keep_resident_bytes`],
+    /// what freed memories may keep resident at most.
+    pub fn memory_slots(&self) -> u32 {
+        self.max_instances * 2
     }
 
     /// Sets how many instances may be alive at once.
@@ -196,12 +198,16 @@ impl SandboxConfig {
             .total_stacks(self.max_instances)
             // A Rust component holds a few core instances and up to two memories and tables.
             .total_core_instances(self.max_instances * 8)
-            .total_memories(self.max_instances * 2)
+            .total_memories(self.memory_slots())
             .total_tables(self.max_instances * 4)
             .max_memory_size(self.max_memory_bytes)
-            // Resets only what a call dirtied where the kernel can say (`dirty_page_reset`).
-            .pagemap_scan(wasmtime::Enabled::Auto)
-            .linear_memory_keep_resident(self.keep_resident_bytes)
+            // Not the kernel's report of dirty pages (PAGEMAP_SCAN), though it halves a Rust
+            // reconcile: wasmtime 48 resets only dirty pages that are present, so one swapped
+            // out, or being migrated, keeps the last call's bytes for the next instance in the
+            // slot, another plugin's included (wasmtime#14357, open). A freed memory is reset
+            // whole: its first `keep_resident_bytes` copied back, the rest returned.
+            .pagemap_scan(wasmtime::Enabled::No)
+            .linear_memory_keep_resident(self.keep_resident_bytes.min(MAX_KEEP_RESIDENT_BYTES))
             .table_keep_resident(self.keep_resident_bytes.min(64 << 10));
         let mut config = wasmtime::Config::new();
         config

@@ -47,7 +47,7 @@ pub use wasmloop_contract::validate;
 
 pub use bindings::{Gvk, Object, Phase, Request};
 pub use compile_cache::{BUDGET as COMPILE_CACHE_BUDGET, CompileCache, digest};
-pub use config::{Limits, SandboxConfig, dirty_page_reset};
+pub use config::{Limits, MAX_KEEP_RESIDENT_BYTES, SandboxConfig};
 pub use contract::{CONTRACT_PACKAGE, CONTRACT_VERSION, LEGACY_CONTRACT_VERSION};
 pub use error::{CallError, CallFailure, LoadError};
 pub use host_services::{CacheDenied, EmptyHost, HostServices, ListKey, ListPage, LogLevel};

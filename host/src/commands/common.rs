@@ -27,13 +27,14 @@ pub(super) fn sandbox(args: &SandboxArgs, pool: Option<u32>) -> anyhow::Result<S
         config = config.max_instances(n);
     }
     if let Some(bytes) = args.keep_resident_bytes {
-        if bytes > 64 << 10 && !wasmloop_sandbox::dirty_page_reset() {
-            tracing::warn!(
-                bytes,
-                "--keep-resident-bytes: this kernel does not report dirty pages (PAGEMAP_SCAN, Linux 6.7 and later), so every guest instance resets all of them when it ends, and a slot keeps them resident; measure before keeping more than the 64 KiB default"
-            );
-        }
         config = config.keep_resident_bytes(usize::try_from(bytes).unwrap_or(usize::MAX));
+        let worst = config.keep_resident_bytes as u64 * u64::from(config.memory_slots());
+        tracing::info!(
+            bytes = config.keep_resident_bytes,
+            slots = config.memory_slots(),
+            worst_case_mib = worst >> 20,
+            "--keep-resident-bytes: each pool slot a call has used keeps this much resident and copies it back on every drop; count the worst case in the pod's memory limit"
+        );
     }
     if args.no_compile_cache {
         config = config.cache_dir(None);

@@ -148,11 +148,7 @@ async fn pull(
                 ))
             })?;
             let secret = read
-                .map_err(|e| {
-                    OciError::Credentials(format!(
-                        "pull secret {at}: cannot read it ({e}); the host needs get on Secrets in {namespace}"
-                    ))
-                })?
+                .map_err(|e| OciError::Credentials(unreadable_secret(&at, name, &namespace, &e)))?
                 .ok_or_else(|| {
                     OciError::Credentials(format!(
                         "pull secret {at} does not exist; create it with `kubectl create secret docker-registry`"
@@ -175,6 +171,18 @@ async fn pull(
         }
     };
     puller.pull_by(deadline, &namespace, reference, &auth).await
+}
+
+/// Why pull secret `at` could not be read, and what to do: `deploy/` lets the host get only the
+/// Secrets its Role names, so a forbidden read most likely wants the name added there.
+fn unreadable_secret(at: &str, name: &str, namespace: &str, error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) if status.is_forbidden() => format!(
+            "pull secret {at}: the host may not read it ({}); add {name} to the resourceNames of Role wasmloop's rule on Secrets in {namespace} (deploy/base/rbac.yaml)",
+            wasmloop_contract::validate::cut(status.message.clone(), 512)
+        ),
+        other => format!("pull secret {at}: cannot read it ({other}); the host needs get on Secrets in {namespace}"),
+    }
 }
 
 /// A version serving from a ConfigMap, as its status shows it.

@@ -223,6 +223,8 @@ const FOO_CASES: &[(&str, &[&str])] = &[
     ("foo-deployment/foo-separator-name.yaml", &[]),
     ("foo-deployment/foo-status-list.yaml", &[]),
     ("foo-deployment/foo-spec-pair.yaml", &[]),
+    ("foo-deployment/foo.yaml", &["--owned", "foo-deployment/owned-deployment-sparse-owner.yaml"]),
+    ("foo-deployment/foo.yaml", &["--owned", "foo-deployment/owned-deployment-owner-without-uid.yaml"]),
 ];
 
 /// Inputs foo-deployment's serde types refuse: a twin must refuse them alike.
@@ -235,6 +237,7 @@ const FOO_UNDECODABLE: &[(&str, &[&str])] = &[
     ("foo-deployment/foo-status-huge-replicas.yaml", &[]),
     ("foo-deployment/foo-huge-replicas.yaml", &[]),
     ("foo-deployment/foo.yaml", &["--owned", "foo-deployment/owned-deployment-string-replicas.yaml"]),
+    ("foo-deployment/foo.yaml", &["--owned", "foo-deployment/owned-deployment-numeric-owner-name.yaml"]),
 ];
 
 #[test]

@@ -84,8 +84,9 @@ export function decodeDeployment(deployment) {
   const meta = struct('metadata' in deployment ? deployment.metadata : {}, ['ownerReferences'], what, 'metadata');
   const owners = field(meta, 'ownerReferences', [], Array.isArray, what, 'must be a list');
   for (const owner of owners) {
-    if (owner === null || typeof owner !== 'object' || !['apiVersion', 'kind', 'name', 'uid'].every((k) => isString(owner[k]))) {
-      throw malformed(what, 'an ownerReference needs apiVersion, kind, name and uid strings');
+    // k8s-openapi reads a missing or null required field as "", a wrong type as an error.
+    if (owner === null || typeof owner !== 'object' || Array.isArray(owner) || !['apiVersion', 'kind', 'name', 'uid'].every((k) => optional(isString)(owner[k]))) {
+      throw malformed(what, "an ownerReference's apiVersion, kind, name and uid must be strings");
     }
     for (const key of ['controller', 'blockOwnerDeletion']) field(owner, key, null, optional((v) => typeof v === 'boolean'), what, 'must be a boolean');
   }
@@ -94,7 +95,7 @@ export function decodeDeployment(deployment) {
   return { owners, available: isNone(available) ? 0 : available };
 }
 
-const controlledBy = (owners, uid) => owners.some((o) => o.controller === true && o.uid === uid);
+const controlledBy = (owners, uid) => owners.some((o) => o.controller === true && (o.uid ?? '') === uid);
 
 export default {
   manifest() {

@@ -97,8 +97,10 @@ def decode_deployment(deployment: dict) -> dict:
     meta = _struct(deployment.get("metadata", {}), ("ownerReferences",), what, "metadata")
     owners = _field(meta, "ownerReferences", [], lambda v: isinstance(v, list), what, "must be a list")
     for owner in owners:
-        if not isinstance(owner, dict) or not all(_string(owner.get(k)) for k in ("apiVersion", "kind", "name", "uid")):
-            raise _malformed(what, "an ownerReference needs apiVersion, kind, name and uid strings")
+        # k8s-openapi reads a missing or null required field as "", a wrong type as an error.
+        keys = ("apiVersion", "kind", "name", "uid")
+        if not isinstance(owner, dict) or not all(_optional(_string)(owner.get(k)) for k in keys):
+            raise _malformed(what, "an ownerReference's apiVersion, kind, name and uid must be strings")
         for key in ("controller", "blockOwnerDeletion"):
             _field(owner, key, None, _optional(lambda v: isinstance(v, bool)), what, "must be a boolean")
     observed = _struct(deployment.get("status", {}), ("availableReplicas",), what, "status")
@@ -107,7 +109,7 @@ def decode_deployment(deployment: dict) -> dict:
 
 
 def controlled_by(owners: list, uid: str) -> bool:
-    return any(o.get("controller") is True and o.get("uid") == uid for o in owners)
+    return any(o.get("controller") is True and (o.get("uid") or "") == uid for o in owners)
 
 
 class FooController(Reconciler):

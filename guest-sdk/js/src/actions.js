@@ -91,13 +91,25 @@ const isPlainObject = (v) => v !== null && typeof v === 'object' && !Array.isArr
  * component glue and the test harness alike. Throws for what has none (negative, infinite, not
  * a number).
  */
+function roundHalfEven(x) {
+  const floor = Math.floor(x);
+  const rest = x - floor;
+  if (rest !== 0.5) return Math.round(x);
+  return floor % 2 === 0 ? floor : floor + 1;
+}
+
 export function durationMillis(seconds, what) {
   if (typeof seconds !== 'number' || !Number.isFinite(seconds) || seconds < 0) {
     throw new RangeError(`${what} takes a finite duration of 0 seconds or more, not ${String(seconds)}`);
   }
-  // Past the contract's range the wait is as good as forever: clamped, not an overflow.
-  const ms = seconds * 1000;
-  return ms >= Number(MAX_MILLIS) ? MAX_MILLIS : BigInt(Math.round(ms));
+  // As the Rust SDK's `Duration::from_secs_f64(s).as_millis()`: to the nearest nanosecond
+  // (ties to even), then whole milliseconds, the rest dropped; so 0.003 is 3 ms and 0.0015 is
+  // 1. Past 2**53 ns a float holds no nanoseconds to round. Past the contract's range the
+  // wait is as good as forever: clamped, not an overflow.
+  const nanos = seconds * 1e9;
+  if (nanos < 2 ** 53) return BigInt(roundHalfEven(nanos)) / 1_000_000n;
+  const ms = Math.floor(seconds * 1000);
+  return ms >= Number(MAX_MILLIS) ? MAX_MILLIS : BigInt(ms);
 }
 
 /** Server-side apply `obj`. A namespaced object without a namespace goes to the primary's. */

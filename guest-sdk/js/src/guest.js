@@ -65,7 +65,19 @@ function witManifest(m) {
     return { tag: 'namespaces', val: [...g.namespaces] };
   };
   const s = m.settings;
-  const big = (v) => (v === undefined ? undefined : BigInt(v));
+  // The glue would wrap a value past its WIT type's range (a u32 as `value >>> 0`): refuse it
+  // instead, as Manifest.validate does under the harness.
+  const within = (key, v, max) => {
+    if (v === undefined || v === null) return undefined;
+    const n = typeof v === 'bigint' || Number.isInteger(v) ? BigInt(v) : -1n;
+    if (n < 0n || n > max) throw new RangeError(`plugin ${m.name}: setting ${key} must be an integer from 1 to ${max}`);
+    return n;
+  };
+  const big = (key, v) => within(key, v, 2n ** 64n - 1n);
+  const small = (key, v) => {
+    const n = within(key, v, 2n ** 32n - 1n);
+    return n === undefined ? undefined : Number(n);
+  };
   return {
     name: m.name,
     version: m.version,
@@ -80,11 +92,11 @@ function witManifest(m) {
     deliverDeleted: m.deliverDeleted,
     deliverPrevious: m.deliverPrevious,
     settings: {
-      maxConcurrentReconciles: s.maxConcurrentReconciles,
-      deadlineMs: s.deadlineMs,
-      memoryLimitBytes: big(s.memoryLimitBytes),
-      responseLimitBytes: big(s.responseLimitBytes),
-      resyncSeconds: s.resyncSeconds,
+      maxConcurrentReconciles: small('maxConcurrentReconciles', s.maxConcurrentReconciles),
+      deadlineMs: small('deadlineMs', s.deadlineMs),
+      memoryLimitBytes: big('memoryLimitBytes', s.memoryLimitBytes),
+      responseLimitBytes: big('responseLimitBytes', s.responseLimitBytes),
+      resyncSeconds: small('resyncSeconds', s.resyncSeconds),
     },
   };
 }

@@ -50,7 +50,23 @@ export function grant(kind, options) {
   return new Grant(kind, options);
 }
 
-const SETTINGS = ['maxConcurrentReconciles', 'deadlineMs', 'memoryLimitBytes', 'responseLimitBytes', 'resyncSeconds'];
+/**
+ * The settings and the largest value each one's WIT type holds: the glue would wrap a larger
+ * one silently (a u32 is lowered as `value >>> 0`), so a deadline of 2**32 + 1000 would be 1 s.
+ */
+const SETTINGS = {
+  maxConcurrentReconciles: 2 ** 32 - 1,
+  deadlineMs: 2 ** 32 - 1,
+  memoryLimitBytes: 2n ** 64n - 1n,
+  responseLimitBytes: 2n ** 64n - 1n,
+  resyncSeconds: 2 ** 32 - 1,
+};
+
+/** Whether `value` is a whole number from 1 to `max` (a Number or a BigInt). */
+function inSetting(value, max) {
+  if (typeof value === 'bigint') return value > 0n && value <= BigInt(max);
+  return Number.isInteger(value) && value > 0 && BigInt(value) <= BigInt(max);
+}
 
 /** A plugin's manifest. Fields mirror the contract's `plugin-manifest` record. */
 export class Manifest {
@@ -149,9 +165,11 @@ export class Manifest {
       const error = rules.finalizer(this.finalizer);
       if (error !== null) fail(error);
     }
-    for (const key of SETTINGS) {
+    for (const [key, max] of Object.entries(SETTINGS)) {
       const value = this.settings[key];
-      if (value !== undefined && !(Number.isInteger(value) && value > 0)) fail(`setting ${key} must be a positive integer; leave it unset for the default`);
+      if (value !== undefined && value !== null && !inSetting(value, max)) {
+        fail(`setting ${key} must be an integer from 1 to ${max}; leave it unset for the default`);
+      }
     }
   }
 }

@@ -168,13 +168,51 @@ const badPlace = (ns, name) => (ns !== undefined && ns !== null ? rules.namespac
 const badRef = (r) => badType(r.apiVersion, r.kind) ?? badPlace(r.namespace, r.name) ?? (r.uid !== undefined ? rules.uid(r.uid) : null);
 const isPlainObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
 
+/** serde_json reads at most 127 nested arrays and objects. */
+const MAX_JSON_DEPTH = 127;
+
+/** Why the host's serde_json would refuse `value` (the glue's JSON read back), or null. */
+function unreadable(value, depth = 1) {
+  // The glue's JSON.stringify escapes a lone surrogate, which serde_json refuses.
+  if (typeof value === 'string') return value.isWellFormed() ? null : 'lone leading surrogate in hex escape';
+  if (value === null || typeof value !== 'object') return null;
+  if (depth > MAX_JSON_DEPTH) return 'recursion limit exceeded';
+  for (const [key, item] of Object.entries(value)) {
+    const bad = unreadable(key, depth + 1) ?? unreadable(item, depth + 1);
+    if (bad !== null) return bad;
+  }
+  return null;
+}
+
+const readAs = (a) => (a instanceof Apply ? [a.object, "an apply action's object"] : a instanceof Status ? [a.status, 'a status action'] : a instanceof Patch ? [a.patch, 'a patch document'] : undefined);
+
+/**
+ * The action's payload as the host reads the JSON the glue sends (a Date a string, an
+ * inherited field gone), and why it cannot, if it cannot.
+ */
+function asHostReads(action) {
+  const [value, what] = readAs(action);
+  const read = JSON.parse(outcome.toJson(value, what));
+  const bad = unreadable(read);
+  return [read, bad === null ? null : `${what} is not valid JSON: ${bad}`];
+}
+
 /** What the host's decoding of one action refuses (`host/sandbox/src/action.rs`). */
 function malformed(action, deleted) {
   if (deleted && (action instanceof Apply || action instanceof Status || action instanceof Event)) {
     return 'in phase deleted the primary is gone: only delete and patch actions on other objects are carried out';
   }
+  const [payload, bad] = readAs(action) === undefined ? [undefined, null] : asHostReads(action);
+  if (action instanceof Patch) {
+    const refused = badRef(action.target) ?? bad;
+    if (refused !== null) return refused;
+    if (action.kind === 'merge' && !isPlainObject(payload)) return 'a merge patch must be a JSON object';
+    if (action.kind === 'json' && !Array.isArray(payload)) return 'a JSON patch must be an array of operations';
+    return null;
+  }
+  if (bad !== null) return bad;
   if (action instanceof Apply) {
-    const obj = action.object;
+    const obj = payload;
     const meta = isPlainObject(obj.metadata) ? obj.metadata : {};
     const fields = [obj.apiVersion, obj.kind, meta.name];
     if (!fields.every((f) => typeof f === 'string' && f)) return "an apply action's object needs apiVersion, kind and metadata.name";
@@ -184,18 +222,21 @@ function malformed(action, deleted) {
     return badType(fields[0], fields[1]) ?? badPlace(meta.namespace, fields[2]);
   }
   if (action instanceof Delete) return badRef(action.target);
-  if (action instanceof Patch) {
-    const bad = badRef(action.target);
-    if (bad !== null) return bad;
-    if (action.kind === 'merge' && !isPlainObject(action.patch)) return 'a merge patch must be a JSON object';
-    if (action.kind === 'json' && !Array.isArray(action.patch)) return 'a JSON patch must be an array of operations';
-    return null;
-  }
-  if (action instanceof Status && !isPlainObject(action.status)) return 'a status action must be a JSON object (the content of `status`)';
+  if (action instanceof Status && !isPlainObject(payload)) return 'a status action must be a JSON object (the content of `status`)';
   if (action instanceof Event) {
     return rules.eventWord('reason', action.reason) ?? (action.action !== undefined ? rules.eventWord('action', action.action) : null);
   }
   return null;
+}
+
+/**
+ * The host's first check of an error's actions (`decode_failure`): status and events only,
+ * however the list came to hold others (the error checks them when built; the list may change).
+ */
+function failureOnlyReports(m, actions) {
+  const i = actions.findIndex((a) => !(a instanceof Status || a instanceof Event));
+  if (i < 0) return null;
+  return `plugin ${JSON.stringify(m.name)}: error.actions[${i}]: a failed reconcile may only set status and record events; return the other actions in a successful response`;
 }
 
 function refused(m, primary, phase, actions, field) {
@@ -389,7 +430,8 @@ export class TestCase {
     let denied = host.undeclared ?? overLimits(m, result);
     if (denied === null) {
       const [actions, field] = result.error === undefined ? [result.actions, 'actions'] : [result.error.actions, 'error.actions'];
-      denied = (result.error === undefined ? misusedPrune(m, this.phaseName, actions) : null) ?? refused(m, this.primary, this.phaseName, actions, field);
+      const first = result.error === undefined ? misusedPrune(m, this.phaseName, actions) : failureOnlyReports(m, actions);
+      denied = first ?? refused(m, this.primary, this.phaseName, actions, field);
     }
     if (denied !== null) result = new outcome.Result({ error: new PermanentError(denied) });
     return new Outcome(result, host.logs);

@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 
 import { CacheError, Grant, ObjectRef, TransientError, apply, cache, event, grant, kinds, log, manifest, patch, prune, remove, requeueAfter, status, watch } from '../src/index.js';
+import { durationMillis } from '../src/actions.js';
 import { TestCase } from '../src/testing.js';
 
 const PRIMARY = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'a', namespace: 'ns', uid: 'u' } };
@@ -245,4 +246,48 @@ test("a plugin's byte limit is held to the host's ceiling", () => {
 test('map takes plain objects with the fields of an ObjectRef, as the glue does', () => {
   const refs = [{ apiVersion: 'v1', kind: 'ConfigMap', name: 'a', namespace: 'ns' }];
   assert.deepEqual(new TestCase(PRIMARY).map(mapper(refs), SECRET), [new ObjectRef('v1', 'ConfigMap', 'a', 'ns')]);
+});
+
+test('a setting past its WIT type is refused, not wrapped by the glue', () => {
+  for (const settings of [{ deadlineMs: 2 ** 32 + 1000 }, { memoryLimitBytes: 2n ** 64n }, { resyncSeconds: 1.5 }, { maxConcurrentReconciles: 0 }]) {
+    assert.throws(() => new TestCase(PRIMARY).run(plugin(() => [], { settings })), /must be an integer from 1 to/, JSON.stringify(Object.keys(settings)));
+  }
+  const largest = plugin(() => [status({})], { settings: { deadlineMs: 2 ** 32 - 1, memoryLimitBytes: 2n ** 64n - 1n } });
+  assert.deepEqual(new TestCase(PRIMARY).run(largest).status, {});
+});
+
+test("a payload the host's serde_json cannot read fails the call as the host's decoding would", () => {
+  let deep = {};
+  for (let i = 0; i < 200; i++) deep = { d: deep };
+  const cases = [
+    [status(deep), /actions\[0\]: a status action is not valid JSON: recursion limit exceeded/],
+    [status({ cut: '😀ok'.slice(1) }), /actions\[0\]: a status action is not valid JSON: lone leading surrogate/],
+    [status(new Date(0)), /actions\[0\]: a status action must be a JSON object/],
+  ];
+  for (const [action, expected] of cases) {
+    assert.match(new TestCase(PRIMARY).run(plugin(() => [action])).error.message, expected);
+  }
+});
+
+test('an applied object is checked as the JSON the glue sends, without inherited fields', () => {
+  const object = cm('b');
+  const inherited = { apiVersion: 'v1', kind: 'ConfigMap', metadata: Object.create({ name: 'b' }) };
+  const { error } = new TestCase(PRIMARY).run(plugin(() => [apply(inherited)], { owns: [kinds.ConfigMap] }));
+  assert.match(error.message, /an apply action's object needs apiVersion, kind and metadata.name/);
+  assert.equal(new TestCase(PRIMARY).run(plugin(() => [apply(object)], { owns: [kinds.ConfigMap] })).actions.length, 1);
+});
+
+// Rust's `Duration::from_secs_f64(s).as_millis()` on each, as the Python SDK's test has it.
+test('a wait is whole milliseconds as the Rust SDK counts them', () => {
+  const cases = [[0.003, 3n], [0.0015, 1n], [0.0005, 0n], [0.0009999999, 1n], [1, 1000n], [2.5, 2500n], [4503599627370.497, 4503599627370497n]];
+  for (const [seconds, millis] of cases) assert.equal(durationMillis(seconds, 'requeueAfter'), millis, String(seconds));
+});
+
+test("an error's actions changed after it was built are held to status and events", () => {
+  const reconcile = () => {
+    const error = new TransientError('not yet', { actions: [status({ phase: 'Waiting' })] });
+    error.actions.push(prune());
+    throw error;
+  };
+  assert.match(new TestCase(PRIMARY).run(plugin(reconcile)).error.message, /error\.actions\[1\]: a failed reconcile may only set status and record events/);
 });

@@ -369,4 +369,72 @@ def test_an_integer_wait_past_the_contract_s_range_is_clamped():
 
     assert duration_millis(10**400, "requeue_after") == MAX_MILLIS
     assert duration_millis(12345678901234567, "requeue_after") == 12345678901234567000
-    assert duration_millis(0.0005, "requeue_after") == 1, "halves round up, as in JavaScript"
+
+
+# Rust's `Duration::from_secs_f64(s).as_millis()` on each (checked with rustc), as the
+# JavaScript SDK's test has it.
+@pytest.mark.parametrize(
+    "seconds, millis",
+    [(0.003, 3), (0.0015, 1), (0.0005, 0), (0.0009999999, 1), (1.0, 1000), (2.5, 2500), (4503599627370.497, 4503599627370497)],
+)
+def test_a_float_wait_is_whole_milliseconds_as_the_rust_sdk_counts_them(seconds, millis):
+    from wasmloop.actions import duration_millis
+
+    assert duration_millis(seconds, "requeue_after") == millis
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [{"deadline_ms": 2**32}, {"memory_limit_bytes": 2**64}, {"resync_seconds": 1.5}, {"max_concurrent_reconciles": True}, {"deadline_ms": 0}],
+)
+def test_a_setting_past_its_wit_type_is_refused(settings):
+    from wasmloop.manifest import Settings
+
+    with pytest.raises(AssertionError, match="must be an integer from 1 to"):
+        TestCase(PRIMARY).run(plugin(lambda _: [], settings=Settings(**settings)))
+
+
+def test_the_largest_setting_each_wit_type_holds_is_taken():
+    from wasmloop.manifest import Settings
+
+    largest = Settings(deadline_ms=2**32 - 1, memory_limit_bytes=2**64 - 1)
+    assert TestCase(PRIMARY).run(plugin(lambda _: [status({})], settings=largest)).status == {}
+
+
+def _nested(depth):
+    value = {}
+    for _ in range(depth):
+        value = {"d": value}
+    return value
+
+
+@pytest.mark.parametrize(
+    "payload, expected",
+    [
+        (_nested(200), "a status action is not valid JSON: recursion limit exceeded"),
+        ({"n": 10**400}, "a status action is not valid JSON: number out of range"),
+        ({"cut": "\ud800ok"}, "a status action is not valid JSON: lone leading surrogate"),
+    ],
+)
+def test_a_payload_the_host_s_serde_json_cannot_read_fails_the_call(payload, expected):
+    error = TestCase(PRIMARY).run(plugin(lambda _: [status(payload)])).error
+    assert f"actions[0]: {expected}" in error.message
+
+
+def test_the_deepest_payload_the_host_reads_is_taken():
+    assert TestCase(PRIMARY).run(plugin(lambda _: [status(_nested(126))])).status == _nested(126)
+
+
+def test_an_event_message_with_a_lone_surrogate_fails_the_call_instead_of_the_harness():
+    error = TestCase(PRIMARY).run(plugin(lambda _: [event("Normal", "Cut", "\ud800")])).error
+    assert "holds a lone surrogate" in error.message
+
+
+def test_an_error_s_actions_changed_after_it_was_built_are_held_to_status_and_events():
+    def reconcile(_):
+        error = TransientError("not yet", actions=[status({"phase": "Waiting"})])
+        error.actions.append(prune())
+        raise error
+
+    error = TestCase(PRIMARY).run(plugin(reconcile)).error
+    assert "error.actions[1]: a failed reconcile may only set status and record events" in error.message

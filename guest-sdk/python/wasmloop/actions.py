@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
@@ -178,12 +179,12 @@ def duration_millis(seconds: Any, what: str) -> int:
         raise ValueError(f"{what} takes a finite duration of 0 seconds or more, not {seconds!r}")
     if isinstance(seconds, float) and not math.isfinite(seconds):
         raise ValueError(f"{what} takes a finite duration of 0 seconds or more, not {seconds!r}")
-    # Past the contract's range the wait is as good as forever: clamped, not an overflow. An
-    # int stays exact; a float's halves round up, as JavaScript's SDK rounds them.
-    if isinstance(seconds, int):
-        return min(seconds * 1000, MAX_MILLIS)
-    millis = seconds * 1000
-    return MAX_MILLIS if millis >= MAX_MILLIS else math.floor(millis + 0.5)
+    # As the Rust SDK's `Duration::from_secs_f64(s).as_millis()`: the float's exact value to
+    # the nearest nanosecond (ties to even), then whole milliseconds, the rest dropped; so
+    # 0.003 is 3 ms and 0.0015 is 1. Past the contract's range the wait is as good as
+    # forever: clamped, not an overflow.
+    nanos = round(Fraction(seconds) * 1_000_000_000)
+    return min(nanos // 1_000_000, MAX_MILLIS)
 
 
 def requeue_after(seconds: float) -> RequeueAfter:

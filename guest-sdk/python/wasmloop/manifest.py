@@ -70,6 +70,13 @@ class Settings:
 
 KindOrWatch = Union[Kind, Watch]
 
+# The settings of WIT type u64; the others are u32.
+_SETTING_MAX = {"memory_limit_bytes": 2**64 - 1, "response_limit_bytes": 2**64 - 1}
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
 
 @dataclass
 class Manifest:
@@ -165,5 +172,7 @@ class Manifest:
             if error is not None:
                 raise ValueError(f"{where}: {error}")
         for name, value in vars(self.settings).items():
-            if value is not None and value <= 0:
-                raise ValueError(f"{where}: setting {name} must be positive; leave it unset for the default")
+            # The WIT type's range: componentize-py refuses a larger value only in the glue.
+            top = _SETTING_MAX.get(name, 2**32 - 1)
+            if value is not None and not (_whole(value) and 0 < value <= top):
+                raise ValueError(f"{where}: setting {name} must be an integer from 1 to {top}; leave it unset for the default")

@@ -186,12 +186,61 @@ def _bad_ref(ref: ObjectRef) -> Optional[str]:
     return bad or (rules.uid(ref.uid) if ref.uid is not None else None)
 
 
+# serde_json's limits on what it reads: 127 nested arrays and objects, numbers within f64.
+_MAX_JSON_DEPTH = 127
+
+
+def _unreadable(value: Any, depth: int = 1) -> Optional[str]:
+    """Why the host's serde_json would refuse ``value`` (as ``json.loads`` read the glue's
+    JSON back), or ``None``."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            float(value)
+        except OverflowError:
+            return "number out of range"
+        return None
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return "lone leading surrogate in hex escape"
+        return None
+    if not isinstance(value, (dict, list)):
+        return None
+    if depth > _MAX_JSON_DEPTH:
+        return "recursion limit exceeded"
+    items = [*value.keys(), *value.values()] if isinstance(value, dict) else value
+    return next((bad for bad in (_unreadable(v, depth + 1) for v in items) if bad is not None), None)
+
+
+_READ_AS = {Apply: ("object", "an apply action's object"), Status: ("status", "a status action"), Patch: ("patch", "a patch document")}
+
+
+def _as_host_reads(action: Action) -> Tuple[Any, Optional[str]]:
+    """The action's payload as the host reads the JSON the glue sends (a tuple is a list, a key
+    a string), or why it cannot."""
+    field_name, what = _READ_AS[type(action)]
+    value = json.loads(_outcome.to_json(getattr(action, field_name), what))
+    bad = _unreadable(value)
+    return value, (None if bad is None else f"{what} is not valid JSON: {bad}")
+
+
 def _malformed(action: Action, deleted: bool) -> Optional[str]:
     """What the host's decoding of one action refuses (``host/sandbox/src/action.rs``)."""
     if deleted and isinstance(action, (Apply, Status, Event)):
         return "in phase deleted the primary is gone: only delete and patch actions on other objects are carried out"
+    payload, unreadable = _as_host_reads(action) if type(action) in _READ_AS else (None, None)
+    if isinstance(action, Patch):
+        bad = _bad_ref(action.target) or unreadable
+        if bad is None and action.kind == "merge" and not isinstance(payload, dict):
+            bad = "a merge patch must be a JSON object"
+        if bad is None and action.kind == "json" and not isinstance(payload, list):
+            bad = "a JSON patch must be an array of operations"
+        return bad
+    if unreadable is not None:
+        return unreadable
     if isinstance(action, Apply):
-        obj = action.object
+        obj = payload
         meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
         fields = (obj.get("apiVersion"), obj.get("kind"), meta.get("name"))
         if not all(isinstance(f, str) and f for f in fields):
@@ -202,19 +251,25 @@ def _malformed(action: Action, deleted: bool) -> Optional[str]:
         return _bad_type(fields[0], fields[1]) or _bad_place(ns, fields[2])
     if isinstance(action, Delete):
         return _bad_ref(action.target)
-    if isinstance(action, Patch):
-        bad = _bad_ref(action.target)
-        if bad is None and action.kind == "merge" and not isinstance(action.patch, dict):
-            bad = "a merge patch must be a JSON object"
-        if bad is None and action.kind == "json" and not isinstance(action.patch, list):
-            bad = "a JSON patch must be an array of operations"
-        return bad
-    if isinstance(action, Status) and not isinstance(action.status, dict):
+    if isinstance(action, Status) and not isinstance(payload, dict):
         return "a status action must be a JSON object (the content of `status`)"
     if isinstance(action, Event):
         return rules.event_word("reason", action.reason) or (
             rules.event_word("action", action.action) if action.action is not None else None
         )
+    return None
+
+
+def _failure_only_reports(manifest: Manifest, actions: List[Action]) -> Optional[str]:
+    """The host's first check of an error's actions (``decode_failure``): status and events only,
+    however the list came to hold others (``TransientError`` checks them when built, but the
+    list may change after)."""
+    for i, action in enumerate(actions):
+        if not isinstance(action, (Status, Event)):
+            return (
+                f"plugin {manifest.name!r}: error.actions[{i}]: a failed reconcile may only set status and record "
+                "events; return the other actions in a successful response"
+            )
     return None
 
 
@@ -270,9 +325,12 @@ def _response_limit(manifest: Manifest) -> int:
 
 
 def _over_bytes(manifest: Manifest, strings: List[Optional[str]]) -> Optional[str]:
-    size = sum(len(s.encode()) for s in strings if s is not None)
-    limit = _response_limit(manifest)
     where = f"plugin {manifest.name!r}"
+    try:
+        size = sum(len(s.encode()) for s in strings if s is not None)
+    except UnicodeEncodeError:
+        return f"{where}: a string of its response holds a lone surrogate, which the component's glue cannot send; the call fails"
+    limit = _response_limit(manifest)
     if size > limit:
         return (
             f"{where}: the response is at least {size} bytes, over the {limit}-byte cap; return fewer or smaller "
@@ -428,7 +486,9 @@ class TestCase:
                 manifest, self._primary, self._phase, result.actions, "actions"
             )
         elif refused is None:
-            refused = _refused(manifest, self._primary, self._phase, result.error.actions, "error.actions")
+            refused = _failure_only_reports(manifest, result.error.actions) or _refused(
+                manifest, self._primary, self._phase, result.error.actions, "error.actions"
+            )
         if refused is not None:
             result = _outcome.Result(error=PermanentError(refused))
         return Outcome(result, host.logs)

@@ -92,6 +92,13 @@ impl Reconciler for Hostile {
                 }
             }
             "ok" => Ok(Vec::new()),
+            "remember" => {
+                // Module state: under a fresh instance per call it holds only this call's name.
+                static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+                let mut seen = SEEN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                seen.push(request.object.name.clone());
+                Ok(vec![status(json!({ "seen": *seen }))])
+            }
             "event" => Ok(vec![event(EventType::Normal, "Hello", "an event on the primary")]),
             "requeue" => {
                 wasmloop_sdk::info!("tick {}", request.object.name);

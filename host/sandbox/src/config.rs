@@ -175,8 +175,14 @@ impl SandboxConfig {
     /// [`MAX_KEEP_RESIDENT_BYTES`].
     #[must_use]
     pub fn keep_resident_bytes(mut self, bytes: usize) -> Self {
-        self.keep_resident_bytes = bytes.min(MAX_KEEP_RESIDENT_BYTES);
+        self.keep_resident_bytes = bytes;
         self
+    }
+
+    /// What a freed memory keeps: [`SandboxConfig::keep_resident_bytes`], held to
+    /// [`MAX_KEEP_RESIDENT_BYTES`] here, the one place, since the field is public.
+    pub fn kept_resident_bytes(&self) -> usize {
+        self.keep_resident_bytes.min(MAX_KEEP_RESIDENT_BYTES)
     }
 
     /// How many instance memories the pool holds: with [`SandboxConfig::keep_resident_bytes`],
@@ -207,8 +213,8 @@ impl SandboxConfig {
             // slot, another plugin's included (wasmtime#14357, open). A freed memory is reset
             // whole: its first `keep_resident_bytes` copied back, the rest returned.
             .pagemap_scan(wasmtime::Enabled::No)
-            .linear_memory_keep_resident(self.keep_resident_bytes.min(MAX_KEEP_RESIDENT_BYTES))
-            .table_keep_resident(self.keep_resident_bytes.min(64 << 10));
+            .linear_memory_keep_resident(self.kept_resident_bytes())
+            .table_keep_resident(self.kept_resident_bytes().min(64 << 10));
         let mut config = wasmtime::Config::new();
         config
             .wasm_component_model(true)

@@ -28,9 +28,9 @@ pub(super) fn sandbox(args: &SandboxArgs, pool: Option<u32>) -> anyhow::Result<S
     }
     if let Some(bytes) = args.keep_resident_bytes {
         config = config.keep_resident_bytes(usize::try_from(bytes).unwrap_or(usize::MAX));
-        let worst = config.keep_resident_bytes as u64 * u64::from(config.memory_slots());
+        let worst = config.kept_resident_bytes() as u64 * u64::from(config.memory_slots());
         tracing::info!(
-            bytes = config.keep_resident_bytes,
+            bytes = config.kept_resident_bytes(),
             slots = config.memory_slots(),
             worst_case_mib = worst >> 20,
             "--keep-resident-bytes: each pool slot a call has used keeps this much resident and copies it back on every drop; count the worst case in the pod's memory limit"

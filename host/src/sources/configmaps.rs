@@ -181,7 +181,10 @@ fn unreadable_secret(at: &str, name: &str, namespace: &str, error: &kube::Error)
             "pull secret {at}: the host may not read it ({}); add {name} to the resourceNames of Role wasmloop's rule on Secrets in {namespace} (deploy/base/rbac.yaml)",
             wasmloop_contract::validate::cut(status.message.clone(), 512)
         ),
-        other => format!("pull secret {at}: cannot read it ({other}); the host needs get on Secrets in {namespace}"),
+        other => format!(
+            "pull secret {at}: cannot read it ({}); the host needs get on Secrets in {namespace}",
+            wasmloop_contract::validate::cut(other.to_string(), 512)
+        ),
     }
 }
 

@@ -85,6 +85,23 @@ async fn sigterm_stops_a_guest_stuck_past_the_shutdown_timeout_and_exits_cleanly
 }
 
 #[tokio::test]
+async fn a_sigterm_that_arrives_while_the_host_starts_is_kept_and_the_host_drains_and_exits_cleanly() {
+    let ns = shared().namespace("iso-early").await.unwrap();
+    let (mut host, _config) = hostile_in(&ns, "mode: sleep", "", "shutdownTimeoutSeconds: 1\n", &[]);
+    // Logged while the host connects, before any plugin is loaded.
+    host.logged("plugins act as").await;
+    host.send_sigterm();
+    eventually(Duration::from_secs(30), "the host to exit after its drain", || {
+        let running = host.is_running();
+        async move { if running { Err("still running".to_owned()) } else { Ok(()) } }
+    })
+    .await;
+    let status = host.exit_status();
+    assert!(status.success(), "exit status {status}");
+    host.logged("shutting down").await;
+}
+
+#[tokio::test]
 async fn a_plugin_asking_to_requeue_at_once_is_held_to_the_floor() {
     let ns = shared().namespace("iso-floor").await.unwrap();
     // Asks for 1 ms; the default floor is 1 s.

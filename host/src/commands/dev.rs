@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use wasmloop_runtime::registry::{Candidate, RegistryError};
 
 use super::common;
-use super::host::{Host, shutdown_signal};
+use super::host::{Host, Shutdown};
 use crate::cli::{DevArgs, PluginIdentity, RecordArgs};
 use crate::host_config::HostConfig;
 use crate::sources::path::{Changes, PathSource};
@@ -87,6 +87,7 @@ async fn rewatch(source: &PathSource, changes: &mut Changes) {
 }
 
 async fn serve(args: &DevArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
+    let mut shutdown = Shutdown::listen()?;
     let source = PathSource::new(&args.path)?;
     let sandbox = common::sandbox(&args.host.sandbox, config.sandbox.max_instances)?;
     let item = source.label();
@@ -107,9 +108,6 @@ async fn serve(args: &DevArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
         host.readiness.ready(&item);
     }
     tracing::info!(source = %source.label(), "wasmloop dev: watching for changes");
-    // One signal future for the whole loop: a signal that arrives during a reload is kept.
-    let shutdown = shutdown_signal();
-    tokio::pin!(shutdown);
     loop {
         tokio::select! {
             change = changes.receiver.recv() => {
@@ -121,7 +119,8 @@ async fn serve(args: &DevArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
                     host.readiness.ready(&item);
                 }
             }
-            () = &mut shutdown => break,
+            // Kept by the listener if it arrived during a reload.
+            () = shutdown.requested() => break,
         }
     }
     host.shut_down().await;

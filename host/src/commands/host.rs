@@ -171,12 +171,31 @@ impl Host {
     }
 }
 
-/// Resolves on SIGTERM or Ctrl-C.
-pub(super) async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+/// SIGTERM and Ctrl-C, listened for from the moment it is made.
+///
+/// Made first thing in a command, so a signal that arrives while plugins load is kept until
+/// the command is ready to drain; until a handler exists, SIGTERM kills the process outright.
+pub(super) struct Shutdown {
+    term: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl Shutdown {
+    pub(super) fn listen() -> anyhow::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let cannot = "cannot listen for SIGTERM and SIGINT, so the host could not drain on shutdown";
+        Ok(Shutdown {
+            term: signal(SignalKind::terminate()).context(cannot)?,
+            interrupt: signal(SignalKind::interrupt()).context(cannot)?,
+        })
+    }
+
+    /// Resolves on the first SIGTERM or SIGINT since [`Shutdown::listen`].
+    pub(super) async fn requested(&mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.interrupt.recv() => {}
+        }
     }
 }
 

@@ -8,7 +8,7 @@ use wasmloop_runtime::registry::Shadowed;
 use wasmloop_sandbox::{Plugin, Sandbox};
 
 use super::common;
-use super::host::{Host, shutdown_signal};
+use super::host::{Host, Shutdown};
 use crate::cli::{PluginIdentity, RunArgs, ShadowArg};
 use crate::host_config::HostConfig;
 use crate::oci::{Puller, RegistryPolicy};
@@ -78,6 +78,7 @@ fn readiness_item(plugin: &Plugin) -> String {
 }
 
 async fn serve(args: &RunArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
+    let mut shutdown = Shutdown::listen()?;
     let sandbox = common::sandbox(&args.host.sandbox, config.sandbox.max_instances)?;
     // Read before anything connects: a bad keys file fails the command at once.
     let trusted = args.trusted_keys.as_deref().map(TrustedKeys::read).transpose()?.map(Arc::new);
@@ -121,7 +122,7 @@ async fn serve(args: &RunArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
         tracing::info!(namespace, "loading plugins from ConfigMaps labelled wasmloop.dev/plugin");
     }
     tracing::info!(plugins = host.registry.names().await.len(), "wasmloop running");
-    shutdown_signal().await;
+    shutdown.requested().await;
     host.shut_down().await;
     Ok(ExitCode::SUCCESS)
 }

@@ -82,13 +82,16 @@ async fn event_on(ns: &TestNamespace, reason: &'static str, containing: &'static
     .await;
 }
 
-// One host for the whole story: the labeler labels every Deployment in the cluster, so two
-// hosts serving different versions would fight over each other's objects.
+// One host for the whole story. Its labeler is held to `apps`: other tests here run labelers
+// of other versions, which would otherwise fight over each other's Deployments.
 #[tokio::test]
 async fn a_bundled_plugin_loads_swaps_keeps_serving_through_bad_versions_and_unloads() {
     let plugins = shared().namespace("cm-plugins").await.unwrap();
     let apps = shared().namespace("cm-apps").await.unwrap();
-    let host = Host::start(["run", "--plugin-namespace", plugins.name.as_str()]);
+    let yaml = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(yaml.path(), format!("plugins:\n  labeler: {{namespace: {}}}\n", apps.name)).unwrap();
+    let host =
+        Host::start(["run", "--plugin-namespace", plugins.name.as_str(), "--config", yaml.path().to_str().unwrap()]);
     let configmaps: Api<ConfigMap> = plugins.api();
 
     // Create: the plugin reconciles, and says so on its ConfigMap.
@@ -132,9 +135,12 @@ async fn a_bundled_plugin_loads_swaps_keeps_serving_through_bad_versions_and_unl
 
     // Delete: reconciles stop and the Deployment watch goes, since no other plugin holds it.
     configmaps.delete("labeler", &DeleteParams::default()).await.unwrap();
-    let deployments = r#"wasmloop_watches_active{kind="apps/v1/Deployment",namespace="",view="full",selector=""}"#;
+    let deployments = format!(
+        r#"wasmloop_watches_active{{kind="apps/v1/Deployment",namespace="{}",view="full",selector=""}}"#,
+        apps.name
+    );
     eventually(Duration::from_secs(60), "the plugin unloaded and its watch released", || {
-        let host = &host;
+        let (host, deployments) = (&host, &deployments);
         async move {
             let (active, watches) = (host.metric("wasmloop_plugins_active").await, host.metric(deployments).await);
             if active == 0.0 && watches == 0.0 { Ok(()) } else { Err(format!("{active} plugins, {watches} watches")) }
@@ -146,7 +152,7 @@ async fn a_bundled_plugin_loads_swaps_keeps_serving_through_bad_versions_and_unl
     // With no Deployment watch left, nothing can bring the new Deployment to a plugin; the
     // host refusing a plugin ConfigMap made after it shows the host is live and past it.
     caught_up(&configmaps, "after-delete-marker").await;
-    assert_eq!(host.metric(deployments).await, 0.0, "a Deployment watch came back");
+    assert_eq!(host.metric(&deployments).await, 0.0, "a Deployment watch came back");
     assert_eq!(host.reconciles("labeler").await, reconciled, "the unloaded labeler reconciled");
     let untouched = apps.api::<Deployment>().get("after-delete").await.unwrap();
     assert!(!untouched.metadata.labels.unwrap_or_default().contains_key("wasmloop.dev/labeled-by"));
@@ -241,10 +247,15 @@ async fn a_reload_held_open_in_its_cache_sync_pauses_no_other_plugin_and_the_old
     host.logged("plugin pod-logger").await;
 }
 
-// The only test here that touches the Foo CRD: it must be absent when the plugin arrives.
+/// Held by every test here that needs the Foo CRD present or absent: CRDs are cluster-wide.
+static FOO_KIND: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test]
 async fn a_plugin_whose_kind_is_not_served_yet_waits_quietly_and_loads_once_it_is() {
+    let _kind = FOO_KIND.lock().await;
     let plugins = shared().namespace("cm-early").await.unwrap();
+    // Another test may have installed it earlier in this run.
+    plugins.remove_crd(Path::new(FOO_CRD)).await;
     let _host = Host::start(["run", "--plugin-namespace", plugins.name.as_str()]);
     let configmaps: Api<ConfigMap> = plugins.api();
     configmaps
@@ -495,6 +506,7 @@ fn count(findings: &Value, what: &str) -> u64 {
 // One story, one host: the promotion at the end changes what serves.
 #[tokio::test]
 async fn a_shadow_configmap_is_compared_on_every_reconcile_writes_nothing_and_is_promoted_by_dropping_its_annotation() {
+    let _kind = FOO_KIND.lock().await;
     let plugins = shared().namespace("cm-shadow").await.unwrap();
     let apps = shared().namespace("cm-shadow-apps").await.unwrap();
     let foos = apps.install_crd(Path::new(FOO_CRD)).await;

@@ -83,13 +83,14 @@ async fn a_dry_run_prints_each_write_as_a_diff_and_writes_nothing() {
     std::fs::copy(component("foo_deployment"), &file).unwrap();
     let host = Host::start(["dev".as_ref(), file.as_os_str(), "--dry-run".as_ref()]);
 
-    let printed = host.printed(&format!("would event Foo {}/dry", ns.name)).await;
+    // The last line the dry run prints for this reconcile: the block above it is complete.
+    let printed = host.printed("#   Normal Synced: Foo synced successfully").await;
+    assert!(printed.contains(&format!("would event Foo {}/dry", ns.name)), "{printed}");
     let apply = format!("# dry run: plugin foo-deployment would apply Deployment {}/dry\n", ns.name);
     assert!(printed.contains(&apply), "{printed}");
     assert!(printed.contains("--- /dev/null (does not exist)") && printed.contains("+  replicas: 2"), "{printed}");
     assert!(printed.contains(&format!("would status Foo {}/dry", ns.name)), "{printed}");
     assert!(printed.contains("+  availableReplicas: 0"), "{printed}");
-    assert!(printed.contains("#   Normal Synced: Foo synced successfully"), "{printed}");
 
     // A reconcile counts once its writes are done: had the dry run let one through, the API
     // server would hold it by then.

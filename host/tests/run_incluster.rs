@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use common::{Host, component};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, ServiceAccount};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::ClusterRole;
@@ -246,6 +247,9 @@ async fn deploy_and_its_example_plugins_overlay_are_accepted_by_the_api_server_a
         )
         .await
         .unwrap();
+    // The API server's RBAC cache follows the role a moment later; until it does, the patch
+    // would still be allowed.
+    denied_patching_nodes("system:serviceaccount:wasmloop-system:node-image-watch").await;
     nodes.patch_status(&name, &PatchParams::default(), &Patch::Merge(images(2000))).await.unwrap();
     // Events about cluster-scoped objects live in "default" on 1.20.
     let events: Api<Event> = Api::namespaced(shared().client().await.unwrap(), "default");
@@ -263,4 +267,33 @@ async fn deploy_and_its_example_plugins_overlay_are_accepted_by_the_api_server_a
     ] {
         assert!(note.contains(part), "{part:?} missing from: {note}");
     }
+}
+
+/// Returns once the API server says `user` may not patch nodes.
+async fn denied_patching_nodes(user: &str) {
+    let reviews: Api<SubjectAccessReview> = Api::all(shared().client().await.unwrap());
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(user.to_owned()),
+            groups: Some(vec!["system:serviceaccounts".to_owned(), "system:authenticated".to_owned()]),
+            resource_attributes: Some(ResourceAttributes {
+                verb: Some("patch".to_owned()),
+                resource: Some("nodes".to_owned()),
+                ..ResourceAttributes::default()
+            }),
+            ..SubjectAccessReviewSpec::default()
+        },
+        ..SubjectAccessReview::default()
+    };
+    eventually(Duration::from_secs(60), &format!("{user} denied patching nodes"), || {
+        let (reviews, review) = (reviews.clone(), review.clone());
+        async move {
+            let answer = reviews.create(&PostParams::default(), &review).await.map_err(|e| e.to_string())?;
+            match answer.status {
+                Some(status) if !status.allowed => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        }
+    })
+    .await;
 }

@@ -65,7 +65,8 @@ async fn node_image_watch_annotates_the_total_and_reports_the_change() {
     nodes.delete(&name, &DeleteParams::default()).await.unwrap();
 }
 
-/// Both builds of configmap-mirror act on every mirrored source in the cluster: one at a time.
+/// Every test that runs configmap-mirror holds this: the plugin acts on every mirrored source
+/// in the cluster, so a second host could recreate a copy the first one's cleanup deleted.
 static MIRROR: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 #[tokio::test]
@@ -226,6 +227,7 @@ async fn metrics_move_as_reconciles_happen_and_the_probes_answer() {
 
 #[tokio::test]
 async fn the_host_converges_while_competing_writers_change_the_source() {
+    let _one = MIRROR.lock().await;
     let (source_ns, copies) =
         (shared().namespace("conflict-src").await.unwrap(), shared().namespace("conflict-dst").await.unwrap());
     let host = Host::run(&["configmap_mirror"]);

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams};
 
 use crate::{TestNamespace, eventually};
 
@@ -35,6 +35,38 @@ impl TestNamespace {
         })
         .await;
         api
+    }
+}
+
+impl TestNamespace {
+    /// Deletes the CRD in `path` from the control plane, with every object of its kind, and
+    /// returns once the server no longer has it. For a test that needs the kind absent.
+    ///
+    /// # Panics
+    /// When the file is not a CRD, or the server refuses the delete or still has it after 60 s.
+    pub async fn remove_crd(&self, path: &Path) {
+        let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        let crd: CustomResourceDefinition =
+            serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{} is not a CRD: {e}", path.display()));
+        let name = crd.metadata.name.expect("a CRD has a name");
+        let crds = Api::<CustomResourceDefinition>::all(self.client.clone());
+        match crds.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(e) => panic!("deleting CRD {name}: {e}"),
+        }
+        eventually(Duration::from_secs(60), &format!("CRD {name} to be gone"), || {
+            let crds = crds.clone();
+            let name = name.clone();
+            async move {
+                match crds.get_opt(&name).await {
+                    Ok(None) => Ok(()),
+                    Ok(Some(_)) => Err("still there".to_owned()),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+        })
+        .await;
     }
 }
 

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Host, component, create_configmap, create_deployment, labelled, millis};
+use common::{Host, component, create_configmap, create_deployment, kubeconfig_as, labelled, millis};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::Api;
 use wasmloop_testenv::{TestNamespace, eventually, shared, wait_for_event};
@@ -85,19 +85,28 @@ async fn sigterm_stops_a_guest_stuck_past_the_shutdown_timeout_and_exits_cleanly
 }
 
 #[tokio::test]
-async fn a_sigterm_that_arrives_while_the_host_starts_is_kept_and_the_host_drains_and_exits_cleanly() {
+async fn a_sigterm_while_a_plugin_waits_for_a_cache_that_cannot_sync_ends_the_start_and_exits_cleanly() {
     let ns = shared().namespace("iso-early").await.unwrap();
-    let (mut host, _config) = hostile_in(&ns, "mode: sleep", "", "shutdownTimeoutSeconds: 1\n", &[]);
-    // Logged while the host connects, before any plugin is loaded.
-    host.logged("plugins act as").await;
+    // A user with no grants: the plugin's ConfigMap cache cannot list, so its install would
+    // wait out the two-minute sync timeout.
+    let kubeconfig = kubeconfig_as(&format!("host-{}", ns.name));
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(config.path(), format!("plugins:\n  hostile: {{namespace: {}}}\n", ns.name)).unwrap();
+    let mut args: Vec<std::ffi::OsString> = ["--log-format", "json", "run", "--config"].map(Into::into).into();
+    args.extend([config.path().into(), "--plugin".into(), component("hostile_plugin").into()]);
+    let mut host = Host::start_with(kubeconfig.path(), args);
+    host.logged("watch failed; retrying with backoff").await;
     host.send_sigterm();
-    eventually(Duration::from_secs(30), "the host to exit after its drain", || {
+    // Well inside the sync timeout: the start did not run to its end first.
+    eventually(Duration::from_secs(30), "the host to exit during its start", || {
         let running = host.is_running();
         async move { if running { Err("still running".to_owned()) } else { Ok(()) } }
     })
     .await;
     let status = host.exit_status();
     assert!(status.success(), "exit status {status}");
+    assert!(!host.output().contains("panicked"), "the host panicked on the way out:\n{}", host.output());
+    host.logged("signalled while plugins were loading").await;
     host.logged("shutting down").await;
 }
 

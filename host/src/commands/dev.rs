@@ -86,6 +86,28 @@ async fn rewatch(source: &PathSource, changes: &mut Changes) {
     }
 }
 
+/// Reloads, and marks the plugin ready if it loaded; false when a signal came first. A build
+/// or a cache sync can take minutes, and a signal must not wait for them; but a reload past
+/// its sync may be draining the old version, so it gets the drain timeout to finish.
+async fn reload_unless_signalled(host: &Host, source: &PathSource, last: &mut String, shutdown: &mut Shutdown) -> bool {
+    let reload = reload(host, source, last);
+    tokio::pin!(reload);
+    tokio::select! {
+        loaded = &mut reload => {
+            if loaded {
+                host.readiness.ready(&source.label());
+            }
+            true
+        }
+        () = shutdown.requested() => {
+            if tokio::time::timeout(host.drain, reload).await.is_err() {
+                tracing::info!("signalled during a reload: stopped it after the drain timeout");
+            }
+            false
+        }
+    }
+}
+
 async fn serve(args: &DevArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
     let mut shutdown = Shutdown::listen()?;
     let source = PathSource::new(&args.path)?;
@@ -95,8 +117,10 @@ async fn serve(args: &DevArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
     if dry_run.is_some() {
         tracing::info!("dry run: nothing is written; each reconcile's writes are printed as diffs");
     }
-    let host =
-        Host::start(&args.host, config, &sandbox, std::slice::from_ref(&item), dry_run, PluginIdentity::Host).await?;
+    let host = tokio::select! {
+        host = Host::start(&args.host, config, &sandbox, std::slice::from_ref(&item), dry_run, PluginIdentity::Host) => host?,
+        () = shutdown.requested() => return Ok(Shutdown::before_serving()),
+    };
     // Watch before the first load, so a save during it is not missed.
     let set = source.watch_set().await.unwrap_or_else(|error| {
         tracing::warn!(source = %item, "{error:#}; watching the crate's own sources until cargo metadata works");
@@ -104,24 +128,22 @@ async fn serve(args: &DevArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
     });
     let mut changes = source.watch(set)?;
     let mut last = String::new();
-    if reload(&host, &source, &mut last).await {
-        host.readiness.ready(&item);
+    let mut serving = reload_unless_signalled(&host, &source, &mut last, &mut shutdown).await;
+    if serving {
+        tracing::info!(source = %source.label(), "wasmloop dev: watching for changes");
     }
-    tracing::info!(source = %source.label(), "wasmloop dev: watching for changes");
-    loop {
-        tokio::select! {
-            change = changes.receiver.recv() => {
-                if change.is_none() { break; }
-                // Coalesce what piled up while the last reload ran.
-                while changes.receiver.try_recv().is_ok() {}
-                rewatch(&source, &mut changes).await;
-                if reload(&host, &source, &mut last).await {
-                    host.readiness.ready(&item);
-                }
-            }
-            // Kept by the listener if it arrived during a reload.
-            () = shutdown.requested() => break,
+    while serving {
+        let changed = tokio::select! {
+            change = changes.receiver.recv() => change.is_some(),
+            () = shutdown.requested() => false,
+        };
+        if !changed {
+            break;
         }
+        // Coalesce what piled up while the last reload ran.
+        while changes.receiver.try_recv().is_ok() {}
+        rewatch(&source, &mut changes).await;
+        serving = reload_unless_signalled(&host, &source, &mut last, &mut shutdown).await;
     }
     host.shut_down().await;
     Ok(ExitCode::SUCCESS)

@@ -173,8 +173,9 @@ impl Host {
 
 /// SIGTERM and Ctrl-C, listened for from the moment it is made.
 ///
-/// Made first thing in a command, so a signal that arrives while plugins load is kept until
-/// the command is ready to drain; until a handler exists, SIGTERM kills the process outright.
+/// Made first thing in a command: until a handler exists, SIGTERM kills the process outright
+/// instead of letting it drain. Commands race their start against [`Shutdown::requested`], so
+/// a signal during a long start (a cache sync may take two minutes) is not held until it ends.
 pub(super) struct Shutdown {
     term: tokio::signal::unix::Signal,
     interrupt: tokio::signal::unix::Signal,
@@ -188,6 +189,12 @@ impl Shutdown {
             term: signal(SignalKind::terminate()).context(cannot)?,
             interrupt: signal(SignalKind::interrupt()).context(cannot)?,
         })
+    }
+
+    /// Says that a signal ended the start before anything served, and the exit code for it.
+    pub(super) fn before_serving() -> std::process::ExitCode {
+        tracing::info!("shutting down during start-up: nothing serves yet, so nothing drains");
+        std::process::ExitCode::SUCCESS
     }
 
     /// Resolves on the first SIGTERM or SIGINT since [`Shutdown::listen`].

@@ -79,6 +79,34 @@ fn readiness_item(plugin: &Plugin) -> String {
 
 async fn serve(args: &RunArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
     let mut shutdown = Shutdown::listen()?;
+    // Compiles and connects: nothing serves yet, so a signal ends it with nothing to drain.
+    let (host, start) = tokio::select! {
+        started = start(args, config) => started?,
+        () = shutdown.requested() => return Ok(Shutdown::before_serving()),
+    };
+    // Installs wait for caches to sync: a signal stops the loading and drains what serves.
+    let signalled = tokio::select! {
+        seated = seat_all(&host, args, start) => { seated?; false }
+        () = shutdown.requested() => true,
+    };
+    if signalled {
+        tracing::info!("signalled while plugins were loading: the rest are not loaded");
+    } else {
+        tracing::info!(plugins = host.registry.names().await.len(), "wasmloop running");
+        shutdown.requested().await;
+    }
+    host.shut_down().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `serve` loaded before it connected, to seat once the host runs.
+struct Start {
+    plugins: Vec<Plugin>,
+    shadows: Vec<(String, Plugin)>,
+    trusted: Option<Arc<TrustedKeys>>,
+}
+
+async fn start(args: &RunArgs, config: HostConfig) -> anyhow::Result<(Host, Start)> {
     let sandbox = common::sandbox(&args.host.sandbox, config.sandbox.max_instances)?;
     // Read before anything connects: a bad keys file fails the command at once.
     let trusted = args.trusted_keys.as_deref().map(TrustedKeys::read).transpose()?.map(Arc::new);
@@ -89,7 +117,12 @@ async fn serve(args: &RunArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
     let shadows = load_shadows(args, &sandbox).await?;
     let pending: Vec<String> = plugins.iter().map(readiness_item).collect();
     let host = Host::start(&args.host, config, &sandbox, &pending, None, PluginIdentity::Impersonate).await?;
-    for plugin in plugins {
+    Ok((host, Start { plugins, shadows, trusted }))
+}
+
+/// Installs the file plugins and their shadows, then starts reading plugin ConfigMaps.
+async fn seat_all(host: &Host, args: &RunArgs, start: Start) -> anyhow::Result<()> {
+    for plugin in start.plugins {
         let (name, item, source) =
             (plugin.manifest().name.clone(), readiness_item(&plugin), format!("file {}", plugin.origin()));
         let loaded = host
@@ -100,8 +133,8 @@ async fn serve(args: &RunArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
         host.readiness.ready(&item);
         tracing::info!(plugin = %name, "{loaded}");
     }
-    for (name, plugin) in shadows {
-        seat_shadow(&host, &name, plugin).await?;
+    for (name, plugin) in start.shadows {
+        seat_shadow(host, &name, plugin).await?;
     }
     let puller = Arc::new(puller_for(args));
     for namespace in &args.plugin_namespaces {
@@ -112,7 +145,7 @@ async fn serve(args: &RunArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
             host.readiness.clone(),
             host.leading.clone(),
             host.quarantines.clone(),
-            trusted.clone(),
+            start.trusted.clone(),
         );
         if args.host.leader.shard {
             source = source.replica(crate::leader::identity());
@@ -121,10 +154,7 @@ async fn serve(args: &RunArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
         tokio::spawn(source.run());
         tracing::info!(namespace, "loading plugins from ConfigMaps labelled wasmloop.dev/plugin");
     }
-    tracing::info!(plugins = host.registry.names().await.len(), "wasmloop running");
-    shutdown.requested().await;
-    host.shut_down().await;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// The puller of plugin references: the operator's registry policy, pulled components cached

@@ -258,6 +258,8 @@ async fn metadata(dir: &Path) -> anyhow::Result<Value> {
         .args(["metadata", "--format-version", "1", "--no-deps"])
         .current_dir(dir)
         .stdin(Stdio::null())
+        // A reload that a signal cancels takes cargo with it.
+        .kill_on_drop(true)
         .output()
         .await
         .context("cannot run cargo metadata; install Rust")?;
@@ -279,6 +281,7 @@ async fn build(dir: &Path) -> anyhow::Result<PathBuf> {
         .current_dir(dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
+        .kill_on_drop(true)
         .spawn()
         .context("cannot run cargo; install Rust and `rustup target add wasm32-wasip2`")?;
     let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("piped")).lines();

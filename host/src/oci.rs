@@ -13,8 +13,9 @@
 //! oci-client reads one whole), the layer no larger than [`MAX_COMPONENT`], the whole pull
 //! (waits included) no longer than the timeout, no more than [`PULLS_PER_NAMESPACE`] at once
 //! per plugin namespace, and no more than [`PULL_MEMORY_MIB`] held at once in all
-//! ([`NAMESPACE_MEMORY_MIB`] by one namespace), until the component is loaded. Pulled components are cached on disk by manifest digest, checked again
-//! when read back, and kept within [`CACHE_BUDGET`].
+//! ([`NAMESPACE_MEMORY_MIB`] by one namespace), until the component is loaded. Pulled
+//! components are cached on disk by manifest digest, checked again when read back, and kept
+//! within [`CACHE_BUDGET`].
 //!
 //! The registry itself is trusted as far as its operator chose it: its token and error replies
 //! are read by oci-client, and it may redirect blob downloads (to a CDN, as most do) wherever it
@@ -545,10 +546,10 @@ impl Puller {
         self.admissible(reference)?;
         let mut stage = Stage::Turn;
         let pulled = tokio::time::timeout_at(deadline, async {
-            let _turn = Turns::take(&self.turns, namespace, 1).await;
+            let _turn = self.turns.take(namespace, 1).await;
             stage = Stage::Same;
             // A space cannot appear in a namespace or a reference, so keys cannot collide.
-            let _only = Turns::take(&self.same, &format!("{namespace} {reference}"), 1).await;
+            let _only = self.same.take(&format!("{namespace} {reference}"), 1).await;
             // A hit takes a turn too: reading and hashing 64 MiB is work a namespace must not
             // multiply.
             if let Some(component) = self.cached(namespace, reference, &mut stage).await {
@@ -565,7 +566,7 @@ impl Puller {
     /// namespace at its cap waits without holding any of the host's.
     async fn memory(&self, namespace: &str, mib: u32, stage: &mut Stage) -> Memory {
         *stage = Stage::NamespaceMemory;
-        let namespace = Turns::take(&self.namespace_memory, namespace, mib).await;
+        let namespace = self.namespace_memory.take(namespace, mib).await;
         *stage = Stage::Memory;
         let host = self.memory.clone().acquire_many_owned(mib).await.expect("never closed");
         Memory { _namespace: namespace, _host: host }
@@ -722,14 +723,14 @@ impl Turns {
     }
 
     /// `count` of `key`'s permits; callers ask for at most `per_key`.
-    async fn take(turns: &Arc<Self>, key: &str, count: u32) -> Turn {
-        debug_assert!(count as usize <= turns.per_key, "{count} of {} permits would wait forever", turns.per_key);
+    async fn take(self: &Arc<Self>, key: &str, count: u32) -> Turn {
+        debug_assert!(count as usize <= self.per_key, "{count} of {} permits would wait forever", self.per_key);
         let semaphore = {
-            let mut keys = turns.keys.lock().expect("not poisoned");
-            keys.entry(key.to_owned()).or_insert_with(|| Arc::new(Semaphore::new(turns.per_key))).clone()
+            let mut keys = self.keys.lock().expect("not poisoned");
+            keys.entry(key.to_owned()).or_insert_with(|| Arc::new(Semaphore::new(self.per_key))).clone()
         };
         // The guard exists before the wait, so a wait that is given up still forgets the key.
-        let mut turn = Turn { turns: turns.clone(), key: key.to_owned(), semaphore, permit: None };
+        let mut turn = Turn { turns: self.clone(), key: key.to_owned(), semaphore, permit: None };
         turn.permit = Some(turn.semaphore.clone().acquire_many_owned(count).await.expect("never closed"));
         turn
     }
@@ -1105,10 +1106,11 @@ mod tests {
     #[tokio::test]
     async fn turns_are_per_key_and_forgotten_when_nobody_waits() {
         let turns = Arc::new(Turns::new(1));
-        let a = Turns::take(&turns, "tenant-a", 1).await;
-        let waiting = tokio::time::timeout(Duration::from_millis(20), Turns::take(&turns, "tenant-a", 1)).await;
-        assert!(waiting.is_err(), "a key's one turn is taken");
-        let b = Turns::take(&turns, "tenant-b", 1).await;
+        let a = turns.take("tenant-a", 1).await;
+        // Polled once and given up: it must wait, and giving up must forget it.
+        let waiting = futures::FutureExt::now_or_never(turns.take("tenant-a", 1));
+        assert!(waiting.is_none(), "a key's one turn is taken");
+        let b = turns.take("tenant-b", 1).await;
         assert_eq!(turns.len(), 2, "another key has turns of its own");
         drop((a, b));
         assert_eq!(turns.len(), 0, "a wait given up and turns given back leave nothing behind");
@@ -1122,7 +1124,7 @@ mod tests {
             None,
         );
         let _held: Vec<_> =
-            futures::future::join_all((0..PULLS_PER_NAMESPACE).map(|_| Turns::take(&puller.turns, "tenant", 1))).await;
+            futures::future::join_all((0..PULLS_PER_NAMESPACE).map(|_| puller.turns.take("tenant", 1))).await;
         let reference = PluginRef::parse(&format!("oci://registry.example.com/p@{DIGEST}")).unwrap();
         let error = puller.pull("tenant", &reference, &RegistryAuth::Anonymous).await.unwrap_err();
         assert!(matches!(error, OciError::Timeout(..)), "{error}");

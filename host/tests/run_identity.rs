@@ -115,11 +115,7 @@ async fn logged_for(host: &Host, message: &str, key: &str) {
 
 /// Waits for the process to end.
 async fn exited(host: &mut Host) {
-    eventually(Duration::from_secs(60), "the host to exit", || {
-        let running = host.is_running();
-        async move { if running { Err("still running".to_owned()) } else { Ok(()) } }
-    })
-    .await;
+    host.exited_within(Duration::from_secs(60), "the host to exit").await;
 }
 
 fn labeler_rules() -> serde_json::Value {

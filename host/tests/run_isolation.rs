@@ -72,12 +72,7 @@ async fn sigterm_stops_a_guest_stuck_past_the_shutdown_timeout_and_exits_cleanly
     create_configmap(&ns, "stuck").await;
     host.logged("sleeping on stuck").await;
     host.send_sigterm();
-    eventually(Duration::from_secs(30), "the host to exit after its 1 s drain", || {
-        let running = host.is_running();
-        async move { if running { Err("still running".to_owned()) } else { Ok(()) } }
-    })
-    .await;
-    let status = host.exit_status();
+    let status = host.exited_within(Duration::from_secs(30), "the host to exit after its 1 s drain").await;
     assert!(status.success(), "exit status {status}");
     let output = host.output();
     assert!(!output.contains("panicked"), "the host panicked on the way out:\n{output}");
@@ -98,12 +93,7 @@ async fn a_sigterm_while_a_plugin_waits_for_a_cache_that_cannot_sync_ends_the_st
     host.logged("watch failed; retrying with backoff").await;
     host.send_sigterm();
     // Well inside the sync timeout: the start did not run to its end first.
-    eventually(Duration::from_secs(30), "the host to exit during its start", || {
-        let running = host.is_running();
-        async move { if running { Err("still running".to_owned()) } else { Ok(()) } }
-    })
-    .await;
-    let status = host.exit_status();
+    let status = host.exited_within(Duration::from_secs(30), "the host to exit during its start").await;
     assert!(status.success(), "exit status {status}");
     assert!(!host.output().contains("panicked"), "the host panicked on the way out:\n{}", host.output());
     host.logged("signalled while plugins were loading").await;

@@ -138,12 +138,8 @@ async fn a_leader_whose_lease_another_host_takes_stops_reconciling_and_exits() {
             .is_some_and(|m| m.contains("another host holds the leader Lease") || m.contains("lost the leader Lease"))
     });
     assert!(said, "the exit does not say the Lease was taken: {}", leader.output());
-    eventually(Duration::from_secs(30), "the usurped leader to exit", || {
-        let running = leader.is_running();
-        async move { if running { Err("still running".to_owned()) } else { Ok(()) } }
-    })
-    .await;
-    assert_eq!(leader.exit_status().code(), Some(1), "{}", leader.output());
+    let status = leader.exited_within(Duration::from_secs(30), "the usurped leader to exit").await;
+    assert_eq!(status.code(), Some(1), "{}", leader.output());
 }
 
 /// A leader acting as a plain user who may read its Lease (RoleBinding `lease-read`) and
@@ -180,12 +176,8 @@ async fn a_leader_losing_its_lease_binding_exits_before_the_lease_expires(scenar
     ns.api::<RoleBinding>().delete(revoked, &DeleteParams::default()).await.unwrap();
     let reason = "could not confirm the leader Lease within its renew deadline";
     leader.logged(reason).await;
-    eventually(Duration::from_secs(30), "the leader to exit", || {
-        let running = leader.is_running();
-        async move { if running { Err("still running".to_owned()) } else { Ok(()) } }
-    })
-    .await;
-    assert_eq!(leader.exit_status().code(), Some(1), "{}", leader.output());
+    let status = leader.exited_within(Duration::from_secs(30), "the leader to exit").await;
+    assert_eq!(status.code(), Some(1), "{}", leader.output());
     for other in ["lost the leader Lease", "another host holds", "the leader-election task ended"] {
         assert!(!leader.output().contains(other), "exited for another reason ({other}):\n{}", leader.output());
     }

@@ -308,12 +308,8 @@ async fn a_plugin_the_instance_pool_cannot_hold_stops_the_start_naming_the_figur
     let mut host = Host::start(args);
     // Four instances each, six in the pool: the second does not fit, and a host that cannot
     // serve every plugin it was given does not start half of them.
-    eventually(Duration::from_secs(60), "the host to exit", || {
-        let running = host.is_running();
-        async move { if running { Err("still running".to_owned()) } else { Ok(()) } }
-    })
-    .await;
-    assert!(!host.exit_status().success(), "{}", host.output());
+    let status = host.exited_within(Duration::from_secs(60), "the host to exit").await;
+    assert!(!status.success(), "{}", host.output());
     let said = [
         "cannot start plugin ",
         "needs 4 instances (one per worker), but only 2 of the host's pool of 6 are free",

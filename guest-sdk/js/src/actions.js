@@ -86,11 +86,7 @@ const MAX_MILLIS = 2n ** 64n - 1n;
 
 const isPlainObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
 
-/**
- * `seconds` as the contract's `u64` milliseconds: the one encoding of a duration, for the
- * component glue and the test harness alike. Throws for what has none (negative, infinite, not
- * a number).
- */
+/** `x` to the nearest integer, ties to even (as Rust rounds a float's nanoseconds). */
 function roundHalfEven(x) {
   const floor = Math.floor(x);
   const rest = x - floor;
@@ -98,6 +94,11 @@ function roundHalfEven(x) {
   return floor % 2 === 0 ? floor : floor + 1;
 }
 
+/**
+ * `seconds` as the contract's `u64` milliseconds: the one encoding of a duration, for the
+ * component glue and the test harness alike. Throws for what has none (negative, infinite, not
+ * a number).
+ */
 export function durationMillis(seconds, what) {
   if (typeof seconds !== 'number' || !Number.isFinite(seconds) || seconds < 0) {
     throw new RangeError(`${what} takes a finite duration of 0 seconds or more, not ${String(seconds)}`);

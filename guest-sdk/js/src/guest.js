@@ -8,7 +8,7 @@ import { Apply, Delete, Event, Patch, Status, asObjectRef } from './actions.js';
 import { CacheError } from './errors.js';
 import { install } from './host.js';
 import * as outcome from './outcome.js';
-import { manifestOf } from './manifest.js';
+import { SETTINGS, manifestOf } from './manifest.js';
 import { Envelope, Request } from './request.js';
 
 const gvk = (kind) => ({ group: kind.group, version: kind.version, kind: kind.kind });
@@ -66,16 +66,17 @@ function witManifest(m) {
   };
   const s = m.settings;
   // The glue would wrap a value past its WIT type's range (a u32 as `value >>> 0`): refuse it
-  // instead, as Manifest.validate does under the harness.
-  const within = (key, v, max) => {
+  // instead. The ranges are Manifest.validate's, which also refuses 0 under the harness.
+  const within = (key) => {
+    const v = s[key];
     if (v === undefined || v === null) return undefined;
+    const max = BigInt(SETTINGS[key]);
     const n = typeof v === 'bigint' || Number.isInteger(v) ? BigInt(v) : -1n;
-    if (n < 0n || n > max) throw new RangeError(`plugin ${m.name}: setting ${key} must be an integer from 1 to ${max}`);
+    if (n < 0n || n > max) throw new RangeError(`plugin ${m.name}: setting ${key} must be an integer from 0 to ${max}`);
     return n;
   };
-  const big = (key, v) => within(key, v, 2n ** 64n - 1n);
-  const small = (key, v) => {
-    const n = within(key, v, 2n ** 32n - 1n);
+  const u32 = (key) => {
+    const n = within(key);
     return n === undefined ? undefined : Number(n);
   };
   return {
@@ -92,11 +93,11 @@ function witManifest(m) {
     deliverDeleted: m.deliverDeleted,
     deliverPrevious: m.deliverPrevious,
     settings: {
-      maxConcurrentReconciles: small('maxConcurrentReconciles', s.maxConcurrentReconciles),
-      deadlineMs: small('deadlineMs', s.deadlineMs),
-      memoryLimitBytes: big('memoryLimitBytes', s.memoryLimitBytes),
-      responseLimitBytes: big('responseLimitBytes', s.responseLimitBytes),
-      resyncSeconds: small('resyncSeconds', s.resyncSeconds),
+      maxConcurrentReconciles: u32('maxConcurrentReconciles'),
+      deadlineMs: u32('deadlineMs'),
+      memoryLimitBytes: within('memoryLimitBytes'),
+      responseLimitBytes: within('responseLimitBytes'),
+      resyncSeconds: u32('resyncSeconds'),
     },
   };
 }

@@ -54,7 +54,7 @@ export function grant(kind, options) {
  * The settings and the largest value each one's WIT type holds: the glue would wrap a larger
  * one silently (a u32 is lowered as `value >>> 0`), so a deadline of 2**32 + 1000 would be 1 s.
  */
-const SETTINGS = {
+export const SETTINGS = {
   maxConcurrentReconciles: 2 ** 32 - 1,
   deadlineMs: 2 ** 32 - 1,
   memoryLimitBytes: 2n ** 64n - 1n,

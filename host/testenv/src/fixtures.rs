@@ -17,9 +17,7 @@ impl TestNamespace {
     /// # Panics
     /// When the file is not a CRD or the server refuses it.
     pub async fn install_crd(&self, path: &Path) -> Api<DynamicObject> {
-        let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-        let crd: CustomResourceDefinition =
-            serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{} is not a CRD: {e}", path.display()));
+        let crd = read_crd(path);
         match Api::<CustomResourceDefinition>::all(self.client.clone()).create(&PostParams::default(), &crd).await {
             Ok(_) => {}
             Err(kube::Error::Api(status)) if status.is_already_exists() => {}
@@ -36,18 +34,14 @@ impl TestNamespace {
         .await;
         api
     }
-}
 
-impl TestNamespace {
     /// Deletes the CRD in `path` from the control plane, with every object of its kind, and
     /// returns once the server no longer has it. For a test that needs the kind absent.
     ///
     /// # Panics
     /// When the file is not a CRD, or the server refuses the delete or still has it after 60 s.
     pub async fn remove_crd(&self, path: &Path) {
-        let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-        let crd: CustomResourceDefinition =
-            serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{} is not a CRD: {e}", path.display()));
+        let crd = read_crd(path);
         let name = crd.metadata.name.expect("a CRD has a name");
         let crds = Api::<CustomResourceDefinition>::all(self.client.clone());
         match crds.delete(&name, &DeleteParams::default()).await {
@@ -68,6 +62,11 @@ impl TestNamespace {
         })
         .await;
     }
+}
+
+fn read_crd(path: &Path) -> CustomResourceDefinition {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{} is not a CRD: {e}", path.display()))
 }
 
 /// Waits up to `timeout` for an `events.k8s.io/v1` Event in `events` that `matches`.

@@ -242,6 +242,16 @@ impl Host {
         self.child.try_wait().unwrap().is_none()
     }
 
+    /// Waits up to `timeout` for the process to end (`what` names the wait) and returns how.
+    pub async fn exited_within(&mut self, timeout: Duration, what: &str) -> std::process::ExitStatus {
+        eventually(timeout, what, || {
+            let running = self.is_running();
+            async move { if running { Err("still running".to_owned()) } else { Ok(()) } }
+        })
+        .await;
+        self.exit_status()
+    }
+
     /// JSON log lines (with `--log-format json`) inside the reconcile span of `object`
     /// (`namespace/name`) whose message contains `text`.
     pub fn reconcile_lines(&self, object: &str, text: &str) -> Vec<Value> {

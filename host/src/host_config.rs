@@ -142,7 +142,7 @@ pub struct PluginSettings {
     /// The one namespace the plugin is served its primaries, children, watches and reads
     /// from; a plugin that declares another namespace is refused.
     #[serde(default)]
-    pub namespace: Option<String>,
+    pub namespace: Option<wasmloop_contract::names::Namespace>,
     /// This plugin's writes per second (wins over `limits.writesPerSecond`).
     #[serde(default)]
     pub writes_per_second: Option<NonZeroU32>,
@@ -169,10 +169,6 @@ impl HostConfig {
             })?;
         config.quarantine.check().map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         for (plugin, settings) in &config.plugins {
-            if let Some(namespace) = &settings.namespace {
-                wasmloop_sandbox::validate::namespace(namespace)
-                    .map_err(|e| anyhow::anyhow!("{}: plugins.{plugin}.namespace: {e}", path.display()))?;
-            }
             if let Some(account) = &settings.service_account {
                 account
                     .parse::<ServiceAccount>()

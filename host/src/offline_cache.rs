@@ -3,6 +3,8 @@
 
 use serde_json::Value;
 use wasmloop_sandbox::{Gvk, HostServices, Manifest, Object, Selector, object_from_value};
+use wasmloop_contract::names::{Name, Namespace};
+use wasmloop_sandbox::validate;
 
 /// Objects from files, searchable by kind, namespace, name and labels.
 #[derive(Debug, Default)]
@@ -41,10 +43,14 @@ impl OfflineCache {
     pub fn hold_for(&mut self, manifest: &Manifest) -> Vec<String> {
         let mut dropped = Vec::new();
         self.objects.retain(|(object, value)| {
-            let held = manifest.visible(&object.gvk()).admits(value);
+            let Ok(kind) = object.gvk() else {
+                dropped.push(format!("{} {} (not a kind)", validate::quoted(&object.api_version), validate::quoted(&object.kind)));
+                return false;
+            };
+            let held = manifest.visible(&kind).admits(value);
             if !held {
                 let namespace = object.namespace.as_deref().map(|ns| format!("{ns}/")).unwrap_or_default();
-                dropped.push(format!("{} {namespace}{}", object.gvk(), object.name));
+                dropped.push(format!("{kind} {namespace}{}", object.name));
             }
             held
         });
@@ -58,9 +64,7 @@ impl OfflineCache {
 
     fn of_kind<'a>(&'a self, kind: &'a Gvk, namespace: Option<&'a str>) -> impl Iterator<Item = &'a (Object, Value)> {
         self.objects.iter().filter(move |(o, _)| {
-            o.kind == kind.kind
-                && wasmloop_contract::gvk::split_api_version(&o.api_version)
-                    == (kind.group.as_str(), kind.version.as_str())
+            kind.matches(&o.api_version, &o.kind)
                 && wasmloop_contract::cache::in_namespace(namespace, o.namespace.as_deref())
         })
     }
@@ -68,7 +72,8 @@ impl OfflineCache {
 
 /// Strips `value` as the host's informers would for `manifest`; true when it removed anything.
 fn strip_for(manifest: &Manifest, object: &Object, value: &mut Value) -> bool {
-    wasmloop_contract::cache::strip(value, manifest.kept(&object.gvk()))
+    let kept = object.gvk().map(|kind| manifest.kept(&kind)).unwrap_or_default();
+    wasmloop_contract::cache::strip(value, kept)
 }
 
 /// `object` as the host's informers would hand it to a plugin with `manifest` (the request's
@@ -83,15 +88,15 @@ pub fn strip_object(manifest: &Manifest, object: &mut Object) {
 
 impl HostServices for OfflineCache {
     /// Without a namespace, the smallest namespace holding `name`, as the informers answer.
-    fn get(&self, kind: &Gvk, namespace: Option<&str>, name: &str) -> Option<Object> {
-        let named = self.of_kind(kind, namespace).filter(|(o, _)| o.name == name);
+    fn get(&self, kind: &Gvk, namespace: Option<&Namespace>, name: &Name) -> Option<Object> {
+        let named = self.of_kind(kind, namespace.map(Namespace::as_str)).filter(|(o, _)| *name == o.name.as_str());
         named.min_by(|(a, _), (b, _)| a.namespace.cmp(&b.namespace)).map(|(o, _)| o.clone())
     }
 
     /// In (namespace, name) order, as the informers list.
-    fn list(&self, kind: &Gvk, namespace: Option<&str>, selector: &Selector) -> Vec<Object> {
-        let mut all: Vec<Object> =
-            self.of_kind(kind, namespace).filter(|(_, v)| selector.matches_object(v)).map(|(o, _)| o.clone()).collect();
+    fn list(&self, kind: &Gvk, namespace: Option<&Namespace>, selector: &Selector) -> Vec<Object> {
+        let mut all: Vec<Object> = self
+            .of_kind(kind, namespace.map(Namespace::as_str)).filter(|(_, v)| selector.matches_object(v)).map(|(o, _)| o.clone()).collect();
         all.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         all
     }
@@ -116,9 +121,10 @@ mod tests {
         let mut cache = OfflineCache::default();
         let node = serde_json::json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}});
         cache.insert_object(wasmloop_sandbox::object_from_value(&node).unwrap(), node);
-        let nodes = Gvk { group: String::new(), version: "v1".into(), kind: "Node".into() };
-        assert!(cache.get(&nodes, Some("default"), "n1").is_some());
-        assert_eq!(cache.list(&nodes, Some("default"), &Selector::default()).len(), 1);
-        assert!(cache.get(&nodes, None, "n1").is_some());
+        let nodes = Gvk::new("", "v1", "Node").unwrap();
+        let (default, n1) = ("default".parse().unwrap(), "n1".parse().unwrap());
+        assert!(cache.get(&nodes, Some(&default), &n1).is_some());
+        assert_eq!(cache.list(&nodes, Some(&default), &Selector::default()).len(), 1);
+        assert!(cache.get(&nodes, None, &n1).is_some());
     }
 }

@@ -10,6 +10,7 @@ use std::sync::Mutex;
 
 use wasmloop_runtime::record::{Lookup, PageAsked};
 use wasmloop_sandbox::{CacheDenied, Gvk, HostServices, ListKey, ListPage, Object, Selector, object_from_value};
+use wasmloop_contract::names::{Name, Namespace};
 
 /// The cache of one replayed case: the recorded answers, and what was asked beyond them.
 pub struct ReplayCache {
@@ -55,8 +56,8 @@ fn place(namespace: Option<&str>, name: &str) -> String {
 }
 
 impl HostServices for ReplayCache {
-    fn denied(&self, kind: &Gvk, namespace: Option<&str>) -> Option<CacheDenied> {
-        let text = kind.to_string();
+    fn denied(&self, kind: &Gvk, namespace: Option<&Namespace>) -> Option<CacheDenied> {
+        let (text, namespace) = (kind.to_string(), namespace.map(Namespace::as_str));
         self.lookups.iter().find_map(|l| match l {
             Lookup::Denied(d) if d.kind == text && d.namespace.as_deref() == namespace => Some(if d.revoked {
                 CacheDenied::Revoked(d.why.clone())
@@ -67,8 +68,8 @@ impl HostServices for ReplayCache {
         })
     }
 
-    fn get(&self, kind: &Gvk, namespace: Option<&str>, name: &str) -> Option<Object> {
-        let text = kind.to_string();
+    fn get(&self, kind: &Gvk, namespace: Option<&Namespace>, name: &Name) -> Option<Object> {
+        let (text, namespace, name) = (kind.to_string(), namespace.map(Namespace::as_str), name.as_str());
         let found = self.lookups.iter().find_map(|l| match l {
             Lookup::Get { kind: k, namespace: n, name: m, found }
                 if *k == text && n.as_deref() == namespace && m == name =>
@@ -86,8 +87,8 @@ impl HostServices for ReplayCache {
         }
     }
 
-    fn list(&self, kind: &Gvk, namespace: Option<&str>, selector: &Selector) -> Vec<Object> {
-        let (text, selector) = (kind.to_string(), selector.to_string());
+    fn list(&self, kind: &Gvk, namespace: Option<&Namespace>, selector: &Selector) -> Vec<Object> {
+        let (text, selector, namespace) = (kind.to_string(), selector.to_string(), namespace.map(Namespace::as_str));
         self.listed(&text, namespace, &selector, None).map(|(items, _)| items).unwrap_or_else(|| {
             self.miss(format!("list {text} in {} selecting {selector:?}", namespace.unwrap_or("every namespace")));
             Vec::new()
@@ -97,12 +98,12 @@ impl HostServices for ReplayCache {
     fn list_page(
         &self,
         kind: &Gvk,
-        namespace: Option<&str>,
+        namespace: Option<&Namespace>,
         selector: &Selector,
         after: Option<&ListKey>,
         limit: usize,
     ) -> ListPage {
-        let (text, selector) = (kind.to_string(), selector.to_string());
+        let (text, selector, namespace) = (kind.to_string(), selector.to_string(), namespace.map(Namespace::as_str));
         let page = PageAsked { after: after.cloned(), limit };
         match self.listed(&text, namespace, &selector, Some(&page)) {
             Some((items, resume)) => ListPage { items, resume },
@@ -135,11 +136,13 @@ mod tests {
             },
             Lookup::Get { kind: "v1/ConfigMap".into(), namespace: Some("ns".into()), name: "gone".into(), found: None },
         ]);
-        let kind = Gvk::from_api_version("v1", "ConfigMap");
-        assert_eq!(cache.get(&kind, Some("ns"), "a").map(|o| o.name), Some("a".into()));
-        assert!(cache.get(&kind, Some("ns"), "gone").is_none(), "recorded as not found");
+        let kind = Gvk::from_api_version("v1", "ConfigMap").unwrap();
+        let (ns, other) = ("ns".parse().unwrap(), "other".parse().unwrap());
+        let (a, gone) = ("a".parse().unwrap(), "gone".parse().unwrap());
+        assert_eq!(cache.get(&kind, Some(&ns), &a).map(|o| o.name), Some("a".into()));
+        assert!(cache.get(&kind, Some(&ns), &gone).is_none(), "recorded as not found");
         assert!(cache.missing().is_empty());
-        assert!(cache.get(&kind, Some("other"), "a").is_none());
+        assert!(cache.get(&kind, Some(&other), &a).is_none());
         assert_eq!(cache.missing(), ["get v1/ConfigMap other/a"]);
     }
 }

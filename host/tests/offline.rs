@@ -650,6 +650,21 @@ fn a_component_built_against_an_earlier_revision_of_its_contract_is_refused_at_l
 }
 
 #[test]
+fn a_manifest_smuggling_a_path_into_a_namespace_or_a_version_is_refused_at_load_naming_the_field_and_rule() {
+    let plugin = component("smuggler_plugin");
+    let out = wasmloop(&["inspect", plugin.to_str().unwrap()]);
+    fails_with(
+        &out,
+        1,
+        &[
+            "smuggler_plugin.wasm",
+            "the watched kind v1/ConfigMap: namespace \"tenant-a/secrets?x=\" is not a valid namespace",
+            "1-63 characters of a-z, 0-9 and '-'",
+        ],
+    );
+}
+
+#[test]
 fn malformed_yaml_is_refused_naming_the_file_and_position() {
     let out = reconcile("hostile_plugin", "hostile/malformed.yaml", &[]);
     fails_with(&out, 1, &["malformed.yaml (document 1) as YAML or JSON", "line", "fix the syntax"]);

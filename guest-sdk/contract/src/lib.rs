@@ -16,5 +16,6 @@ pub mod cache;
 pub mod conformance;
 pub mod gvk;
 pub mod manifest;
+pub mod names;
 pub mod selector;
 pub mod validate;

@@ -57,6 +57,8 @@ pub enum ScopeView<'a> {
     PrimaryNamespace,
     /// These namespaces.
     Namespaces(&'a [String]),
+    /// These namespaces, parsed already (the host's manifest holds them so).
+    Parsed(&'a [crate::names::Namespace]),
     /// Everywhere.
     Any,
 }
@@ -190,17 +192,14 @@ pub const MAX_GRANT_NAMESPACES: usize = 64;
 /// # Errors
 /// A sentence naming the first invalid field and what to change.
 pub fn validate(m: &ManifestView<'_>) -> Result<(), String> {
-    let name_ok = !m.name.is_empty()
-        && m.name.len() <= 63
-        && m.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-    if !name_ok {
-        return Err(format!("name {:?} must be 1-63 characters of a-z, 0-9 and '-'", m.name));
-    }
+    validate::plugin_name(m.name)?;
     check_selector(&m.primary, "primary")?;
     m.owns.iter().try_for_each(|k| check_kind(k, "owned"))?;
     m.watches.iter().try_for_each(|w| check_selector(w, "watched"))?;
     m.reads.iter().try_for_each(|k| check_kind(k, "read"))?;
     m.writes.iter().try_for_each(check_grant)?;
+    m.metadata_only.iter().try_for_each(|k| check_kind(k, "metadata-only"))?;
+    m.keeps.iter().try_for_each(|k| check_kind(&k.kind, "kept"))?;
     let declared =
         |k: &KindRef<'_>| m.owns.contains(k) || m.reads.contains(k) || m.watches.iter().any(|w| w.kind == *k);
     if let Some(k) = m.metadata_only.iter().find(|k| !declared(k)) {
@@ -240,17 +239,25 @@ fn check_keeps(m: &ManifestView<'_>) -> Result<(), String> {
     Ok(())
 }
 
+/// A kind is checked before anything quotes it: every later message names it whole.
 fn check_kind(kind: &KindRef<'_>, role: &str) -> Result<(), String> {
     if kind.version.is_empty() || kind.kind.is_empty() {
         return Err(format!(
-            "the {role} kind ({kind}) has no version or kind name; declare it with Manifest::primary::<K>() (or owns/watches/reads) and a type that implements Kind"
+            "the {role} kind (group {}, version {}, kind {}) has no version or kind name; declare it with Manifest::primary::<K>() (or owns/watches/reads) and a type that implements Kind",
+            validate::quoted(kind.group),
+            validate::quoted(kind.version),
+            validate::quoted(kind.kind)
         ));
     }
+    crate::names::Gvk::new(kind.group, kind.version, kind.kind).map_err(|e| format!("the {role} kind: {e}"))?;
     Ok(())
 }
 
 fn check_selector(s: &SelectorView<'_>, role: &str) -> Result<(), String> {
     check_kind(&s.kind, role)?;
+    if let Some(ns) = s.namespace {
+        validate::namespace(ns).map_err(|e| format!("the {role} kind {}: {e}", s.kind))?;
+    }
     if let Some(sel) = s.label_selector {
         let parsed = sel.parse::<Selector>().map_err(|e| format!("{role} {}: {e}", s.kind))?;
         // A watch's selector goes to the API server as the watch's `labelSelector`; the
@@ -266,17 +273,21 @@ fn check_grant(g: &GrantView<'_>) -> Result<(), String> {
     if !(g.apply || g.patch || g.delete) {
         return Err(format!("the write grant on {} names no verb; give apply, patch or delete", g.kind));
     }
-    if let ScopeView::Namespaces(list) = g.scope {
-        if list.is_empty() || list.len() > MAX_GRANT_NAMESPACES {
-            return Err(format!(
-                "the write grant on {} lists {} namespaces; list 1 to {MAX_GRANT_NAMESPACES}, or use scope any",
-                g.kind,
-                list.len()
-            ));
+    let count = match g.scope {
+        ScopeView::Namespaces(list) => {
+            for ns in list.iter().take(MAX_GRANT_NAMESPACES + 1) {
+                validate::namespace(ns).map_err(|e| format!("the write grant on {}: {e}", g.kind))?;
+            }
+            list.len()
         }
-        for ns in list {
-            validate::namespace(ns).map_err(|e| format!("the write grant on {}: {e}", g.kind))?;
-        }
+        ScopeView::Parsed(list) => list.len(),
+        ScopeView::PrimaryNamespace | ScopeView::Any => return Ok(()),
+    };
+    if count == 0 || count > MAX_GRANT_NAMESPACES {
+        return Err(format!(
+            "the write grant on {} lists {count} namespaces; list 1 to {MAX_GRANT_NAMESPACES}, or use scope any",
+            g.kind
+        ));
     }
     Ok(())
 }
@@ -376,6 +387,12 @@ mod tests {
             ("declared metadata-only", Box::new(|m| { m.reads = vec![CM]; m.metadata_only = vec![CM]; }), None),
             ("bad finalizer", Box::new(|m| m.finalizer = Some("cleanup")), Some("must look like `example.com/name`")),
             ("good finalizer", Box::new(|m| m.finalizer = Some("example.com/cleanup")), None),
+            ("smuggled watch namespace", Box::new(|m| m.watches = vec![SelectorView { kind: CM, namespace: Some("tenant-a/secrets?x="), label_selector: None }]), Some("the watched kind v1/ConfigMap: namespace \"tenant-a/secrets?x=\" is not a valid namespace")),
+            ("smuggled primary namespace", Box::new(|m| m.primary.namespace = Some("a/../b")), Some("the primary kind v1/ConfigMap: namespace")),
+            ("smuggled version", Box::new(|m| m.reads = vec![KindRef { group: "", version: "v1/namespaces/wasmloop-system/secrets/registry-creds", kind: "Secret" }]), Some("the read kind: version \"v1/namespaces/wasmloop-system/secrets/registry-creds\" is not a valid API version")),
+            ("smuggled group", Box::new(|m| m.owns = vec![KindRef { group: "apps/v1/x?", version: "v1", kind: "Deployment" }]), Some("the owned kind: group")),
+            ("smuggled kind", Box::new(|m| m.primary.kind = KindRef { group: "", version: "v1", kind: "ConfigMap/x" }), Some("the primary kind: kind")),
+            ("undeclared metadata-only kind that is not a kind", Box::new(|m| m.metadata_only = vec![KindRef { group: "", version: "v1", kind: "a b" }]), Some("the metadata-only kind: kind")),
             ("zero setting", Box::new(|m| m.settings.deadline_ms = Some(0)), Some("setting deadline-ms is 0")),
         ];
         for (case, change, expected) in cases {

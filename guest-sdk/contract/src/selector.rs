@@ -73,8 +73,9 @@ impl fmt::Display for SelectorError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "invalid label selector {:?}: {}; use the Kubernetes form `key=value,key!=value,key in (a,b),!key`",
-            self.selector, self.reason
+            "invalid label selector {}: {}; use the Kubernetes form `key=value,key!=value,key in (a,b),!key`",
+            crate::validate::quoted(&self.selector),
+            crate::validate::cut(self.reason.clone(), crate::validate::MAX_QUOTED * 2)
         )
     }
 }

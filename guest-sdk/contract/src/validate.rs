@@ -53,7 +53,8 @@ pub fn namespace(ns: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "namespace {ns:?} is not a valid namespace (1-{MAX_NAMESPACE} characters of a-z, 0-9 and '-', starting and ending alphanumeric)"
+            "namespace {} is not a valid namespace (1-{MAX_NAMESPACE} characters of a-z, 0-9 and '-', starting and ending alphanumeric)",
+            quoted(ns)
         ))
     }
 }
@@ -71,7 +72,8 @@ pub fn name(name: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "name {name:?} is not a valid object name (1-{MAX_NAME} characters of a-z, A-Z, 0-9, '-', '.', '_' and ':', not \".\" or \"..\")"
+            "name {} is not a valid object name (1-{MAX_NAME} characters of a-z, A-Z, 0-9, '-', '.', '_' and ':', not \".\" or \"..\")",
+            quoted(name)
         ))
     }
 }
@@ -87,7 +89,7 @@ pub fn kind(kind: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!("kind {kind:?} is not a valid kind (1-{MAX_KIND} letters and digits, starting with a letter)"))
+        Err(format!("kind {} is not a valid kind (1-{MAX_KIND} letters and digits, starting with a letter)", quoted(kind)))
     }
 }
 
@@ -98,11 +100,12 @@ pub fn kind(kind: &str) -> Result<(), String> {
 pub fn group_version(group: &str, version: &str) -> Result<(), String> {
     if !group.is_empty() && !is_dns1123_subdomain(group) {
         return Err(format!(
-            "group {group:?} is not a valid API group (a DNS-1123 subdomain such as apps or example.com)"
+            "group {} is not a valid API group (a DNS-1123 subdomain such as apps or example.com)",
+            quoted(group)
         ));
     }
     if !is_dns1035_label(version) {
-        return Err(format!("version {version:?} is not a valid API version (such as v1 or v1beta2)"));
+        return Err(format!("version {} is not a valid API version (such as v1 or v1beta2)", quoted(version)));
     }
     Ok(())
 }
@@ -114,10 +117,10 @@ pub fn group_version(group: &str, version: &str) -> Result<(), String> {
 pub fn api_version(api_version: &str) -> Result<(), String> {
     let (group, version) = match api_version.split_once('/') {
         Some((group, version)) if !group.is_empty() => (group, version),
-        Some(_) => return Err(format!("apiVersion {api_version:?} has an empty group")),
+        Some(_) => return Err(format!("apiVersion {} has an empty group", quoted(api_version))),
         None => ("", api_version),
     };
-    group_version(group, version).map_err(|e| format!("apiVersion {api_version:?} is invalid: {e}"))
+    group_version(group, version).map_err(|e| format!("apiVersion {} is invalid: {e}", quoted(api_version)))
 }
 
 /// Checks a UID precondition: a UUID as the API server writes them, or close to one.
@@ -128,7 +131,7 @@ pub fn uid(uid: &str) -> Result<(), String> {
     if !uid.is_empty() && uid.len() <= MAX_UID && uid.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-') {
         Ok(())
     } else {
-        Err(format!("uid {uid:?} is not a valid UID (1-{MAX_UID} letters, digits and '-')"))
+        Err(format!("uid {} is not a valid UID (1-{MAX_UID} letters, digits and '-')", quoted(uid)))
     }
 }
 
@@ -170,7 +173,8 @@ pub fn selector_for_server(selector: &crate::selector::Selector) -> Result<(), S
     use crate::selector::Requirement;
     if selector.0.len() > MAX_SELECTOR_REQUIREMENTS {
         return Err(format!(
-            "label selector {selector} has {} requirements, over the limit of {MAX_SELECTOR_REQUIREMENTS}",
+            "label selector {} has {} requirements, over the limit of {MAX_SELECTOR_REQUIREMENTS}",
+            cut(selector.to_string(), MAX_QUOTED),
             selector.0.len()
         ));
     }
@@ -180,7 +184,9 @@ pub fn selector_for_server(selector: &crate::selector::Selector) -> Result<(), S
             Requirement::In(k, vs) | Requirement::NotIn(k, vs) => {
                 if vs.is_empty() || vs.len() > MAX_SELECTOR_VALUES {
                     return Err(format!(
-                        "label selector {selector}: the set of {k:?} holds {} values; give 1 to {MAX_SELECTOR_VALUES}",
+                        "label selector {}: the set of {} holds {} values; give 1 to {MAX_SELECTOR_VALUES}",
+                        cut(selector.to_string(), MAX_QUOTED),
+                        quoted(k),
                         vs.len()
                     ));
                 }
@@ -190,12 +196,16 @@ pub fn selector_for_server(selector: &crate::selector::Selector) -> Result<(), S
         };
         if !is_label_key(key) {
             return Err(format!(
-                "label selector {selector}: {key:?} is not a label key (an optional DNS subdomain and '/', then 1-{MAX_LABEL} characters of a-z, A-Z, 0-9, '-', '_' and '.', starting and ending alphanumeric)"
+                "label selector {}: {} is not a label key (an optional DNS subdomain and '/', then 1-{MAX_LABEL} characters of a-z, A-Z, 0-9, '-', '_' and '.', starting and ending alphanumeric)",
+                cut(selector.to_string(), MAX_QUOTED),
+                quoted(key)
             ));
         }
         if let Some(v) = values.iter().find(|v| !is_label_value(v)) {
             return Err(format!(
-                "label selector {selector}: {v:?} is not a label value (0-{MAX_LABEL} characters of a-z, A-Z, 0-9, '-', '_' and '.', starting and ending alphanumeric)"
+                "label selector {}: {} is not a label value (0-{MAX_LABEL} characters of a-z, A-Z, 0-9, '-', '_' and '.', starting and ending alphanumeric)",
+                cut(selector.to_string(), MAX_QUOTED),
+                quoted(v)
             ));
         }
     }
@@ -217,9 +227,69 @@ pub fn event_word(field: &str, value: &str) -> Result<(), String> {
         ));
     }
     if !value.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_') {
-        return Err(format!("the event {field} {value:?} must be a CamelCase word of letters and digits"));
+        return Err(format!("the event {field} {} must be a CamelCase word of letters and digits", quoted(value)));
     }
     Ok(())
+}
+
+/// Longest part of a rejected value quoted in a message: enough to recognise it, never the
+/// whole of what a hostile plugin or ConfigMap sent.
+pub const MAX_QUOTED: usize = 96;
+
+/// Longest text from outside (a plugin's error, a trap's panic text, a registry's or an API
+/// server's answer quoted in an error) the host keeps, logs or sends: the Event note's limit,
+/// so a cut text fits every sink it goes to.
+pub const MAX_FOREIGN_TEXT: usize = MAX_EVENT_NOTE;
+
+/// `value` as a message quotes it: cut to [`MAX_QUOTED`] bytes, then in Rust's debug form.
+///
+/// ```
+/// let quoted = wasmloop_contract::validate::quoted(&"a".repeat(1000));
+/// assert!(quoted.len() <= wasmloop_contract::validate::MAX_QUOTED + 2);
+/// ```
+pub fn quoted(value: &str) -> String {
+    let debug = format!("{:?}", cut(value.to_owned(), MAX_QUOTED));
+    // Escapes (`\u{1b}`) can make the quoted form longer than what was cut: cut it again.
+    match debug.len() <= MAX_QUOTED + 2 {
+        true => debug,
+        false => format!("{}\"", cut(debug, MAX_QUOTED + 1)),
+    }
+}
+
+/// Text from outside, cut to [`MAX_FOREIGN_TEXT`] before it is kept, logged or sent: the one
+/// cut every plugin-, ConfigMap- or registry-controlled text passes.
+pub fn foreign(text: impl Into<String>) -> String {
+    cut(text.into(), MAX_FOREIGN_TEXT)
+}
+
+/// Checks a field manager: `wasmloop/` and a plugin name.
+///
+/// # Errors
+/// A sentence naming the value and the form.
+pub fn field_manager(manager: &str) -> Result<(), String> {
+    match manager.strip_prefix("wasmloop/") {
+        Some(name) if plugin_name(name).is_ok() => Ok(()),
+        _ => Err(format!("field manager {} must be wasmloop/ and a plugin name", quoted(manager))),
+    }
+}
+
+/// Longest plugin name.
+pub const MAX_PLUGIN_NAME: usize = 63;
+
+/// Checks a plugin's name: lower-case letters, digits and `-`, as it becomes part of a field manager, a metric
+/// label and object names.
+///
+/// # Errors
+/// A sentence naming the value and the rule.
+pub fn plugin_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_PLUGIN_NAME
+        && name.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("name {} must be 1-{MAX_PLUGIN_NAME} characters of a-z, 0-9 and '-'", quoted(name)))
+    }
 }
 
 /// Cuts an Event message to what the API accepts, at a character boundary, marking the cut.
@@ -342,6 +412,24 @@ mod tests {
             let error = check(bad).expect_err(bad);
             assert!(error.contains(names), "{bad}: {error}");
         }
+    }
+
+    #[test]
+    fn rejected_values_are_quoted_cut_however_long_or_escaped() {
+        assert_eq!(quoted("ns"), "\"ns\"");
+        for hostile in ["a".repeat(1 << 20), "\u{1b}".repeat(10_000), "é".repeat(500)] {
+            let q = quoted(&hostile);
+            assert!(q.len() <= MAX_QUOTED + 2 && q.starts_with('"') && q.ends_with('"'), "{} bytes: {q}", q.len());
+        }
+        let error = namespace(&"x/".repeat(1 << 20)).unwrap_err();
+        assert!(error.len() < 300, "{} bytes", error.len());
+    }
+
+    #[test]
+    fn foreign_text_is_cut_to_one_limit() {
+        assert_eq!(foreign("short"), "short");
+        let long = foreign("e".repeat(4 << 20));
+        assert!(long.len() <= MAX_FOREIGN_TEXT && long.ends_with('…'));
     }
 
     #[test]

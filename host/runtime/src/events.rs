@@ -21,9 +21,13 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
 
-/// Recorders are forgotten past this many, which only loses the aggregation of old
-/// messages into series, never an event.
+/// Recorders are forgotten past this many, or past [`MAX_KEY_BYTES`] of keys, which only
+/// loses the aggregation of old messages into series, never an event.
 const MAX_RECORDERS: usize = 4096;
+
+/// The recorders' keys (controller and message) add up to at most this many bytes: messages
+/// are a plugin's words, so their count alone bounds nothing.
+const MAX_KEY_BYTES: usize = 2 << 20;
 
 /// Recorders per reporting controller and message.
 pub const STRIPES: u64 = 32;
@@ -31,7 +35,13 @@ pub const STRIPES: u64 = 32;
 /// Recorders by reporting controller, message and stripe.
 pub struct Recorders {
     client: Client,
-    recorders: Mutex<HashMap<(String, String, u64), Recorder>>,
+    recorders: Mutex<Keyed>,
+}
+
+#[derive(Default)]
+struct Keyed {
+    by_key: HashMap<(String, String, u64), Recorder>,
+    key_bytes: usize,
 }
 
 /// The stripe of events about `regarding`: the same for every event about one object.
@@ -44,22 +54,33 @@ pub fn stripe(regarding: &ObjectReference) -> u64 {
 impl Recorders {
     /// Recorders that publish with `client`.
     pub fn new(client: Client) -> Recorders {
-        Recorders { client, recorders: Mutex::new(HashMap::new()) }
+        Recorders { client, recorders: Mutex::default() }
     }
 
     /// The recorder for events of `controller` carrying `message` about `regarding`.
+    /// The message is cut to an Event note's limit first, so no key is longer than a note.
     pub fn get(&self, controller: &str, message: &str, regarding: &ObjectReference) -> Recorder {
+        let message = wasmloop_contract::validate::event_note(message.to_owned());
+        let key = (controller.to_owned(), message, stripe(regarding));
         let mut recorders = self.recorders.lock().expect("lock");
-        if recorders.len() >= MAX_RECORDERS {
-            recorders.clear();
+        if let Some(recorder) = recorders.by_key.get(&key) {
+            return recorder.clone();
         }
-        recorders
-            .entry((controller.to_owned(), message.to_owned(), stripe(regarding)))
-            .or_insert_with(|| {
-                let reporter = Reporter { controller: controller.to_owned(), instance: std::env::var("HOSTNAME").ok() };
-                Recorder::new(self.client.clone(), reporter)
-            })
-            .clone()
+        let bytes = key.0.len() + key.1.len();
+        if recorders.by_key.len() >= MAX_RECORDERS || recorders.key_bytes + bytes > MAX_KEY_BYTES {
+            *recorders = Keyed::default();
+        }
+        let reporter = Reporter { controller: controller.to_owned(), instance: std::env::var("HOSTNAME").ok() };
+        let recorder = Recorder::new(self.client.clone(), reporter);
+        recorders.key_bytes += bytes;
+        recorders.by_key.insert(key, recorder.clone());
+        recorder
+    }
+
+    /// How many recorders are kept, and the bytes of their keys.
+    pub fn held(&self) -> (usize, usize) {
+        let recorders = self.recorders.lock().expect("lock");
+        (recorders.by_key.len(), recorders.key_bytes)
     }
 }
 
@@ -82,6 +103,22 @@ mod tests {
         let web = reference("shop", "web");
         let again = ObjectReference { uid: Some("u1".into()), resource_version: Some("7".into()), ..web.clone() };
         assert_eq!(stripe(&web), stripe(&again), "a series is per object, whatever version is referenced");
+    }
+
+    #[tokio::test]
+    async fn the_recorders_keys_are_bounded_in_bytes_however_long_and_many_the_messages() {
+        let client = kube::Client::try_from(kube::Config::new("https://127.0.0.1:9".parse().unwrap())).unwrap();
+        let recorders = Recorders::new(client);
+        let web = reference("shop", "web");
+        for i in 0..200 {
+            // A unique 3 MB message each time, as a failing plugin could send.
+            let message = format!("{i}{}", "x".repeat(3 << 20));
+            recorders.get("wasmloop/p", &message, &web);
+            let (count, bytes) = recorders.held();
+            assert!(bytes <= MAX_KEY_BYTES && count <= MAX_RECORDERS, "{count} recorders, {bytes} bytes");
+        }
+        let (_, bytes) = recorders.held();
+        assert!(bytes > 0 && bytes < 200 * (wasmloop_contract::validate::MAX_EVENT_NOTE + 16), "{bytes}");
     }
 
     #[test]

@@ -28,6 +28,8 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use wasmloop_sandbox::capability::{self, Bounds, NotGranted, Verb};
 use wasmloop_sandbox::{Action, EventType, Gvk, Manifest, Object, ObjectRef, PatchKind};
+use wasmloop_contract::names::{Name, Namespace};
+use wasmloop_sandbox::validate;
 
 use crate::discovery::{DiscoveryError, Kinds, Resolved};
 use crate::events::Recorders;
@@ -153,7 +155,7 @@ pub struct Executor {
     /// server.
     budget: Option<Arc<DefaultDirectRateLimiter>>,
     /// The namespace the operator confines the plugin's writes to.
-    confined_to: Option<String>,
+    confined_to: Option<Namespace>,
 }
 
 /// A token bucket on a plugin's API writes.
@@ -220,7 +222,7 @@ fn granted(
     let bounds = Bounds { primary_namespace: primary.namespace.as_deref(), confined_to };
     capability::permits(manifest, bounds, verb, kind, namespace).map_err(|refusal| ExecError::NotGranted {
         plugin: manifest.name.clone(),
-        target: format!("{} {}", verb.as_str(), label(&kind.kind, namespace, name)),
+        target: format!("{} {}", verb.as_str(), label(kind.kind(), namespace, name)),
         refusal,
     })
 }
@@ -265,7 +267,7 @@ impl Executor {
 
     /// This executor, refusing every apply, patch and delete outside `namespace` (the
     /// operator's `plugins.<name>.namespace`), whatever the plugin declares.
-    pub fn confined_to(mut self, namespace: Option<String>) -> Executor {
+    pub fn confined_to(mut self, namespace: Option<Namespace>) -> Executor {
         self.confined_to = namespace;
         self
     }
@@ -306,19 +308,30 @@ impl Executor {
         self.writer.persists()
     }
 
-    fn patch_params(manager: String) -> PatchParams {
-        PatchParams { field_manager: Some(manager), ..PatchParams::default() }
+    fn patch_params(manager: wasmloop_contract::names::FieldManager) -> PatchParams {
+        PatchParams { field_manager: Some(manager.to_string()), ..PatchParams::default() }
     }
 
     async fn resolve(&self, plugin: &str, kind: &Gvk) -> Result<Resolved, ExecError> {
         self.kinds.resolve(kind).await.map_err(|source| ExecError::Discovery { plugin: plugin.into(), source })
     }
 
-    fn api(&self, resolved: &Resolved, namespace: Option<&str>) -> Api<DynamicObject> {
-        match (resolved.namespaced, namespace) {
-            (true, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, &resolved.resource),
-            _ => Api::all_with(self.client.clone(), &resolved.resource),
-        }
+    fn api(&self, resolved: &Resolved, namespace: Option<&Namespace>) -> Api<DynamicObject> {
+        crate::api::dynamic_api(self.client.clone(), namespace.filter(|_| resolved.namespaced), &resolved.resource)
+    }
+
+    /// The primary's kind and namespace, parsed: a cached object's come from the API server,
+    /// but nothing reaches a request unparsed.
+    fn primary_place(&self, manifest: &Manifest, primary: &Object) -> Result<(Gvk, Option<Namespace>), ExecError> {
+        let invalid = |e: wasmloop_contract::names::Invalid| ExecError::Invalid {
+            plugin: manifest.name.clone(),
+            verb: "act on",
+            target: validate::quoted(&primary.name),
+            reason: e.into(),
+        };
+        let kind = primary.gvk().map_err(invalid)?;
+        let namespace = primary.namespace.as_deref().map(Namespace::parse).transpose().map_err(invalid)?;
+        Ok((kind, namespace))
     }
 
     /// Carries out `actions` in order for `primary`, stopping at the first failure. Returns
@@ -338,7 +351,7 @@ impl Executor {
             let (kind, verb) = match action {
                 Action::Apply(object) => {
                     let done = self.apply(manifest, primary, object).await?;
-                    let kind = done.kind.kind.clone();
+                    let kind = done.kind.kind().to_string();
                     applied.push(done);
                     (kind, "apply")
                 }
@@ -352,7 +365,7 @@ impl Executor {
                         manifest,
                         primary,
                         Verb::Patch,
-                        &target.gvk(),
+                        &self.target_kind(manifest, &target)?,
                         target.namespace.as_deref(),
                         &target.name,
                         self.confined_to.as_deref(),
@@ -366,7 +379,7 @@ impl Executor {
                         manifest,
                         primary,
                         Verb::Delete,
-                        &target.gvk(),
+                        &self.target_kind(manifest, &target)?,
                         target.namespace.as_deref(),
                         &target.name,
                         self.confined_to.as_deref(),
@@ -392,26 +405,31 @@ impl Executor {
             text("/kind").unwrap_or_default(),
             text("/metadata/name").unwrap_or_default(),
         );
-        let gvk = Gvk::from_api_version(&api_version, &kind);
-        let resolved = self.resolve(&manifest.name, &gvk).await?;
-        let namespace =
-            resolved.namespaced.then(|| text("/metadata/namespace").or_else(|| primary.namespace.clone())).flatten();
-        let target = label(&kind, namespace.as_deref(), &name);
+        let target = label(&kind, text("/metadata/namespace").as_deref(), &name);
         let invalid = |reason: String| ExecError::Invalid {
             plugin: manifest.name.clone(),
             verb: "apply",
-            target: target.clone(),
+            target: validate::cut(target.clone(), validate::MAX_QUOTED * 4),
             reason,
         };
+        // The sandbox checked these at decode; they are parsed again here, where they become
+        // a request.
+        let gvk = Gvk::from_api_version(&api_version, &kind).map_err(|e| invalid(e.into()))?;
+        let name = Name::parse(&name).map_err(|e| invalid(e.into()))?;
+        let resolved = self.resolve(&manifest.name, &gvk).await?;
+        let (_, primary_namespace) = self.primary_place(manifest, primary)?;
+        let declared = text("/metadata/namespace").map(|ns| Namespace::parse(&ns)).transpose().map_err(|e| invalid(e.into()))?;
+        let namespace = resolved.namespaced.then(|| declared.or(primary_namespace.clone())).flatten();
+        let target = label(&kind, namespace.as_deref(), &name);
         if resolved.namespaced && namespace.is_none() {
             return Err(invalid("a namespaced object needs a namespace, and the primary has none".into()));
         }
         granted(manifest, primary, Verb::Apply, &gvk, namespace.as_deref(), &name, self.confined_to.as_deref())?;
         if let Some(ns) = &namespace {
-            object["metadata"]["namespace"] = ns.clone().into();
+            object["metadata"]["namespace"] = ns.to_string().into();
         }
         if manifest.owns.contains(&gvk) {
-            if primary.namespace.is_some() && primary.namespace != namespace {
+            if primary_namespace.is_some() && primary_namespace != namespace {
                 return Err(invalid(format!(
                     "owner references cannot cross namespaces (the primary is in {}); drop the kind from owns and track the object another way",
                     primary.namespace.as_deref().unwrap_or_default()
@@ -425,20 +443,21 @@ impl Executor {
             }));
             object["metadata"]["ownerReferences"] = refs.into();
         }
-        let params = PatchParams::apply(&manifest.field_manager()).force();
-        let api = self.api(&resolved, namespace.as_deref());
+        let params = PatchParams::apply(manifest.field_manager().as_str()).force();
+        let api = self.api(&resolved, namespace.as_ref());
         let to = Target { api: &api, name: &name, plugin: &manifest.name, shown: &target };
         let result = self.writer.patch(to, "apply", params, Patch::Apply(object)).await;
         let live = result.map_err(|source| self.api_error(manifest, "apply", target.clone(), source))?;
-        Ok(Applied { kind: gvk, namespace, name, uid: live.uid() })
+        Ok(Applied { kind: gvk, namespace: namespace.map(|ns| ns.to_string()), name: name.to_string(), uid: live.uid() })
     }
 
     async fn status(&self, manifest: &Manifest, primary: &Object, status: &Value) -> Result<(), ExecError> {
-        let resolved = self.resolve(&manifest.name, &primary.gvk()).await?;
+        let (kind, namespace) = self.primary_place(manifest, primary)?;
+        let resolved = self.resolve(&manifest.name, &kind).await?;
         let params = Self::patch_params(manifest.field_manager());
         // Merge patch: status subresources accept it on every server version.
         let patch = json!({ "metadata": { "uid": primary.uid }, "status": status });
-        let api = self.api(&resolved, primary.namespace.as_deref());
+        let api = self.api(&resolved, namespace.as_ref());
         let target = label(&primary.kind, primary.namespace.as_deref(), &primary.name);
         let to = Target { api: &api, name: &primary.name, plugin: &manifest.name, shown: &target };
         self.writer
@@ -456,9 +475,9 @@ impl Executor {
         target: &ObjectRef,
         primary: &Object,
     ) -> Result<ObjectRef, ExecError> {
-        let resolved = self.resolve(&manifest.name, &target.gvk()).await?;
-        let namespace =
-            resolved.namespaced.then(|| target.namespace.clone().or_else(|| primary.namespace.clone())).flatten();
+        let resolved = self.resolve(&manifest.name, &self.target_kind(manifest, target)?).await?;
+        let (_, primary_namespace) = self.primary_place(manifest, primary)?;
+        let namespace = resolved.namespaced.then(|| target.namespace.clone().or(primary_namespace)).flatten();
         if resolved.namespaced && namespace.is_none() {
             return Err(ExecError::Invalid {
                 plugin: manifest.name.clone(),
@@ -477,10 +496,10 @@ impl Executor {
         kind: PatchKind,
         patch: &Value,
     ) -> Result<(), ExecError> {
-        let resolved = self.resolve(&manifest.name, &target.gvk()).await?;
+        let resolved = self.resolve(&manifest.name, &self.target_kind(manifest, target)?).await?;
         let name = label(&target.kind, target.namespace.as_deref(), &target.name);
         let params = Self::patch_params(manifest.field_manager());
-        let api = self.api(&resolved, target.namespace.as_deref());
+        let api = self.api(&resolved, target.namespace.as_ref());
         let to = Target { api: &api, name: &target.name, plugin: &manifest.name, shown: &name };
         let patch = match kind {
             PatchKind::Merge => {
@@ -525,12 +544,12 @@ impl Executor {
     }
 
     async fn delete(&self, manifest: &Manifest, target: &ObjectRef) -> Result<(), ExecError> {
-        let resolved = self.resolve(&manifest.name, &target.gvk()).await?;
+        let resolved = self.resolve(&manifest.name, &self.target_kind(manifest, target)?).await?;
         let params = DeleteParams {
             preconditions: target.uid.clone().map(|uid| Preconditions { uid: Some(uid), resource_version: None }),
             ..DeleteParams::background()
         };
-        let api = self.api(&resolved, target.namespace.as_deref());
+        let api = self.api(&resolved, target.namespace.as_ref());
         let shown = label(&target.kind, target.namespace.as_deref(), &target.name);
         let to = Target { api: &api, name: &target.name, plugin: &manifest.name, shown: &shown };
         match self.writer.delete(to, params).await {
@@ -560,6 +579,8 @@ impl Executor {
         message: &str,
         action: Option<&str>,
     ) -> Result<(), ExecError> {
+        // The note, and the recorder it is keyed by, hold at most what the API accepts.
+        let message = &validate::event_note(message.to_owned());
         let shown = label(&regarding.kind, regarding.namespace.as_deref(), &regarding.name);
         let reference = ObjectReference {
             api_version: Some(regarding.api_version.clone()),
@@ -678,8 +699,18 @@ impl Executor {
     }
 
     async fn primary_api(&self, manifest: &Manifest, primary: &Object) -> Result<Api<DynamicObject>, ExecError> {
-        let resolved = self.resolve(&manifest.name, &primary.gvk()).await?;
-        Ok(self.api(&resolved, primary.namespace.as_deref()))
+        let (kind, namespace) = self.primary_place(manifest, primary)?;
+        let resolved = self.resolve(&manifest.name, &kind).await?;
+        Ok(self.api(&resolved, namespace.as_ref()))
+    }
+
+    fn target_kind(&self, manifest: &Manifest, target: &ObjectRef) -> Result<Gvk, ExecError> {
+        target.gvk().map_err(|e| ExecError::Invalid {
+            plugin: manifest.name.clone(),
+            verb: "act on",
+            target: label(&target.kind, target.namespace.as_deref(), &target.name),
+            reason: e.into(),
+        })
     }
 }
 

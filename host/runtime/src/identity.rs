@@ -30,6 +30,7 @@ use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessRevie
 use k8s_openapi::api::core::v1::ServiceAccount as ServiceAccountObject;
 use kube::Client;
 use kube::api::{Api, ApiResource, PostParams};
+use wasmloop_contract::names::{Name, Namespace};
 use wasmloop_sandbox::validate;
 
 /// The annotation of a plugin ConfigMap that names the plugin's ServiceAccount, in the
@@ -46,9 +47,9 @@ pub const OPT_IN_ANNOTATION: &str = "wasmloop.dev/plugin-identity";
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ServiceAccount {
     /// Its namespace.
-    pub namespace: String,
+    pub namespace: Namespace,
     /// Its name.
-    pub name: String,
+    pub name: Name,
 }
 
 /// A ServiceAccount reference that is not one.
@@ -62,15 +63,17 @@ impl ServiceAccount {
     /// # Errors
     /// When either is not a valid name; the message says which and why.
     pub fn new(namespace: &str, name: &str) -> Result<ServiceAccount, InvalidServiceAccount> {
-        validate::namespace(namespace).map_err(InvalidServiceAccount)?;
+        let namespace = Namespace::parse(namespace).map_err(|e| InvalidServiceAccount(e.into()))?;
         // A DNS-1123 subdomain, as the API server requires of ServiceAccount names; this also
         // keeps ':' out of the user name below.
         if !validate::is_dns1123_subdomain(name) {
             return Err(InvalidServiceAccount(format!(
-                "ServiceAccount name {name:?} is not valid (1-253 characters of a-z, 0-9, '-' and '.')"
+                "ServiceAccount name {} is not valid (1-253 characters of a-z, 0-9, '-' and '.')",
+                validate::quoted(name)
             )));
         }
-        Ok(ServiceAccount { namespace: namespace.to_owned(), name: name.to_owned() })
+        let name = Name::parse(name).map_err(|e| InvalidServiceAccount(e.into()))?;
+        Ok(ServiceAccount { namespace, name })
     }
 
     /// The user the API server knows it as.
@@ -95,7 +98,8 @@ impl std::str::FromStr for ServiceAccount {
     fn from_str(text: &str) -> Result<ServiceAccount, InvalidServiceAccount> {
         let (namespace, name) = text.split_once('/').ok_or_else(|| {
             InvalidServiceAccount(format!(
-                "ServiceAccount {text:?} is not NAMESPACE/NAME (such as wasmloop-system/my-plugin)"
+                "ServiceAccount {} is not NAMESPACE/NAME (such as wasmloop-system/my-plugin)",
+                validate::quoted(text)
             ))
         })?;
         ServiceAccount::new(namespace, name)
@@ -175,7 +179,7 @@ pub struct Access {
     /// The resource (group, plural).
     pub resource: ApiResource,
     /// The namespace; none for cluster-wide.
-    pub namespace: Option<String>,
+    pub namespace: Option<Namespace>,
 }
 
 impl fmt::Display for Access {
@@ -302,7 +306,7 @@ pub fn review_for(account: &ServiceAccount, access: &Access) -> SubjectAccessRev
                 group: Some(access.resource.group.clone()),
                 version: Some(access.resource.version.clone()),
                 resource: Some(access.resource.plural.clone()),
-                namespace: access.namespace.clone(),
+                namespace: access.namespace.as_ref().map(Namespace::to_string),
                 ..ResourceAttributes::default()
             }),
             ..SubjectAccessReviewSpec::default()
@@ -428,7 +432,7 @@ impl Identities {
     /// # Errors
     /// Why not, with what fixes it, or the API error.
     pub async fn ensure_usable(&self, account: &ServiceAccount) -> Result<(), IdentityError> {
-        let api: Api<ServiceAccountObject> = Api::namespaced(self.host.clone(), &account.namespace);
+        let api: Api<ServiceAccountObject> = crate::api::typed_api(self.host.clone(), &account.namespace);
         match api.get_opt(&account.name).await {
             Ok(found) => usable(account, found.as_ref(), self.own.as_ref()),
             Err(source) => Err(IdentityError::Api { what: account.to_string(), source }),
@@ -524,8 +528,8 @@ mod tests {
     fn the_role_snippet_grants_each_denied_access_in_its_scope() {
         let account = ServiceAccount::new("plugins", "p").unwrap();
         let denied = [
-            Access { verb: "list", resource: resource("apps", "v1", "deployments"), namespace: Some("t".into()) },
-            Access { verb: "watch", resource: resource("apps", "v1", "deployments"), namespace: Some("t".into()) },
+            Access { verb: "list", resource: resource("apps", "v1", "deployments"), namespace: Some("t".parse().unwrap()) },
+            Access { verb: "watch", resource: resource("apps", "v1", "deployments"), namespace: Some("t".parse().unwrap()) },
             Access { verb: "list", resource: resource("", "v1", "nodes"), namespace: None },
         ];
         let snippet = role_snippet(&account, &denied);

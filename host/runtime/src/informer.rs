@@ -26,7 +26,7 @@
 //! - Subscribers that fall behind get `Lagged` from the broadcast channel and must resync
 //!   from the cache.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use futures::{StreamExt, TryStreamExt};
@@ -37,13 +37,19 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use tokio::sync::{broadcast, watch};
 use wasmloop_contract::cache::Kept;
+use wasmloop_contract::names::{LabelSelector, Namespace};
 use wasmloop_sandbox::{Gvk, Object, Selector, object_from_value};
 
+use crate::api::dynamic_api;
 use crate::discovery::{DiscoveryError, Kinds};
 use crate::metrics::{Metrics, WatchLabels};
 
 /// Capacity of each informer's change channel.
 const CHANGES: usize = 4096;
+
+/// Longest watch selector a metric label shows.
+const WATCH_SELECTOR_LABEL: usize = 128;
+
 
 /// One cached object.
 #[derive(Debug)]
@@ -119,6 +125,9 @@ struct Cache {
     /// Ordered by (namespace, name), so one namespace is a range, not a scan.
     objects: BTreeMap<Key, Arc<Entry>>,
     by_owner: HashMap<String, HashSet<Key>>,
+    /// The namespaces holding an object of each name: a look-up by name alone is a plugin's
+    /// cache call, and must not scan every object under the lock.
+    by_name: HashMap<String, BTreeSet<String>>,
 }
 
 impl Cache {
@@ -141,11 +150,20 @@ impl Cache {
         for uid in Cache::owners(&entry) {
             self.by_owner.entry(uid.to_owned()).or_default().insert(key.clone());
         }
+        if old.is_none() {
+            self.by_name.entry(key.1.clone()).or_default().insert(key.0);
+        }
         old
     }
 
     fn remove(&mut self, key: &Key) -> Option<Arc<Entry>> {
         let old = self.objects.remove(key)?;
+        if let Some(namespaces) = self.by_name.get_mut(&key.1) {
+            namespaces.remove(&key.0);
+            if namespaces.is_empty() {
+                self.by_name.remove(&key.1);
+            }
+        }
         for uid in Cache::owners(&old) {
             if let Some(keys) = self.by_owner.get_mut(uid) {
                 keys.remove(key);
@@ -165,35 +183,41 @@ pub struct InformerScope {
     /// The kind.
     pub kind: Gvk,
     /// The namespace, or none for all.
-    pub namespace: Option<String>,
+    pub namespace: Option<Namespace>,
     /// What it keeps of the fields informers strip; the default keeps neither, and is the
     /// informer every plugin that did not ask shares.
     pub kept: Kept,
     /// Only the objects' metadata: a `PartialObjectMetadata` watch, for kinds plugins declare
     /// metadata-only. The API server sends no spec or status, so none is decoded or kept.
     pub metadata: bool,
-    /// The watch's label selector, in its canonical text (`Selector`'s `Display`, so equal
-    /// selectors share a watch), checked by the manifest rules before it gets here. The API
+    /// The watch's label selector, in its canonical text (so equal selectors share a watch),
+    /// as the API server accepts it. The API
     /// server then sends only what it selects, and reports an object that stops matching as
     /// deleted. Only for kinds a plugin declares under selected watches alone: a primary must
     /// never look deleted while it exists.
-    pub selector: Option<String>,
+    pub selector: Option<LabelSelector>,
 }
 
 impl InformerScope {
     /// `kind` in `namespace`, whole objects, stripped as by default.
-    pub fn new(kind: Gvk, namespace: Option<String>) -> InformerScope {
+    pub fn new(kind: Gvk, namespace: Option<Namespace>) -> InformerScope {
         InformerScope { kind, namespace, kept: Kept::default(), metadata: false, selector: None }
     }
 }
 
 impl InformerScope {
     fn labels(&self) -> WatchLabels {
+        // Parsed types only: a kind and a namespace are short; a selector may hold thousands
+        // of values, so its label is cut (series of equal cuts add up, as gauges should).
         WatchLabels {
             kind: self.kind.to_string(),
-            namespace: self.namespace.clone().unwrap_or_default(),
+            namespace: self.namespace.as_ref().map(Namespace::to_string).unwrap_or_default(),
             view: if self.metadata { "metadata" } else { "full" }.to_owned(),
-            selector: self.selector.clone().unwrap_or_default(),
+            selector: self
+                .selector
+                .as_ref()
+                .map(|s| wasmloop_contract::validate::cut(s.to_string(), WATCH_SELECTOR_LABEL))
+                .unwrap_or_default(),
         }
     }
 }
@@ -347,21 +371,16 @@ impl Informer {
                 InitialList::Streaming => watcher::Config::default().streaming_lists(),
             };
             if let Some(selector) = &selector {
-                config = config.labels(selector);
+                config = config.labels(selector.as_str());
             }
             match metadata {
                 true => {
-                    let api: Api<PartialObjectMeta<DynamicObject>> = match &namespace {
-                        Some(ns) => Api::namespaced_with(client.clone(), ns, &watched),
-                        None => Api::all_with(client.clone(), &watched),
-                    };
+                    let api: Api<PartialObjectMeta<DynamicObject>> =
+                        dynamic_api(client.clone(), namespace.as_ref(), &watched);
                     watcher(api, config).map_ok(whole_event).default_backoff().boxed()
                 }
                 false => {
-                    let api: Api<DynamicObject> = match &namespace {
-                        Some(ns) => Api::namespaced_with(client.clone(), ns, &watched),
-                        None => Api::all_with(client.clone(), &watched),
-                    };
+                    let api: Api<DynamicObject> = dynamic_api(client.clone(), namespace.as_ref(), &watched);
                     watcher(api, config).default_backoff().boxed()
                 }
             }
@@ -468,14 +487,17 @@ impl Informer {
         self.changes.subscribe()
     }
 
-    /// One object; `namespace` is ignored for cluster-scoped kinds.
+    /// One object; `namespace` is ignored for cluster-scoped kinds. A look-up, not a request:
+    /// keys are compared, never sent. Without a namespace, a namespaced
+    /// kind's object of that name in the first namespace that has one, from the name index.
     pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<Entry>> {
         let cache = self.cache.read().expect("lock");
-        match (self.namespaced, namespace) {
-            (true, Some(ns)) => cache.objects.get(&(ns.to_owned(), name.to_owned())).cloned(),
-            (true, None) => cache.objects.iter().find(|((_, n), _)| n == name).map(|(_, e)| e.clone()),
-            (false, _) => cache.objects.get(&(String::new(), name.to_owned())).cloned(),
-        }
+        let namespace = match (self.namespaced, namespace) {
+            (true, Some(ns)) => ns.to_owned(),
+            (true, None) => cache.by_name.get(name)?.first()?.clone(),
+            (false, _) => String::new(),
+        };
+        cache.objects.get(&(namespace, name.to_owned())).cloned()
     }
 
     /// Objects in `namespace` (all when none) matching `selector`.
@@ -562,7 +584,7 @@ impl Informer {
     /// Delivers `objects` as one relist: those in the scope's namespace that its selector
     /// selects, as the API server serves such a watch.
     pub(crate) fn relist_json(&self, objects: &[serde_json::Value]) {
-        let selector: Selector = self.scope.selector.as_deref().unwrap_or_default().parse().expect("a valid selector");
+        let selector: Selector = self.scope.selector.as_ref().map(LabelSelector::selector).unwrap_or_default();
         let namespace = self.scope.namespace.as_deref().filter(|_| self.namespaced);
         let objects: Vec<&serde_json::Value> = objects
             .iter()
@@ -572,7 +594,7 @@ impl Informer {
             })
             .collect();
         let kind = &self.scope.kind;
-        let resource = ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind));
+        let resource = ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(kind.group(), kind.version(), kind.kind()));
         let mut buffer = None;
         self.apply(watcher::Event::Init, &resource, &mut buffer);
         for value in objects {
@@ -592,7 +614,7 @@ mod tests {
 
     /// A ConfigMap informer with no watch: the tests feed it the events a watch would.
     fn detached() -> (Arc<Informer>, ApiResource) {
-        let scope = InformerScope::new(Gvk::from_api_version("v1", "ConfigMap"), None);
+        let scope = InformerScope::new(Gvk::from_api_version("v1", "ConfigMap").unwrap(), None);
         (Informer::detached(scope, true), ApiResource::erase::<ConfigMap>(&()))
     }
 
@@ -654,6 +676,27 @@ mod tests {
         assert!(informer.get(Some("t"), "b").is_none());
         relist(&informer, &resource, &[("a", "2")]);
         assert_eq!(told(&mut changes), Vec::<String>::new(), "an unchanged relist reports nothing");
+    }
+
+    #[test]
+    fn a_look_up_by_name_alone_finds_the_first_namespace_from_the_index_and_forgets_deleted_objects() {
+        let (informer, resource) = detached();
+        let mut buffer = None;
+        let named = |ns: &str, name: &str| {
+            let mut object = DynamicObject::new(name, &resource).within(ns);
+            object.metadata.resource_version = Some("1".into());
+            object
+        };
+        for (ns, name) in [("b", "web"), ("a", "web"), ("a", "db")] {
+            informer.apply(watcher::Event::Apply(named(ns, name)), &resource, &mut buffer);
+        }
+        let found = informer.get(None, "web").expect("web is cached");
+        assert_eq!(found.envelope.namespace.as_deref(), Some("a"));
+        informer.apply(watcher::Event::Delete(named("a", "web")), &resource, &mut buffer);
+        assert_eq!(informer.get(None, "web").and_then(|e| e.envelope.namespace.clone()).as_deref(), Some("b"));
+        informer.apply(watcher::Event::Delete(named("b", "web")), &resource, &mut buffer);
+        assert!(informer.get(None, "web").is_none());
+        assert!(informer.cache.read().unwrap().by_name.get("web").is_none(), "the index holds no empty entry");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! workers, workers call the plugin and the executor carries out its actions. [`metrics`] observes
 //! every stage.
 
+pub mod api;
 pub mod compare;
 pub mod context;
 pub mod controller;

@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use wasmloop_contract::names::{Name, Namespace};
 use wasmloop_sandbox::{
     CacheDenied, CallError, CallFailure, Gvk, HostServices, ListKey, ListPage, LogLevel, Object, Phase, Plugin,
     Request, Response, Selector,
@@ -328,22 +329,22 @@ impl Recording {
 }
 
 impl HostServices for Recording {
-    fn get(&self, kind: &Gvk, namespace: Option<&str>, name: &str) -> Option<Object> {
+    fn get(&self, kind: &Gvk, namespace: Option<&Namespace>, name: &Name) -> Option<Object> {
         let found = self.inner.get(kind, namespace, name);
         self.keep(found.iter(), || Lookup::Get {
             kind: kind.to_string(),
-            namespace: namespace.map(str::to_owned),
-            name: name.to_owned(),
+            namespace: namespace.map(Namespace::to_string),
+            name: name.to_string(),
             found: found.as_ref().map(|o| self.served(kind, o)),
         });
         found
     }
 
-    fn list(&self, kind: &Gvk, namespace: Option<&str>, selector: &Selector) -> Vec<Object> {
+    fn list(&self, kind: &Gvk, namespace: Option<&Namespace>, selector: &Selector) -> Vec<Object> {
         let items = self.inner.list(kind, namespace, selector);
         self.keep(items.iter(), || Lookup::List {
             kind: kind.to_string(),
-            namespace: namespace.map(str::to_owned),
+            namespace: namespace.map(Namespace::to_string),
             selector: selector.to_string(),
             page: None,
             items: items.iter().map(|o| self.served(kind, o)).collect(),
@@ -355,7 +356,7 @@ impl HostServices for Recording {
     fn list_page(
         &self,
         kind: &Gvk,
-        namespace: Option<&str>,
+        namespace: Option<&Namespace>,
         selector: &Selector,
         after: Option<&ListKey>,
         limit: usize,
@@ -363,7 +364,7 @@ impl HostServices for Recording {
         let page = self.inner.list_page(kind, namespace, selector, after, limit);
         self.keep(page.items.iter(), || Lookup::List {
             kind: kind.to_string(),
-            namespace: namespace.map(str::to_owned),
+            namespace: namespace.map(Namespace::to_string),
             selector: selector.to_string(),
             page: Some(PageAsked { after: after.cloned(), limit }),
             items: page.items.iter().map(|o| self.served(kind, o)).collect(),
@@ -372,14 +373,14 @@ impl HostServices for Recording {
         page
     }
 
-    fn denied(&self, kind: &Gvk, namespace: Option<&str>) -> Option<CacheDenied> {
+    fn denied(&self, kind: &Gvk, namespace: Option<&Namespace>) -> Option<CacheDenied> {
         let denied = self.inner.denied(kind, namespace);
         if let Some(denial) = &denied {
             let (revoked, why) = match denial {
                 CacheDenied::Revoked(why) => (true, why.clone()),
                 CacheDenied::OutOfScope(why) => (false, why.clone()),
             };
-            let denial = Denial { kind: kind.to_string(), namespace: namespace.map(str::to_owned), revoked, why };
+            let denial = Denial { kind: kind.to_string(), namespace: namespace.map(Namespace::to_string), revoked, why };
             self.keep(std::iter::empty::<&Object>(), || Lookup::Denied(denial));
         }
         denied
@@ -400,27 +401,29 @@ mod tests {
     struct OneDeployment;
 
     impl HostServices for OneDeployment {
-        fn get(&self, _: &Gvk, _: Option<&str>, name: &str) -> Option<Object> {
+        fn get(&self, _: &Gvk, _: Option<&Namespace>, name: &Name) -> Option<Object> {
+            let name = name.as_str();
             let value = json!({"apiVersion": "apps/v1", "kind": "Deployment",
                                "metadata": {"name": name, "namespace": "ns"}, "spec": {"replicas": 1}});
             wasmloop_sandbox::object_from_value(&value).ok()
         }
 
-        fn list(&self, _: &Gvk, _: Option<&str>, _: &Selector) -> Vec<Object> {
+        fn list(&self, _: &Gvk, _: Option<&Namespace>, _: &Selector) -> Vec<Object> {
             Vec::new()
         }
 
-        fn denied(&self, _: &Gvk, namespace: Option<&str>) -> Option<CacheDenied> {
-            (namespace == Some("elsewhere")).then(|| CacheDenied::OutOfScope("served from ns only".into()))
+        fn denied(&self, _: &Gvk, namespace: Option<&Namespace>) -> Option<CacheDenied> {
+            (namespace.is_some_and(|ns| ns == "elsewhere")).then(|| CacheDenied::OutOfScope("served from ns only".into()))
         }
     }
 
     #[test]
     fn a_recording_keeps_answers_as_served_and_refusals_and_stops_at_its_bounds() {
-        let deployments = Gvk::from_api_version("apps/v1", "Deployment");
+        let deployments = Gvk::from_api_version("apps/v1", "Deployment").unwrap();
+        let (ns, web) = (Namespace::parse("ns").unwrap(), Name::parse("web").unwrap());
         let lean = Recording::new(Arc::new(OneDeployment), vec![deployments.clone()]);
-        lean.get(&deployments, Some("ns"), "web");
-        lean.denied(&deployments, Some("elsewhere"));
+        lean.get(&deployments, Some(&ns), &web);
+        lean.denied(&deployments, Some(&Namespace::parse("elsewhere").unwrap()));
         let (lookups, truncated) = lean.take();
         let Lookup::Get { found: Some(found), .. } = &lookups[0] else { panic!("{lookups:?}") };
         assert!(found.get("spec").is_none(), "a metadata-only kind is recorded as served: {found}");
@@ -429,7 +432,7 @@ mod tests {
 
         let full = Recording::new(Arc::new(OneDeployment), Vec::new());
         for _ in 0..=MAX_LOOKUPS {
-            full.get(&deployments, Some("ns"), "web");
+            full.get(&deployments, Some(&ns), &web);
         }
         let (lookups, truncated) = full.take();
         let Lookup::Get { found: Some(found), .. } = &lookups[0] else { panic!("{lookups:?}") };

@@ -340,7 +340,7 @@ mod tests {
     use super::*;
 
     fn manifest(primary: &str, metadata_only: &[&str]) -> Manifest {
-        let gvk = |kind: &str| Gvk::from_api_version("v1", kind);
+        let gvk = |kind: &str| Gvk::from_api_version("v1", kind).unwrap();
         Manifest {
             name: "p".into(),
             version: "1".into(),
@@ -363,7 +363,7 @@ mod tests {
     fn keeping(kind: &str) -> Manifest {
         let mut m = manifest("ConfigMap", &["Secret"]);
         let keep = wasmloop_sandbox::Keep {
-            kind: Gvk::from_api_version("v1", kind),
+            kind: Gvk::from_api_version("v1", kind).unwrap(),
             managed_fields: true,
             last_applied: false,
         };
@@ -373,8 +373,8 @@ mod tests {
 
     fn watching(selector: Option<&str>) -> Manifest {
         let mut m = manifest("ConfigMap", &["Secret"]);
-        let pods = Gvk::from_api_version("v1", "Pod");
-        m.watches.push(KindSelector { kind: pods, namespace: None, label_selector: selector.map(Into::into) });
+        let pods = Gvk::from_api_version("v1", "Pod").unwrap();
+        m.watches.push(KindSelector { kind: pods, namespace: None, label_selector: selector.map(|s| s.parse().unwrap()) });
         m
     }
 

@@ -18,7 +18,7 @@ use wasmloop_testenv::{TestNamespace, shared, wait_for_event};
 
 /// A plugin whose primary is a ConfigMap, granted every write of ConfigMaps in its namespace.
 fn manifest(owns_configmaps: bool) -> Manifest {
-    let configmap = Gvk::from_api_version("v1", "ConfigMap");
+    let configmap = Gvk::from_api_version("v1", "ConfigMap").unwrap();
     let all = WriteVerbs { apply: true, patch: true, delete: true };
     Manifest {
         name: "exec-test".into(),
@@ -91,8 +91,8 @@ async fn a_write_outside_the_plugins_grants_is_refused_before_it_reaches_the_api
     let target = ObjectRef {
         api_version: "v1".into(),
         kind: "ConfigMap".into(),
-        name: victim.name.clone(),
-        namespace: victim.namespace.clone(),
+        name: victim.name.parse().unwrap(),
+        namespace: victim.namespace.as_deref().map(|ns| ns.parse().unwrap()),
         uid: None,
     };
     let patch = Action::Patch { target, kind: PatchKind::Merge, patch: json!({"data": {"stolen": "yes"}}) };
@@ -117,14 +117,14 @@ async fn a_plugin_the_operator_confines_writes_nowhere_else_even_one_built_for_c
         target: ObjectRef {
             api_version: "v1".into(),
             kind: "ConfigMap".into(),
-            name: "victim".into(),
-            namespace: Some(elsewhere.name.clone()),
+            name: "victim".parse().unwrap(),
+            namespace: Some(elsewhere.name.parse().unwrap()),
             uid: None,
         },
         kind: PatchKind::Merge,
         patch: json!({"data": {"stolen": "yes"}}),
     };
-    let confined = executor(&ns).confined_to(Some(ns.name.clone()));
+    let confined = executor(&ns).confined_to(Some(ns.name.parse().unwrap()));
     let error = confined.execute(&legacy, &owner, &[patch]).await.unwrap_err();
     let message = error.to_string();
     assert!(message.contains(&format!("the operator confines it to namespace {}", ns.name)), "{message}");
@@ -138,8 +138,8 @@ async fn merge_and_json_patches_apply_with_the_uid_as_precondition() {
     let target_ref = ObjectRef {
         api_version: "v1".into(),
         kind: "ConfigMap".into(),
-        name: "target".into(),
-        namespace: Some(ns.name.clone()),
+        name: "target".parse().unwrap(),
+        namespace: Some(ns.name.parse().unwrap()),
         uid: Some(target.uid.clone()),
     };
     let actions = [
@@ -173,8 +173,8 @@ async fn delete_honours_the_uid_and_tolerates_a_missing_object() {
     let reference = |uid: &str| ObjectRef {
         api_version: "v1".into(),
         kind: "ConfigMap".into(),
-        name: "victim".into(),
-        namespace: Some(ns.name.clone()),
+        name: "victim".parse().unwrap(),
+        namespace: Some(ns.name.parse().unwrap()),
         uid: Some(uid.into()),
     };
     let exec = executor(&ns);
@@ -223,7 +223,7 @@ async fn status_is_written_to_the_status_subresource_of_the_primary() {
     value["kind"] = "Foo".into();
     let primary = object_from_value(&value).unwrap();
     let mut foo_manifest = manifest(false);
-    foo_manifest.primary.kind = Gvk::from_api_version("samplecontroller.k8s.io/v1alpha1", "Foo");
+    foo_manifest.primary.kind = Gvk::from_api_version("samplecontroller.k8s.io/v1alpha1", "Foo").unwrap();
     executor(&ns).execute(&foo_manifest, &primary, &[Action::Status(json!({"availableReplicas": 3}))]).await.unwrap();
     let live = foos.get("f").await.unwrap();
     assert_eq!(live.data["status"]["availableReplicas"], 3);
@@ -246,7 +246,7 @@ async fn a_dry_run_patch_and_delete_are_reported_with_the_servers_answer_and_cha
     let to = ObjectRef {
         api_version: "v1".into(),
         kind: "ConfigMap".into(),
-        name: "target".into(),
+        name: "target".parse().unwrap(),
         namespace: None,
         uid: Some(target.uid.clone()),
     };

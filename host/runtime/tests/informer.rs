@@ -13,7 +13,7 @@ use wasmloop_sandbox::{Gvk, Selector};
 use wasmloop_testenv::{TestNamespace, shared};
 
 fn configmaps(ns: &TestNamespace) -> InformerScope {
-    InformerScope::new(Gvk::from_api_version("v1", "ConfigMap"), Some(ns.name.clone()))
+    InformerScope::new(Gvk::from_api_version("v1", "ConfigMap").unwrap(), Some(ns.name.parse().unwrap()))
 }
 
 fn configmap(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
@@ -95,7 +95,7 @@ async fn a_selected_watch_caches_only_what_it_selects_and_an_object_leaving_it_i
     api.create(&PostParams::default(), &configmap("db", &[("tier", "db")])).await.unwrap();
     let metrics = Arc::new(Metrics::new());
     let informers = Informers::new(ns.client.clone(), Arc::new(Kinds::new(ns.client.clone())), metrics.clone());
-    let scope = InformerScope { selector: Some("tier=web".into()), ..configmaps(&ns) };
+    let scope = InformerScope { selector: Some("tier=web".parse().unwrap()), ..configmaps(&ns) };
     let informer = informers.acquire(&scope).await.unwrap();
     tokio::time::timeout(Duration::from_secs(30), informer.synced()).await.expect("synced within 30 s");
     let cached = |informer: &wasmloop_runtime::Informer| -> Vec<String> {
@@ -163,7 +163,7 @@ async fn children_are_found_by_owner_uid() {
 async fn an_unknown_kind_is_an_error_naming_it() {
     let ns = shared().namespace("inf-unknown").await.unwrap();
     let informers = Informers::new(ns.client.clone(), Arc::new(Kinds::new(ns.client.clone())), Arc::default());
-    let scope = InformerScope::new(Gvk::from_api_version("example.com/v1", "Nothing"), None);
+    let scope = InformerScope::new(Gvk::from_api_version("example.com/v1", "Nothing").unwrap(), None);
     let err = informers.acquire(&scope).await.err().expect("discovery fails");
     assert!(err.to_string().contains("kind example.com/v1/Nothing is not served"), "{err}");
 }

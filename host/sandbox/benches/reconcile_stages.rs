@@ -10,6 +10,7 @@
 //! once per object change; "marshal" is building the request from them. The one-off
 //! serialization is reported on its own line.
 
+use wasmloop_contract::names::{Name, Namespace};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -30,14 +31,19 @@ struct BenchHost {
 }
 
 impl HostServices for BenchHost {
-    fn get(&self, kind: &Gvk, namespace: Option<&str>, name: &str) -> Option<Object> {
-        self.objects.iter().find(|o| o.gvk() == *kind && o.namespace.as_deref() == namespace && o.name == name).cloned()
-    }
-
-    fn list(&self, kind: &Gvk, namespace: Option<&str>, _: &Selector) -> Vec<Object> {
+    fn get(&self, kind: &Gvk, namespace: Option<&Namespace>, name: &Name) -> Option<Object> {
+        let namespace = namespace.map(Namespace::as_str);
         self.objects
             .iter()
-            .filter(|o| o.gvk() == *kind && (namespace.is_none() || o.namespace.as_deref() == namespace))
+            .find(|o| kind.matches(&o.api_version, &o.kind) && o.namespace.as_deref() == namespace && *name == o.name.as_str())
+            .cloned()
+    }
+
+    fn list(&self, kind: &Gvk, namespace: Option<&Namespace>, _: &Selector) -> Vec<Object> {
+        let namespace = namespace.map(Namespace::as_str);
+        self.objects
+            .iter()
+            .filter(|o| kind.matches(&o.api_version, &o.kind) && (namespace.is_none() || o.namespace.as_deref() == namespace))
             .cloned()
             .collect()
     }

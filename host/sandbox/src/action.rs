@@ -11,6 +11,7 @@ use crate::error::CallFailure;
 use crate::manifest::Manifest;
 use crate::response::{Action, EventType, ObjectRef, PatchKind, Response};
 use crate::validate;
+use wasmloop_contract::names::{Name, Namespace};
 
 fn parse(json: &str, what: &str) -> Result<Value, CallFailure> {
     serde_json::from_str(json).map_err(|e| CallFailure::InvalidAction(format!("{what} is not valid JSON: {e}")))
@@ -29,13 +30,10 @@ fn granted(
     kind: &str,
     namespace: Option<&str>,
 ) -> Result<(), CallFailure> {
+    let gvk = Gvk::from_api_version(api_version, kind).map_err(|e| invalid(e.into()))?;
     if !manifest.writes_api(api_version, kind) {
-        return Err(CallFailure::UndeclaredKind {
-            verb: verb.as_str().into(),
-            kind: Gvk::from_api_version(api_version, kind).to_string(),
-        });
+        return Err(CallFailure::UndeclaredKind { verb: verb.as_str().into(), kind: gvk.to_string() });
     }
-    let gvk = Gvk::from_api_version(api_version, kind);
     let bounds = capability::Bounds { primary_namespace: primary.namespace.as_deref(), confined_to: None };
     let check = |ns: Option<&str>| capability::permits(manifest, bounds, verb, &gvk, ns);
     match namespace {
@@ -63,14 +61,15 @@ fn check_place(namespace: Option<&str>, name: &str) -> Result<(), CallFailure> {
     validate::name(name).map_err(invalid)
 }
 
-/// A checked object reference: every part valid before it can reach a URL.
+/// A checked object reference: every part parsed before it can reach a URL.
 pub(crate) fn object_ref(o: wit::ObjectRef) -> Result<ObjectRef, CallFailure> {
     check_type(&o.api_version, &o.kind)?;
-    check_place(o.namespace.as_deref(), &o.name)?;
+    let namespace = o.namespace.as_deref().map(Namespace::parse).transpose().map_err(|e| invalid(e.into()))?;
+    let name = Name::parse(&o.name).map_err(|e| invalid(e.into()))?;
     if let Some(uid) = &o.uid {
         validate::uid(uid).map_err(invalid)?;
     }
-    Ok(ObjectRef { api_version: o.api_version, kind: o.kind, name: o.name, namespace: o.namespace, uid: o.uid })
+    Ok(ObjectRef { api_version: o.api_version, kind: o.kind, name, namespace, uid: o.uid })
 }
 
 fn decode_action(
@@ -229,10 +228,12 @@ pub(crate) fn decode_failure(
         )));
     }
     let actions = decode_actions(manifest, primary, deleted, e.actions, "error.actions")?;
+    // The message is the plugin's words, bound for a log line and an Event: cut here, once.
+    // A reason that is no Event reason is dropped for the host's own.
     Ok(CallFailure::Plugin {
-        message: e.message,
+        message: validate::foreign(e.message),
         transient: e.transient,
-        reason: e.reason,
+        reason: e.reason.filter(|r| validate::event_word("reason", r).is_ok()),
         retry_after: e.retry_after_ms.map(Duration::from_millis),
         actions,
     })

@@ -10,11 +10,11 @@
 //! Cache errors reach it as 0.1's strings, and lists come whole, as in 0.1 (the guest's memory
 //! limit bounds them).
 
-use crate::bindings::{Gvk, Object, v0_1, wit};
+use crate::bindings::{Object, v0_1, wit};
 use crate::state::State;
 
-fn gvk(g: v0_1::Gvk) -> Gvk {
-    Gvk { group: g.group, version: g.version, kind: g.kind }
+fn gvk(g: v0_1::Gvk) -> wit::Gvk {
+    wit::Gvk { group: g.group, version: g.version, kind: g.kind }
 }
 
 fn object(o: Object) -> v0_1::Object {

@@ -14,19 +14,12 @@
 wasmtime::component::bindgen!({
     path: "../../wit",
     world: "wasmloop:plugin/reconciler@0.2.1",
-    // Not `Hash`: wasmtime's `flags` types (write-verbs) do not derive it. Gvk, the one
-    // map key, implements it below.
     additional_derives: [PartialEq, Eq],
 });
 
-impl std::hash::Hash for Gvk {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        (&self.group, &self.version, &self.kind).hash(state);
-    }
-}
-
 pub use exports::wasmloop::plugin::plugin::{Phase, Request};
-pub use wasmloop::plugin::types::{Gvk, Object};
+pub use wasmloop::plugin::types::Object;
+pub use wasmloop_contract::names::Gvk;
 
 pub(crate) mod wit {
     pub use super::exports::wasmloop::plugin::cache_options::{Keep, KeptFields};
@@ -34,7 +27,7 @@ pub(crate) mod wit {
     pub use super::wasmloop::plugin::cache::{CacheError, Host as CacheHost, Page};
     pub use super::wasmloop::plugin::log::Host as LogHost;
     pub use super::wasmloop::plugin::types::{
-        Host as TypesHost, KindSelector, LogLevel, ObjectRef, PluginManifest, WriteGrant, WriteScope, WriteVerbs,
+        Gvk, Host as TypesHost, KindSelector, LogLevel, ObjectRef, PluginManifest, WriteGrant, WriteScope, WriteVerbs,
     };
 }
 
@@ -49,23 +42,12 @@ pub(crate) mod v0_1 {
     pub(crate) use wasmloop::plugin::types::{Gvk, Host as TypesHost, LogLevel, Object};
 }
 
-impl Gvk {
-    /// The kind of an object with this `apiVersion` and `kind`.
-    pub fn from_api_version(api_version: &str, kind: &str) -> Gvk {
-        let (group, version) = wasmloop_contract::gvk::split_api_version(api_version);
-        Gvk { group: group.into(), version: version.into(), kind: kind.into() }
-    }
-
-    /// `group/version`, or `version` for the core group.
-    pub fn api_version(&self) -> String {
-        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
-    }
-}
-
-impl std::fmt::Display for Gvk {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.api_version(), self.kind)
-    }
+/// A kind a guest named, parsed: the one way a guest's `gvk` record becomes a [`Gvk`].
+///
+/// # Errors
+/// A sentence naming the part that is not valid.
+pub(crate) fn parse_gvk(g: &wit::Gvk) -> Result<Gvk, wasmloop_contract::names::Invalid> {
+    Gvk::new(&g.group, &g.version, &g.kind)
 }
 
 impl Object {
@@ -78,7 +60,10 @@ impl Object {
     }
 
     /// The object's kind.
-    pub fn gvk(&self) -> Gvk {
+    ///
+    /// # Errors
+    /// When its `apiVersion` or `kind` is not a valid one.
+    pub fn gvk(&self) -> Result<Gvk, wasmloop_contract::names::Invalid> {
         Gvk::from_api_version(&self.api_version, &self.kind)
     }
 }

@@ -161,7 +161,7 @@ mod tests {
     use crate::manifest::{KindSelector, Settings, WriteGrant, WriteVerbs};
 
     fn gvk(group: &str, version: &str, kind: &str) -> Gvk {
-        Gvk { group: group.into(), version: version.into(), kind: kind.into() }
+        Gvk::new(group, version, kind).unwrap()
     }
 
     fn manifest(contract: Contract, writes: Vec<WriteGrant>) -> Manifest {
@@ -199,7 +199,7 @@ mod tests {
         let node = gvk("", "v1", "Node");
         let grants = vec![
             grant(configmap.clone(), PATCH, WriteScope::PrimaryNamespace),
-            grant(secret.clone(), ALL, WriteScope::Namespaces(vec!["vault".into()])),
+            grant(secret.clone(), ALL, WriteScope::Namespaces(vec!["vault".parse().unwrap()])),
             grant(node.clone(), PATCH, WriteScope::Any),
         ];
         let m2 = manifest(Contract::V0_2, grants);

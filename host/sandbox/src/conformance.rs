@@ -2,7 +2,7 @@
 //! plugin calls, so a host cache is tested as a plugin sees it.
 
 use crate::HostServices;
-use crate::bindings::{Gvk, Object, wit::CacheError};
+use crate::bindings::{Gvk, Object, wit, wit::CacheError};
 use crate::manifest::{Contract, Keep, KindSelector, Manifest, Settings};
 use crate::state::{State, cache_error_text};
 use wasmloop_contract::cache::ListKey;
@@ -12,7 +12,13 @@ pub use wasmloop_contract::conformance::{Seed, run};
 /// A `HostServices` cache as a plugin declaring the suite's kinds reaches it: through `State`.
 pub struct Imports(State);
 fn gvk(k: Kind) -> Gvk {
-    Gvk::from_api_version(k.api_version, k.kind)
+    Gvk::from_api_version(k.api_version, k.kind).expect("the suite's kinds are kinds")
+}
+
+/// A kind as a guest passes it to the cache imports.
+fn wit_gvk(k: Kind) -> wit::Gvk {
+    let g = gvk(k);
+    wit::Gvk { group: g.group().to_string(), version: g.version().to_string(), kind: g.kind().to_string() }
 }
 
 fn key(o: &Object) -> ListKey {
@@ -41,8 +47,8 @@ pub fn manifest() -> Manifest {
             .iter()
             .map(|(k, namespace, selector)| KindSelector {
                 kind: gvk(*k),
-                namespace: namespace.map(Into::into),
-                label_selector: Some((*selector).into()),
+                namespace: namespace.map(|ns| ns.parse().expect("the suite's namespaces are namespaces")),
+                label_selector: Some(selector.parse().expect("the suite's selectors are selectors")),
             })
             .collect(),
         reads: KINDS[1..].iter().map(|k| gvk(*k)).collect(),
@@ -74,7 +80,7 @@ impl Imports {
 
 impl CacheUnderTest for Imports {
     fn get(&mut self, kind: Kind, ns: Option<&str>, name: &str) -> Result<Option<serde_json::Value>, Refused> {
-        let found = self.0.get(gvk(kind), ns.map(Into::into), name.into()).map_err(refused)?;
+        let found = self.0.get(wit_gvk(kind), ns.map(Into::into), name.into()).map_err(refused)?;
         Ok(found.map(|o| serde_json::from_str(&o.json).expect("a cache serves JSON")))
     }
     fn list_page(
@@ -87,7 +93,7 @@ impl CacheUnderTest for Imports {
     ) -> Result<Page, Refused> {
         let page = self
             .0
-            .list_page(gvk(kind), ns.map(Into::into), sel.map(Into::into), limit, token.map(Into::into))
+            .list_page(wit_gvk(kind), ns.map(Into::into), sel.map(Into::into), limit, token.map(Into::into))
             .map_err(refused)?;
         Ok(Page { keys: page.items.iter().map(key).collect(), token: page.continue_token })
     }

@@ -2,6 +2,7 @@
 
 use crate::Selector;
 use crate::bindings::{Gvk, Object};
+use wasmloop_contract::names::{Name, Namespace};
 
 /// Severity of a plugin's log line.
 pub use crate::bindings::wit::LogLevel;
@@ -30,14 +31,15 @@ pub enum CacheDenied {
 
 /// The read side of the host that a guest may reach through its imports.
 ///
-/// The sandbox has already checked that `kind` is declared by the plugin's manifest, that the
+/// Kind, namespace and name arrive parsed: the sandbox refused what a guest sent that is not
+/// one. It has also checked that `kind` is declared by the plugin's manifest, that the
 /// selector parses and that [`HostServices::denied`] says nothing before it calls the others.
 pub trait HostServices: Send + Sync {
     /// One object from the cache.
-    fn get(&self, kind: &Gvk, namespace: Option<&str>, name: &str) -> Option<Object>;
+    fn get(&self, kind: &Gvk, namespace: Option<&Namespace>, name: &Name) -> Option<Object>;
 
     /// Objects of a kind, optionally in one namespace, matching the selector.
-    fn list(&self, kind: &Gvk, namespace: Option<&str>, selector: &Selector) -> Vec<Object>;
+    fn list(&self, kind: &Gvk, namespace: Option<&Namespace>, selector: &Selector) -> Vec<Object>;
 
     /// A page of [`HostServices::list`]: at most `limit` objects after `after`, in (namespace,
     /// name) order, and where the next page starts when more may follow. The default sorts the
@@ -47,7 +49,7 @@ pub trait HostServices: Send + Sync {
     fn list_page(
         &self,
         kind: &Gvk,
-        namespace: Option<&str>,
+        namespace: Option<&Namespace>,
         selector: &Selector,
         after: Option<&ListKey>,
         limit: usize,
@@ -68,7 +70,7 @@ pub trait HostServices: Send + Sync {
 
     /// Whether the cache refuses this look-up now (a revoked grant, a namespace outside the
     /// plugin's). The default refuses nothing.
-    fn denied(&self, _kind: &Gvk, _namespace: Option<&str>) -> Option<CacheDenied> {
+    fn denied(&self, _kind: &Gvk, _namespace: Option<&Namespace>) -> Option<CacheDenied> {
         None
     }
 
@@ -89,11 +91,11 @@ pub trait HostServices: Send + Sync {
 pub struct EmptyHost;
 
 impl HostServices for EmptyHost {
-    fn get(&self, _: &Gvk, _: Option<&str>, _: &str) -> Option<Object> {
+    fn get(&self, _: &Gvk, _: Option<&Namespace>, _: &Name) -> Option<Object> {
         None
     }
 
-    fn list(&self, _: &Gvk, _: Option<&str>, _: &Selector) -> Vec<Object> {
+    fn list(&self, _: &Gvk, _: Option<&Namespace>, _: &Selector) -> Vec<Object> {
         Vec::new()
     }
 }

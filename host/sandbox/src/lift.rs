@@ -26,7 +26,7 @@ use wasmtime::component::__internal::{CanonicalAbiInfo, InstanceType, InterfaceT
 use wasmtime::component::{ComponentType, Lift};
 
 use crate::bindings::wasmloop::plugin::types::Settings;
-use crate::bindings::{Gvk, wit};
+use crate::bindings::wit;
 use crate::error::CallFailure;
 
 /// What one response may hold: list entries and string bytes, each counted per use.
@@ -442,9 +442,9 @@ pub(crate) struct Kind {
 }
 
 impl IntoWit for Kind {
-    type Wit = Gvk;
-    fn into_wit(self) -> Gvk {
-        Gvk { group: self.group.0, version: self.version.0, kind: self.kind.0 }
+    type Wit = wit::Gvk;
+    fn into_wit(self) -> wit::Gvk {
+        wit::Gvk { group: self.group.0, version: self.version.0, kind: self.kind.0 }
     }
 }
 

@@ -2,9 +2,10 @@
 
 use serde::Serialize;
 
-use crate::bindings::{Gvk, wit};
+use crate::bindings::{Gvk, parse_gvk, wit};
 use wasmloop_contract::cache::{Kept, Visible};
 use wasmloop_contract::manifest as contract;
+use wasmloop_contract::names::{FieldManager, Invalid, LabelSelector, Namespace};
 
 /// Which objects of a kind a plugin wants.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -15,10 +16,10 @@ pub struct KindSelector {
     pub kind: Gvk,
     /// Only this namespace.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-    /// A label selector.
+    pub namespace: Option<Namespace>,
+    /// A label selector, as the API server accepts it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub label_selector: Option<String>,
+    pub label_selector: Option<LabelSelector>,
 }
 
 /// Settings a plugin proposes.
@@ -72,7 +73,7 @@ pub enum WriteScope {
     /// The primary's namespace (cluster-scoped objects, for a cluster-scoped primary).
     PrimaryNamespace,
     /// These namespaces.
-    Namespaces(Vec<String>),
+    Namespaces(Vec<Namespace>),
     /// Everywhere, cluster-scoped objects included.
     Any,
 }
@@ -162,35 +163,64 @@ fn gvk_list<S: serde::Serializer>(gs: &[Gvk], s: S) -> Result<S::Ok, S::Error> {
     s.collect_seq(gs.iter().map(ToString::to_string))
 }
 
-fn selector(s: wit::KindSelector) -> KindSelector {
-    KindSelector { kind: s.kind, namespace: s.namespace, label_selector: s.label_selector }
+/// A kind the guest declared as `role`, parsed; the error names the role and the rule.
+fn kind(g: &wit::Gvk, role: &str) -> Result<Gvk, String> {
+    parse_gvk(g).map_err(|e| e.within(format_args!("the {role} kind")).into())
 }
 
-fn grant(g: wit::WriteGrant) -> WriteGrant {
+fn kinds(gs: &[wit::Gvk], role: &str) -> Result<Vec<Gvk>, String> {
+    gs.iter().map(|g| kind(g, role)).collect()
+}
+
+fn selector(s: &wit::KindSelector, role: &str) -> Result<KindSelector, String> {
+    let kind = kind(&s.kind, role)?;
+    let within = |e: Invalid| -> String { e.within(format_args!("the {role} kind {kind}")).into() };
+    let namespace = s.namespace.as_deref().map(Namespace::parse).transpose().map_err(within)?;
+    let label_selector = s.label_selector.as_deref().map(LabelSelector::parse).transpose().map_err(within)?;
+    Ok(KindSelector { kind, namespace, label_selector })
+}
+
+fn grant(g: &wit::WriteGrant) -> Result<WriteGrant, String> {
+    let kind = kind(&g.kind, "written")?;
     let verbs = WriteVerbs {
         apply: g.verbs.contains(wit::WriteVerbs::APPLY),
         patch: g.verbs.contains(wit::WriteVerbs::PATCH),
         delete: g.verbs.contains(wit::WriteVerbs::DELETE),
     };
-    let scope = match g.scope {
+    let scope = match &g.scope {
         wit::WriteScope::PrimaryNamespace => WriteScope::PrimaryNamespace,
         wit::WriteScope::Any => WriteScope::Any,
-        wit::WriteScope::Namespaces(list) => WriteScope::Namespaces(list),
+        wit::WriteScope::Namespaces(list) => {
+            if list.len() > contract::MAX_GRANT_NAMESPACES {
+                return Err(format!(
+                    "the write grant on {kind} lists {} namespaces; list 1 to {}, or use scope any",
+                    list.len(),
+                    contract::MAX_GRANT_NAMESPACES
+                ));
+            }
+            let parsed = list.iter().map(|ns| Namespace::parse(ns)).collect::<Result<Vec<_>, _>>();
+            WriteScope::Namespaces(
+                parsed.map_err(|e| -> String { e.within(format_args!("the write grant on {kind}")).into() })?,
+            )
+        }
     };
-    WriteGrant { kind: g.kind, verbs, scope }
+    Ok(WriteGrant { kind, verbs, scope })
 }
 
 fn kind_ref(g: &Gvk) -> contract::KindRef<'_> {
-    contract::KindRef { group: &g.group, version: &g.version, kind: &g.kind }
+    contract::KindRef { group: g.group(), version: g.version(), kind: g.kind() }
 }
 
 fn selector_view(s: &KindSelector) -> contract::SelectorView<'_> {
     contract::SelectorView {
         kind: kind_ref(&s.kind),
         namespace: s.namespace.as_deref(),
-        label_selector: s.label_selector.as_deref(),
+        label_selector: s.label_selector.as_ref().map(LabelSelector::as_str),
     }
 }
+
+/// Longest plugin version text kept.
+const MAX_VERSION: usize = 128;
 
 impl Manifest {
     /// Validates a manifest as the guest returned it (a 0.1 one comes through the adapter).
@@ -198,15 +228,16 @@ impl Manifest {
     /// # Errors
     /// A sentence naming the first invalid field.
     pub(crate) fn from_wit(m: wit::PluginManifest, contract: Contract) -> Result<Manifest, String> {
+        wasmloop_contract::validate::plugin_name(&m.name)?;
         let manifest = Manifest {
             name: m.name,
-            version: m.version,
-            primary: selector(m.primary),
-            owns: m.owns,
-            watches: m.watches.into_iter().map(selector).collect(),
-            reads: m.reads,
-            metadata_only: m.metadata_only,
-            writes: m.writes.into_iter().map(grant).collect(),
+            version: wasmloop_contract::validate::cut(m.version, MAX_VERSION),
+            primary: selector(&m.primary, "primary")?,
+            owns: kinds(&m.owns, "owned")?,
+            watches: m.watches.iter().map(|w| selector(w, "watched")).collect::<Result<_, _>>()?,
+            reads: kinds(&m.reads, "read")?,
+            metadata_only: kinds(&m.metadata_only, "metadata-only")?,
+            writes: m.writes.iter().map(grant).collect::<Result<_, _>>()?,
             keeps: Vec::new(),
             contract,
             finalizer: m.finalizer,
@@ -231,13 +262,15 @@ impl Manifest {
     /// A sentence naming the kind that cannot be kept, and why.
     pub(crate) fn with_keeps(mut self, keeps: Vec<wit::Keep>) -> Result<Manifest, String> {
         self.keeps = keeps
-            .into_iter()
-            .map(|k| Keep {
-                kind: k.kind,
-                managed_fields: k.fields.contains(wit::KeptFields::MANAGED_FIELDS),
-                last_applied: k.fields.contains(wit::KeptFields::LAST_APPLIED),
+            .iter()
+            .map(|k| {
+                Ok(Keep {
+                    kind: kind(&k.kind, "kept")?,
+                    managed_fields: k.fields.contains(wit::KeptFields::MANAGED_FIELDS),
+                    last_applied: k.fields.contains(wit::KeptFields::LAST_APPLIED),
+                })
             })
-            .collect();
+            .collect::<Result<_, String>>()?;
         contract::validate(&self.view())?;
         Ok(self)
     }
@@ -267,7 +300,7 @@ impl Manifest {
                     delete: g.verbs.delete,
                     scope: match &g.scope {
                         WriteScope::PrimaryNamespace => contract::ScopeView::PrimaryNamespace,
-                        WriteScope::Namespaces(list) => contract::ScopeView::Namespaces(list),
+                        WriteScope::Namespaces(list) => contract::ScopeView::Parsed(list),
                         WriteScope::Any => contract::ScopeView::Any,
                     },
                 })
@@ -301,8 +334,7 @@ impl Manifest {
     /// that a write of it is a question of grants ([`crate::capability::permits`]), not of a
     /// kind it never declared. Allocates nothing: it runs for every action of every reconcile.
     pub fn writes_api(&self, api_version: &str, kind: &str) -> bool {
-        let (group, version) = wasmloop_contract::gvk::split_api_version(api_version);
-        let is = |k: &Gvk| k.kind == kind && k.version == version && k.group == group;
+        let is = |k: &Gvk| k.matches(api_version, kind);
         self.declared_kinds().any(is) || self.writes.iter().any(|g| is(&g.kind))
     }
 
@@ -318,7 +350,7 @@ impl Manifest {
     }
 
     /// The field manager of the plugin's writes.
-    pub fn field_manager(&self) -> String {
-        format!("wasmloop/{}", self.name)
+    pub fn field_manager(&self) -> FieldManager {
+        FieldManager::parse(&format!("wasmloop/{}", self.name)).expect("a manifest's name was checked at load")
     }
 }

@@ -191,7 +191,12 @@ impl CallSetup {
             Some(trap) => trap.to_string(),
             None => error.to_string(),
         };
-        CallFailure::Trap { trap, panic: crate::error::panic_message(&output), backtrace: format!("{error:?}") }
+        // The panic text and the backtrace's symbol names are the guest's words: cut.
+        CallFailure::Trap {
+            trap: crate::validate::foreign(trap),
+            panic: crate::error::panic_message(&output).map(crate::validate::foreign),
+            backtrace: crate::validate::foreign(format!("{error:?}")),
+        }
     }
 
     /// Waits for one of the plugin's slots, instantiates in a fresh Store and runs `body`,
@@ -424,14 +429,12 @@ impl Plugin {
     fn lean_request(&self, request: &Request) -> Option<Request> {
         let manifest = &self.inner.manifest;
         // Most plugins declare none: then nothing here costs anything per call.
-        if manifest.metadata_only.is_empty() || !request.owned.iter().any(|o| manifest.is_metadata_only(&o.gvk())) {
+        let lean = |o: &Object| manifest.metadata_only.iter().any(|k| k.matches(&o.api_version, &o.kind));
+        if manifest.metadata_only.is_empty() || !request.owned.iter().any(lean) {
             return None;
         }
-        let owned = request
-            .owned
-            .iter()
-            .map(|o| if manifest.is_metadata_only(&o.gvk()) { crate::object::metadata_only(o) } else { o.clone() })
-            .collect();
+        let owned =
+            request.owned.iter().map(|o| if lean(o) { crate::object::metadata_only(o) } else { o.clone() }).collect();
         Some(Request {
             object: request.object.clone(),
             owned,
@@ -477,7 +480,10 @@ impl Plugin {
         let budget = Budget::new(setup.limits.max_actions, setup.limits.response_bytes, "references");
         // A watched kind may be metadata-only: `map` sees what the cache look-ups see.
         let manifest = &self.inner.manifest;
-        let lean = (!manifest.metadata_only.is_empty() && manifest.is_metadata_only(&related.gvk()))
+        let lean = manifest
+            .metadata_only
+            .iter()
+            .any(|k| k.matches(&related.api_version, &related.kind))
             .then(|| crate::object::metadata_only(related));
         let related = lean.as_ref().unwrap_or(related);
         let (out, _) = setup
@@ -501,11 +507,10 @@ impl Plugin {
             })
             .map(|r| {
                 let r = r?;
-                if r.gvk() != *primary {
+                if !primary.matches(&r.api_version, &r.kind) {
                     let failure = CallFailure::InvalidAction(format!(
-                        "map returned {} {:?}, but it must name primaries ({primary}) by name",
-                        r.gvk(),
-                        r.name
+                        "map returned {} {} {:?}, but it must name primaries ({primary}) by name",
+                        r.api_version, r.kind, r.name
                     ));
                     return Err(self.error(related, failure));
                 }

@@ -8,6 +8,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::bindings::Gvk;
+use wasmloop_contract::names::{Name, Namespace};
 
 /// Names one object.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -18,10 +19,10 @@ pub struct ObjectRef {
     /// `kind`.
     pub kind: String,
     /// `metadata.name`.
-    pub name: String,
+    pub name: Name,
     /// `metadata.namespace`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
+    pub namespace: Option<Namespace>,
     /// UID precondition.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub uid: Option<String>,
@@ -29,7 +30,10 @@ pub struct ObjectRef {
 
 impl ObjectRef {
     /// The referenced kind.
-    pub fn gvk(&self) -> Gvk {
+    ///
+    /// # Errors
+    /// When `apiVersion` or `kind` is not valid (never for a reference the sandbox decoded).
+    pub fn gvk(&self) -> Result<Gvk, wasmloop_contract::names::Invalid> {
         Gvk::from_api_version(&self.api_version, &self.kind)
     }
 }

@@ -9,7 +9,8 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use crate::Selector;
 use crate::bindings::wit::{CacheError, Page};
-use crate::bindings::{Gvk, Object, wit};
+use crate::bindings::{Gvk, Object, parse_gvk, wit};
+use wasmloop_contract::names::{Name, Namespace};
 use crate::host_services::{CacheDenied, HostServices};
 use crate::manifest::Manifest;
 
@@ -76,23 +77,44 @@ impl State {
         }
     }
 
-    fn check_declared(&mut self, kind: &Gvk, verb: &str) -> Result<(), CacheError> {
-        let declared = self.manifest.as_ref().is_some_and(|m| m.declares(kind));
-        if declared {
-            return Ok(());
+    /// The guest's kind, parsed and declared. A kind that does not parse is no kind the
+    /// manifest could declare; the message quotes it cut.
+    fn declared(&mut self, kind: &wit::Gvk, verb: &str) -> Result<Gvk, CacheError> {
+        let parsed = parse_gvk(kind);
+        let declared = match &parsed {
+            Ok(gvk) => self.manifest.as_ref().is_some_and(|m| m.declares(gvk)),
+            Err(_) => false,
+        };
+        if let (true, Ok(gvk)) = (declared, &parsed) {
+            return Ok(gvk.clone());
         }
-        self.undeclared = Some((verb.to_owned(), kind.to_string()));
-        Err(CacheError::UndeclaredKind(format!(
-            "plugin {} may not {verb} {kind}: its manifest does not declare that kind; add it to owns, watches or reads",
+        let shown = match parsed {
+            Ok(gvk) => gvk.to_string(),
+            Err(invalid) => format!("a kind that is not one ({invalid})"),
+        };
+        let error = CacheError::UndeclaredKind(format!(
+            "plugin {} may not {verb} {shown}: its manifest does not declare that kind; add it to owns, watches or reads",
             self.plugin
-        )))
+        ));
+        self.undeclared = Some((verb.to_owned(), shown));
+        Err(error)
     }
 
-    /// The checks every look-up passes: a declared kind, and nothing the cache refuses.
-    fn gate(&mut self, kind: &Gvk, namespace: Option<&str>, verb: &str) -> Result<(), CacheError> {
-        self.check_declared(kind, verb)?;
-        match self.services.denied(kind, namespace) {
-            None => Ok(()),
+    /// The checks every look-up passes: a declared kind, a namespace that is one, and nothing
+    /// the cache refuses. Returns the parsed kind and namespace.
+    fn gate(
+        &mut self,
+        kind: &wit::Gvk,
+        namespace: Option<&str>,
+        verb: &str,
+    ) -> Result<(Gvk, Option<Namespace>), CacheError> {
+        let kind = self.declared(kind, verb)?;
+        let namespace = namespace
+            .map(Namespace::parse)
+            .transpose()
+            .map_err(|invalid| CacheError::OutOfScope(format!("plugin {}, {verb} {kind}: {invalid}", self.plugin)))?;
+        match self.services.denied(&kind, namespace.as_ref()) {
+            None => Ok((kind, namespace)),
             Some(CacheDenied::Revoked(why)) => Err(CacheError::AccessRevoked(format!("plugin {}: {why}", self.plugin))),
             Some(CacheDenied::OutOfScope(why)) => Err(CacheError::OutOfScope(format!("plugin {}: {why}", self.plugin))),
         }
@@ -142,42 +164,44 @@ impl State {
 
     pub(crate) fn get(
         &mut self,
-        kind: Gvk,
+        kind: wit::Gvk,
         namespace: Option<String>,
         name: String,
     ) -> Result<Option<Object>, CacheError> {
-        self.gate(&kind, namespace.as_deref(), "get")?;
-        let found = self.services.get(&kind, namespace.as_deref(), &name);
+        let (kind, namespace) = self.gate(&kind, namespace.as_deref(), "get")?;
+        // No object has a name that is not one: nothing to look up.
+        let Ok(name) = Name::parse(&name) else { return Ok(None) };
+        let found = self.services.get(&kind, namespace.as_ref(), &name);
         Ok(found.and_then(|o| self.served(&kind, vec![o]).pop()))
     }
 
     /// The whole list, for 0.1 guests.
     pub(crate) fn list_all(
         &mut self,
-        kind: Gvk,
+        kind: wit::Gvk,
         namespace: Option<String>,
         label_selector: Option<String>,
     ) -> Result<Vec<Object>, CacheError> {
-        self.gate(&kind, namespace.as_deref(), "list")?;
+        let (kind, namespace) = self.gate(&kind, namespace.as_deref(), "list")?;
         let selector = self.selector(label_selector.as_deref())?;
-        let all = self.services.list(&kind, namespace.as_deref(), &selector);
+        let all = self.services.list(&kind, namespace.as_ref(), &selector);
         Ok(self.served(&kind, all))
     }
 
     pub(crate) fn list_page(
         &mut self,
-        kind: Gvk,
+        kind: wit::Gvk,
         namespace: Option<String>,
         label_selector: Option<String>,
         limit: u32,
         token: Option<String>,
     ) -> Result<Page, CacheError> {
-        self.gate(&kind, namespace.as_deref(), "list")?;
+        let (kind, namespace) = self.gate(&kind, namespace.as_deref(), "list")?;
         let selector = self.selector(label_selector.as_deref())?;
         let after =
             token.as_deref().map(|t| parse_token(t).map_err(|why| self.invalid_continue(&kind, why))).transpose()?;
         let limit = if limit == 0 { PAGE_SIZE } else { (limit as usize).min(PAGE_SIZE) };
-        let page = self.services.list_page(&kind, namespace.as_deref(), &selector, after.as_ref(), limit);
+        let page = self.services.list_page(&kind, namespace.as_ref(), &selector, after.as_ref(), limit);
         let continue_token = page.resume.as_ref().map(token_of);
         Ok(Page { items: self.served(&kind, page.items), continue_token })
     }
@@ -214,13 +238,13 @@ impl wit::LogHost for State {
 }
 
 impl wit::CacheHost for State {
-    fn get_object(&mut self, kind: Gvk, namespace: Option<String>, name: String) -> Result<Option<Object>, CacheError> {
+    fn get_object(&mut self, kind: wit::Gvk, namespace: Option<String>, name: String) -> Result<Option<Object>, CacheError> {
         self.get(kind, namespace, name)
     }
 
     fn list_objects(
         &mut self,
-        kind: Gvk,
+        kind: wit::Gvk,
         namespace: Option<String>,
         label_selector: Option<String>,
         limit: u32,

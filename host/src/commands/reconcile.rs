@@ -77,12 +77,13 @@ async fn reconcile(
         crate::offline_cache::strip_object(plugin.manifest(), object);
     }
     let primary_kind = &plugin.manifest().primary.kind;
-    if request.object.gvk() != *primary_kind {
+    if !primary_kind.matches(&request.object.api_version, &request.object.kind) {
         anyhow::bail!(
-            "plugin {} reconciles {primary_kind}, but {} holds a {}; pass a {primary_kind} object with --object",
+            "plugin {} reconciles {primary_kind}, but {} holds a {} {}; pass a {primary_kind} object with --object",
             plugin.manifest().name,
             args.object.display(),
-            request.object.gvk(),
+            wasmloop_sandbox::validate::quoted(&request.object.api_version),
+            wasmloop_sandbox::validate::quoted(&request.object.kind),
         );
     }
     match plugin.reconcile(&request, Arc::new(cache)).await {

@@ -12,7 +12,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 /// Every plugin and test guest, as `scripts/build-plugins` lists them.
-pub const GUESTS: [&str; 13] = [
+pub const GUESTS: [&str; 14] = [
     "foo-deployment",
     "pod-logger",
     "node-image-watch",
@@ -26,6 +26,7 @@ pub const GUESTS: [&str; 13] = [
     "secret-reader-plugin",
     "noop-plugin",
     "stamp-plugin",
+    "smuggler-plugin",
 ];
 
 /// The target directory the tests were built in (`CARGO_TARGET_DIR`, else the workspace's).

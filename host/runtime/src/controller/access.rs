@@ -6,18 +6,20 @@ use std::sync::Arc;
 use super::shared::Shared;
 use crate::discovery::{DiscoveryError, Kinds};
 use crate::identity::{Access, Identities, IdentityError, ServiceAccount};
-use crate::informer::Informer;
+use crate::informer::InformerScope;
 
 /// The reads a plugin is served from the shared caches: `list` and `watch` of every kind it
-/// declares, in the scope it declares it.
+/// declares, in the scope it declares it. Discovery asks as `client`, the plugin's identity,
+/// before any informer starts for it.
 pub(super) async fn reads_needed<'a>(
     kinds: &Kinds,
-    informers: impl Iterator<Item = &'a Arc<Informer>>,
+    client: &kube::Client,
+    scopes: impl Iterator<Item = &'a InformerScope>,
 ) -> Result<Vec<Access>, DiscoveryError> {
     let mut needed: Vec<Access> = Vec::new();
-    for informer in informers {
-        let resolved = kinds.resolve(&informer.scope().kind).await?;
-        let namespace = informer.scope().namespace.clone().filter(|_| resolved.namespaced);
+    for scope in scopes {
+        let resolved = kinds.resolve_as(client, &scope.kind).await?;
+        let namespace = scope.namespace.clone().filter(|_| resolved.namespaced);
         for verb in ["list", "watch"] {
             let access = Access { verb, resource: resolved.resource.clone(), namespace: namespace.clone() };
             if !needed.contains(&access) {

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use wasmloop_contract::names::{Name, Namespace};
 use wasmloop_sandbox::{CacheDenied, Gvk, HostServices, ListKey, ListPage, Object, Selector};
 
 use crate::informer::{Entry, Informer};
@@ -24,28 +25,29 @@ impl CacheView {
 impl CacheView {
     /// The object `entry` names as one of the plugin's informers holds it now, if any does.
     pub(super) fn held(&self, entry: &Entry) -> Option<Arc<Entry>> {
-        let (kind, envelope) = (entry.envelope.gvk(), &entry.envelope);
+        let envelope = &entry.envelope;
+        let kind = envelope.gvk().ok()?;
         self.by_kind.get(&kind)?.iter().find_map(|i| i.get(envelope.namespace.as_deref(), &envelope.name))
     }
 }
 
 impl HostServices for CacheView {
-    fn get(&self, kind: &Gvk, namespace: Option<&str>, name: &str) -> Option<Object> {
+    fn get(&self, kind: &Gvk, namespace: Option<&Namespace>, name: &Name) -> Option<Object> {
         if !self.serves() {
             return None;
         }
         // Scopes may overlap: without a namespace, the smallest one holding `name` answers.
-        let found = self.by_kind.get(kind)?.iter().filter_map(|i| i.get(namespace, name));
+        let found = self.by_kind.get(kind)?.iter().filter_map(|i| i.get(namespace.map(Namespace::as_str), name));
         found.min_by(|a, b| a.envelope.namespace.cmp(&b.envelope.namespace)).map(|e| e.envelope.clone())
     }
 
-    fn list(&self, kind: &Gvk, namespace: Option<&str>, selector: &Selector) -> Vec<Object> {
+    fn list(&self, kind: &Gvk, namespace: Option<&Namespace>, selector: &Selector) -> Vec<Object> {
         if !self.serves() {
             return Vec::new();
         }
         // Scopes may overlap: in (namespace, name) order, each object once.
         let mut merged: BTreeMap<ListKey, Object> = BTreeMap::new();
-        for entry in self.by_kind.get(kind).into_iter().flatten().flat_map(|i| i.list(namespace, selector)) {
+        for entry in self.by_kind.get(kind).into_iter().flatten().flat_map(|i| i.list(namespace.map(Namespace::as_str), selector)) {
             let key = (entry.envelope.namespace.clone().unwrap_or_default(), entry.envelope.name.clone());
             merged.entry(key).or_insert_with(|| entry.envelope.clone());
         }
@@ -55,7 +57,7 @@ impl HostServices for CacheView {
     fn list_page(
         &self,
         kind: &Gvk,
-        namespace: Option<&str>,
+        namespace: Option<&Namespace>,
         selector: &Selector,
         after: Option<&ListKey>,
         limit: usize,
@@ -64,7 +66,7 @@ impl HostServices for CacheView {
             return ListPage::default();
         }
         let pages = self.by_kind.get(kind).into_iter().flatten().map(|informer| {
-            let (entries, resume) = informer.list_after(namespace, selector, after, limit, PAGE_SCAN);
+            let (entries, resume) = informer.list_after(namespace.map(Namespace::as_str), selector, after, limit, PAGE_SCAN);
             let keyed = entries.iter().map(|e| {
                 ((e.envelope.namespace.clone().unwrap_or_default(), e.envelope.name.clone()), e.envelope.clone())
             });
@@ -73,7 +75,7 @@ impl HostServices for CacheView {
         merge_pages(pages, limit)
     }
 
-    fn denied(&self, kind: &Gvk, namespace: Option<&str>) -> Option<CacheDenied> {
+    fn denied(&self, kind: &Gvk, namespace: Option<&Namespace>) -> Option<CacheDenied> {
         if let Some(why) = self.denied.borrow().as_ref() {
             return Some(CacheDenied::Revoked(format!(
                 "its read access was revoked ({why}); the call's answer is dropped"
@@ -86,7 +88,7 @@ impl HostServices for CacheView {
                 "{kind} is not cached for this plugin: a shadow reads only the kinds its serving version declares"
             )));
         };
-        let wanted = namespace?;
+        let wanted = namespace?.as_str();
         let served: Vec<&str> = informers
             .iter()
             .filter(|i| i.namespaced())
@@ -150,7 +152,7 @@ mod tests {
         let manifest = wasmloop_sandbox::conformance::manifest();
         let mut by_kind: HashMap<Gvk, Vec<Arc<Informer>>> = HashMap::new();
         for (kind, objects) in seed {
-            let gvk = Gvk::from_api_version(kind.api_version, kind.kind);
+            let gvk = Gvk::from_api_version(kind.api_version, kind.kind).unwrap();
             let informers = by_kind.entry(gvk.clone()).or_default();
             // A watched kind gets the informers `Controller::prepare` acquires for its watches
             // (through their selectors, when the rule says so), each holding what the API
@@ -158,8 +160,12 @@ mod tests {
             let watches: Vec<_> = manifest.watches.iter().filter(|w| w.kind == gvk).collect();
             if !watches.is_empty() {
                 for watch in watches {
-                    let selector: Selector = watch.label_selector.as_deref().unwrap_or_default().parse().unwrap();
-                    let scope = super::super::watch_scope(&manifest, &gvk, &selector, watch.namespace.clone());
+                    let scope = super::super::watch_scope(
+                        &manifest,
+                        &gvk,
+                        watch.label_selector.as_ref().filter(|s| !s.as_str().is_empty()),
+                        watch.namespace.clone(),
+                    );
                     let informer = Informer::detached(scope, kind.namespaced);
                     informer.relist_json(objects);
                     informers.push(informer);
@@ -176,7 +182,7 @@ mod tests {
                 for ns in namespaces.into_iter().rev() {
                     let scope = InformerScope {
                         kind: gvk.clone(),
-                        namespace: Some(ns.to_owned()),
+                        namespace: Some(Namespace::parse(ns).unwrap()),
                         kept: kept(*kind),
                         metadata: false,
                         selector: None,

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use wasmloop_contract::names::Namespace;
 use wasmloop_sandbox::{Manifest, WriteScope};
 
 use crate::executor::WriteBudget;
@@ -41,7 +42,7 @@ pub struct ControllerConfig {
     /// The one namespace the operator confines the plugin to (`host.yaml`'s
     /// `plugins.<name>.namespace`): its primaries, children, watches and reads are served from
     /// there only, so its ServiceAccount needs grants there only.
-    pub namespace: Option<String>,
+    pub namespace: Option<Namespace>,
     /// The plugin's budget of API writes.
     pub write_budget: WriteBudget,
     /// The shortest `requeue_after` the plugin gets: a plugin asking for less waits this long,
@@ -93,20 +94,23 @@ impl Default for ControllerConfig {
 ///
 /// # Errors
 /// When the two differ, saying what to change.
-pub(super) fn effective_namespace(declared: Option<&str>, operator: Option<&str>) -> Result<Option<String>, String> {
+pub(super) fn effective_namespace(
+    declared: Option<&Namespace>,
+    operator: Option<&Namespace>,
+) -> Result<Option<Namespace>, String> {
     match (declared, operator) {
         (Some(declared), Some(operator)) if declared != operator => Err(format!(
             "declares namespace {declared} but the operator confines the plugin to namespace {operator}; \
              change plugins.<name>.namespace in host.yaml or the plugin's manifest"
         )),
-        (declared, operator) => Ok(operator.or(declared).map(str::to_owned)),
+        (declared, operator) => Ok(operator.or(declared).cloned()),
     }
 }
 
 /// A plugin the operator confines to one namespace may not be granted writes beyond it: its
 /// grants must be `primary-namespace` or list that namespace only. Returns the grant that
 /// reaches further, and what to change.
-pub(super) fn grants_within(manifest: &Manifest, operator: &str) -> Result<(), (String, String)> {
+pub(super) fn grants_within(manifest: &Manifest, operator: &Namespace) -> Result<(), (String, String)> {
     for grant in &manifest.writes {
         let beyond = match &grant.scope {
             WriteScope::PrimaryNamespace => continue,
@@ -139,8 +143,9 @@ mod tests {
             (Some("t"), Some("t"), Ok(Some("t"))),
             (Some("a"), Some("t"), Err("declares namespace a but the operator confines the plugin to namespace t")),
         ];
+        let ns = |n: Option<&str>| n.map(|n| Namespace::parse(n).unwrap());
         for (declared, operator, expected) in cases {
-            let got = effective_namespace(declared, operator);
+            let got = effective_namespace(ns(declared).as_ref(), ns(operator).as_ref());
             match (got, expected) {
                 (Ok(got), Ok(expected)) => assert_eq!(got.as_deref(), expected, "{declared:?} {operator:?}"),
                 (Err(got), Err(expected)) => assert!(got.starts_with(expected), "{got}"),
@@ -152,7 +157,7 @@ mod tests {
     #[test]
     fn an_operator_confined_plugin_may_only_hold_grants_inside_its_namespace() {
         use wasmloop_sandbox::{Contract, Gvk, KindSelector, Settings, WriteGrant, WriteVerbs};
-        let configmap = Gvk::from_api_version("v1", "ConfigMap");
+        let configmap = Gvk::from_api_version("v1", "ConfigMap").unwrap();
         let manifest = |scope: WriteScope| Manifest {
             name: "p".into(),
             version: "1".into(),
@@ -174,7 +179,7 @@ mod tests {
             deliver_previous: false,
             settings: Settings::default(),
         };
-        let list = |l: &[&str]| WriteScope::Namespaces(l.iter().map(|s| (*s).to_owned()).collect());
+        let list = |l: &[&str]| WriteScope::Namespaces(l.iter().map(|s| Namespace::parse(s).unwrap()).collect());
         let cases = [
             (WriteScope::PrimaryNamespace, None),
             (list(&["t"]), None),
@@ -182,7 +187,7 @@ mod tests {
             (WriteScope::Any, Some("reaches every namespace")),
         ];
         for (scope, expected) in cases {
-            let got = grants_within(&manifest(scope.clone()), "t").err().map(|(what, reason)| {
+            let got = grants_within(&manifest(scope.clone()), &Namespace::parse("t").unwrap()).err().map(|(what, reason)| {
                 assert_eq!(what, "its write grant on v1/ConfigMap");
                 reason
             });

@@ -38,6 +38,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use wasmloop_contract::names::{LabelSelector, Namespace};
 use wasmloop_sandbox::{Gvk, Manifest, Plugin, Selector};
 
 use crate::context::Context;
@@ -68,14 +69,6 @@ pub enum StartError {
         #[source]
         source: DiscoveryError,
     },
-    /// A declared label selector does not parse.
-    #[error("plugin {plugin}: {reason}; fix the selector in the plugin's manifest")]
-    Selector {
-        /// The plugin.
-        plugin: String,
-        /// Which selector, and why.
-        reason: String,
-    },
     /// The plugin's identity cannot be used: its ServiceAccount is missing, or may not read what
     /// the plugin declares.
     #[error("plugin {plugin}: {source}")]
@@ -104,15 +97,6 @@ pub enum StartError {
         /// The kind.
         kind: String,
     },
-}
-
-/// A selector the manifest declared. The sandbox checked it at load; a failure here is a bug,
-/// and it refuses the plugin rather than fall back to selecting everything.
-fn parse_selector(plugin: &str, role: &str, text: Option<&str>) -> Result<Selector, StartError> {
-    text.unwrap_or_default().parse().map_err(|e: wasmloop_sandbox::SelectorError| StartError::Selector {
-        plugin: plugin.to_owned(),
-        reason: format!("the {role} label selector {:?} does not parse: {e}", text.unwrap_or_default()),
-    })
 }
 
 static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
@@ -212,44 +196,63 @@ impl Controller {
     ) -> Result<Prepared, StartError> {
         let informers = &context.informers;
         let manifest = plugin.manifest().clone();
-        let confined = |what: &str, declared: Option<&str>| {
-            effective_namespace(declared, config.namespace.as_deref()).map_err(|reason| StartError::Confined {
+        let confined = |what: &str, declared: Option<&Namespace>| {
+            effective_namespace(declared, config.namespace.as_ref()).map_err(|reason| StartError::Confined {
                 plugin: manifest.name.clone(),
                 what: what.to_owned(),
                 reason,
             })
         };
-        let namespace = confined("its primary kind", manifest.primary.namespace.as_deref())?;
-        if let Some(operator) = config.namespace.as_deref() {
+        let namespace = confined("its primary kind", manifest.primary.namespace.as_ref())?;
+        if let Some(operator) = config.namespace.as_ref() {
             grants_within(&manifest, operator).map_err(|(what, reason)| StartError::Confined {
                 plugin: manifest.name.clone(),
                 what,
                 reason,
             })?;
         }
-        let scope = |kind: &Gvk, namespace: Option<String>| informer_scope(&manifest, kind, namespace);
-        let discovery = |source| StartError::Discovery { plugin: manifest.name.clone(), source };
-        let primary = informers.acquire(&scope(&manifest.primary.kind, namespace.clone())).await.map_err(discovery)?;
-        let mut owned = Vec::new();
-        for kind in &manifest.owns {
-            owned.push(informers.acquire(&scope(kind, namespace.clone())).await.map_err(discovery)?);
-        }
-        let watch_selectors = manifest
+        let scope = |kind: &Gvk, namespace: Option<Namespace>| informer_scope(&manifest, kind, namespace);
+        let primary_scope = scope(&manifest.primary.kind, namespace.clone());
+        let owned_scopes: Vec<InformerScope> = manifest.owns.iter().map(|k| scope(k, namespace.clone())).collect();
+        let mut watched_scopes = Vec::new();
+        let watch_selectors: Vec<Selector> = manifest
             .watches
             .iter()
-            .map(|w| parse_selector(&manifest.name, "watched", w.label_selector.as_deref()))
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut watched = Vec::new();
+            .map(|w| w.label_selector.as_ref().map(LabelSelector::selector).unwrap_or_default())
+            .collect();
         for (w, selector) in manifest.watches.iter().zip(&watch_selectors) {
-            let within = confined(&format!("watched kind {}", w.kind), w.namespace.as_deref())?;
-            watched
-                .push(informers.acquire(&watch_scope(&manifest, &w.kind, selector, within)).await.map_err(discovery)?);
+            let within = confined(&format!("watched kind {}", w.kind), w.namespace.as_ref())?;
+            watched_scopes.push(watch_scope(&manifest, &w.kind, w.label_selector.as_ref().filter(|_| !selector.0.is_empty()), within));
         }
         // Reads are served from the primary's namespace when it has one: a plugin confined to
         // one namespace must not see every namespace's objects of a kind it reads.
+        let read_scopes: Vec<InformerScope> = manifest.reads.iter().map(|k| scope(k, namespace.clone())).collect();
+        let every_scope = || std::iter::once(&primary_scope).chain(&owned_scopes).chain(&watched_scopes).chain(&read_scopes);
+        // The plugin's identity before any request made for it: its ServiceAccount is checked,
+        // its kinds are discovered as that account, and its reads are reviewed, before any
+        // informer lists or watches on its behalf with the host's credentials.
+        let identity_error = |source| StartError::Identity { plugin: manifest.name.clone(), source };
+        if let Identity::ServiceAccount(account) = &config.identity {
+            context.identities.ensure_usable(account).await.map_err(identity_error)?;
+        }
+        let client = context.identities.client_for(&config.identity).map_err(identity_error)?;
+        let discovery = |source| StartError::Discovery { plugin: manifest.name.clone(), source };
+        let reads = access::reads_needed(&context.kinds, &client, every_scope()).await.map_err(discovery)?;
+        if let Identity::ServiceAccount(account) = &config.identity {
+            context.identities.review(account, &reads).await.map_err(identity_error)?;
+        }
+        let primary = informers.acquire(&primary_scope).await.map_err(discovery)?;
+        let mut owned = Vec::new();
+        for scope in &owned_scopes {
+            owned.push(informers.acquire(scope).await.map_err(discovery)?);
+        }
+        let mut watched = Vec::new();
+        for scope in &watched_scopes {
+            watched.push(informers.acquire(scope).await.map_err(discovery)?);
+        }
         let mut read = Vec::new();
-        for kind in &manifest.reads {
-            read.push(informers.acquire(&scope(kind, namespace.clone())).await.map_err(discovery)?);
+        for scope in &read_scopes {
+            read.push(informers.acquire(scope).await.map_err(discovery)?);
         }
         let mut by_kind: HashMap<Gvk, Vec<Arc<Informer>>> = HashMap::new();
         for informer in std::iter::once(&primary).chain(&owned).chain(&watched).chain(&read) {
@@ -265,19 +268,10 @@ impl Controller {
                 }
             }
         }
-        let selector = parse_selector(&manifest.name, "primary", manifest.primary.label_selector.as_deref())?;
+        let selector = manifest.primary.label_selector.as_ref().map(LabelSelector::selector).unwrap_or_default();
         let concurrency = config.concurrency_for(manifest.settings.max_concurrent_reconciles);
         let resync = config.resync_for(manifest.settings.resync_seconds);
         let plugin_metrics = context.metrics.plugin(&manifest.name);
-        let identity_error = |source| StartError::Identity { plugin: manifest.name.clone(), source };
-        let reads = access::reads_needed(&context.kinds, by_kind.values().flatten())
-            .await
-            .map_err(|source| StartError::Discovery { plugin: manifest.name.clone(), source })?;
-        if let Identity::ServiceAccount(account) = &config.identity {
-            context.identities.ensure_usable(account).await.map_err(identity_error)?;
-            context.identities.review(account, &reads).await.map_err(identity_error)?;
-        }
-        let client = context.identities.client_for(&config.identity).map_err(identity_error)?;
         let holder = match &config.identity {
             Identity::ServiceAccount(account) => account.user(),
             Identity::Host => format!("plugin {}", manifest.name),
@@ -400,7 +394,7 @@ impl Controller {
 /// keeps managedFields or last-applied of a kind gets an informer of its own for it; the rest
 /// share the stripped one. A metadata-only kind is watched as metadata, shared with other
 /// plugins that declare it so, apart from those that read it whole.
-pub(crate) fn informer_scope(manifest: &Manifest, kind: &Gvk, namespace: Option<String>) -> InformerScope {
+pub(crate) fn informer_scope(manifest: &Manifest, kind: &Gvk, namespace: Option<Namespace>) -> InformerScope {
     InformerScope {
         kind: kind.clone(),
         namespace,
@@ -410,17 +404,18 @@ pub(crate) fn informer_scope(manifest: &Manifest, kind: &Gvk, namespace: Option<
     }
 }
 
-/// The informer scope of one watch of `kind` (with `selector`, in `namespace`). A kind the
+/// The informer scope of one watch of `kind` (with `selector`, none or empty for every object,
+/// in `namespace`). A kind the
 /// plugin declares only under selected watches is watched through each selector, so its cache
 /// holds only what they select (`ManifestView::visible`); any other kind is watched whole.
 pub(crate) fn watch_scope(
     manifest: &Manifest,
     kind: &Gvk,
-    selector: &Selector,
-    namespace: Option<String>,
+    selector: Option<&LabelSelector>,
+    namespace: Option<Namespace>,
 ) -> InformerScope {
-    let selected = !selector.0.is_empty() && manifest.visible(kind) != Visible::All;
-    InformerScope { selector: selected.then(|| selector.to_string()), ..informer_scope(manifest, kind, namespace) }
+    let selected = manifest.visible(kind) != Visible::All;
+    InformerScope { selector: selector.filter(|_| selected).cloned(), ..informer_scope(manifest, kind, namespace) }
 }
 
 impl Drop for Controller {

@@ -122,14 +122,20 @@ pub(super) fn prune_targets<'a>(
         .filter(|child| child.controller == Some(primary_uid))
         .filter(|child| {
             let o = child.object;
-            !keep.contains(&(&o.gvk(), o.namespace.as_deref(), o.name.as_str()))
+            !keep.iter().any(|(kind, ns, name)| {
+                kind.matches(&o.api_version, &o.kind) && *ns == o.namespace.as_deref() && *name == o.name
+            })
         })
-        .map(|child| ObjectRef {
-            api_version: child.object.api_version.clone(),
-            kind: child.object.kind.clone(),
-            name: child.object.name.clone(),
-            namespace: child.object.namespace.clone(),
-            uid: Some(child.object.uid.clone()),
+        .filter_map(|child| {
+            // A child whose place does not parse cannot be named in a request: it is left.
+            let o = child.object;
+            Some(ObjectRef {
+                api_version: o.api_version.clone(),
+                kind: o.kind.clone(),
+                name: o.name.parse().ok()?,
+                namespace: o.namespace.as_deref().map(str::parse).transpose().ok()?,
+                uid: Some(o.uid.clone()),
+            })
         })
         .collect()
 }
@@ -207,8 +213,8 @@ pub(super) fn owners_of(
     owners
         .iter()
         .filter(|(api_version, kind, _)| {
-            let owner = Gvk::from_api_version(api_version, kind);
-            owner.kind == primary.kind && owner.group == primary.group
+            let (group, _) = wasmloop_contract::gvk::split_api_version(api_version);
+            *kind == primary.kind().as_str() && group == primary.group().as_str()
         })
         .map(|(_, _, name)| Key {
             namespace: child_namespace.filter(|_| primary_namespaced).map(str::to_owned),
@@ -228,10 +234,15 @@ pub(super) fn mapped_keys(
 ) -> Vec<Key> {
     refs.into_iter()
         .filter_map(|r| {
-            let namespace =
-                if primary_namespaced { r.namespace.or_else(|| related_namespace.map(str::to_owned)) } else { None };
+            let namespace = if primary_namespaced {
+                r.namespace.map(|ns| ns.to_string()).or_else(|| related_namespace.map(str::to_owned))
+            } else {
+                None
+            };
             let scope = served_from.filter(|_| primary_namespaced);
-            scope.is_none_or(|scope| namespace.as_deref() == Some(scope)).then_some(Key { namespace, name: r.name })
+            scope
+                .is_none_or(|scope| namespace.as_deref() == Some(scope))
+                .then(|| Key { namespace, name: r.name.to_string() })
         })
         .collect()
 }
@@ -280,7 +291,7 @@ mod tests {
             name: "p".into(),
             version: "1".into(),
             primary: KindSelector {
-                kind: Gvk::from_api_version("example.com/v1", "Foo"),
+                kind: Gvk::from_api_version("example.com/v1", "Foo").unwrap(),
                 namespace: None,
                 label_selector: None,
             },
@@ -331,7 +342,7 @@ mod tests {
     fn applied(name: &str, kind: &str) -> Applied {
         let api_version = if kind == "Deployment" { "apps/v1" } else { "v1" };
         Applied {
-            kind: Gvk::from_api_version(api_version, kind),
+            kind: Gvk::from_api_version(api_version, kind).unwrap(),
             namespace: Some("t".into()),
             name: name.into(),
             uid: None,
@@ -407,7 +418,7 @@ mod tests {
 
     #[test]
     fn a_child_requeues_its_controller_owner_of_the_primary_kind_at_any_version() {
-        let foo = Gvk::from_api_version("example.com/v1", "Foo");
+        let foo = Gvk::from_api_version("example.com/v1", "Foo").unwrap();
         let key = |ns: Option<&str>, name: &str| Key { namespace: ns.map(str::to_owned), name: name.into() };
         #[rustfmt::skip]
         let cases: Vec<(&str, Vec<(&str, &str, &str)>, bool, Vec<Key>)> = vec![
@@ -427,8 +438,8 @@ mod tests {
         let r = |ns: Option<&str>, name: &str| ObjectRef {
             api_version: "example.com/v1".into(),
             kind: "Foo".into(),
-            name: name.into(),
-            namespace: ns.map(str::to_owned),
+            name: name.parse().unwrap(),
+            namespace: ns.map(|ns| ns.parse().unwrap()),
             uid: None,
         };
         let key = |ns: Option<&str>, name: &str| Key { namespace: ns.map(str::to_owned), name: name.into() };

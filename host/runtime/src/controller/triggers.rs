@@ -82,8 +82,10 @@ pub(super) async fn watched(shared: Arc<Shared>, mut changes: broadcast::Receive
         if !entry.selected_by(&selector) || !shared.leads() {
             continue;
         }
+        // A kind an informer of this plugin holds parsed when it was declared.
+        let Ok(kind) = entry.envelope.gvk() else { continue };
         let related = Related {
-            kind: entry.envelope.gvk(),
+            kind,
             namespace: entry.envelope.namespace.clone(),
             name: entry.envelope.name.clone(),
         };

@@ -44,7 +44,7 @@ impl std::fmt::Display for Work {
             Work::Reconcile(key) => key.fmt(f),
             Work::Map(r) => {
                 let key = Key { namespace: r.namespace.clone(), name: r.name.clone() };
-                write!(f, "{} {key} (map)", r.kind.kind)
+                write!(f, "{} {key} (map)", r.kind.kind())
             }
         }
     }

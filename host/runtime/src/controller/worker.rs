@@ -343,6 +343,7 @@ async fn record_health(shared: &Shared, primary: &Object, healthy: bool) {
             shared.metrics.quarantined(plugin, true);
             tracing::error!(plugin, "plugin quarantined: {reason}");
             let note = format!("plugin {plugin} quarantined: {reason}; fix the plugin or its limits");
+            shared.executor.charge(plugin).await;
             if let Err(error) = shared
                 .host_executor
                 .event(&shared.manifest, primary, EventType::Warning, "PluginQuarantined", &note, None)
@@ -385,7 +386,6 @@ async fn guest_failed(shared: &Shared, primary: &Object, error: &CallError, tran
         if let Err(e) = shared.executor.execute(&shared.manifest, primary, actions).await {
             tracing::warn!(error = %e, "could not carry out the actions of a failed reconcile");
         }
-        shared.executor.charge(&shared.manifest.name).await;
     }
     let retry = plan::retry_of(transient, *retry_after, shared.config.min_requeue);
     failed_as(shared, &shared.executor, primary, &message, (reason, error.failure.metric_reason()), retry).await
@@ -410,6 +410,9 @@ async fn failed_as(
             _ => "waiting for the object or the plugin to change".to_owned(),
         };
         let note = format!("{message} ({next})");
+        // Every Event about a plugin is paid from its write budget, the host's findings too:
+        // a plugin that fails every object cannot make the host write without limit.
+        shared.executor.charge(&shared.manifest.name).await;
         if let Err(error) = writer.event(&shared.manifest, primary, EventType::Warning, reason, &note, None).await {
             tracing::warn!(%error, "could not record the failure as an Event");
         }

@@ -24,7 +24,8 @@ pub struct HostConfig {
     /// Reconciles at once per plugin unless a plugin says otherwise (default 4).
     #[serde(default)]
     pub max_concurrent_reconciles: Option<u32>,
-    /// Per-plugin settings, by plugin name.
+    /// Per-plugin settings: `NAME` for a plugin from the operator's files, `NAMESPACE/NAME`
+    /// for one from a plugin ConfigMap in `NAMESPACE` ([`HostConfig::settings_for`]).
     #[serde(default)]
     pub plugins: HashMap<String, PluginSettings>,
     /// Ceilings on what a plugin may propose for itself.
@@ -43,12 +44,17 @@ pub struct HostConfig {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct QuarantineSettings {
-    /// How long every call must have failed (default 60).
+    /// The window the failure rate is measured over, and how long it must stay at or above
+    /// `failurePercent` (default 60).
     #[serde(default)]
     pub after_seconds: Option<u64>,
-    /// How many failures, at least, in that time (default 10).
+    /// How many failures, at least, in the window (default 10).
     #[serde(default)]
     pub min_failures: Option<u32>,
+    /// The share of failed calls, in percent, at or above which a plugin is failing (default
+    /// 50; 1 to 100). Its own errors count, as traps and deadlines do.
+    #[serde(default)]
+    pub failure_percent: Option<u8>,
     /// The first wait between probe calls (default 5); it doubles after each failed probe.
     #[serde(default)]
     pub first_probe_seconds: Option<u64>,
@@ -68,6 +74,7 @@ impl QuarantineSettings {
         QuarantinePolicy {
             after: seconds(self.after_seconds, defaults.after),
             min_failures: self.min_failures.unwrap_or(defaults.min_failures),
+            failure_percent: self.failure_percent.unwrap_or(defaults.failure_percent),
             first_probe: seconds(self.first_probe_seconds, defaults.first_probe),
             max_probe: seconds(self.max_probe_seconds, defaults.max_probe),
         }
@@ -83,6 +90,9 @@ impl QuarantineSettings {
                 return Err(format!("quarantine.{name}: {value} is not between 1 and {MAX_QUARANTINE_SECONDS}"));
             }
         }
+        if let Some(percent) = self.failure_percent.filter(|p| !(1..=100).contains(p)) {
+            return Err(format!("quarantine.failurePercent: {percent} is not between 1 and 100"));
+        }
         if self.min_failures == Some(0) {
             return Err("quarantine.minFailures: must be at least 1".into());
         }
@@ -92,6 +102,25 @@ impl QuarantineSettings {
         }
         Ok(())
     }
+}
+
+/// A key of `plugins`: `NAME` (a plugin from the operator's files) or `NAMESPACE/NAME` (one
+/// from a plugin ConfigMap in that namespace).
+fn check_plugin_key(key: &str) -> Result<(), String> {
+    let (namespace, name) = match key.split_once('/') {
+        Some((namespace, name)) => (Some(namespace), name),
+        None => (None, key),
+    };
+    if let Some(namespace) = namespace {
+        wasmloop_sandbox::validate::namespace(namespace).map_err(|e| format!("{}: {e}", validate_key(key)))?;
+    }
+    wasmloop_sandbox::validate::plugin_name(name).map_err(|e| {
+        format!("{}: {e}; write NAME for a plugin file, NAMESPACE/NAME for a plugin ConfigMap", validate_key(key))
+    })
+}
+
+fn validate_key(key: &str) -> String {
+    wasmloop_sandbox::validate::quoted(key)
 }
 
 /// The most a plugin may ask for itself; the operator's per-plugin settings are not held to
@@ -169,6 +198,7 @@ impl HostConfig {
             })?;
         config.quarantine.check().map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         for (plugin, settings) in &config.plugins {
+            check_plugin_key(plugin).map_err(|e| anyhow::anyhow!("{}: plugins.{e}", path.display()))?;
             if let Some(account) = &settings.service_account {
                 account
                     .parse::<ServiceAccount>()
@@ -178,8 +208,19 @@ impl HostConfig {
         Ok(config)
     }
 
-    /// The ServiceAccount the operator configured for `plugin` (checked when read).
-    pub fn service_account(&self, plugin: &str) -> Option<ServiceAccount> {
-        self.plugins.get(plugin)?.service_account.as_deref()?.parse().ok()
+    /// The operator's settings for plugin `plugin` of `realm`: the entry `NAME` for a plugin
+    /// from the operator's files (realm empty), `NAMESPACE/NAME` for one from a plugin
+    /// ConfigMap in `NAMESPACE`. Never by name alone: a ConfigMap writer who names a plugin
+    /// after one the operator configured gets none of its settings.
+    pub fn settings_for(&self, realm: &str, plugin: &str) -> Option<&PluginSettings> {
+        match realm {
+            "" => self.plugins.get(plugin),
+            realm => self.plugins.get(&format!("{realm}/{plugin}")),
+        }
+    }
+
+    /// The ServiceAccount the operator configured for `plugin` of `realm` (checked when read).
+    pub fn service_account(&self, realm: &str, plugin: &str) -> Option<ServiceAccount> {
+        self.settings_for(realm, plugin)?.service_account.as_deref()?.parse().ok()
     }
 }

@@ -2,9 +2,9 @@
 //! line, looked up the way the host's informer cache answers.
 
 use serde_json::Value;
-use wasmloop_sandbox::{Gvk, HostServices, Manifest, Object, Selector, object_from_value};
 use wasmloop_contract::names::{Name, Namespace};
 use wasmloop_sandbox::validate;
+use wasmloop_sandbox::{Gvk, HostServices, Manifest, Object, Selector, object_from_value};
 
 /// Objects from files, searchable by kind, namespace, name and labels.
 #[derive(Debug, Default)]
@@ -44,7 +44,11 @@ impl OfflineCache {
         let mut dropped = Vec::new();
         self.objects.retain(|(object, value)| {
             let Ok(kind) = object.gvk() else {
-                dropped.push(format!("{} {} (not a kind)", validate::quoted(&object.api_version), validate::quoted(&object.kind)));
+                dropped.push(format!(
+                    "{} {} (not a kind)",
+                    validate::quoted(&object.api_version),
+                    validate::quoted(&object.kind)
+                ));
                 return false;
             };
             let held = manifest.visible(&kind).admits(value);
@@ -96,7 +100,10 @@ impl HostServices for OfflineCache {
     /// In (namespace, name) order, as the informers list.
     fn list(&self, kind: &Gvk, namespace: Option<&Namespace>, selector: &Selector) -> Vec<Object> {
         let mut all: Vec<Object> = self
-            .of_kind(kind, namespace.map(Namespace::as_str)).filter(|(_, v)| selector.matches_object(v)).map(|(o, _)| o.clone()).collect();
+            .of_kind(kind, namespace.map(Namespace::as_str))
+            .filter(|(_, v)| selector.matches_object(v))
+            .map(|(o, _)| o.clone())
+            .collect();
         all.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         all
     }

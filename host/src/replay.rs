@@ -8,9 +8,9 @@
 
 use std::sync::Mutex;
 
+use wasmloop_contract::names::{Name, Namespace};
 use wasmloop_runtime::record::{Lookup, PageAsked};
 use wasmloop_sandbox::{CacheDenied, Gvk, HostServices, ListKey, ListPage, Object, Selector, object_from_value};
-use wasmloop_contract::names::{Name, Namespace};
 
 /// The cache of one replayed case: the recorded answers, and what was asked beyond them.
 pub struct ReplayCache {

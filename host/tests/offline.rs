@@ -619,13 +619,16 @@ fn core_module_is_refused_with_how_to_build_a_component() {
     fails_with(&out, 1, &["core.wasm is a core WebAssembly module, not a component", "--target wasm32-wasip2"]);
 }
 
+/// `wasmloop inspect` of test guest `name` exits 1 saying each of `needles`.
+fn inspect_refuses(name: &str, needles: &[&str]) {
+    let plugin = component(name);
+    fails_with(&wasmloop(&["inspect", plugin.to_str().unwrap()]), 1, needles);
+}
+
 #[test]
 fn component_of_another_contract_version_is_refused_naming_both_versions() {
-    let plugin = component("future_contract_plugin");
-    let out = wasmloop(&["inspect", plugin.to_str().unwrap()]);
-    fails_with(
-        &out,
-        1,
+    inspect_refuses(
+        "future_contract_plugin",
         &[
             "future_contract_plugin.wasm was built for contract wasmloop:plugin@0.3.0",
             "this host serves wasmloop:plugin@0.2.1",
@@ -637,11 +640,8 @@ fn component_of_another_contract_version_is_refused_naming_both_versions() {
 
 #[test]
 fn a_component_built_against_an_earlier_revision_of_its_contract_is_refused_at_load() {
-    let plugin = component("stale_contract_plugin");
-    let out = wasmloop(&["inspect", plugin.to_str().unwrap()]);
-    fails_with(
-        &out,
-        1,
+    inspect_refuses(
+        "stale_contract_plugin",
         &[
             "stale_contract_plugin.wasm names contract wasmloop:plugin@0.2.0 but its reconcile:",
             "rebuild the plugin with the current wasmloop-sdk",
@@ -651,11 +651,8 @@ fn a_component_built_against_an_earlier_revision_of_its_contract_is_refused_at_l
 
 #[test]
 fn a_manifest_smuggling_a_path_into_a_namespace_or_a_version_is_refused_at_load_naming_the_field_and_rule() {
-    let plugin = component("smuggler_plugin");
-    let out = wasmloop(&["inspect", plugin.to_str().unwrap()]);
-    fails_with(
-        &out,
-        1,
+    inspect_refuses(
+        "smuggler_plugin",
         &[
             "smuggler_plugin.wasm",
             "the watched kind v1/ConfigMap: namespace \"tenant-a/secrets?x=\" is not a valid namespace",

@@ -89,7 +89,8 @@ async fn a_bundled_plugin_loads_swaps_keeps_serving_through_bad_versions_and_unl
     let plugins = shared().namespace("cm-plugins").await.unwrap();
     let apps = shared().namespace("cm-apps").await.unwrap();
     let yaml = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(yaml.path(), format!("plugins:\n  labeler: {{namespace: {}}}\n", apps.name)).unwrap();
+    std::fs::write(yaml.path(), format!("plugins:\n  {}/labeler: {{namespace: {}}}\n", plugins.name, apps.name))
+        .unwrap();
     let host =
         Host::start(["run", "--plugin-namespace", plugins.name.as_str(), "--config", yaml.path().to_str().unwrap()]);
     let configmaps: Api<ConfigMap> = plugins.api();
@@ -147,13 +148,14 @@ async fn a_bundled_plugin_loads_swaps_keeps_serving_through_bad_versions_and_unl
         }
     })
     .await;
-    let reconciled = host.reconciles("labeler").await;
     create_deployment(&apps, "after-delete").await;
     // With no Deployment watch left, nothing can bring the new Deployment to a plugin; the
-    // host refusing a plugin ConfigMap made after it shows the host is live and past it.
+    // host refusing a plugin ConfigMap made after it shows the host is live and past it (it
+    // handles plugin ConfigMaps one at a time, the unload included).
     caught_up(&configmaps, "after-delete-marker").await;
     assert_eq!(host.metric(&deployments).await, 0.0, "a Deployment watch came back");
-    assert_eq!(host.reconciles("labeler").await, reconciled, "the unloaded labeler reconciled");
+    let text = host.get("/metrics").await.1;
+    assert!(!text.contains(r#"plugin="labeler""#), "the unloaded labeler's series stay: {text}");
     let untouched = apps.api::<Deployment>().get("after-delete").await.unwrap();
     assert!(!untouched.metadata.labels.unwrap_or_default().contains_key("wasmloop.dev/labeled-by"));
 }
@@ -187,8 +189,9 @@ async fn a_reload_held_open_in_its_cache_sync_pauses_no_other_plugin_and_the_old
     let yaml = tempfile::NamedTempFile::new().unwrap();
     let settings = format!(
         "plugins:\n  hostile: {{namespace: {a}, minRequeueAfterMs: 10, config: {{mode: requeue, intervalMs: 20}}}}\n  \
-         labeler: {{namespace: {a}}}\n  pod-logger: {{namespace: {a}}}\n",
-        a = apps.name
+         {p}/labeler: {{namespace: {a}}}\n  {p}/pod-logger: {{namespace: {a}}}\n",
+        a = apps.name,
+        p = plugins.name
     );
     std::fs::write(yaml.path(), settings).unwrap();
     let hostile = component("hostile_plugin");
@@ -296,8 +299,8 @@ async fn a_quarantined_configmap_plugin_says_so_on_its_status_until_a_success_li
     let dir = tempfile::tempdir().unwrap();
     let (host_yaml, plugin_yaml) = (dir.path().join("host.yaml"), dir.path().join("config.yaml"));
     let settings = format!(
-        "quarantine: {{afterSeconds: 1, minFailures: 3, firstProbeSeconds: 1, maxProbeSeconds: 2}}\nplugins:\n  hostile: {{namespace: {}}}\n",
-        apps.name
+        "quarantine: {{afterSeconds: 1, minFailures: 3, firstProbeSeconds: 1, maxProbeSeconds: 2}}\nplugins:\n  {}/hostile: {{namespace: {}}}\n",
+        plugins.name, apps.name
     );
     std::fs::write(&host_yaml, settings).unwrap();
     std::fs::write(&plugin_yaml, "mode: panic-until-healed\n").unwrap();
@@ -312,7 +315,7 @@ async fn a_quarantined_configmap_plugin_says_so_on_its_status_until_a_success_li
     create_configmap(&apps, "sick").await;
 
     let sick = status(&configmaps, "hostile", "the plugin quarantined", |s| {
-        s["quarantined"].as_str().is_some_and(|q| q.contains("every call failed"))
+        s["quarantined"].as_str().is_some_and(|q| q.contains("calls failed"))
     })
     .await;
     assert_eq!(sick["version"], "0.1.0", "the quarantined version is the serving one: {sick}");
@@ -324,6 +327,49 @@ async fn a_quarantined_configmap_plugin_says_so_on_its_status_until_a_success_li
         s.get("quarantined").is_none() && s["version"] == "0.1.0"
     })
     .await;
+}
+
+/// An outside probe's plugin, built without the SDK: its manifest watches ConfigMaps in the
+/// namespace `tenant-a/secrets?x=` and reads Secrets of the version
+/// `v1/namespaces/wasmloop-system/secrets/registry-creds`. Put into a path as they are, both
+/// address Secrets with the host's credentials.
+#[tokio::test]
+async fn a_manifest_smuggling_a_path_is_refused_at_load_and_the_host_requests_neither_string() {
+    let plugins = shared().namespace("cm-smuggle").await.unwrap();
+    let _host = Host::start(["run", "--plugin-namespace", plugins.name.as_str()]);
+    let configmaps: Api<ConfigMap> = plugins.api();
+    let wasm = std::fs::read(component("smuggler_plugin")).unwrap();
+    let smuggler = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some("smuggler".into()),
+            labels: Some([("wasmloop.dev/plugin".to_owned(), "smuggler".to_owned())].into()),
+            ..ObjectMeta::default()
+        },
+        binary_data: Some([("plugin.wasm".to_owned(), ByteString(wasm))].into()),
+        ..ConfigMap::default()
+    };
+    configmaps.create(&PostParams::default(), &smuggler).await.unwrap();
+    let refused = status(&configmaps, "smuggler", "the smuggled manifest refused", |s| {
+        s["lastError"].as_str().is_some_and(|e| e.contains("is not a valid namespace"))
+    })
+    .await;
+    let error = refused["lastError"].as_str().unwrap();
+    assert!(error.contains("the watched kind v1/ConfigMap: namespace \"tenant-a/secrets?x=\""), "{error}");
+    assert!(refused["activeDigest"].is_null(), "a smuggling plugin serves: {refused}");
+    // The host wrote that status after loading the plugin: any request it made for the plugin
+    // came before, and is in the audit log by the time the status write is.
+    let status_write = format!("/api/v1/namespaces/{}/configmaps/smuggler", plugins.name);
+    eventually(Duration::from_secs(30), "the status write audited", || {
+        let found = shared().audited_requests().iter().any(|r| r.contains("patch") && r.contains(&status_write));
+        async move { if found { Ok(()) } else { Err("not yet".to_owned()) } }
+    })
+    .await;
+    let smuggled: Vec<String> = shared()
+        .audited_requests()
+        .into_iter()
+        .filter(|r| ["secrets?x", "secrets%3F", "tenant-a/secrets", "registry-creds"].iter().any(|s| r.contains(s)))
+        .collect();
+    assert!(smuggled.is_empty(), "the host made a request with a smuggled string: {smuggled:?}");
 }
 
 /// `bundle`'s ConfigMap, renamed to `cm_name` and labelled as plugin `label`.
@@ -384,7 +430,8 @@ fn minisign(dir: &Path, args: &[&str]) {
 /// A host loading plugins from `plugins`, pod-logger confined to `apps`, with `extra` flags.
 fn pod_logger_host(plugins: &TestNamespace, apps: &TestNamespace, extra: &[&str]) -> (Host, tempfile::NamedTempFile) {
     let yaml = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(yaml.path(), format!("plugins:\n  pod-logger: {{namespace: {}}}\n", apps.name)).unwrap();
+    std::fs::write(yaml.path(), format!("plugins:\n  {}/pod-logger: {{namespace: {}}}\n", plugins.name, apps.name))
+        .unwrap();
     let mut args: Vec<std::ffi::OsString> =
         ["--log-format", "json", "run", "--plugin-namespace"].map(Into::into).into();
     args.push(plugins.name.clone().into());
@@ -511,7 +558,8 @@ async fn a_shadow_configmap_is_compared_on_every_reconcile_writes_nothing_and_is
     let apps = shared().namespace("cm-shadow-apps").await.unwrap();
     let foos = apps.install_crd(Path::new(FOO_CRD)).await;
     let yaml = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(yaml.path(), format!("plugins:\n  foo-deployment: {{namespace: {}}}\n", apps.name)).unwrap();
+    std::fs::write(yaml.path(), format!("plugins:\n  {}/foo-deployment: {{namespace: {}}}\n", plugins.name, apps.name))
+        .unwrap();
     let host =
         Host::start(["run", "--plugin-namespace", plugins.name.as_str(), "--config", yaml.path().to_str().unwrap()]);
     let configmaps: Api<ConfigMap> = plugins.api();
@@ -593,8 +641,8 @@ async fn a_panicking_shadow_changes_nothing_for_the_serving_version() {
     let dir = tempfile::tempdir().unwrap();
     let host_yaml = dir.path().join("host.yaml");
     let settings = format!(
-        "quarantine: {{afterSeconds: 1, minFailures: 2, firstProbeSeconds: 1, maxProbeSeconds: 2}}\nplugins:\n  hostile: {{namespace: {}}}\n",
-        apps.name
+        "quarantine: {{afterSeconds: 1, minFailures: 2, firstProbeSeconds: 1, maxProbeSeconds: 2}}\nplugins:\n  {}/hostile: {{namespace: {}}}\n",
+        plugins.name, apps.name
     );
     std::fs::write(&host_yaml, settings).unwrap();
     let (greet, panic) = (dir.path().join("event.yaml"), dir.path().join("panic.yaml"));
@@ -645,7 +693,7 @@ async fn a_shadow_from_another_plugin_namespace_is_refused_and_cannot_take_the_p
     let ok = dir.path().join("ok.yaml");
     std::fs::write(&ok, "mode: ok\n").unwrap();
     let host_yaml = dir.path().join("host.yaml");
-    std::fs::write(&host_yaml, format!("plugins:\n  hostile: {{namespace: {}}}\n", ours.name)).unwrap();
+    std::fs::write(&host_yaml, format!("plugins:\n  {o}/hostile: {{namespace: {o}}}\n", o = ours.name)).unwrap();
     let _host = Host::start([
         "run",
         "--plugin-namespace",

@@ -224,6 +224,50 @@ async fn a_plugin_whose_service_account_is_missing_is_refused_with_how_to_create
     host.logged(&format!("kubectl -n {} create serviceaccount labeler", plugins.name)).await;
 }
 
+/// The requests the host made on `path`, once the audit log holds `seen`, a request the host
+/// made after any it could have made there.
+async fn host_requests_on(path: &str, seen: &str) -> Vec<String> {
+    eventually(Duration::from_secs(30), &format!("{seen} audited"), || {
+        let found = shared().audited_requests().iter().any(|r| r.contains(seen));
+        async move { if found { Ok(()) } else { Err("not yet".to_owned()) } }
+    })
+    .await;
+    shared().audited_requests().into_iter().filter(|r| r.contains(path)).collect()
+}
+
+#[tokio::test]
+async fn a_plugin_whose_service_account_is_missing_makes_the_host_list_and_watch_nothing_for_it() {
+    let (plugins, tenant) = refused_labeler("id-missing-nolist", false, "does not exist; create it").await;
+    // The host asked for the ServiceAccount, and exited on the answer: whatever it asked
+    // for the plugin, it asked before that.
+    let account = format!("/api/v1/namespaces/{}/serviceaccounts/labeler", plugins.name);
+    let made = host_requests_on(&format!("/namespaces/{}/deployments", tenant.name), &account).await;
+    assert!(made.is_empty(), "the host listed or watched for a plugin whose identity is missing: {made:?}");
+}
+
+/// Runs the labeler confined to a namespace of its own, as a ServiceAccount that exists
+/// (`account`) or not, with no grants, and waits for the host to exit logging `refusal`.
+async fn refused_labeler(prefix: &str, account: bool, refusal: &str) -> (TestNamespace, TestNamespace) {
+    let plugins = shared().namespace(prefix).await.unwrap();
+    let tenant = shared().namespace(&format!("{prefix}-apps")).await.unwrap();
+    if account {
+        service_account(&plugins, "labeler").await;
+    }
+    let settings = format!("  labeler: {{namespace: {}}}\n", tenant.name);
+    let (mut host, _config) = run_as_service_accounts(&plugins, &["labeler_plugin"], &settings);
+    exited(&mut host).await;
+    host.logged(refusal).await;
+    (plugins, tenant)
+}
+
+#[tokio::test]
+async fn a_plugin_whose_reads_are_denied_makes_the_host_list_and_watch_nothing_for_it() {
+    let (_, tenant) = refused_labeler("id-denied-nolist", true, "may not list deployments.apps in namespace").await;
+    let review = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
+    let made = host_requests_on(&format!("/namespaces/{}/deployments", tenant.name), review).await;
+    assert!(made.is_empty(), "the host listed or watched before the plugin's reads were reviewed: {made:?}");
+}
+
 #[tokio::test]
 async fn a_plugin_whose_service_account_may_not_list_its_kinds_is_refused_with_a_role_that_would() {
     let plugins = shared().namespace("id-denied").await.unwrap();

@@ -170,15 +170,21 @@ async fn deploy_and_its_example_plugins_overlay_are_accepted_by_the_api_server_a
     apply_all(&base).await;
     let (secrets, home) = (service_account_files().await, tempfile::tempdir().unwrap());
 
-    // With the host's own RBAC only, pod-logger cannot list Pods: its cache does not sync and
-    // /readyz says so, until the example plugins' roles arrive.
+    // The plugins' identities first: the host checks a plugin's ServiceAccount and reviews its
+    // reads before it lists anything for it. With the host's own RBAC only (no cache roles
+    // aggregated to it yet), pod-logger's cache does not sync and /readyz says so, until the
+    // example plugins' cache roles arrive.
+    let overlay = render(&tree.path().join("deploy/overlays/example-plugins"));
+    let (cache_roles, identities): (Vec<_>, Vec<_>) =
+        overlay.into_iter().partition(|o| o.metadata.name.as_deref().is_some_and(|n| n.starts_with("wasmloop-cache-")));
+    assert_eq!(cache_roles.len(), 4, "one cache role per example plugin");
+    apply_all(&identities).await;
     let pod_logger = component("pod_logger");
     let waiting = in_cluster_host(secrets.path(), home.path(), &["--plugin", pod_logger.to_str().unwrap()]);
     let (status, body) = waiting.get("/readyz").await;
     assert_eq!((status, body.as_str()), (503, "plugin pod-logger: starting: caches not synced yet\n"));
     assert_eq!(waiting.get("/healthz").await.0, 200, "alive while not ready");
-    let overlay = render(&tree.path().join("deploy/overlays/example-plugins"));
-    apply_all(&overlay).await;
+    apply_all(&cache_roles).await;
     // The host caches the plugins' kinds and writes none of them: plugins write as their own
     // ServiceAccounts.
     aggregated_rules_cover("foos", "list", true).await;

@@ -227,7 +227,7 @@ async fn a_plugin_configmaps_status_names_the_replica_that_runs_it() {
     configmaps.create(&PostParams::default(), &cm).await.unwrap();
     let none: Vec<(String, PathBuf)> = Vec::new();
     let config = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(config.path(), format!("plugins:\n  stamp-cm: {{namespace: {}}}\n", ns.name)).unwrap();
+    std::fs::write(config.path(), format!("plugins:\n  {n}/stamp-cm: {{namespace: {n}}}\n", n = ns.name)).unwrap();
     let extra = ["--plugin-namespace", ns.name.as_str()];
     let a = replica(&ns, "replica-a", &none, &config, &extra);
     let b = replica(&ns, "replica-b", &none, &config, &extra);

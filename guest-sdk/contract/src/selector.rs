@@ -32,7 +32,10 @@ pub enum Requirement {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Selector(pub Vec<Requirement>);
 
-/// The selector in its string form, as it parses back: `app=web,env in (a,b),!legacy`.
+/// The selector in its string form: `app=web,env in (a,b),!legacy`. A selector the API server
+/// accepts (`validate::selector_for_server`) parses back to itself; one only the lenient cache
+/// filter accepts (a value holding `=` or a space) may not, which is why only a
+/// [`crate::names::LabelSelector`]'s text keys or makes a watch.
 ///
 /// ```
 /// use wasmloop_contract::selector::Selector;

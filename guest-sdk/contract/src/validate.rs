@@ -89,7 +89,10 @@ pub fn kind(kind: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!("kind {} is not a valid kind (1-{MAX_KIND} letters and digits, starting with a letter)", quoted(kind)))
+        Err(format!(
+            "kind {} is not a valid kind (1-{MAX_KIND} letters and digits, starting with a letter)",
+            quoted(kind)
+        ))
     }
 }
 

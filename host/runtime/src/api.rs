@@ -46,3 +46,53 @@ where
 pub fn group_version_kind(kind: &Gvk) -> GroupVersionKind {
     GroupVersionKind::gvk(kind.group(), kind.version(), kind.kind())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    fn sources(dir: &Path, found: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() && !path.ends_with("target") && !path.ends_with("tests") {
+                sources(&path, found);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                found.push(path);
+            }
+        }
+    }
+
+    /// Where each request-building call may appear: the modules that take only parsed names.
+    const ALLOWED: [(&str, &str); 4] = [
+        ("Api::namespaced_with(", "runtime/src/api.rs"),
+        ("Api::all_with(", "runtime/src/api.rs"),
+        ("pinned_kind(", "runtime/src/discovery.rs"),
+        ("SubjectAccessReviewSpec {", "runtime/src/identity.rs"),
+    ];
+
+    #[test]
+    fn request_paths_are_made_in_the_modules_that_take_only_parsed_names() {
+        let host = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        let mut files = Vec::new();
+        // The product's code: the binary, the runtime and the sandbox (not the test
+        // environment, nor the native baseline the benchmarks compare with).
+        for dir in ["src", "runtime/src", "sandbox/src"] {
+            sources(&host.join(dir), &mut files);
+        }
+        assert!(files.len() > 50, "the host's sources were found: {}", files.len());
+        let mut misplaced = Vec::new();
+        for file in &files {
+            let whole = std::fs::read_to_string(file).unwrap();
+            // The product's code, not its tests (this one names every call).
+            let text = whole.split("#[cfg(test)]").next().unwrap_or_default();
+            let shown = file.strip_prefix(host).unwrap().display().to_string();
+            for (call, home) in ALLOWED {
+                let uses = text.lines().filter(|l| l.contains(call) && !l.trim_start().starts_with("//")).count();
+                if uses > 0 && shown != home {
+                    misplaced.push(format!("{shown}: {call}"));
+                }
+            }
+        }
+        assert!(misplaced.is_empty(), "a request path made outside its module: {misplaced:?}");
+    }
+}

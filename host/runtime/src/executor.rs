@@ -26,10 +26,10 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditi
 use kube::runtime::events::{Event, EventType as KubeEventType};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
-use wasmloop_sandbox::capability::{self, Bounds, NotGranted, Verb};
-use wasmloop_sandbox::{Action, EventType, Gvk, Manifest, Object, ObjectRef, PatchKind};
 use wasmloop_contract::names::{Name, Namespace};
+use wasmloop_sandbox::capability::{self, Bounds, NotGranted, Verb};
 use wasmloop_sandbox::validate;
+use wasmloop_sandbox::{Action, EventType, Gvk, Manifest, Object, ObjectRef, PatchKind};
 
 use crate::discovery::{DiscoveryError, Kinds, Resolved};
 use crate::events::Recorders;
@@ -418,7 +418,8 @@ impl Executor {
         let name = Name::parse(&name).map_err(|e| invalid(e.into()))?;
         let resolved = self.resolve(&manifest.name, &gvk).await?;
         let (_, primary_namespace) = self.primary_place(manifest, primary)?;
-        let declared = text("/metadata/namespace").map(|ns| Namespace::parse(&ns)).transpose().map_err(|e| invalid(e.into()))?;
+        let declared =
+            text("/metadata/namespace").map(|ns| Namespace::parse(&ns)).transpose().map_err(|e| invalid(e.into()))?;
         let namespace = resolved.namespaced.then(|| declared.or(primary_namespace.clone())).flatten();
         let target = label(&kind, namespace.as_deref(), &name);
         if resolved.namespaced && namespace.is_none() {
@@ -448,7 +449,12 @@ impl Executor {
         let to = Target { api: &api, name: &name, plugin: &manifest.name, shown: &target };
         let result = self.writer.patch(to, "apply", params, Patch::Apply(object)).await;
         let live = result.map_err(|source| self.api_error(manifest, "apply", target.clone(), source))?;
-        Ok(Applied { kind: gvk, namespace: namespace.map(|ns| ns.to_string()), name: name.to_string(), uid: live.uid() })
+        Ok(Applied {
+            kind: gvk,
+            namespace: namespace.map(|ns| ns.to_string()),
+            name: name.to_string(),
+            uid: live.uid(),
+        })
     }
 
     async fn status(&self, manifest: &Manifest, primary: &Object, status: &Value) -> Result<(), ExecError> {

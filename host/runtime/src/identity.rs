@@ -528,8 +528,16 @@ mod tests {
     fn the_role_snippet_grants_each_denied_access_in_its_scope() {
         let account = ServiceAccount::new("plugins", "p").unwrap();
         let denied = [
-            Access { verb: "list", resource: resource("apps", "v1", "deployments"), namespace: Some("t".parse().unwrap()) },
-            Access { verb: "watch", resource: resource("apps", "v1", "deployments"), namespace: Some("t".parse().unwrap()) },
+            Access {
+                verb: "list",
+                resource: resource("apps", "v1", "deployments"),
+                namespace: Some("t".parse().unwrap()),
+            },
+            Access {
+                verb: "watch",
+                resource: resource("apps", "v1", "deployments"),
+                namespace: Some("t".parse().unwrap()),
+            },
             Access { verb: "list", resource: resource("", "v1", "nodes"), namespace: None },
         ];
         let snippet = role_snippet(&account, &denied);

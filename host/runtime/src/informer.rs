@@ -50,7 +50,6 @@ const CHANGES: usize = 4096;
 /// Longest watch selector a metric label shows.
 const WATCH_SELECTOR_LABEL: usize = 128;
 
-
 /// One cached object.
 #[derive(Debug)]
 pub struct Entry {
@@ -594,7 +593,8 @@ impl Informer {
             })
             .collect();
         let kind = &self.scope.kind;
-        let resource = ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(kind.group(), kind.version(), kind.kind()));
+        let resource =
+            ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(kind.group(), kind.version(), kind.kind()));
         let mut buffer = None;
         self.apply(watcher::Event::Init, &resource, &mut buffer);
         for value in objects {

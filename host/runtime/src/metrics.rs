@@ -15,6 +15,8 @@
 //! assert!(metrics.encode().contains(r#"wasmloop_reconciles_total{plugin="foo-deployment",result="success"} 1"#));
 //! ```
 
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -105,6 +107,19 @@ pub struct Metrics {
     shard_members: Gauge,
     shard_running: Family<ShardLabels, Gauge>,
     shard_moves: Family<ResultLabels, Counter>,
+    /// The label values each plugin's series were made with beyond the fixed ones, so that
+    /// [`Metrics::forget_plugin`] can remove every one of them.
+    seen: Mutex<HashMap<String, Seen>>,
+}
+
+/// A plugin's label values that are not from a fixed set.
+#[derive(Default)]
+struct Seen {
+    errors: HashSet<String>,
+    rejections: HashSet<String>,
+    actions: HashSet<(String, String)>,
+    shadows: HashSet<String>,
+    replicas: HashSet<String>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -148,6 +163,7 @@ impl Metrics {
             shard_members: Gauge::default(),
             shard_running: Family::default(),
             shard_moves: Family::default(),
+            seen: Mutex::default(),
         };
         let r = &mut m.registry;
         r.register("reconciles", "Reconciles by plugin and result (success, retry, failed)", m.reconciles.clone());
@@ -279,7 +295,63 @@ impl Metrics {
 
     /// A reconcile failed for `reason`.
     pub fn reconcile_failed(&self, plugin: &str, reason: &str) {
+        self.note(plugin, |seen| &mut seen.errors, reason);
         self.reconcile_errors.get_or_create(&ReasonLabels { plugin: plugin.into(), reason: reason.into() }).inc();
+    }
+
+    /// Remembers label value `value` of `plugin`'s series in the set `which` picks.
+    fn note(&self, plugin: &str, which: impl FnOnce(&mut Seen) -> &mut HashSet<String>, value: &str) {
+        let mut seen = self.seen.lock().expect("lock");
+        let set = which(seen.entry(plugin.to_owned()).or_default());
+        if !set.contains(value) {
+            set.insert(value.to_owned());
+        }
+    }
+
+    /// Removes every series of `plugin`, counters included: a plugin removed from the host (or
+    /// only ever refused) leaves no series behind, so names a ConfigMap writer makes up cannot
+    /// grow `/metrics` without bound. A plugin of the name loaded later starts from zero.
+    pub fn forget_plugin(&self, plugin: &str) {
+        let seen = self.seen.lock().expect("lock").remove(plugin).unwrap_or_default();
+        let labels = Self::plugin_labels(plugin);
+        for family in [&self.in_flight, &self.queue_depth, &self.quarantined] {
+            family.remove(&labels);
+        }
+        for family in [&self.overlaps, &self.queue_retries, &self.plugin_loads, &self.writes_throttled] {
+            family.remove(&labels);
+        }
+        for family in [&self.reconcile_duration, &self.map_duration, &self.instantiate] {
+            family.remove(&labels);
+        }
+        let result = |result: &str| ResultLabels { plugin: plugin.to_owned(), result: result.to_owned() };
+        for outcome in [Outcome::Success, Outcome::Retry, Outcome::Failed] {
+            self.reconciles.remove(&result(outcome.label()));
+            self.maps.remove(&result(outcome.label()));
+        }
+        for moved in ["in", "out"] {
+            self.shard_moves.remove(&result(moved));
+        }
+        for shadow in &seen.shadows {
+            self.shadow_reconciles.remove(&result(shadow));
+        }
+        let reason = |reason: &String| ReasonLabels { plugin: plugin.to_owned(), reason: reason.clone() };
+        for error in &seen.errors {
+            self.reconcile_errors.remove(&reason(error));
+        }
+        for rejection in &seen.rejections {
+            self.plugin_rejections.remove(&reason(rejection));
+        }
+        for (kind, verb) in seen.actions {
+            self.actions.remove(&ActionLabels { plugin: plugin.to_owned(), kind, verb });
+        }
+        for replica in seen.replicas {
+            self.shard_running.remove(&ShardLabels { plugin: plugin.to_owned(), replica });
+        }
+    }
+
+    /// How many plugins have series now.
+    pub fn plugins_seen(&self) -> usize {
+        self.seen.lock().expect("lock").len()
     }
 
     /// A watch started.
@@ -300,6 +372,13 @@ impl Metrics {
 
     /// An action succeeded.
     pub fn action(&self, plugin: &str, kind: &str, verb: &str) {
+        {
+            let mut seen = self.seen.lock().expect("lock");
+            let actions = &mut seen.entry(plugin.to_owned()).or_default().actions;
+            if !actions.iter().any(|(k, v)| k == kind && v == verb) {
+                actions.insert((kind.to_owned(), verb.to_owned()));
+            }
+        }
         self.actions.get_or_create(&ActionLabels { plugin: plugin.into(), kind: kind.into(), verb: verb.into() }).inc();
     }
 
@@ -310,6 +389,7 @@ impl Metrics {
 
     /// A plugin version was refused.
     pub fn plugin_rejected(&self, plugin: &str, reason: &str) {
+        self.note(plugin, |seen| &mut seen.rejections, reason);
         self.plugin_rejections.get_or_create(&ReasonLabels { plugin: plugin.into(), reason: reason.into() }).inc();
     }
 
@@ -326,6 +406,7 @@ impl Metrics {
     /// A shadow of `plugin` was compared with its serving version: `result` is `same`,
     /// `differing`, `failed` or `skipped`.
     pub fn shadow_reconciled(&self, plugin: &str, result: &str) {
+        self.note(plugin, |seen| &mut seen.shadows, result);
         self.shadow_reconciles.get_or_create(&ResultLabels { plugin: plugin.into(), result: result.into() }).inc();
     }
 
@@ -346,6 +427,7 @@ impl Metrics {
 
     /// Whether `replica` runs `plugin` now; a move in or out is counted.
     pub fn shard_running(&self, plugin: &str, replica: &str, running: bool) {
+        self.note(plugin, |seen| &mut seen.replicas, replica);
         let labels = ShardLabels { plugin: plugin.to_owned(), replica: replica.to_owned() };
         self.shard_running.get_or_create(&labels).set(i64::from(running));
         let result = if running { "in" } else { "out" };
@@ -438,5 +520,40 @@ impl PluginMetrics {
     /// A guest instance took `took` to create.
     pub fn instantiated(&self, took: Duration) {
         self.instantiate.observe(took.as_secs_f64());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_forgotten_plugin_leaves_no_series_behind() {
+        let metrics = Metrics::new();
+        let plugin = metrics.plugin("gone");
+        plugin.reconciled(Outcome::Failed, Duration::from_millis(1));
+        metrics.reconcile_failed("gone", "PluginTrapped");
+        metrics.plugin_rejected("gone", "NotAPlugin");
+        metrics.action("gone", "ConfigMap", "apply");
+        metrics.quarantined("gone", true);
+        metrics.shadow_reconciled("gone", "same");
+        metrics.shard_running("gone", "replica-a", true);
+        metrics.plugin("kept").reconciled(Outcome::Success, Duration::from_millis(1));
+        metrics.forget_plugin("gone");
+        let text = metrics.encode();
+        assert!(!text.contains(r#"plugin="gone""#), "{text}");
+        assert!(text.contains(r#"wasmloop_reconciles_total{plugin="kept",result="success"} 1"#), "{text}");
+        assert_eq!(metrics.plugins_seen(), 0, "nothing is remembered of it");
+    }
+
+    #[test]
+    fn refused_plugins_named_anew_each_time_leave_no_series_once_forgotten() {
+        let metrics = Metrics::new();
+        for i in 0..1000 {
+            let name = format!("made-up-{i}");
+            metrics.plugin_rejected(&name, "NameTaken");
+            metrics.forget_plugin(&name);
+        }
+        assert!(!metrics.encode().contains("made-up-"));
     }
 }

@@ -2,11 +2,19 @@
 //!
 //! Per-key backoff already slows retries of one object, but a plugin that traps or runs past
 //! its deadline on *every* object still spends a worker and an instance on each, and floods
-//! its objects with Warning Events. Once a plugin's calls have all failed for a sustained time,
-//! it is quarantined: one probe call goes through per probe interval (doubling up to a
-//! ceiling) while every other key waits for the probe's time; the first call that succeeds
-//! lifts the quarantine. Only failures of the guest itself count (traps, deadlines, memory and
-//! response limits), not API errors, which say nothing about the plugin's health.
+//! its objects with Warning Events. So a plugin is quarantined by its failure *rate*: once at
+//! least [`Policy::failure_percent`] of its calls over the last [`Policy::after`] have failed,
+//! without a break for [`Policy::after`], with [`Policy::min_failures`] failures at least in
+//! that spell, one probe call
+//! goes through per probe interval (doubling up to a ceiling) while every other key waits for
+//! the probe's time; a probe that succeeds lifts the quarantine.
+//!
+//! Every failed call counts: traps, deadlines, memory and response limits, and errors the
+//! plugin returns itself. A rate, not a streak: a plugin that fails 99 calls in 100 is sick,
+//! and one success among them resets nothing. A plugin quarantined again soon after a lift
+//! resumes the backoff where it stopped instead of starting over, so succeeding at one probe
+//! in several buys it no stream of calls. API errors say nothing about the plugin's health and
+//! are not counted; neither are `map` calls.
 //!
 //! The decisions are pure ([`Health::record`], [`Health::admit`]), with time passed in.
 //!
@@ -32,11 +40,15 @@ use tokio::sync::watch;
 /// When a plugin is quarantined, and how it is probed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Policy {
-    /// How long every call must have failed.
+    /// The window the failure rate is measured over, and how long it must stay at or above
+    /// [`Policy::failure_percent`].
     pub after: Duration,
-    /// How many failures, at least, in that time: a plugin called once a minute is not sick
+    /// How many failures, at least, in the window: a plugin called once a minute is not sick
     /// after one failure.
     pub min_failures: u32,
+    /// The share of failed calls in the window, in percent, at or above which a plugin is
+    /// failing.
+    pub failure_percent: u8,
     /// The first wait between probes.
     pub first_probe: Duration,
     /// The longest wait between probes.
@@ -48,6 +60,7 @@ impl Default for Policy {
         Policy {
             after: Duration::from_secs(60),
             min_failures: 10,
+            failure_percent: 50,
             first_probe: Duration::from_secs(5),
             max_probe: Duration::from_secs(300),
         }
@@ -74,13 +87,58 @@ pub enum Transition {
     Lifted,
 }
 
+/// Slots the window is counted in: memory stays constant however many calls a plugin makes.
+const SLOTS: u64 = 12;
+
+/// Calls that succeeded and failed over the last window, counted in [`SLOTS`] slots.
+#[derive(Debug, Clone, Default)]
+struct Window {
+    epoch: Option<Instant>,
+    /// (slot number since the epoch, succeeded, failed).
+    slots: [(u64, u32, u32); SLOTS as usize],
+}
+
+impl Window {
+    fn slot(&mut self, now: Instant, window: Duration) -> u64 {
+        let epoch = *self.epoch.get_or_insert(now);
+        let width = (window.as_nanos() / u128::from(SLOTS)).max(1);
+        u64::try_from(now.saturating_duration_since(epoch).as_nanos() / width).unwrap_or(u64::MAX)
+    }
+
+    fn record(&mut self, ok: bool, now: Instant, window: Duration) {
+        let slot = self.slot(now, window);
+        let entry = &mut self.slots[(slot % SLOTS) as usize];
+        if entry.0 != slot || (entry.1, entry.2) == (0, 0) {
+            *entry = (slot, 0, 0);
+        }
+        match ok {
+            true => entry.1 = entry.1.saturating_add(1),
+            false => entry.2 = entry.2.saturating_add(1),
+        }
+    }
+
+    /// (succeeded, failed) over the window ending now.
+    fn counts(&mut self, now: Instant, window: Duration) -> (u32, u32) {
+        let current = self.slot(now, window);
+        self.slots
+            .iter()
+            .filter(|(slot, ..)| *slot + SLOTS > current && *slot <= current)
+            .fold((0u32, 0u32), |(ok, failed), (_, o, f)| (ok.saturating_add(*o), failed.saturating_add(*f)))
+    }
+}
+
 /// The state of one plugin's calls.
 #[derive(Debug, Clone, Default)]
 pub struct Health {
-    /// Since when every call has failed; none after a success.
+    window: Window,
+    /// Since when the failure rate has been at or above the policy's, and the failures since;
+    /// none while below.
     failing_since: Option<Instant>,
     failures: u32,
     quarantine: Option<Quarantine>,
+    /// The probe interval and the time of the last lift: a plugin quarantined again within
+    /// that interval of a lift resumes its backoff instead of starting over.
+    lifted: Option<(Instant, Duration)>,
 }
 
 #[derive(Debug, Clone)]
@@ -114,42 +172,56 @@ impl Health {
         Admission::Defer((due - now).max(Duration::from_millis(1)))
     }
 
-    /// Records how a guest call ended (`ok`: it returned, whatever it returned; not `ok`: it
-    /// trapped, ran past its deadline or broke a limit).
+    /// Records how a guest call ended (`ok`: it returned a response; not `ok`: it trapped, ran
+    /// past its deadline, broke a limit or returned an error).
     pub fn record(&mut self, ok: bool, now: Instant, policy: &Policy) -> Option<Transition> {
-        if ok {
+        self.window.record(ok, now, policy.after);
+        if let Some(quarantine) = &mut self.quarantine {
+            if ok {
+                let interval = quarantine.interval;
+                self.quarantine = None;
+                self.failing_since = None;
+                self.failures = 0;
+                self.window = Window::default();
+                self.lifted = Some((now, interval));
+                return Some(Transition::Lifted);
+            }
+            if quarantine.probing_since.take().is_some() {
+                // The probe failed: wait twice as long for the next.
+                quarantine.interval = (quarantine.interval * 2).min(policy.max_probe);
+                quarantine.next_probe = now + quarantine.interval;
+            }
+            return None;
+        }
+        let (succeeded, failed) = self.window.counts(now, policy.after);
+        let calls = u64::from(succeeded) + u64::from(failed);
+        let failing = u64::from(failed) * 100 >= u64::from(policy.failure_percent) * calls && failed > 0;
+        if !failing {
             self.failing_since = None;
             self.failures = 0;
-            return self.quarantine.take().map(|_| Transition::Lifted);
+            return None;
         }
         let since = *self.failing_since.get_or_insert(now);
-        self.failures = self.failures.saturating_add(1);
-        match &mut self.quarantine {
-            Some(quarantine) => {
-                if quarantine.probing_since.take().is_some() {
-                    // The probe failed: wait twice as long for the next.
-                    quarantine.interval = (quarantine.interval * 2).min(policy.max_probe);
-                    quarantine.next_probe = now + quarantine.interval;
-                }
-                None
-            }
-            None if now.duration_since(since) >= policy.after && self.failures >= policy.min_failures => {
-                let reason = format!(
-                    "every call failed for {} s ({} failures); one probe call every {} s until one succeeds",
-                    now.duration_since(since).as_secs(),
-                    self.failures,
-                    policy.first_probe.as_secs()
-                );
-                self.quarantine = Some(Quarantine {
-                    reason: reason.clone(),
-                    next_probe: now + policy.first_probe,
-                    interval: policy.first_probe,
-                    probing_since: None,
-                });
-                Some(Transition::Entered(reason))
-            }
-            None => None,
+        self.failures = self.failures.saturating_add(u32::from(!ok));
+        if now.duration_since(since) < policy.after || self.failures < policy.min_failures {
+            return None;
         }
+        let interval = match self.lifted {
+            Some((at, interval)) if now.duration_since(at) <= policy.after + interval => {
+                (interval * 2).min(policy.max_probe)
+            }
+            _ => policy.first_probe,
+        };
+        let reason = format!(
+            "{failed} of its last {calls} calls failed ({}%), {} since it began failing {} s ago; one probe call every {} s until one succeeds",
+            u64::from(failed) * 100 / calls,
+            self.failures,
+            now.duration_since(since).as_secs(),
+            interval.as_secs()
+        );
+        self.quarantine =
+            Some(Quarantine { reason: reason.clone(), next_probe: now + interval, interval, probing_since: None });
+        Some(Transition::Entered(reason))
     }
 }
 
@@ -198,6 +270,7 @@ mod tests {
         Policy {
             after: Duration::from_secs(60),
             min_failures: 3,
+            failure_percent: 50,
             first_probe: Duration::from_secs(5),
             max_probe: Duration::from_secs(20),
         }
@@ -215,12 +288,37 @@ mod tests {
     #[test]
     fn only_sustained_and_repeated_failure_quarantines() {
         let entered = |t: &Vec<Transition>| matches!(t.as_slice(), [Transition::Entered(_)]);
-        let cases: [(&str, &[(u64, bool)], bool); 5] = [
+        let cases: [(&str, &[(u64, bool)], bool); 8] = [
             ("failing for 60 s, 3 times", &[(0, false), (30, false), (60, false)], true),
             ("failing for 59 s", &[(0, false), (30, false), (59, false)], false),
             ("failing for long, but twice", &[(0, false), (600, false)], false),
-            ("a success in between", &[(0, false), (30, true), (40, false), (89, false)], false),
+            (
+                "a success among failures resets nothing",
+                &[(0, false), (30, true), (40, false), (50, false), (61, false)],
+                true,
+            ),
+            ("half the calls fail, for a minute", &[(0, false), (1, true), (30, false), (31, true), (60, false)], true),
+            (
+                "a third of the calls fail",
+                &[
+                    (0, false),
+                    (1, true),
+                    (2, true),
+                    (30, false),
+                    (31, true),
+                    (32, true),
+                    (60, false),
+                    (61, true),
+                    (62, true),
+                ],
+                false,
+            ),
             ("all successes", &[(0, true), (100, true)], false),
+            (
+                "failures that drop below the rate start the count again",
+                &[(0, false), (1, true), (2, true), (3, true), (40, false), (70, false), (99, false)],
+                false,
+            ),
         ];
         for (what, calls, quarantined) in cases {
             let (transitions, ends) = run(calls);
@@ -277,5 +375,56 @@ mod tests {
         assert_eq!(health.admit(start + Duration::from_secs(65)), Admission::Call);
         // And it takes a full new spell of failures to be quarantined again.
         assert_eq!(health.record(false, start + Duration::from_secs(66), &p), None);
+    }
+
+    #[test]
+    fn a_plugin_that_fails_99_calls_in_100_is_quarantined_though_it_never_fails_twice_in_a_row_unseen() {
+        let (start, p) = (Instant::now(), policy());
+        let mut health = Health::default();
+        let mut entered = false;
+        for i in 0..200u64 {
+            let at = start + Duration::from_millis(i * 500);
+            entered |= matches!(health.record(i % 100 == 0, at, &p), Some(Transition::Entered(_)));
+        }
+        assert!(
+            entered && health.quarantined().is_some_and(|r| r.contains("calls failed")),
+            "{:?}",
+            health.quarantined()
+        );
+    }
+
+    #[test]
+    fn a_plugin_quarantined_again_soon_after_a_lift_resumes_its_backoff() {
+        let (start, p) = (Instant::now(), policy());
+        let at = |s: u64| start + Duration::from_secs(s);
+        let mut health = Health::default();
+        for s in [0, 30, 60] {
+            health.record(false, at(s), &p);
+        }
+        assert_eq!(health.admit(at(65)), Admission::Probe);
+        health.record(false, at(65), &p);
+        assert_eq!(health.admit(at(75)), Admission::Probe);
+        assert_eq!(health.record(true, at(75), &p), Some(Transition::Lifted));
+        // Failing again at once: quarantined again after another window, with twice the interval.
+        for s in [76, 100, 136] {
+            health.record(false, at(s), &p);
+        }
+        assert!(health.quarantined().is_some());
+        assert_eq!(health.admit(at(137)), Admission::Defer(Duration::from_secs(19)), "20 s, not the first 5 s");
+    }
+
+    #[test]
+    fn the_window_holds_constant_memory_and_forgets_calls_older_than_it() {
+        let (start, p) = (Instant::now(), policy());
+        let mut window = Window::default();
+        for i in 0..100_000u64 {
+            window.record(false, start + Duration::from_millis(i), p.after);
+        }
+        assert_eq!(
+            window.counts(start + Duration::from_millis(99_999), p.after).1,
+            60_000,
+            "the last 60 s: 12 slots of 5 s"
+        );
+        assert_eq!(window.counts(start + Duration::from_secs(300), p.after), (0, 0));
     }
 }

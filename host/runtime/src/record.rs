@@ -380,7 +380,8 @@ impl HostServices for Recording {
                 CacheDenied::Revoked(why) => (true, why.clone()),
                 CacheDenied::OutOfScope(why) => (false, why.clone()),
             };
-            let denial = Denial { kind: kind.to_string(), namespace: namespace.map(Namespace::to_string), revoked, why };
+            let denial =
+                Denial { kind: kind.to_string(), namespace: namespace.map(Namespace::to_string), revoked, why };
             self.keep(std::iter::empty::<&Object>(), || Lookup::Denied(denial));
         }
         denied
@@ -413,7 +414,8 @@ mod tests {
         }
 
         fn denied(&self, _: &Gvk, namespace: Option<&Namespace>) -> Option<CacheDenied> {
-            (namespace.is_some_and(|ns| ns == "elsewhere")).then(|| CacheDenied::OutOfScope("served from ns only".into()))
+            (namespace.is_some_and(|ns| ns == "elsewhere"))
+                .then(|| CacheDenied::OutOfScope("served from ns only".into()))
         }
     }
 

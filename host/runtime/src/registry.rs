@@ -38,8 +38,10 @@ use crate::shadow::{Shadow, ShadowReport, ShadowSeat, fits};
 /// operator's limits applied.
 pub type Loader = Arc<dyn Fn(Arc<[u8]>, String) -> BoxFuture<'static, Result<Plugin, LoadError>> + Send + Sync>;
 
-/// The operator's controller settings for a plugin, by name.
-pub type Settings = Arc<dyn Fn(&str) -> ControllerConfig + Send + Sync>;
+/// The operator's controller settings for a plugin, by its realm (empty for the operator's
+/// files, the plugin namespace for ConfigMaps) and name: never by name alone, so a plugin
+/// cannot take the settings of another realm's by taking its name.
+pub type Settings = Arc<dyn Fn(&str, &str) -> ControllerConfig + Send + Sync>;
 
 /// A plugin version offered by a source.
 #[derive(Debug, Clone)]
@@ -320,6 +322,9 @@ pub struct Registry {
     /// Versions started by [`Registry::admit`] and parked by [`Registry::evict`], for the
     /// sources that offered them.
     moves: tokio::sync::broadcast::Sender<(String, Loaded)>,
+    /// The plugin name each source was last refused for, whose metric series go with the
+    /// source ([`Registry::remove`]).
+    refused: std::sync::Mutex<HashMap<String, String>>,
 }
 
 /// A seat's realm and plugin name.
@@ -365,7 +370,18 @@ impl Registry {
     pub fn new(context: Context, sandbox: Sandbox, loader: Loader, settings: Settings, drain: Duration) -> Registry {
         let (slots, seats) = (tokio::sync::Mutex::default(), std::sync::Mutex::default());
         let (moves, _) = tokio::sync::broadcast::channel(64);
-        Registry { context, sandbox, loader, settings, drain, slots, seats, gate: None, moves }
+        Registry {
+            context,
+            sandbox,
+            loader,
+            settings,
+            drain,
+            slots,
+            seats,
+            gate: None,
+            moves,
+            refused: Default::default(),
+        }
     }
 
     /// The registry of one replica of several sharing the plugins out: it runs only the
@@ -525,16 +541,27 @@ impl Registry {
             // Name the plugin by what the source promised or what it serves now.
             let name = candidate.expected_name.as_deref().or(serving.as_deref()).unwrap_or("unknown");
             self.context.metrics.plugin_rejected(name, source.reason());
+            self.refused.lock().expect("lock").insert(candidate.source.clone(), name.to_owned());
             RegistryError::Load { source, running }
         })?;
         let mut slots = self.slots.lock().await;
+        let (source, name) = (candidate.source.clone(), plugin.manifest().name.clone());
         let offer = Offer {
             source: candidate.source,
             realm: candidate.realm,
             expected_name: candidate.expected_name,
             account: candidate.account,
         };
-        self.install_locked(&mut slots, offer, plugin, candidate.config).await
+        let loaded = self.install_locked(&mut slots, offer, plugin, candidate.config).await;
+        let mut refused = self.refused.lock().expect("lock");
+        let earlier = match &loaded {
+            Err(_) => refused.insert(source, name),
+            Ok(_) => refused.remove(&source),
+        };
+        if let Some(earlier) = earlier.filter(|e| !slots.contains_key(e) && loaded.is_ok()) {
+            self.context.metrics.forget_plugin(&earlier);
+        }
+        loaded
     }
 
     /// Serves an already compiled `plugin` for `source`, one of the operator's files (realm
@@ -608,7 +635,7 @@ impl Registry {
                 holder: holder.source.clone(),
             }));
         }
-        let mut controller_config = (self.settings)(&name);
+        let mut controller_config = (self.settings)(&realm, &name);
         if let Some(text) = &config {
             controller_config.plugin_config = text.clone();
         }
@@ -773,7 +800,8 @@ impl Registry {
                 }
             }
         }
-        let concurrency = (self.settings)(&name).concurrency_for(plugin.manifest().settings.max_concurrent_reconciles);
+        let concurrency =
+            (self.settings)(realm, &name).concurrency_for(plugin.manifest().settings.max_concurrent_reconciles);
         let plugin =
             self.sandbox.reserve(&plugin.with_limits(plugin.limits().instances(concurrency))).map_err(|source| {
                 self.context.metrics.plugin_rejected(&name, source.reason());
@@ -823,6 +851,12 @@ impl Registry {
     pub async fn remove(&self, source: &str) -> Option<String> {
         let mut slots = self.slots.lock().await;
         let parked = self.gate.as_ref().and_then(|g| g.lock().expect("lock").parked.remove(source));
+        // The series of names this source was refused for go with it, unless a plugin of the
+        // name serves: a ConfigMap writer who makes up names cannot grow `/metrics`.
+        let refused = self.refused.lock().expect("lock").remove(source);
+        if let Some(refused) = refused.filter(|n| !slots.contains_key(n)) {
+            self.context.metrics.forget_plugin(&refused);
+        }
         let Some(name) = slots.iter().find(|(_, s)| s.source == source).map(|(n, _)| n.clone()) else {
             // Only parked here: gone all the same, and whatever waited for its name may load.
             return parked.map(|p| p.plugin.manifest().name.clone());
@@ -838,6 +872,7 @@ impl Registry {
         let handover = slot.controller.shut_down(self.drain).await;
         self.retire(&name, handover);
         self.context.metrics.plugin_stopped(&name);
+        self.context.metrics.forget_plugin(&name);
         self.vacate(source);
         Some(name)
     }

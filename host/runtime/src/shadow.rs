@@ -335,28 +335,16 @@ impl ShadowSeat {
 
 #[cfg(test)]
 mod tests {
-    use wasmloop_sandbox::{Contract, KindSelector, Settings};
+    use wasmloop_sandbox::KindSelector;
 
     use super::*;
 
     fn manifest(primary: &str, metadata_only: &[&str]) -> Manifest {
         let gvk = |kind: &str| Gvk::from_api_version("v1", kind).unwrap();
         Manifest {
-            name: "p".into(),
-            version: "1".into(),
-            primary: KindSelector { kind: gvk(primary), namespace: None, label_selector: None },
-            owns: Vec::new(),
-            watches: Vec::new(),
             reads: metadata_only.iter().map(|k| gvk(k)).collect(),
             metadata_only: metadata_only.iter().map(|k| gvk(k)).collect(),
-            keeps: Vec::new(),
-            writes: Vec::new(),
-            contract: Contract::V0_2,
-            finalizer: None,
-            prune: false,
-            deliver_deleted: false,
-            deliver_previous: false,
-            settings: Settings::default(),
+            ..Manifest::declaring("p", gvk(primary))
         }
     }
 
@@ -374,7 +362,11 @@ mod tests {
     fn watching(selector: Option<&str>) -> Manifest {
         let mut m = manifest("ConfigMap", &["Secret"]);
         let pods = Gvk::from_api_version("v1", "Pod").unwrap();
-        m.watches.push(KindSelector { kind: pods, namespace: None, label_selector: selector.map(|s| s.parse().unwrap()) });
+        m.watches.push(KindSelector {
+            kind: pods,
+            namespace: None,
+            label_selector: selector.map(|s| s.parse().unwrap()),
+        });
         m
     }
 

@@ -11,8 +11,8 @@ use wasmloop_runtime::discovery::Kinds;
 use wasmloop_runtime::executor::ExecError;
 use wasmloop_runtime::executor::{DryRunReport, Executor};
 use wasmloop_sandbox::{
-    Action, Contract, EventType, Gvk, KindSelector, Manifest, Object, ObjectRef, PatchKind, Settings, WriteGrant,
-    WriteScope, WriteVerbs, object_from_value,
+    Action, Contract, EventType, Gvk, Manifest, Object, ObjectRef, PatchKind, WriteGrant, WriteScope, WriteVerbs,
+    object_from_value,
 };
 use wasmloop_testenv::{TestNamespace, shared, wait_for_event};
 
@@ -21,21 +21,9 @@ fn manifest(owns_configmaps: bool) -> Manifest {
     let configmap = Gvk::from_api_version("v1", "ConfigMap").unwrap();
     let all = WriteVerbs { apply: true, patch: true, delete: true };
     Manifest {
-        name: "exec-test".into(),
-        version: "0".into(),
-        primary: KindSelector { kind: configmap.clone(), namespace: None, label_selector: None },
         owns: if owns_configmaps { vec![configmap.clone()] } else { Vec::new() },
-        watches: Vec::new(),
-        reads: Vec::new(),
-        metadata_only: Vec::new(),
-        keeps: Vec::new(),
         writes: vec![WriteGrant { kind: configmap.clone(), verbs: all, scope: WriteScope::PrimaryNamespace }],
-        contract: Contract::V0_2,
-        finalizer: None,
-        prune: false,
-        deliver_deleted: false,
-        deliver_previous: false,
-        settings: Settings::default(),
+        ..Manifest::declaring("exec-test", configmap.clone())
     }
 }
 

@@ -10,9 +10,9 @@
 //! once per object change; "marshal" is building the request from them. The one-off
 //! serialization is reported on its own line.
 
-use wasmloop_contract::names::{Name, Namespace};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use wasmloop_contract::names::{Name, Namespace};
 
 use foo_deployment::FooController;
 use serde_json::{Value, json};
@@ -35,7 +35,9 @@ impl HostServices for BenchHost {
         let namespace = namespace.map(Namespace::as_str);
         self.objects
             .iter()
-            .find(|o| kind.matches(&o.api_version, &o.kind) && o.namespace.as_deref() == namespace && *name == o.name.as_str())
+            .find(|o| {
+                kind.matches(&o.api_version, &o.kind) && o.namespace.as_deref() == namespace && *name == o.name.as_str()
+            })
             .cloned()
     }
 
@@ -43,7 +45,9 @@ impl HostServices for BenchHost {
         let namespace = namespace.map(Namespace::as_str);
         self.objects
             .iter()
-            .filter(|o| kind.matches(&o.api_version, &o.kind) && (namespace.is_none() || o.namespace.as_deref() == namespace))
+            .filter(|o| {
+                kind.matches(&o.api_version, &o.kind) && (namespace.is_none() || o.namespace.as_deref() == namespace)
+            })
             .cloned()
             .collect()
     }

@@ -158,7 +158,7 @@ pub fn permits(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::{KindSelector, Settings, WriteGrant, WriteVerbs};
+    use crate::manifest::{WriteGrant, WriteVerbs};
 
     fn gvk(group: &str, version: &str, kind: &str) -> Gvk {
         Gvk::new(group, version, kind).unwrap()
@@ -166,21 +166,11 @@ mod tests {
 
     fn manifest(contract: Contract, writes: Vec<WriteGrant>) -> Manifest {
         Manifest {
-            name: "p".into(),
-            version: "1".into(),
-            primary: KindSelector { kind: gvk("example.com", "v1", "Foo"), namespace: None, label_selector: None },
             owns: vec![gvk("apps", "v1", "Deployment")],
-            watches: Vec::new(),
             reads: vec![gvk("", "v1", "Secret")],
-            metadata_only: Vec::new(),
             writes,
-            keeps: Vec::new(),
             contract,
-            finalizer: None,
-            prune: false,
-            deliver_deleted: false,
-            deliver_previous: false,
-            settings: Settings::default(),
+            ..Manifest::declaring("p", gvk("example.com", "v1", "Foo"))
         }
     }
 

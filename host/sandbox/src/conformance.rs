@@ -3,7 +3,7 @@
 
 use crate::HostServices;
 use crate::bindings::{Gvk, Object, wit, wit::CacheError};
-use crate::manifest::{Contract, Keep, KindSelector, Manifest, Settings};
+use crate::manifest::{Keep, KindSelector, Manifest};
 use crate::state::{State, cache_error_text};
 use wasmloop_contract::cache::ListKey;
 use wasmloop_contract::conformance::{CacheUnderTest, KEEPS, KINDS, Kind, METADATA_ONLY, Page, Refused, WATCHED};
@@ -39,10 +39,6 @@ fn refused(e: CacheError) -> Refused {
 /// manifest (the offline cache) is built for this one.
 pub fn manifest() -> Manifest {
     Manifest {
-        name: "conformance".into(),
-        version: "0.0.0".into(),
-        primary: KindSelector { kind: gvk(KINDS[0]), namespace: None, label_selector: None },
-        owns: vec![],
         watches: WATCHED
             .iter()
             .map(|(k, namespace, selector)| KindSelector {
@@ -53,7 +49,6 @@ pub fn manifest() -> Manifest {
             .collect(),
         reads: KINDS[1..].iter().map(|k| gvk(*k)).collect(),
         metadata_only: METADATA_ONLY.iter().map(|k| gvk(*k)).collect(),
-        writes: vec![],
         keeps: KEEPS
             .iter()
             .map(|(k, kept)| Keep {
@@ -62,12 +57,7 @@ pub fn manifest() -> Manifest {
                 last_applied: kept.last_applied,
             })
             .collect(),
-        contract: Contract::V0_2,
-        finalizer: None,
-        prune: false,
-        deliver_deleted: false,
-        deliver_previous: false,
-        settings: Settings::default(),
+        ..Manifest::declaring("conformance", gvk(KINDS[0]))
     }
 }
 

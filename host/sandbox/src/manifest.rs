@@ -223,6 +223,28 @@ fn selector_view(s: &KindSelector) -> contract::SelectorView<'_> {
 const MAX_VERSION: usize = 128;
 
 impl Manifest {
+    /// A 0.2 manifest of plugin `name` that declares `primary` and nothing else, for tools and
+    /// tests that build one by hand (a guest's comes from [`crate::Plugin::manifest`]).
+    pub fn declaring(name: &str, primary: Gvk) -> Manifest {
+        Manifest {
+            name: name.to_owned(),
+            version: "1".into(),
+            primary: KindSelector { kind: primary, namespace: None, label_selector: None },
+            owns: Vec::new(),
+            watches: Vec::new(),
+            reads: Vec::new(),
+            metadata_only: Vec::new(),
+            writes: Vec::new(),
+            keeps: Vec::new(),
+            contract: Contract::V0_2,
+            finalizer: None,
+            prune: false,
+            deliver_deleted: false,
+            deliver_previous: false,
+            settings: Settings::default(),
+        }
+    }
+
     /// Validates a manifest as the guest returned it (a 0.1 one comes through the adapter).
     ///
     /// # Errors
@@ -352,5 +374,92 @@ impl Manifest {
     /// The field manager of the plugin's writes.
     pub fn field_manager(&self) -> FieldManager {
         FieldManager::parse(&format!("wasmloop/{}", self.name)).expect("a manifest's name was checked at load")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wit_manifest() -> wit::PluginManifest {
+        let configmap = wit::Gvk { group: String::new(), version: "v1".into(), kind: "ConfigMap".into() };
+        wit::PluginManifest {
+            name: "p".into(),
+            version: "1".into(),
+            primary: wit::KindSelector { kind: configmap, namespace: None, label_selector: None },
+            owns: Vec::new(),
+            watches: Vec::new(),
+            reads: Vec::new(),
+            metadata_only: Vec::new(),
+            writes: Vec::new(),
+            finalizer: None,
+            prune: false,
+            deliver_deleted: false,
+            deliver_previous: false,
+            settings: crate::bindings::wasmloop::plugin::types::Settings {
+                max_concurrent_reconciles: None,
+                deadline_ms: None,
+                memory_limit_bytes: None,
+                response_limit_bytes: None,
+                resync_seconds: None,
+            },
+        }
+    }
+
+    #[test]
+    fn every_name_a_guest_declares_is_parsed_at_load_and_the_error_names_the_field_and_rule() {
+        type Change = fn(&mut wit::PluginManifest);
+        let cases: [(&str, Change, &str); 5] = [
+            (
+                "primary namespace",
+                |m| m.primary.namespace = Some("a/../b".into()),
+                "the primary kind v1/ConfigMap: namespace \"a/../b\" is not a valid namespace",
+            ),
+            (
+                "watch namespace",
+                |m| {
+                    m.watches.push(wit::KindSelector {
+                        kind: m.primary.kind.clone(),
+                        namespace: Some("tenant-a/secrets?x=".into()),
+                        label_selector: None,
+                    })
+                },
+                "the watched kind v1/ConfigMap: namespace \"tenant-a/secrets?x=\"",
+            ),
+            (
+                "read version",
+                |m| {
+                    m.reads.push(wit::Gvk {
+                        group: String::new(),
+                        version: "v1/namespaces/x/secrets/y".into(),
+                        kind: "Secret".into(),
+                    })
+                },
+                "the read kind: version \"v1/namespaces/x/secrets/y\" is not a valid API version",
+            ),
+            (
+                "owned group",
+                |m| m.owns.push(wit::Gvk { group: "apps?x=".into(), version: "v1".into(), kind: "Deployment".into() }),
+                "the owned kind: group \"apps?x=\"",
+            ),
+            (
+                "grant namespace",
+                |m| {
+                    m.writes.push(wit::WriteGrant {
+                        kind: m.primary.kind.clone(),
+                        verbs: wit::WriteVerbs::PATCH,
+                        scope: wit::WriteScope::Namespaces(vec!["kube-system/x".into()]),
+                    })
+                },
+                "the write grant on v1/ConfigMap: namespace \"kube-system/x\"",
+            ),
+        ];
+        for (case, change, expected) in cases {
+            let mut m = wit_manifest();
+            change(&mut m);
+            let error = Manifest::from_wit(m, Contract::V0_2).expect_err(case);
+            assert!(error.contains(expected), "{case}: {error}");
+        }
+        assert!(Manifest::from_wit(wit_manifest(), Contract::V0_2).is_ok());
     }
 }

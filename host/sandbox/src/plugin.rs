@@ -162,17 +162,29 @@ impl CallSetup {
         // Every tick, a guest in wasm code yields to the executor (so a loop cannot hold a
         // runtime thread), and stops once its deadline has passed.
         store.set_epoch_deadline(1);
-        let cpu = self.cpu.clone();
-        store.epoch_deadline_callback(move |_| {
+        let (cpu, tick) = (self.cpu.clone(), self.pool.config.epoch_tick);
+        store.epoch_deadline_callback(move |mut store| {
             if Instant::now() >= deadline {
                 return Ok(UpdateDeadline::Interrupt);
             }
-            if cpu.check().is_ok() {
-                return Ok(UpdateDeadline::Yield(1));
-            }
-            // Over its CPU budget: wait for a tick's worth (the call's timeout still applies).
+            // This tick of guest code, and the ticks the host spent in its imports since the
+            // last: work done for a plugin inside a host call is the plugin's CPU too.
+            let host = store.data_mut().take_host_ticks(tick);
+            let ticks = NonZeroU32::new(host.saturating_add(1)).unwrap_or(NonZeroU32::MIN);
+            let wait = match cpu.check_n(ticks) {
+                Ok(Ok(_)) => return Ok(UpdateDeadline::Yield(1)),
+                Ok(Err(_)) => ticks,
+                // More than a second's worth at once: wait for a full second's.
+                Err(governor::InsufficientCapacity(most)) => NonZeroU32::new(most).unwrap_or(NonZeroU32::MIN),
+            };
+            // Over its CPU budget: wait for the ticks it owes (the call's timeout still applies).
             let cpu = cpu.clone();
-            Ok(UpdateDeadline::YieldCustom(1, Box::pin(async move { cpu.until_ready().await })))
+            Ok(UpdateDeadline::YieldCustom(
+                1,
+                Box::pin(async move {
+                    let _ = cpu.until_n_ready(wait).await;
+                }),
+            ))
         });
         store
     }

@@ -10,9 +10,10 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use crate::Selector;
 use crate::bindings::wit::{CacheError, Page};
 use crate::bindings::{Gvk, Object, parse_gvk, wit};
-use wasmloop_contract::names::{Name, Namespace};
 use crate::host_services::{CacheDenied, HostServices};
 use crate::manifest::Manifest;
+use crate::validate;
+use wasmloop_contract::names::{Name, Namespace};
 
 /// Captured guest stderr is capped: it only has to hold a panic message.
 const GUEST_OUTPUT_CAP: usize = 16 << 10;
@@ -52,6 +53,9 @@ pub(crate) struct State {
     pub(crate) undeclared: Option<(String, String)>,
     /// Log lines written in this call.
     logged: usize,
+    /// Time the host spent serving this call's cache imports, not yet charged to the plugin's
+    /// CPU budget: the epoch callback charges it at the guest's next tick.
+    host_time: std::time::Duration,
 }
 
 impl State {
@@ -74,7 +78,26 @@ impl State {
             plugin,
             undeclared: None,
             logged: 0,
+            host_time: std::time::Duration::ZERO,
         }
+    }
+
+    /// The whole epoch ticks of host time spent in imports since the last charge; the rest
+    /// stays for the next.
+    pub(crate) fn take_host_ticks(&mut self, tick: std::time::Duration) -> u32 {
+        let tick = tick.as_nanos().max(1);
+        let ticks = self.host_time.as_nanos() / tick;
+        let charged = std::time::Duration::from_nanos(u64::try_from(ticks * tick).unwrap_or(u64::MAX));
+        self.host_time = self.host_time.saturating_sub(charged);
+        u32::try_from(ticks).unwrap_or(u32::MAX)
+    }
+
+    /// Runs a cache import, counting its time as the plugin's.
+    fn timed<T>(&mut self, serve: impl FnOnce(&mut State) -> T) -> T {
+        let started = std::time::Instant::now();
+        let out = serve(self);
+        self.host_time += started.elapsed();
+        out
     }
 
     /// The guest's kind, parsed and declared. A kind that does not parse is no kind the
@@ -100,21 +123,20 @@ impl State {
         Err(error)
     }
 
-    /// The checks every look-up passes: a declared kind, a namespace that is one, and nothing
-    /// the cache refuses. Returns the parsed kind and namespace.
+    /// The checks every look-up passes: a declared kind, and nothing the cache refuses.
+    /// Returns the parsed kind and namespace, or none for a namespace that is not one: it
+    /// holds nothing, as the API server would say of it.
+    #[allow(clippy::type_complexity)]
     fn gate(
         &mut self,
         kind: &wit::Gvk,
         namespace: Option<&str>,
         verb: &str,
-    ) -> Result<(Gvk, Option<Namespace>), CacheError> {
+    ) -> Result<Option<(Gvk, Option<Namespace>)>, CacheError> {
         let kind = self.declared(kind, verb)?;
-        let namespace = namespace
-            .map(Namespace::parse)
-            .transpose()
-            .map_err(|invalid| CacheError::OutOfScope(format!("plugin {}, {verb} {kind}: {invalid}", self.plugin)))?;
+        let Ok(namespace) = namespace.map(Namespace::parse).transpose() else { return Ok(None) };
         match self.services.denied(&kind, namespace.as_ref()) {
-            None => Ok((kind, namespace)),
+            None => Ok(Some((kind, namespace))),
             Some(CacheDenied::Revoked(why)) => Err(CacheError::AccessRevoked(format!("plugin {}: {why}", self.plugin))),
             Some(CacheDenied::OutOfScope(why)) => Err(CacheError::OutOfScope(format!("plugin {}: {why}", self.plugin))),
         }
@@ -168,24 +190,43 @@ impl State {
         namespace: Option<String>,
         name: String,
     ) -> Result<Option<Object>, CacheError> {
-        let (kind, namespace) = self.gate(&kind, namespace.as_deref(), "get")?;
-        // No object has a name that is not one: nothing to look up.
-        let Ok(name) = Name::parse(&name) else { return Ok(None) };
-        let found = self.services.get(&kind, namespace.as_ref(), &name);
-        Ok(found.and_then(|o| self.served(&kind, vec![o]).pop()))
+        self.timed(|state| {
+            let Some((kind, namespace)) = state.gate(&kind, namespace.as_deref(), "get")? else { return Ok(None) };
+            // No object has a name that is not one: nothing to look up.
+            let Ok(name) = Name::parse(&name) else { return Ok(None) };
+            let found = state.services.get(&kind, namespace.as_ref(), &name);
+            Ok(found.and_then(|o| state.served(&kind, vec![o]).pop()))
+        })
     }
 
-    /// The whole list, for 0.1 guests.
+    /// The whole list, for 0.1 guests, whose import does not page: gathered page by page (each
+    /// a bounded amount of work) and refused past [`MAX_UNPAGED_LIST`] objects, so one call
+    /// cannot make the host copy a whole cache.
     pub(crate) fn list_all(
         &mut self,
         kind: wit::Gvk,
         namespace: Option<String>,
         label_selector: Option<String>,
     ) -> Result<Vec<Object>, CacheError> {
-        let (kind, namespace) = self.gate(&kind, namespace.as_deref(), "list")?;
-        let selector = self.selector(label_selector.as_deref())?;
-        let all = self.services.list(&kind, namespace.as_ref(), &selector);
-        Ok(self.served(&kind, all))
+        let mut all = Vec::new();
+        let mut token = None;
+        loop {
+            let page = self.list_page(kind.clone(), namespace.clone(), label_selector.clone(), 0, token)?;
+            all.extend(page.items);
+            if all.len() > MAX_UNPAGED_LIST {
+                return Err(CacheError::OutOfScope(format!(
+                    "plugin {}: listing {}/{}/{} finds more than {MAX_UNPAGED_LIST} objects, more than a contract 0.1 list may return; select fewer (a namespace, a label selector), or rebuild the plugin with a current wasmloop-sdk, whose lists page",
+                    self.plugin,
+                    validate::quoted(&kind.group),
+                    validate::quoted(&kind.version),
+                    validate::quoted(&kind.kind)
+                )));
+            }
+            match page.continue_token {
+                Some(next) => token = Some(next),
+                None => return Ok(all),
+            }
+        }
     }
 
     pub(crate) fn list_page(
@@ -196,16 +237,24 @@ impl State {
         limit: u32,
         token: Option<String>,
     ) -> Result<Page, CacheError> {
-        let (kind, namespace) = self.gate(&kind, namespace.as_deref(), "list")?;
-        let selector = self.selector(label_selector.as_deref())?;
-        let after =
-            token.as_deref().map(|t| parse_token(t).map_err(|why| self.invalid_continue(&kind, why))).transpose()?;
-        let limit = if limit == 0 { PAGE_SIZE } else { (limit as usize).min(PAGE_SIZE) };
-        let page = self.services.list_page(&kind, namespace.as_ref(), &selector, after.as_ref(), limit);
-        let continue_token = page.resume.as_ref().map(token_of);
-        Ok(Page { items: self.served(&kind, page.items), continue_token })
+        self.timed(|state| {
+            let gated = state.gate(&kind, namespace.as_deref(), "list")?;
+            let selector = state.selector(label_selector.as_deref())?;
+            let Some((kind, namespace)) = gated else { return Ok(Page { items: Vec::new(), continue_token: None }) };
+            let after = token
+                .as_deref()
+                .map(|t| parse_token(t).map_err(|why| state.invalid_continue(&kind, why)))
+                .transpose()?;
+            let limit = if limit == 0 { PAGE_SIZE } else { (limit as usize).min(PAGE_SIZE) };
+            let page = state.services.list_page(&kind, namespace.as_ref(), &selector, after.as_ref(), limit);
+            let continue_token = page.resume.as_ref().map(token_of);
+            Ok(Page { items: state.served(&kind, page.items), continue_token })
+        })
     }
 }
+
+/// The most objects a contract 0.1 list import returns: its WIT has no pages.
+pub(crate) const MAX_UNPAGED_LIST: usize = 10_000;
 
 /// A guest's log line is cut to this many bytes.
 pub(crate) const LOG_LINE_BYTES: usize = 4 << 10;
@@ -238,7 +287,12 @@ impl wit::LogHost for State {
 }
 
 impl wit::CacheHost for State {
-    fn get_object(&mut self, kind: wit::Gvk, namespace: Option<String>, name: String) -> Result<Option<Object>, CacheError> {
+    fn get_object(
+        &mut self,
+        kind: wit::Gvk,
+        namespace: Option<String>,
+        name: String,
+    ) -> Result<Option<Object>, CacheError> {
         self.get(kind, namespace, name)
     }
 
@@ -257,6 +311,56 @@ impl wit::CacheHost for State {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A cache holding `count` ConfigMaps in namespace `t`.
+    struct ManyConfigMaps(usize);
+
+    impl HostServices for ManyConfigMaps {
+        fn get(&self, _: &Gvk, _: Option<&Namespace>, _: &Name) -> Option<Object> {
+            None
+        }
+
+        fn list(&self, _: &Gvk, _: Option<&Namespace>, _: &Selector) -> Vec<Object> {
+            let object = |i: usize| Object {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                name: format!("cm-{i:06}"),
+                namespace: Some("t".into()),
+                uid: String::new(),
+                json: "{}".into(),
+            };
+            (0..self.0).map(object).collect()
+        }
+    }
+
+    fn state(count: usize) -> State {
+        let configmap = Gvk::new("", "v1", "ConfigMap").unwrap();
+        let manifest = Manifest::declaring("lister", configmap);
+        State::new("lister".into(), Some(Arc::new(manifest)), Arc::new(ManyConfigMaps(count)), 64 << 20)
+    }
+
+    fn configmaps() -> wit::Gvk {
+        wit::Gvk { group: String::new(), version: "v1".into(), kind: "ConfigMap".into() }
+    }
+
+    #[test]
+    fn an_unpaged_list_returns_up_to_its_bound_and_refuses_beyond_it() {
+        let all = state(MAX_UNPAGED_LIST).list_all(configmaps(), None, None).expect("within the bound");
+        assert_eq!(all.len(), MAX_UNPAGED_LIST);
+        let refused = state(MAX_UNPAGED_LIST + 1).list_all(configmaps(), None, None).unwrap_err();
+        assert!(cache_error_text(&refused).contains("more than 10000 objects"), "{}", cache_error_text(&refused));
+    }
+
+    #[test]
+    fn time_spent_in_cache_imports_is_owed_to_the_plugins_cpu_budget_in_whole_ticks() {
+        let mut state = state(2_000);
+        state.list_all(configmaps(), None, None).unwrap();
+        let spent = state.host_time;
+        assert!(spent > std::time::Duration::ZERO, "the list was timed");
+        let tick = spent / 3;
+        assert!(state.take_host_ticks(tick) >= 3, "every whole tick is charged");
+        assert!(state.host_time < tick, "the rest waits for the next charge");
+    }
 
     #[test]
     fn continue_tokens_are_positions_and_anything_else_is_refused() {

@@ -35,8 +35,8 @@ pub(super) struct Host {
     identity_namespace: String,
 }
 
-fn controller_config(config: &HostConfig, plugin: &str) -> ControllerConfig {
-    let settings = config.plugins.get(plugin);
+fn controller_config(config: &HostConfig, realm: &str, plugin: &str) -> ControllerConfig {
+    let settings = config.settings_for(realm, plugin);
     let defaults = ControllerConfig::default();
     ControllerConfig {
         concurrency: config.max_concurrent_reconciles.map_or(4, |n| n as usize),
@@ -44,7 +44,7 @@ fn controller_config(config: &HostConfig, plugin: &str) -> ControllerConfig {
         max_concurrency: config.limits.max_concurrent_reconciles.map_or(defaults.max_concurrency, |n| n as usize),
         plugin_config: settings.and_then(|s| s.config.as_ref()).map_or_else(|| "{}".to_owned(), ToString::to_string),
         resync: config.resync_seconds.map(Duration::from_secs),
-        service_account: config.service_account(plugin),
+        service_account: config.service_account(realm, plugin),
         namespace: settings.and_then(|s| s.namespace.clone()),
         write_budget: WriteBudget {
             per_second: settings
@@ -130,7 +130,7 @@ impl Host {
             })
         };
         let config = Arc::new(config);
-        let settings: Settings = Arc::new(move |plugin: &str| controller_config(&config, plugin));
+        let settings: Settings = Arc::new(move |realm: &str, plugin: &str| controller_config(&config, realm, plugin));
         let mut registry = Registry::new(context, sandbox.clone(), loader, settings, drain);
         if args.leader.shard {
             registry = registry.sharded();
@@ -228,13 +228,22 @@ mod tests {
             ("plugins: {q: {writesPerSecond: 9, minRequeueAfterMs: 20}}", (50, 100, 1000)),
         ];
         for (yaml, (rate, burst, floor)) in cases {
-            let got = controller_config(&config(yaml), "p");
+            let got = controller_config(&config(yaml), "", "p");
             assert_eq!(
                 (got.write_budget.per_second.get(), got.write_budget.burst.get(), got.min_requeue.as_millis()),
                 (rate, burst, floor),
                 "{yaml}"
             );
         }
+    }
+
+    #[test]
+    fn settings_match_a_realm_and_a_name_never_a_name_alone() {
+        let yaml = "plugins: {p: {writesPerSecond: 9}, team-a/p: {writesPerSecond: 7}}";
+        let rate = |realm: &str| controller_config(&config(yaml), realm, "p").write_budget.per_second.get();
+        assert_eq!(rate(""), 9, "a file plugin's entry is its name");
+        assert_eq!(rate("team-a"), 7, "a ConfigMap plugin's entry is its namespace and name");
+        assert_eq!(rate("team-b"), 50, "a plugin of another realm named alike gets neither");
     }
 
     #[test]

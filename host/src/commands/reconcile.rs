@@ -78,12 +78,14 @@ async fn reconcile(
     }
     let primary_kind = &plugin.manifest().primary.kind;
     if !primary_kind.matches(&request.object.api_version, &request.object.kind) {
+        let held = request.object.gvk().map(|kind| kind.to_string()).unwrap_or_else(|_| {
+            let quoted = wasmloop_sandbox::validate::quoted;
+            format!("{} {}", quoted(&request.object.api_version), quoted(&request.object.kind))
+        });
         anyhow::bail!(
-            "plugin {} reconciles {primary_kind}, but {} holds a {} {}; pass a {primary_kind} object with --object",
+            "plugin {} reconciles {primary_kind}, but {} holds a {held}; pass a {primary_kind} object with --object",
             plugin.manifest().name,
             args.object.display(),
-            wasmloop_sandbox::validate::quoted(&request.object.api_version),
-            wasmloop_sandbox::validate::quoted(&request.object.kind),
         );
     }
     match plugin.reconcile(&request, Arc::new(cache)).await {

@@ -46,6 +46,13 @@ pub enum ControlPlaneError {
     Client(String),
 }
 
+/// The audit log's file name in the run directory.
+const AUDIT_LOG: &str = "audit.log";
+
+/// Metadata of every request, once it completes.
+const AUDIT_POLICY: &str =
+    "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n";
+
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ControlPlaneError {
     let what = what.into();
     move |source| ControlPlaneError::Io { what, source }
@@ -200,6 +207,9 @@ impl ControlPlane {
         let etcd = Watched::spawn("etcd", &binaries.etcd, &etcd_args, &dir.join("etcd.log"))
             .map_err(io("cannot start etcd"))?;
 
+        // Every request the API server serves goes to an audit log at Metadata level (who, verb,
+        // path; no bodies), so a test can prove what the host did, and did not, ask for.
+        std::fs::write(dir.join("audit-policy.yaml"), AUDIT_POLICY).map_err(io("cannot write the audit policy"))?;
         let server = format!("https://127.0.0.1:{api_port}");
         // Before 1.24 both servers also listen on an insecure port unless told not to; from
         // 1.24 on the flags are gone and passing them is an error.
@@ -218,6 +228,8 @@ impl ControlPlane {
             "--service-cluster-ip-range=10.0.0.0/24".into(),
             "--allow-privileged=true".into(),
             "--profiling=false".into(),
+            format!("--audit-policy-file={}", dir.join("audit-policy.yaml").display()),
+            format!("--audit-log-path={}", dir.join(AUDIT_LOG).display()),
         ];
         if legacy_ports {
             apiserver_args.push("--insecure-port=0".into());
@@ -369,6 +381,21 @@ impl ControlPlane {
     /// The directory with the component logs, certificates and kubeconfig.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The request URIs the API server has audited so far, each with the user who sent it
+    /// (`user GET /api/v1/...`): every request it served, at Metadata level. An entry is
+    /// written once a request completes, so a test that proves a request was *not* made first
+    /// waits for one made after it.
+    pub fn audited_requests(&self) -> Vec<String> {
+        let text = std::fs::read_to_string(self.dir.join(AUDIT_LOG)).unwrap_or_default();
+        text.lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .map(|entry| {
+                let field = |p: &str| entry.pointer(p).and_then(|v| v.as_str()).unwrap_or_default().to_owned();
+                format!("{} {} {}", field("/user/username"), field("/verb"), field("/requestURI"))
+            })
+            .collect()
     }
 
     /// An admin client.

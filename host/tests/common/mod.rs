@@ -209,6 +209,24 @@ impl Host {
     }
 
     /// Kills the process with SIGKILL, as a node failure would.
+    /// The host's resident memory now and at its peak, in KiB (`/proc/PID/status`).
+    pub fn memory_kib(&self) -> (u64, u64) {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+                .unwrap_or_else(|| panic!("no {name} in {status}"))
+        };
+        (field("VmRSS:"), field("VmHWM:"))
+    }
+
+    /// Starts the host's peak resident memory afresh from what it holds now.
+    pub fn reset_peak_memory(&self) {
+        std::fs::write(format!("/proc/{}/clear_refs", self.child.id()), "5").unwrap();
+    }
+
     pub fn kill(&mut self) {
         self.child.kill().unwrap();
         self.child.wait().unwrap();

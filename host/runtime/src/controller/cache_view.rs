@@ -47,7 +47,13 @@ impl HostServices for CacheView {
         }
         // Scopes may overlap: in (namespace, name) order, each object once.
         let mut merged: BTreeMap<ListKey, Object> = BTreeMap::new();
-        for entry in self.by_kind.get(kind).into_iter().flatten().flat_map(|i| i.list(namespace.map(Namespace::as_str), selector)) {
+        for entry in self
+            .by_kind
+            .get(kind)
+            .into_iter()
+            .flatten()
+            .flat_map(|i| i.list(namespace.map(Namespace::as_str), selector))
+        {
             let key = (entry.envelope.namespace.clone().unwrap_or_default(), entry.envelope.name.clone());
             merged.entry(key).or_insert_with(|| entry.envelope.clone());
         }
@@ -66,7 +72,8 @@ impl HostServices for CacheView {
             return ListPage::default();
         }
         let pages = self.by_kind.get(kind).into_iter().flatten().map(|informer| {
-            let (entries, resume) = informer.list_after(namespace.map(Namespace::as_str), selector, after, limit, PAGE_SCAN);
+            let (entries, resume) =
+                informer.list_after(namespace.map(Namespace::as_str), selector, after, limit, PAGE_SCAN);
             let keyed = entries.iter().map(|e| {
                 ((e.envelope.namespace.clone().unwrap_or_default(), e.envelope.name.clone()), e.envelope.clone())
             });

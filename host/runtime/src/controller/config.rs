@@ -156,28 +156,15 @@ mod tests {
 
     #[test]
     fn an_operator_confined_plugin_may_only_hold_grants_inside_its_namespace() {
-        use wasmloop_sandbox::{Contract, Gvk, KindSelector, Settings, WriteGrant, WriteVerbs};
+        use wasmloop_sandbox::{Gvk, WriteGrant, WriteVerbs};
         let configmap = Gvk::from_api_version("v1", "ConfigMap").unwrap();
         let manifest = |scope: WriteScope| Manifest {
-            name: "p".into(),
-            version: "1".into(),
-            primary: KindSelector { kind: configmap.clone(), namespace: None, label_selector: None },
-            owns: Vec::new(),
-            watches: Vec::new(),
-            reads: Vec::new(),
-            metadata_only: Vec::new(),
-            keeps: Vec::new(),
             writes: vec![WriteGrant {
                 kind: configmap.clone(),
                 verbs: WriteVerbs { patch: true, ..Default::default() },
                 scope,
             }],
-            contract: Contract::V0_2,
-            finalizer: None,
-            prune: false,
-            deliver_deleted: false,
-            deliver_previous: false,
-            settings: Settings::default(),
+            ..Manifest::declaring("p", configmap.clone())
         };
         let list = |l: &[&str]| WriteScope::Namespaces(l.iter().map(|s| Namespace::parse(s).unwrap()).collect());
         let cases = [
@@ -187,10 +174,11 @@ mod tests {
             (WriteScope::Any, Some("reaches every namespace")),
         ];
         for (scope, expected) in cases {
-            let got = grants_within(&manifest(scope.clone()), &Namespace::parse("t").unwrap()).err().map(|(what, reason)| {
-                assert_eq!(what, "its write grant on v1/ConfigMap");
-                reason
-            });
+            let got =
+                grants_within(&manifest(scope.clone()), &Namespace::parse("t").unwrap()).err().map(|(what, reason)| {
+                    assert_eq!(what, "its write grant on v1/ConfigMap");
+                    reason
+                });
             match (got, expected) {
                 (None, None) => {}
                 (Some(reason), Some(part)) => assert!(reason.starts_with(part), "{reason}"),

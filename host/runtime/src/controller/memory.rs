@@ -128,20 +128,27 @@ impl Memory {
         }
     }
 
-    /// Takes over what a predecessor remembered, keeping anything newer of its own. Returns
-    /// the keys whose deletions now wait for delivery.
-    pub(super) fn take_over(&self, remembered: Remembered, deliver_deleted: bool, deliver_previous: bool) -> Vec<Key> {
+    /// Takes over what a predecessor remembered, keeping anything newer of its own, and only
+    /// what the successor would be served itself (`serves`: its primaries' namespace and
+    /// selector, which its access was reviewed for): a version confined to fewer objects is
+    /// told nothing of the rest. Returns the keys whose deletions now wait for delivery.
+    pub(super) fn take_over(
+        &self,
+        remembered: Remembered,
+        (deliver_deleted, deliver_previous): (bool, bool),
+        serves: impl Fn(&Key, &Entry) -> bool,
+    ) -> Vec<Key> {
         let mut delivered = Vec::new();
         if deliver_deleted {
             let mut tombstones = self.tombstones.lock().expect("lock");
-            for (key, entry) in remembered.tombstones {
+            for (key, entry) in remembered.tombstones.into_iter().filter(|(k, e)| serves(k, e)) {
                 tombstones.entry(key.clone()).or_insert(entry);
                 delivered.push(key);
             }
         }
         if deliver_previous {
             let mut previous = self.previous.lock().expect("lock");
-            for (key, entry) in remembered.previous {
+            for (key, entry) in remembered.previous.into_iter().filter(|(k, e)| serves(k, e)) {
                 previous.entry(key).or_insert(entry);
             }
         }
@@ -180,7 +187,7 @@ mod tests {
         old.remember(&key("both"), entry("both", "u-old"));
         let new = Memory::default();
         new.remember(&key("both"), entry("both", "u-new"));
-        let delivered = new.take_over(old.hand_over(), true, true);
+        let delivered = new.take_over(old.hand_over(), (true, true), |_, _| true);
         assert_eq!(delivered, vec![key("gone")], "the deletion is the successor's to deliver");
         assert!(new.take_tombstone(&key("gone")).is_some());
         assert!(new.previous(&key("kept"), "u-old").is_some());
@@ -195,8 +202,23 @@ mod tests {
         old.deleted(&key("gone"), Some(entry("gone", "u1")));
         old.remember(&key("kept"), entry("kept", "u2"));
         let new = Memory::default();
-        assert!(new.take_over(old.hand_over(), false, false).is_empty());
+        assert!(new.take_over(old.hand_over(), (false, false), |_, _| true).is_empty());
         assert!(new.take_tombstone(&key("gone")).is_none() && new.previous(&key("kept"), "u2").is_none());
+    }
+
+    #[test]
+    fn a_successor_is_handed_only_the_deletions_and_states_of_objects_it_is_served() {
+        let old = Memory::default();
+        old.deleted(&key("mine"), Some(entry("mine", "u1")));
+        old.deleted(&key("theirs"), Some(entry("theirs", "u2")));
+        old.remember(&key("seen-mine"), entry("seen-mine", "u3"));
+        old.remember(&key("seen-theirs"), entry("seen-theirs", "u4"));
+        let new = Memory::default();
+        let delivered = new.take_over(old.hand_over(), (true, true), |k, _| !k.name.contains("theirs"));
+        assert_eq!(delivered, vec![key("mine")]);
+        assert!(new.take_tombstone(&key("theirs")).is_none(), "a deletion outside its scope is not its to see");
+        assert!(new.previous(&key("seen-mine"), "u3").is_some());
+        assert!(new.previous(&key("seen-theirs"), "u4").is_none());
     }
 
     #[test]

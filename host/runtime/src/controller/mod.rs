@@ -44,7 +44,7 @@ use wasmloop_sandbox::{Gvk, Manifest, Plugin, Selector};
 use crate::context::Context;
 use crate::discovery::DiscoveryError;
 use crate::identity::{Identity, IdentityError};
-use crate::informer::{Informer, InformerScope};
+use crate::informer::{self, Informer, InformerScope};
 use crate::queue::WorkQueue;
 use crate::shadow::ShadowSeat;
 use cache_view::CacheView;
@@ -141,7 +141,14 @@ impl Prepared {
         let shared = &self.shared;
         if handover.primary == shared.manifest.primary.kind {
             let (deleted, previous) = (shared.manifest.deliver_deleted, shared.manifest.deliver_previous);
-            for key in shared.memory.take_over(handover.remembered, deleted, previous) {
+            // Only what this version is served: its namespace and selector were reviewed, the
+            // predecessor's may have been wider.
+            let namespace = shared.primary.scope().namespace.clone().filter(|_| shared.primary.namespaced());
+            let serves = |key: &Key, entry: &informer::Entry| {
+                namespace.as_ref().is_none_or(|ns| key.namespace.as_deref() == Some(ns.as_str()))
+                    && entry.selected_by(&shared.selector)
+            };
+            for key in shared.memory.take_over(handover.remembered, (deleted, previous), serves) {
                 shared.queue.add(Work::Reconcile(key));
             }
         }
@@ -222,12 +229,18 @@ impl Controller {
             .collect();
         for (w, selector) in manifest.watches.iter().zip(&watch_selectors) {
             let within = confined(&format!("watched kind {}", w.kind), w.namespace.as_ref())?;
-            watched_scopes.push(watch_scope(&manifest, &w.kind, w.label_selector.as_ref().filter(|_| !selector.0.is_empty()), within));
+            watched_scopes.push(watch_scope(
+                &manifest,
+                &w.kind,
+                w.label_selector.as_ref().filter(|_| !selector.0.is_empty()),
+                within,
+            ));
         }
         // Reads are served from the primary's namespace when it has one: a plugin confined to
         // one namespace must not see every namespace's objects of a kind it reads.
         let read_scopes: Vec<InformerScope> = manifest.reads.iter().map(|k| scope(k, namespace.clone())).collect();
-        let every_scope = || std::iter::once(&primary_scope).chain(&owned_scopes).chain(&watched_scopes).chain(&read_scopes);
+        let every_scope =
+            || std::iter::once(&primary_scope).chain(&owned_scopes).chain(&watched_scopes).chain(&read_scopes);
         // The plugin's identity before any request made for it: its ServiceAccount is checked,
         // its kinds are discovered as that account, and its reads are reviewed, before any
         // informer lists or watches on its behalf with the host's credentials.

@@ -249,8 +249,6 @@ pub(super) fn mapped_keys(
 
 #[cfg(test)]
 mod tests {
-    use wasmloop_sandbox::{Contract, KindSelector, Settings};
-
     use super::*;
 
     const F: &str = "example.com/cleanup";
@@ -288,25 +286,10 @@ mod tests {
 
     fn manifest(prune: bool, finalizer: Option<&str>, deliver_previous: bool) -> Manifest {
         Manifest {
-            name: "p".into(),
-            version: "1".into(),
-            primary: KindSelector {
-                kind: Gvk::from_api_version("example.com/v1", "Foo").unwrap(),
-                namespace: None,
-                label_selector: None,
-            },
-            owns: Vec::new(),
-            watches: Vec::new(),
-            reads: Vec::new(),
-            metadata_only: Vec::new(),
-            keeps: Vec::new(),
-            writes: Vec::new(),
-            contract: Contract::V0_2,
             finalizer: finalizer.map(str::to_owned),
             prune,
-            deliver_deleted: false,
             deliver_previous,
-            settings: Settings::default(),
+            ..Manifest::declaring("p", Gvk::from_api_version("example.com/v1", "Foo").unwrap())
         }
     }
 

@@ -84,11 +84,7 @@ pub(super) async fn watched(shared: Arc<Shared>, mut changes: broadcast::Receive
         }
         // A kind an informer of this plugin holds parsed when it was declared.
         let Ok(kind) = entry.envelope.gvk() else { continue };
-        let related = Related {
-            kind,
-            namespace: entry.envelope.namespace.clone(),
-            name: entry.envelope.name.clone(),
-        };
+        let related = Related { kind, namespace: entry.envelope.namespace.clone(), name: entry.envelope.name.clone() };
         shared.memory.related_changed(related.clone(), entry);
         shared.enqueue(Work::Map(related));
     }

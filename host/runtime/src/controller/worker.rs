@@ -278,9 +278,9 @@ async fn call(shared: &Arc<Shared>, key: &Key, entry: Arc<Entry>, phase: Phase, 
         sink(record::case(&shared.plugin, &request, &recording, &result));
     }
     shared.plugin_metrics.instantiated(timings.instantiate);
-    // The guest answered, even with an error of its own; traps and broken limits are the
-    // failures that say the plugin itself is sick.
-    let healthy = result.as_ref().err().is_none_or(|e| matches!(e.failure, CallFailure::Plugin { .. }));
+    // Every failed call counts against the plugin's health, its own errors included: a
+    // plugin that fails its objects on purpose still costs workers and Events.
+    let healthy = result.is_ok();
     record_health(shared, &entry.envelope, healthy).await;
     if shared.denied.borrow().is_some() {
         // Revoked while the guest ran: what it answered rests on reads it may no longer make.

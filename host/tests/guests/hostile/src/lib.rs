@@ -272,6 +272,9 @@ impl Reconciler for Hostile {
             }
             // An error in the plugin's own words, with a reason of its own choosing.
             "fail" => Err(Error::permanent("the plugin's own words").reason("PluginChosenReason")),
+            // A failure in `count` bytes of the plugin's own words, unique to each object, as
+            // an outside probe sent them: the host must keep none of it.
+            "fail-huge" => Err(Error::permanent(format!("{} {}", request.object.name, "e".repeat(config.count)))),
             "flood" => Ok((0..config.count).map(|i| event(EventType::Normal, "Flood", format!("{i}"))).collect()),
             "shared-strings" => Ok(shared_strings(config.count)),
             other => Err(Error::permanent(format!("unknown mode {other:?}"))),

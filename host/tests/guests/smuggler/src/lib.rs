@@ -1,67 +1,36 @@
-//! A plugin built without the SDK, whose manifest names a ConfigMap watch in the namespace
-//! `tenant-a/secrets?x=` and a read of Secrets at the version
-//! `v1/namespaces/wasmloop-system/secrets/registry-creds`: strings that, put into a request
-//! path as they are, address Secrets. The host must refuse the manifest at load.
+//! A plugin whose manifest names a ConfigMap watch in the namespace `tenant-a/secrets?x=` and
+//! a read of Secrets at the version `v1/namespaces/wasmloop-system/secrets/registry-creds`:
+//! strings that, put into a request path as they are, address Secrets. The SDK builds the
+//! manifest as asked (it checks manifests in `TestCase`, not at export); the host must refuse
+//! it at load.
 
-#[cfg(target_arch = "wasm32")]
-#[allow(unsafe_code)] // the export glue wit-bindgen generates
-mod component {
-    wit_bindgen::generate!({ path: "../../../../wit/plugin.wit", world: "reconciler" });
+// Natively the export macro expands to nothing, leaving the plugin unused.
+#![cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 
-    use exports::wasmloop::plugin::cache_options::{Guest as CacheOptions, Keep};
-    use exports::wasmloop::plugin::plugin::{Guest, Object, ObjectRef, ReconcileError, Request, Response};
-    use wasmloop::plugin::types::{Gvk, KindSelector, PluginManifest, Settings};
+use k8s_openapi::api::core::v1::ConfigMap;
+use wasmloop_sdk::prelude::*;
 
-    struct Smuggler;
+/// Secrets, at a "version" that is a path.
+struct SmuggledSecret;
 
-    fn gvk(version: &str, kind: &str) -> Gvk {
-        Gvk { group: String::new(), version: version.into(), kind: kind.into() }
-    }
-
-    impl Guest for Smuggler {
-        fn manifest() -> PluginManifest {
-            let tenant = Some("tenant-a".to_owned());
-            PluginManifest {
-                name: "smuggler".into(),
-                version: "0.1.0".into(),
-                primary: KindSelector { kind: gvk("v1", "ConfigMap"), namespace: tenant, label_selector: None },
-                owns: Vec::new(),
-                watches: vec![KindSelector {
-                    kind: gvk("v1", "ConfigMap"),
-                    namespace: Some("tenant-a/secrets?x=".into()),
-                    label_selector: None,
-                }],
-                reads: vec![gvk("v1/namespaces/wasmloop-system/secrets/registry-creds", "Secret")],
-                metadata_only: Vec::new(),
-                writes: Vec::new(),
-                finalizer: None,
-                prune: false,
-                deliver_deleted: false,
-                deliver_previous: false,
-                settings: Settings {
-                    max_concurrent_reconciles: None,
-                    deadline_ms: None,
-                    memory_limit_bytes: None,
-                    response_limit_bytes: None,
-                    resync_seconds: None,
-                },
-            }
-        }
-
-        fn reconcile(_: Request) -> Result<Response, ReconcileError> {
-            Ok(Response { actions: Vec::new(), requeue_after_ms: None })
-        }
-
-        fn map(_: Object, _: String) -> Vec<ObjectRef> {
-            Vec::new()
-        }
-    }
-
-    impl CacheOptions for Smuggler {
-        fn keep_fields() -> Vec<Keep> {
-            Vec::new()
-        }
-    }
-
-    export!(Smuggler);
+impl Kind for SmuggledSecret {
+    const API_VERSION: &'static str = "v1/namespaces/wasmloop-system/secrets/registry-creds";
+    const KIND: &'static str = "Secret";
 }
+
+struct Smuggler;
+
+impl Reconciler for Smuggler {
+    fn manifest() -> Manifest {
+        Manifest::new("smuggler", "0.1.0")
+            .primary_selector(KindSelector::of::<ConfigMap>().namespace("tenant-a"))
+            .watches(KindSelector::of::<ConfigMap>().namespace("tenant-a/secrets?x="))
+            .reads::<SmuggledSecret>()
+    }
+
+    fn reconcile(_: &Request) -> Result<Vec<Action>, Error> {
+        Ok(Vec::new())
+    }
+}
+
+wasmloop_sdk::export_plugin!(Smuggler);

@@ -303,7 +303,7 @@ pub fn check_finalizer(f: &str) -> Result<(), String> {
             && f.len() <= 316
             && f.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '/' | '_'))
     });
-    if ok { Ok(()) } else { Err(format!("finalizer {f:?} must look like `example.com/name`")) }
+    if ok { Ok(()) } else { Err(format!("finalizer {} must look like `example.com/name`", validate::quoted(f))) }
 }
 
 fn check_settings(s: &Settings) -> Result<(), String> {

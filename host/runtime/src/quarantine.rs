@@ -139,6 +139,8 @@ pub struct Health {
     /// The probe interval and the time of the last lift: a plugin quarantined again within
     /// that interval of a lift resumes its backoff instead of starting over.
     lifted: Option<(Instant, Duration)>,
+    /// When the last call was recorded.
+    last_call: Option<Instant>,
 }
 
 #[derive(Debug, Clone)]
@@ -176,8 +178,17 @@ impl Health {
     /// past its deadline, broke a limit or returned an error).
     pub fn record(&mut self, ok: bool, now: Instant, policy: &Policy) -> Option<Transition> {
         self.window.record(ok, now, policy.after);
+        // A spell of failing is unbroken only while calls keep coming: after a silence longer
+        // than the window, old failures no longer count towards a quarantine.
+        if self.last_call.is_some_and(|last| now.duration_since(last) > policy.after) {
+            self.failing_since = None;
+            self.failures = 0;
+        }
+        self.last_call = Some(now);
         if let Some(quarantine) = &mut self.quarantine {
-            if ok {
+            // Only the probe's success lifts it: a call admitted before the quarantine began
+            // says nothing of whether the plugin has healed since.
+            if ok && quarantine.probing_since.is_some() {
                 let interval = quarantine.interval;
                 self.quarantine = None;
                 self.failing_since = None;
@@ -186,7 +197,7 @@ impl Health {
                 self.lifted = Some((now, interval));
                 return Some(Transition::Lifted);
             }
-            if quarantine.probing_since.take().is_some() {
+            if !ok && quarantine.probing_since.take().is_some() {
                 // The probe failed: wait twice as long for the next.
                 quarantine.interval = (quarantine.interval * 2).min(policy.max_probe);
                 quarantine.next_probe = now + quarantine.interval;
@@ -375,6 +386,32 @@ mod tests {
         assert_eq!(health.admit(start + Duration::from_secs(65)), Admission::Call);
         // And it takes a full new spell of failures to be quarantined again.
         assert_eq!(health.record(false, start + Duration::from_secs(66), &p), None);
+    }
+
+    #[test]
+    fn only_the_probes_success_lifts_a_quarantine_not_a_call_admitted_before_it() {
+        let (start, p) = (Instant::now(), policy());
+        let at = |s: u64| start + Duration::from_secs(s);
+        let mut health = Health::default();
+        for s in [0, 30, 60] {
+            health.record(false, at(s), &p);
+        }
+        assert_eq!(health.record(true, at(61), &p), None, "a call from before the quarantine");
+        assert!(health.quarantined().is_some());
+        assert_eq!(health.admit(at(65)), Admission::Probe);
+        assert_eq!(health.record(true, at(65), &p), Some(Transition::Lifted));
+    }
+
+    #[test]
+    fn failures_before_a_silence_longer_than_the_window_do_not_count() {
+        let (start, p) = (Instant::now(), policy());
+        let at = |s: u64| start + Duration::from_secs(s);
+        let mut health = Health::default();
+        for s in [0, 10, 20, 30] {
+            health.record(false, at(s), &p);
+        }
+        assert_eq!(health.record(false, at(4000), &p), None, "one failure after hours of silence");
+        assert!(health.quarantined().is_none());
     }
 
     #[test]

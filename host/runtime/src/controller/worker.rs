@@ -400,6 +400,9 @@ async fn failed_as(
     retry: Outcome,
 ) -> Outcome {
     let transient = retry.retries();
+    // The message may quote a plugin's words or an API server's answer about them: cut once,
+    // for the log line and the Event alike.
+    let message = &wasmloop_contract::validate::foreign(message);
     tracing::warn!(reason, transient, "{message}");
     // The metric's reason label comes from a fixed set; a plugin's own reasons would not be.
     shared.metrics.reconcile_failed(&shared.manifest.name, metric);

@@ -224,30 +224,12 @@ async fn a_plugin_whose_service_account_is_missing_is_refused_with_how_to_create
     host.logged(&format!("kubectl -n {} create serviceaccount labeler", plugins.name)).await;
 }
 
-/// The requests made on `path`, read once the host has exited: a request of the test's own,
-/// made after that, is in the audit log first, and the API server writes an entry before it
-/// answers, so every request the host made is in the log by then.
-async fn requests_on_after_exit(path: &str) -> Vec<String> {
-    let marker = format!(
-        "audit-marker-{}",
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
-    );
-    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(shared().client().await.unwrap());
-    assert!(namespaces.get_opt(&marker).await.unwrap().is_none());
-    eventually(Duration::from_secs(30), "the marker audited", || {
-        let found = shared().audited_requests().iter().any(|r| r.contains(&marker));
-        async move { if found { Ok(()) } else { Err("not yet".to_owned()) } }
-    })
-    .await;
-    shared().audited_requests().into_iter().filter(|r| r.contains(path)).collect()
-}
-
 #[tokio::test]
 async fn a_plugin_whose_service_account_is_missing_makes_the_host_list_and_watch_nothing_for_it() {
     let (plugins, tenant) = refused_labeler("id-missing-nolist", false, "does not exist; create it").await;
     let account = format!("/api/v1/namespaces/{}/serviceaccounts/labeler", plugins.name);
-    assert!(!requests_on_after_exit(&account).await.is_empty(), "the host asked for the ServiceAccount");
-    let made = requests_on_after_exit(&format!("/namespaces/{}/deployments", tenant.name)).await;
+    assert!(!shared().audited_after_marker(&account).await.is_empty(), "the host asked for the ServiceAccount");
+    let made = shared().audited_after_marker(&format!("/namespaces/{}/deployments", tenant.name)).await;
     assert!(made.is_empty(), "the host listed or watched for a plugin whose identity is missing: {made:?}");
 }
 
@@ -269,7 +251,7 @@ async fn refused_labeler(prefix: &str, account: bool, refusal: &str) -> (TestNam
 #[tokio::test]
 async fn a_plugin_whose_reads_are_denied_makes_the_host_list_and_watch_nothing_for_it() {
     let (_, tenant) = refused_labeler("id-denied-nolist", true, "may not list deployments.apps in namespace").await;
-    let made = requests_on_after_exit(&format!("/namespaces/{}/deployments", tenant.name)).await;
+    let made = shared().audited_after_marker(&format!("/namespaces/{}/deployments", tenant.name)).await;
     assert!(made.is_empty(), "the host listed or watched before the plugin's reads were reviewed: {made:?}");
 }
 

@@ -287,6 +287,17 @@ mod tests {
         }
     }
 
+    /// A plugin quarantined by three failures at 0, 30 and 60 s, under [`policy`].
+    fn quarantined_at_60_s() -> (Instant, Policy, Health) {
+        let (start, p) = (Instant::now(), policy());
+        let mut health = Health::default();
+        for s in [0, 30, 60] {
+            health.record(false, start + Duration::from_secs(s), &p);
+        }
+        assert!(health.quarantined().is_some());
+        (start, p, health)
+    }
+
     /// Feeds `calls` (second, ok) and returns the transitions and whether it ends quarantined.
     fn run(calls: &[(u64, bool)]) -> (Vec<Transition>, bool) {
         let start = Instant::now();
@@ -340,11 +351,7 @@ mod tests {
 
     #[test]
     fn a_quarantined_plugin_gets_one_probe_per_interval_and_others_wait_for_it() {
-        let (start, p) = (Instant::now(), policy());
-        let mut health = Health::default();
-        for s in [0, 30, 60] {
-            health.record(false, start + Duration::from_secs(s), &p);
-        }
+        let (start, p, mut health) = quarantined_at_60_s();
         let at = |s: u64| start + Duration::from_secs(s);
         assert_eq!(health.admit(at(61)), Admission::Defer(Duration::from_secs(4)));
         assert_eq!(health.admit(at(65)), Admission::Probe);
@@ -364,38 +371,28 @@ mod tests {
 
     #[test]
     fn a_probe_that_never_reports_back_is_replaced_after_an_interval() {
-        let (start, p) = (Instant::now(), policy());
-        let mut health = Health::default();
-        for s in [0, 30, 60] {
-            health.record(false, start + Duration::from_secs(s), &p);
-        }
-        assert_eq!(health.admit(start + Duration::from_secs(65)), Admission::Probe);
-        assert_eq!(health.admit(start + Duration::from_secs(70)), Admission::Probe);
+        let (start, _, mut health) = quarantined_at_60_s();
+        let at = |s: u64| start + Duration::from_secs(s);
+        assert_eq!(health.admit(at(65)), Admission::Probe);
+        assert_eq!(health.admit(at(70)), Admission::Probe);
     }
 
     #[test]
     fn a_successful_call_lifts_the_quarantine_and_every_key_is_admitted() {
-        let (start, p) = (Instant::now(), policy());
-        let mut health = Health::default();
-        for s in [0, 30, 60] {
-            health.record(false, start + Duration::from_secs(s), &p);
-        }
-        assert_eq!(health.admit(start + Duration::from_secs(65)), Admission::Probe);
-        assert_eq!(health.record(true, start + Duration::from_secs(65), &p), Some(Transition::Lifted));
+        let (start, p, mut health) = quarantined_at_60_s();
+        let at = |s: u64| start + Duration::from_secs(s);
+        assert_eq!(health.admit(at(65)), Admission::Probe);
+        assert_eq!(health.record(true, at(65), &p), Some(Transition::Lifted));
         assert_eq!(health.quarantined(), None);
-        assert_eq!(health.admit(start + Duration::from_secs(65)), Admission::Call);
+        assert_eq!(health.admit(at(65)), Admission::Call);
         // And it takes a full new spell of failures to be quarantined again.
-        assert_eq!(health.record(false, start + Duration::from_secs(66), &p), None);
+        assert_eq!(health.record(false, at(66), &p), None);
     }
 
     #[test]
     fn only_the_probes_success_lifts_a_quarantine_not_a_call_admitted_before_it() {
-        let (start, p) = (Instant::now(), policy());
+        let (start, p, mut health) = quarantined_at_60_s();
         let at = |s: u64| start + Duration::from_secs(s);
-        let mut health = Health::default();
-        for s in [0, 30, 60] {
-            health.record(false, at(s), &p);
-        }
         assert_eq!(health.record(true, at(61), &p), None, "a call from before the quarantine");
         assert!(health.quarantined().is_some());
         assert_eq!(health.admit(at(65)), Admission::Probe);
@@ -432,12 +429,8 @@ mod tests {
 
     #[test]
     fn a_plugin_quarantined_again_soon_after_a_lift_resumes_its_backoff() {
-        let (start, p) = (Instant::now(), policy());
+        let (start, p, mut health) = quarantined_at_60_s();
         let at = |s: u64| start + Duration::from_secs(s);
-        let mut health = Health::default();
-        for s in [0, 30, 60] {
-            health.record(false, at(s), &p);
-        }
         assert_eq!(health.admit(at(65)), Admission::Probe);
         health.record(false, at(65), &p);
         assert_eq!(health.admit(at(75)), Admission::Probe);

@@ -383,6 +383,26 @@ impl ControlPlane {
         &self.dir
     }
 
+    /// The audited requests (as [`ControlPlane::audited_requests`]) whose line holds `part`,
+    /// read once every request made before this call is in the log: it makes a request of its
+    /// own and waits until that one is audited, and the API server writes an entry before it
+    /// answers. So a test that proves a request was *not* made reads a log that has caught up.
+    ///
+    /// # Panics
+    /// When the marker is not audited within 30 s.
+    pub async fn audited_after_marker(&self, part: &str) -> Vec<String> {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+        let marker = format!("audit-marker-{nanos}");
+        let namespaces: Api<Namespace> = Api::all(self.client().await.expect("an admin client"));
+        assert!(namespaces.get_opt(&marker).await.expect("the marker request").is_none());
+        crate::eventually(Duration::from_secs(30), "the marker audited", || {
+            let found = self.audited_requests().iter().any(|r| r.contains(&marker));
+            async move { if found { Ok(()) } else { Err("not yet".to_owned()) } }
+        })
+        .await;
+        self.audited_requests().into_iter().filter(|r| r.contains(part)).collect()
+    }
+
     /// The request URIs the API server has audited so far, each with the user who sent it
     /// (`user GET /api/v1/...`): every request it served, at Metadata level. An entry is
     /// written once a request completes, so a test that proves a request was *not* made first

@@ -127,7 +127,7 @@ pub struct RunArgs {
     /// Load plugins from ConfigMaps labelled `wasmloop.dev/plugin` in this namespace, and
     /// follow their changes. Repeatable.
     #[arg(long = "plugin-namespace", value_name = "NAMESPACE")]
-    pub plugin_namespaces: Vec<String>,
+    pub plugin_namespaces: Vec<wasmloop_contract::names::Namespace>,
     /// Load a ConfigMap plugin only if a key of this file signed its component (minisign
     /// public keys: `minisign.pub` files one after the other). File plugins are the
     /// operator's own and are not checked.
@@ -204,7 +204,7 @@ pub struct BundleArgs {
     pub name: String,
     /// The namespace the host watches for plugins (`run --plugin-namespace`).
     #[arg(long, default_value = "wasmloop-system")]
-    pub namespace: String,
+    pub namespace: wasmloop_contract::names::Namespace,
     /// The plugin's configuration (YAML or JSON), shipped as data["config.yaml"].
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -229,7 +229,7 @@ pub struct BundleArgs {
     /// With `--ref`: the Secret (`kubernetes.io/dockerconfigjson`, in the ConfigMap's
     /// namespace) holding the registry's credentials.
     #[arg(long, value_name = "SECRET", requires = "reference")]
-    pub pull_secret: Option<String>,
+    pub pull_secret: Option<wasmloop_contract::names::Name>,
     /// Sandbox options (the component is validated before it is bundled).
     #[command(flatten)]
     pub sandbox: SandboxArgs,
@@ -281,7 +281,7 @@ pub struct HostArgs {
     /// Namespace of the ServiceAccounts of plugins loaded from files, unless host.yaml names
     /// one (plugins.<name>.serviceAccount).
     #[arg(long, env = "POD_NAMESPACE", default_value = "wasmloop-system", value_name = "NAMESPACE")]
-    pub plugin_identity_namespace: String,
+    pub plugin_identity_namespace: wasmloop_contract::names::Namespace,
     /// The host's own ServiceAccount, which no plugin may act as [default in a pod: from the
     /// POD_NAMESPACE and POD_SERVICE_ACCOUNT variables, which deploy/ sets from the downward
     /// API].

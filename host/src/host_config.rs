@@ -191,18 +191,22 @@ impl HostConfig {
     /// When it cannot be read or does not match the schema (unknown fields included).
     pub fn read(path: &Path) -> anyhow::Result<HostConfig> {
         let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-        let config: HostConfig =
-            serde_saphyr::from_str_with_options(&text, crate::input::yaml_options()).map_err(|e| {
-                let why = crate::input::yaml_error(&e);
-                anyhow::anyhow!("{} is not a valid wasmloop host configuration: {why}", path.display())
-            })?;
-        config.quarantine.check().map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        HostConfig::parse(&text).map_err(|e| anyhow::anyhow!("{}{e}", path.display()))
+    }
+
+    /// Parses the file's text and checks what the schema cannot: the quarantine policy, each
+    /// plugin key and ServiceAccount.
+    ///
+    /// # Errors
+    /// A sentence, to follow the file's name, saying what is wrong and where.
+    pub fn parse(text: &str) -> Result<HostConfig, String> {
+        let config: HostConfig = serde_saphyr::from_str_with_options(text, crate::input::yaml_options())
+            .map_err(|e| format!(" is not a valid wasmloop host configuration: {}", crate::input::yaml_error(&e)))?;
+        config.quarantine.check().map_err(|e| format!(": {e}"))?;
         for (plugin, settings) in &config.plugins {
-            check_plugin_key(plugin).map_err(|e| anyhow::anyhow!("{}: plugins.{e}", path.display()))?;
+            check_plugin_key(plugin).map_err(|e| format!(": plugins.{e}"))?;
             if let Some(account) = &settings.service_account {
-                account
-                    .parse::<ServiceAccount>()
-                    .map_err(|e| anyhow::anyhow!("{}: plugins.{plugin}.serviceAccount: {e}", path.display()))?;
+                account.parse::<ServiceAccount>().map_err(|e| format!(": plugins.{plugin}.serviceAccount: {e}"))?;
             }
         }
         Ok(config)
@@ -222,5 +226,27 @@ impl HostConfig {
     /// The ServiceAccount the operator configured for `plugin` of `realm` (checked when read).
     pub fn service_account(&self, realm: &str, plugin: &str) -> Option<ServiceAccount> {
         self.settings_for(realm, plugin)?.service_account.as_deref()?.parse().ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fuzz_seeds_and_the_readme_example_are_valid_host_configurations() {
+        for seed in ["readme", "quarantine"] {
+            let path = format!("{}/fuzz/corpus/host_config/{seed}", env!("CARGO_MANIFEST_DIR"));
+            let config = HostConfig::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
+            assert!(config.settings_for("", "labeler").is_some() || config.settings_for("", "configmap-mirror").is_some());
+        }
+    }
+
+    #[test]
+    fn a_plugin_key_is_found_by_its_realm_and_name_only() {
+        let config = HostConfig::parse("plugins:\n  labeler: {}\n  team-b/labeler: {writesPerSecond: 5}\n").unwrap();
+        assert!(config.settings_for("", "labeler").unwrap().writes_per_second.is_none());
+        assert_eq!(config.settings_for("team-b", "labeler").unwrap().writes_per_second.map(u32::from), Some(5));
+        assert!(config.settings_for("team-c", "labeler").is_none());
     }
 }

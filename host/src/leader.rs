@@ -19,6 +19,7 @@ use kube::Api;
 use kube_lease_manager::{LeaseManager, LeaseManagerBuilder, LeaseParams};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use wasmloop_contract::names::Namespace;
 use wasmloop_runtime::Metrics;
 
 /// Leader-election options.
@@ -33,7 +34,7 @@ pub struct LeaderArgs {
     /// Namespace of the Leases, for leader election and sharding [default: POD_NAMESPACE, else
     /// the service account's namespace].
     #[arg(long, value_name = "NAMESPACE")]
-    pub leader_election_namespace: Option<String>,
+    pub leader_election_namespace: Option<Namespace>,
     /// How long a Lease holds without renewal; a standby takes over at most this long after
     /// the leader dies.
     /// At least 6: the leader renews halfway and must see the renewal land before the last
@@ -62,15 +63,22 @@ fn shard_group(text: &str) -> Result<String, String> {
 
 const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
-pub(crate) fn namespace(args: &LeaderArgs) -> anyhow::Result<String> {
-    if let Some(ns) = args.leader_election_namespace.clone().or_else(|| std::env::var("POD_NAMESPACE").ok()) {
-        return Ok(ns);
+/// The Leases' namespace: the flag's, else `POD_NAMESPACE`'s, else the pod's own. The two
+/// read from the environment are parsed like the flag: they become a request path.
+pub(crate) fn namespace(args: &LeaderArgs) -> anyhow::Result<Namespace> {
+    if let Some(ns) = &args.leader_election_namespace {
+        return Ok(ns.clone());
     }
-    std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE).map(|ns| ns.trim().to_owned()).map_err(|_| {
-        anyhow::anyhow!(
-            "--leader-elect and --shard need the Leases' namespace: pass --leader-election-namespace, or set POD_NAMESPACE (the Downward API does in deploy/)"
-        )
-    })
+    let (text, from) = match std::env::var("POD_NAMESPACE") {
+        Ok(text) => (text, "POD_NAMESPACE"),
+        Err(_) => match std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE) {
+            Ok(text) => (text.trim().to_owned(), SERVICE_ACCOUNT_NAMESPACE),
+            Err(_) => anyhow::bail!(
+                "--leader-elect and --shard need the Leases' namespace: pass --leader-election-namespace, or set POD_NAMESPACE (the Downward API does in deploy/)"
+            ),
+        },
+    };
+    Namespace::parse(&text).map_err(|e| anyhow::anyhow!("{from}: {e}; pass --leader-election-namespace"))
 }
 
 /// This host's name in the Lease: the pod's name, else the host name and process id.
@@ -124,7 +132,7 @@ impl Election {
 struct Candidate {
     client: kube::Client,
     name: String,
-    namespace: String,
+    namespace: Namespace,
     identity: String,
     duration: u64,
     grace: u64,
@@ -133,7 +141,7 @@ struct Candidate {
 impl Candidate {
     async fn start(&self) -> anyhow::Result<(watch::Receiver<bool>, ManagerTask)> {
         let manager = LeaseManagerBuilder::new(self.client.clone(), &self.name)
-            .with_namespace(&self.namespace)
+            .with_namespace(self.namespace.as_str())
             .with_parameters(LeaseParams::new(&self.identity, self.duration, self.grace))
             .build()
             .await
@@ -187,7 +195,7 @@ async fn follow(
     leading: watch::Sender<bool>,
     metrics: Arc<Metrics>,
 ) {
-    let leases: Api<Lease> = Api::namespaced(candidate.client.clone(), &candidate.namespace);
+    let leases: Api<Lease> = wasmloop_runtime::api::typed_api(candidate.client.clone(), &candidate.namespace);
     let announce = Arc::new(Announce { identity: candidate.identity.clone(), leading, metrics });
     let deadline = renew_deadline(candidate.duration, candidate.grace);
     let mut confirming: Option<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>> = None;

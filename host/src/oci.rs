@@ -32,6 +32,7 @@ use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference, RegistryOperation};
 use sha2::{Digest as _, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use wasmloop_contract::validate::quoted;
 
 use crate::plugin_configmap::MAX_COMPONENT;
 
@@ -55,7 +56,7 @@ pub const MAX_MANIFEST: u64 = 64 << 10;
 #[derive(Debug, thiserror::Error)]
 pub enum OciError {
     /// Not a reference this host takes.
-    #[error("{0:?} is not a plugin reference: {1}")]
+    #[error("{0} is not a plugin reference: {1}")]
     BadReference(String, String),
     /// A reference without a digest where one is required.
     #[error("{0} names no digest; pin it: `wasmloop push` prints the reference as oci://REGISTRY/REPO@sha256:DIGEST")]
@@ -108,7 +109,8 @@ impl PluginRef {
     /// # Errors
     /// When it lacks the scheme or an explicit registry, or does not parse.
     pub fn parse(text: &str) -> Result<PluginRef, OciError> {
-        let bad = |why: &str| OciError::BadReference(text.chars().take(MAX_REFERENCE).collect(), why.to_owned());
+        // The text is quoted cut: it is a ConfigMap writer's, bound for a status and an Event.
+        let bad = |why: &str| OciError::BadReference(quoted(text), cut(why));
         if text.len() > MAX_REFERENCE {
             return Err(bad(&format!("longer than {MAX_REFERENCE} bytes")));
         }

@@ -17,6 +17,9 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use wasmloop_contract::names::Name;
+use wasmloop_contract::validate::quoted;
+
 use crate::oci::{OciError, PluginRef};
 use crate::pinning::{DIGEST_ANNOTATION, SIGNATURE_KEY, pin_of};
 
@@ -55,7 +58,7 @@ pub struct PluginPayload {
     /// Where to pull the component from, pinned by digest.
     pub reference: Option<PluginRef>,
     /// The Secret holding the registry's credentials.
-    pub pull_secret: Option<String>,
+    pub pull_secret: Option<Name>,
     /// The configuration as JSON text, if the ConfigMap has one.
     pub config: Option<String>,
     /// The digest the ConfigMap pins the component to (the annotation's text).
@@ -100,7 +103,7 @@ pub enum PayloadError {
     BadConfig(String, &'static str, String),
     /// An unknown track.
     #[error(
-        "ConfigMap {0}: the annotation {TRACK_ANNOTATION} is {1:?}; it is \"shadow\" for a candidate, or \"superseded\" (set by the host) for a ConfigMap a promoted shadow replaced; remove it to serve"
+        "ConfigMap {0}: the annotation {TRACK_ANNOTATION} is {1}; it is \"shadow\" for a candidate, or \"superseded\" (set by the host) for a ConfigMap a promoted shadow replaced; remove it to serve"
     )]
     BadTrack(String, String),
     /// A reference that is not a pinned plugin reference.
@@ -113,20 +116,21 @@ pub enum PayloadError {
     TwoComponents(String),
     /// A pull secret name that is no Secret name.
     #[error(
-        "ConfigMap {0}: the annotation {PULL_SECRET_ANNOTATION} is {1:?}, not a Secret name; name a Secret of this namespace"
+        "ConfigMap {0}: the annotation {PULL_SECRET_ANNOTATION} is {1}, not a Secret name; name a Secret of this namespace"
     )]
     BadPullSecret(String, String),
     /// An empty plugin label.
     #[error("ConfigMap {0}: the label {PLUGIN_LABEL} is empty; set it to the plugin's name")]
     NoName(String),
+    /// A plugin label that is no plugin name.
+    #[error("ConfigMap {0}: the label {PLUGIN_LABEL}: {1}; set it to the name in the component's manifest")]
+    BadName(String, String),
 }
 
 fn display(cm: &ConfigMap) -> String {
-    format!(
-        "{}/{}",
-        cm.metadata.namespace.as_deref().unwrap_or_default(),
-        cm.metadata.name.as_deref().unwrap_or_default()
-    )
+    // As the API server names objects (at most 253 bytes), whatever the ConfigMap says.
+    let part = |text: Option<&str>| wasmloop_contract::validate::cut(text.unwrap_or_default().to_owned(), 253);
+    format!("{}/{}", part(cm.metadata.namespace.as_deref()), part(cm.metadata.name.as_deref()))
 }
 
 /// Reads the plugin a ConfigMap ships.
@@ -139,6 +143,11 @@ pub fn read(cm: &ConfigMap) -> Result<PluginPayload, PayloadError> {
     if name.is_empty() {
         return Err(PayloadError::NoName(at));
     }
+    // The label names the plugin in metrics, logs and the registry before the component's
+    // manifest is read: it must be a plugin name, as the manifest's will be.
+    if let Err(rule) = wasmloop_contract::validate::plugin_name(&name) {
+        return Err(PayloadError::BadName(at, rule));
+    }
     let binary = cm.binary_data.as_ref();
     let data = cm.data.as_ref();
     let reference = data
@@ -149,12 +158,13 @@ pub fn read(cm: &ConfigMap) -> Result<PluginPayload, PayloadError> {
     if reference.is_some() && binary.is_some_and(|b| b.contains_key(WASM_KEY) || b.contains_key(WASM_GZ_KEY)) {
         return Err(PayloadError::TwoComponents(at));
     }
-    let pull_secret = cm.metadata.annotations.as_ref().and_then(|a| a.get(PULL_SECRET_ANNOTATION)).cloned();
-    if let Some(named) = &pull_secret
-        && wasmloop_sandbox::validate::name(named).is_err()
-    {
-        return Err(PayloadError::BadPullSecret(at, named.chars().take(64).collect()));
-    }
+    let pull_secret = cm
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(PULL_SECRET_ANNOTATION))
+        .map(|named| Name::parse(named).map_err(|_| PayloadError::BadPullSecret(at.clone(), quoted(named))))
+        .transpose()?;
     let component = if reference.is_some() {
         Vec::new()
     } else if let Some(plain) = binary.and_then(|b| b.get(WASM_KEY)) {
@@ -172,6 +182,9 @@ pub fn read(cm: &ConfigMap) -> Result<PluginPayload, PayloadError> {
     } else {
         return Err(PayloadError::NoComponent(at));
     };
+    if component.is_empty() && reference.is_none() {
+        return Err(PayloadError::NoComponent(at));
+    }
     let config = match (data.and_then(|d| d.get("config.yaml")), data.and_then(|d| d.get("config.json"))) {
         (Some(text), _) => Some(("config.yaml", text)),
         (None, Some(text)) => Some(("config.json", text)),
@@ -181,7 +194,7 @@ pub fn read(cm: &ConfigMap) -> Result<PluginPayload, PayloadError> {
         .map(|(key, text)| {
             serde_saphyr::from_str_with_options::<serde_json::Value>(text, crate::input::yaml_options())
                 .map(|v| v.to_string())
-                .map_err(|e| PayloadError::BadConfig(at.clone(), key, crate::input::yaml_error(&e)))
+                .map_err(|e| PayloadError::BadConfig(at.clone(), key, wasmloop_contract::validate::cut(crate::input::yaml_error(&e), 256)))
         })
         .transpose()?;
     let pin = cm.metadata.annotations.as_ref().and_then(|a| a.get(DIGEST_ANNOTATION)).cloned();
@@ -190,7 +203,7 @@ pub fn read(cm: &ConfigMap) -> Result<PluginPayload, PayloadError> {
         None => Track::Serving,
         Some("shadow") => Track::Shadow,
         Some("superseded") => Track::Superseded,
-        Some(other) => return Err(PayloadError::BadTrack(at, other.chars().take(64).collect())),
+        Some(other) => return Err(PayloadError::BadTrack(at, quoted(other))),
     };
     Ok(PluginPayload { name, component, reference, pull_secret, config, pin, signature, track })
 }
@@ -277,6 +290,37 @@ pub fn build(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_fuzz_seeds_are_plugin_configmaps() {
+        for (seed, by_reference) in [("by-reference", true), ("inline-gz", false)] {
+            let path = format!("{}/fuzz/corpus/plugin_configmap/{seed}", env!("CARGO_MANIFEST_DIR"));
+            let cm: ConfigMap = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+            let payload = read(&cm).unwrap();
+            assert_eq!((payload.name.as_str(), payload.reference.is_some()), ("labeler", by_reference), "{seed}");
+        }
+    }
+
+    #[test]
+    fn a_plugin_label_that_is_no_plugin_name_is_refused_naming_the_rule() {
+        let mut cm = build("p", "ns", b"\0asm", None, None, Track::Serving, None).unwrap();
+        cm.metadata.labels.get_or_insert_default().insert(PLUGIN_LABEL.into(), "labEler".into());
+        let refused = read(&cm).unwrap_err().to_string();
+        assert!(refused.contains("name \"labEler\" must be 1-63 characters of a-z, 0-9 and '-'"), "{refused}");
+    }
+
+    #[test]
+    fn a_bad_track_or_pull_secret_is_quoted_cut() {
+        let mut cm = build("p", "ns", b"\0asm", None, None, Track::Serving, None).unwrap();
+        let long = "\u{15}".repeat(4096);
+        let annotations = cm.metadata.annotations.get_or_insert_default();
+        annotations.insert(TRACK_ANNOTATION.into(), long.clone());
+        assert!(read(&cm).unwrap_err().to_string().len() < 600);
+        let annotations = cm.metadata.annotations.get_or_insert_default();
+        annotations.remove(TRACK_ANNOTATION);
+        annotations.insert(PULL_SECRET_ANNOTATION.into(), long);
+        assert!(read(&cm).unwrap_err().to_string().len() < 600);
+    }
 
     #[test]
     fn a_small_component_ships_uncompressed_and_reads_back() {

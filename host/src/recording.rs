@@ -104,14 +104,14 @@ impl Store {
     }
 
     fn write(&mut self, case: &Case) -> anyhow::Result<()> {
-        // Through serde_json::Value so enums print as plain maps, not YAML tags.
-        let text = serde_saphyr::to_string(&serde_json::to_value(case)?)?;
+        let text = to_text(case)?;
         anyhow::ensure!(
             (text.len() as u64) <= self.bounds.max_bytes / 4,
             "its {} bytes are more than a quarter of --record-max-bytes; not kept, so that it cannot evict every other case",
             text.len()
         );
-        let dir = self.dir.join(&case.plugin);
+        let plugin = folder(&case.plugin);
+        let dir = self.dir.join(&plugin);
         std::fs::create_dir_all(&dir)?;
         let name = file_name(case);
         let mut path = dir.join(&name);
@@ -128,8 +128,8 @@ impl Store {
             return Err(error.into());
         }
         self.bytes += text.len() as u64;
-        self.files.push_back((path, case.plugin.clone(), text.len() as u64));
-        self.trim(&case.plugin);
+        self.files.push_back((path, plugin.clone(), text.len() as u64));
+        self.trim(&plugin);
         Ok(())
     }
 
@@ -152,6 +152,21 @@ impl Store {
             }
         }
     }
+}
+
+/// A case as its file holds it, which `replay::parse_case` reads back.
+///
+/// # Errors
+/// When it cannot be serialised (it always can: it holds JSON values).
+pub fn to_text(case: &Case) -> anyhow::Result<String> {
+    // Through serde_json::Value so enums print as plain maps, not YAML tags.
+    Ok(serde_saphyr::to_string(&serde_json::to_value(case)?)?)
+}
+
+/// The directory of plugin `id`'s cases: `NAME`, or `NAMESPACE.NAME` for a plugin ConfigMap's
+/// (neither holds a `.`), so plugins of one name from two realms keep their cases apart.
+fn folder(id: &str) -> String {
+    id.replace('/', ".")
 }
 
 /// `<time>-<namespace>-<name>.yaml`, the time in UTC to the nanosecond at a fixed width so

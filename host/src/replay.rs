@@ -8,9 +8,49 @@
 
 use std::sync::Mutex;
 
+use serde_json::Value;
 use wasmloop_contract::names::{Name, Namespace};
-use wasmloop_runtime::record::{Lookup, PageAsked};
-use wasmloop_sandbox::{CacheDenied, Gvk, HostServices, ListKey, ListPage, Object, Selector, object_from_value};
+use wasmloop_contract::validate::quoted;
+use wasmloop_runtime::record::{Case, Lookup, PageAsked};
+use wasmloop_sandbox::{
+    CacheDenied, Gvk, HostServices, ListKey, ListPage, Object, Phase, Request, Selector, object_from_value,
+};
+
+/// A case file's text as a [`Case`], read as the host reads every YAML a user gives it.
+///
+/// # Errors
+/// A sentence saying what is wrong and where, without the file's text.
+pub fn parse_case(text: &str) -> Result<Case, String> {
+    serde_saphyr::from_str_with_options(text, crate::input::case_yaml_options()).map_err(|e| {
+        format!(
+            "not a recorded case: {}; replay the files `--record-dir` writes",
+            wasmloop_contract::validate::foreign(crate::input::yaml_error(&e))
+        )
+    })
+}
+
+/// The request a case recorded, as the plugin is called with it again.
+///
+/// # Errors
+/// When an object in it is not one (no apiVersion, kind or name), or its phase is none of the
+/// three; the value is quoted cut.
+pub fn request_of(case: &Case) -> Result<Request, String> {
+    let recorded = &case.request;
+    let object = |v: &Value| object_from_value(v);
+    Ok(Request {
+        object: object(&recorded.object)?,
+        owned: recorded.owned.iter().map(object).collect::<Result<Vec<Object>, String>>()?,
+        phase: match recorded.phase.as_str() {
+            "apply" => Phase::Apply,
+            "cleanup" => Phase::Cleanup,
+            "deleted" => Phase::Deleted,
+            other => return Err(format!("phase {} is none of apply, cleanup, deleted", quoted(other))),
+        },
+        previous: recorded.previous.as_ref().map(object).transpose()?,
+        attempt: recorded.attempt,
+        config: recorded.config.to_string(),
+    })
+}
 
 /// The cache of one replayed case: the recorded answers, and what was asked beyond them.
 pub struct ReplayCache {
@@ -123,6 +163,28 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    fn seed(name: &str) -> String {
+        let path = format!("{}/fuzz/corpus/case_file/{name}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::read_to_string(path).unwrap()
+    }
+
+    #[test]
+    fn the_fuzz_seed_is_a_case_the_recorder_writes_back_the_same() {
+        let case = parse_case(&seed("apply")).unwrap();
+        assert_eq!(case.lookups.len(), 3);
+        assert_eq!(request_of(&case).unwrap().phase, Phase::Apply);
+        assert_eq!(parse_case(&crate::recording::to_text(&case).unwrap()).unwrap(), case);
+    }
+
+    #[test]
+    fn a_case_of_an_unknown_phase_is_refused_quoting_it_cut() {
+        let long = "x".repeat(10_000);
+        let mut case = parse_case(&seed("apply")).unwrap();
+        case.request.phase = long;
+        let refused = request_of(&case).unwrap_err();
+        assert!(refused.starts_with("phase \"xxx") && refused.len() < 200, "{refused}");
+    }
 
     #[test]
     fn a_recorded_question_is_answered_and_any_other_is_reported_missing() {

@@ -107,6 +107,9 @@ async fn a_bundled_plugin_loads_swaps_keeps_serving_through_bad_versions_and_unl
         "{loaded}"
     );
     event_on(&plugins, "PluginLoaded", "plugin labeler 1.0.0 serving").await;
+    // A plugin ConfigMap's plugin is known by NAMESPACE/NAME, in metrics as elsewhere.
+    let series = format!(r#"plugin="{}/labeler""#, plugins.name);
+    assert!(host.get("/metrics").await.1.contains(&series), "no series of {series}");
 
     // Update: the new behaviour, on existing objects too.
     // As `bundle | kubectl apply` ships it: the new component and its pin.
@@ -155,7 +158,7 @@ async fn a_bundled_plugin_loads_swaps_keeps_serving_through_bad_versions_and_unl
     caught_up(&configmaps, "after-delete-marker").await;
     assert_eq!(host.metric(&deployments).await, 0.0, "a Deployment watch came back");
     let text = host.get("/metrics").await.1;
-    assert!(!text.contains(r#"plugin="labeler""#), "the unloaded labeler's series stay: {text}");
+    assert!(!text.contains(&series) && !text.contains(r#"plugin="labeler""#), "the unloaded labeler's series stay: {text}");
     let untouched = apps.api::<Deployment>().get("after-delete").await.unwrap();
     assert!(!untouched.metadata.labels.unwrap_or_default().contains_key("wasmloop.dev/labeled-by"));
 }
@@ -247,7 +250,7 @@ async fn a_reload_held_open_in_its_cache_sync_pauses_no_other_plugin_and_the_old
     let pods = json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}]);
     grant_user(&apps, "pods", &user, pods).await;
     status(&configmaps, "swap", "pod-logger serving", |s| s["plugin"] == "pod-logger").await;
-    host.logged("plugin pod-logger").await;
+    host.logged(&format!("plugin {}/pod-logger", plugins.name)).await;
 }
 
 /// Held by every test here that needs the Foo CRD present or absent: CRDs are cluster-wide.
@@ -405,8 +408,8 @@ async fn a_second_source_of_a_served_plugin_is_refused_and_the_first_keeps_servi
     configmaps.create(&PostParams::default(), &copy).await.unwrap();
     let refused = status(&configmaps, "mirror-copy", "the copy refused", |s| s["lastError"].is_string()).await;
     let error = refused["lastError"].as_str().unwrap();
-    assert!(error.contains("offers plugin \"configmap-mirror\", which"), "{error}");
-    assert!(error.contains("already serves"), "{error}");
+    let taken = format!("offers plugin \"{}/configmap-mirror\", which ConfigMap {}/configmap-mirror already serves", plugins.name, plugins.name);
+    assert!(error.contains(&taken), "{error}");
     // Read after the refusal: the first source's version is untouched by it.
     let still = configmaps.get("configmap-mirror").await.unwrap().metadata.annotations.unwrap_or_default();
     let still: Value = serde_json::from_str(&still["wasmloop.dev/status"]).unwrap();
@@ -578,8 +581,8 @@ async fn a_shadow_configmap_is_compared_on_every_reconcile_writes_nothing_and_is
     assert!(diff.contains("nginx:latest") && diff.contains("nginx:1.27"), "{found:#}");
     assert!(found["latest"]["object"].as_str().is_some_and(|o| o.starts_with("Foo ")), "{found:#}");
     assert_eq!(count(&found, "failed"), 0, "{found:#}");
-    let series = r#"wasmloop_shadow_reconciles_total{plugin="foo-deployment",result="differing"}"#;
-    assert!(host.metric(series).await >= 3.0);
+    let series = format!(r#"wasmloop_shadow_reconciles_total{{plugin="{}/foo-deployment",result="differing"}}"#, plugins.name);
+    assert!(host.metric(&series).await >= 3.0);
     event_on(&plugins, "ShadowDiffers", "differs from the serving version").await;
     // Each Foo was compared after the serving version's call, whose apply is all that wrote.
     for name in ["one", "two", "three"] {
@@ -613,7 +616,7 @@ async fn a_shadow_configmap_is_compared_on_every_reconcile_writes_nothing_and_is
     drop(host);
     let host =
         Host::start(["run", "--plugin-namespace", plugins.name.as_str(), "--config", yaml.path().to_str().unwrap()]);
-    host.logged("plugin foo-deployment 0.1.0 serving").await;
+    host.logged(&format!("plugin {}/foo-deployment 0.1.0 serving", plugins.name)).await;
     foos.create(&PostParams::default(), &foo("four", "four-web", 1)).await.unwrap();
     let four = deployment_with(&deployments, "four-web", "the Deployment", |d| replicas(d) == Some(1)).await;
     assert_eq!(image(&four).as_deref(), Some("nginx:1.27"), "the promoted version, after a restart");
@@ -660,7 +663,9 @@ async fn a_panicking_shadow_changes_nothing_for_the_serving_version() {
     }
     let found = findings(&configmaps, "hostile-shadow", "four failures", |f| count(f, "failed") >= 4).await;
     assert!(found["latest"]["diff"].as_str().is_some_and(|d| d.contains("panicked")), "{found:#}");
-    assert!(host.metric(r#"wasmloop_shadow_reconciles_total{plugin="hostile",result="failed"}"#).await >= 4.0);
+    let plugin = format!("{}/hostile", plugins.name);
+    let failed = format!(r#"wasmloop_shadow_reconciles_total{{plugin="{plugin}",result="failed"}}"#);
+    assert!(host.metric(&failed).await >= 4.0);
 
     // Every shadow call has ended: the serving version greeted each object, succeeded every
     // time, and is neither failing nor quarantined.
@@ -672,9 +677,10 @@ async fn a_panicking_shadow_changes_nothing_for_the_serving_version() {
         .await;
     }
     let text = host.get("/metrics").await.1;
-    assert!(!text.contains(r#"wasmloop_reconcile_errors_total{plugin="hostile""#), "{text}");
-    assert!(host.metric(r#"wasmloop_reconciles_total{plugin="hostile",result="success"}"#).await >= 4.0);
-    assert_eq!(host.metric_or_zero(r#"wasmloop_plugin_quarantined{plugin="hostile"}"#).await, 0.0);
+    let succeeded = format!(r#"wasmloop_reconciles_total{{plugin="{plugin}",result="success"}}"#);
+    assert!(host.metric(&succeeded).await >= 4.0);
+    assert!(!text.contains(&format!(r#"wasmloop_reconcile_errors_total{{plugin="{plugin}""#)), "{text}");
+    assert_eq!(host.metric_or_zero(&format!(r#"wasmloop_plugin_quarantined{{plugin="{plugin}"}}"#)).await, 0.0);
     let warnings = events.list(&Default::default()).await.unwrap();
     assert!(warnings.items.iter().all(|e| e.type_.as_deref() != Some("Warning")), "{:?}", warnings.items);
     let serving = status(&configmaps, "hostile", "the serving status", |s| s["version"].is_string()).await;
@@ -682,15 +688,16 @@ async fn a_panicking_shadow_changes_nothing_for_the_serving_version() {
 }
 
 #[tokio::test]
-async fn a_shadow_from_another_plugin_namespace_is_refused_and_cannot_take_the_plugin_over() {
+async fn a_plugin_named_like_another_namespace_s_is_its_own_and_neither_blocks_nor_replaces_it() {
     let (ours, theirs) =
-        (shared().namespace("cm-shadow-ours").await.unwrap(), shared().namespace("cm-shadow-theirs").await.unwrap());
+        (shared().namespace("cm-realm-ours").await.unwrap(), shared().namespace("cm-realm-theirs").await.unwrap());
     let dir = tempfile::tempdir().unwrap();
     let ok = dir.path().join("ok.yaml");
     std::fs::write(&ok, "mode: ok\n").unwrap();
     let host_yaml = dir.path().join("host.yaml");
-    std::fs::write(&host_yaml, format!("plugins:\n  {o}/hostile: {{namespace: {o}}}\n", o = ours.name)).unwrap();
-    let _host = Host::start([
+    let settings = format!("plugins:\n  {o}/hostile: {{namespace: {o}}}\n  {t}/hostile: {{namespace: {t}}}\n", o = ours.name, t = theirs.name);
+    std::fs::write(&host_yaml, settings).unwrap();
+    let host = Host::start([
         "run",
         "--plugin-namespace",
         ours.name.as_str(),
@@ -699,24 +706,56 @@ async fn a_shadow_from_another_plugin_namespace_is_refused_and_cannot_take_the_p
         "--config",
         host_yaml.to_str().unwrap(),
     ]);
+    // The other namespace names its plugin first: a first claimant does not take the name.
+    let squatter = bundle("hostile_plugin", "hostile", &theirs.name, &["--config", ok.to_str().unwrap()]);
+    let their_configmaps: Api<ConfigMap> = theirs.api();
+    their_configmaps.create(&PostParams::default(), &squatter).await.unwrap();
+    status(&their_configmaps, "hostile", "theirs serving", |s| s["activeDigest"].is_string()).await;
     let serving = bundle("hostile_plugin", "hostile", &ours.name, &["--config", ok.to_str().unwrap()]);
     ours.api::<ConfigMap>().create(&PostParams::default(), &serving).await.unwrap();
-    status(&ours.api(), "hostile", "the serving version", |s| s["version"].is_string()).await;
-
-    let intruder = bundle("hostile_plugin", "hostile", &theirs.name, &["--shadow"]);
-    let their_configmaps: Api<ConfigMap> = theirs.api();
-    their_configmaps.create(&PostParams::default(), &intruder).await.unwrap();
-    status(&their_configmaps, "hostile-shadow", "the shadow refused", |s| {
-        s["lastError"].as_str().is_some_and(|e| e.contains("from its own plugin namespace"))
-    })
-    .await;
-    // Un-annotated, it is a second source of a served plugin, not a promotion.
-    let promote = json!({"metadata": {"annotations": {"wasmloop.dev/track": null}}});
-    their_configmaps.patch("hostile-shadow", &PatchParams::default(), &Patch::Merge(&promote)).await.unwrap();
-    status(&their_configmaps, "hostile-shadow", "the takeover refused", |s| {
-        s["lastError"].as_str().is_some_and(|e| e.contains("already serves"))
-    })
-    .await;
-    let ours_status = status(&ours.api(), "hostile", "the serving status", |s| s["version"].is_string()).await;
+    let loaded = |s: &Value| s["activeDigest"].is_string() && s["plugin"] == "hostile";
+    let ours_status = status(&ours.api(), "hostile", "ours serving beside theirs", loaded).await;
     assert!(ours_status["lastError"].is_null(), "{ours_status}");
+    assert_eq!(host.metric("wasmloop_plugins_active").await, 2.0, "one plugin per namespace");
+    for realm in [&ours.name, &theirs.name] {
+        let loads = format!(r#"wasmloop_plugin_loads_total{{plugin="{realm}/hostile"}}"#);
+        assert_eq!(host.metric(&loads).await, 1.0, "{loads}");
+    }
+
+    // Theirs ships a shadow of "hostile": it stands beside theirs, never beside ours.
+    let their_shadow = bundle("hostile_plugin", "hostile", &theirs.name, &["--shadow", "--config", ok.to_str().unwrap()]);
+    their_configmaps.create(&PostParams::default(), &their_shadow).await.unwrap();
+    status(&their_configmaps, "hostile-shadow", "theirs' shadow seated", |s| s["shadow"]["plugin"] == "hostile").await;
+    let ours_reconciled = format!(r#"wasmloop_reconciles_total{{plugin="{}/hostile",result="success"}}"#, ours.name);
+    let before = host.metric_or_zero(&ours_reconciled).await;
+    create_configmap(&theirs, "their-object").await;
+    create_configmap(&ours, "our-object").await;
+    let compared = format!(r#"wasmloop_shadow_reconciles_total{{plugin="{}/hostile",result="same"}}"#, theirs.name);
+    eventually(Duration::from_secs(60), "theirs compared and ours reconciled since", || {
+        let (host, compared, ours_reconciled) = (&host, &compared, &ours_reconciled);
+        async move {
+            let (compared, reconciled) = (host.metric_or_zero(compared).await, host.metric_or_zero(ours_reconciled).await);
+            if compared >= 1.0 && reconciled > before { Ok(()) } else { Err(format!("{compared} compared, {reconciled} reconciled")) }
+        }
+    })
+    .await;
+    let text = host.get("/metrics").await.1;
+    let beside_ours = format!(r#"wasmloop_shadow_reconciles_total{{plugin="{}/hostile""#, ours.name);
+    assert!(!text.contains(&beside_ours), "theirs' shadow was called beside ours: {text}");
+
+    // Theirs deleted: ours serves on, untouched.
+    their_configmaps.delete("hostile-shadow", &DeleteParams::default()).await.unwrap();
+    their_configmaps.delete("hostile", &DeleteParams::default()).await.unwrap();
+    eventually(Duration::from_secs(60), "theirs unloaded", || {
+        let host = &host;
+        async move {
+            let active = host.metric("wasmloop_plugins_active").await;
+            if active == 1.0 { Ok(()) } else { Err(format!("{active} plugins")) }
+        }
+    })
+    .await;
+    let ours_status = status(&ours.api(), "hostile", "ours serving", loaded).await;
+    assert!(ours_status["lastError"].is_null(), "{ours_status}");
+    let loads = format!(r#"wasmloop_plugin_loads_total{{plugin="{}/hostile"}}"#, ours.name);
+    assert_eq!(host.metric(&loads).await, 1.0, "ours was never reloaded");
 }

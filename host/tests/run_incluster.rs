@@ -266,7 +266,8 @@ async fn deploy_and_its_example_plugins_overlay_are_accepted_by_the_api_server_a
     .await;
     let note = refused.note.unwrap();
     for part in [
-        "plugin node-image-watch",
+        // A plugin ConfigMap's plugin is named NAMESPACE/NAME.
+        "plugin wasmloop-system/node-image-watch",
         "failed as ServiceAccount wasmloop-system/node-image-watch",
         "system:serviceaccount:wasmloop-system:node-image-watch",
         "grant ServiceAccount wasmloop-system/node-image-watch",

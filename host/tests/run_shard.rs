@@ -231,9 +231,11 @@ async fn a_plugin_configmaps_status_names_the_replica_that_runs_it() {
     let extra = ["--plugin-namespace", ns.name.as_str()];
     let a = replica(&ns, "replica-a", &none, &config, &extra);
     let b = replica(&ns, "replica-b", &none, &config, &extra);
-    let only = [("stamp-cm".to_owned(), plugin.clone())];
+    // A ConfigMap's plugin is known by NAMESPACE/NAME: that is what is hashed and fenced.
+    let id = format!("{}/stamp-cm", ns.name);
+    let only = [(id.clone(), plugin.clone())];
     let shares = settled(&[("replica-a", &a), ("replica-b", &b)], &only).await;
-    let runner = shares.iter().find(|(_, s)| s.contains("stamp-cm")).map(|(r, _)| r.clone()).unwrap();
+    let runner = shares.iter().find(|(_, s)| s.contains(&id)).map(|(r, _)| r.clone()).unwrap();
     eventually(Duration::from_secs(60), "the status naming the runner", || {
         let (configmaps, runner) = (configmaps.clone(), runner.clone());
         async move {
@@ -245,7 +247,7 @@ async fn a_plugin_configmaps_status_names_the_replica_that_runs_it() {
     })
     .await;
     stamped_configmap(&ns, "work").await;
-    stamped_by_all(&ns, "work", &only).await;
+    stamped_by_all(&ns, "work", &[("stamp-cm".to_owned(), plugin)]).await;
 }
 
 #[tokio::test]

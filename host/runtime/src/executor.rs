@@ -221,7 +221,7 @@ fn granted(
 ) -> Result<(), ExecError> {
     let bounds = Bounds { primary_namespace: primary.namespace.as_deref(), confined_to };
     capability::permits(manifest, bounds, verb, kind, namespace).map_err(|refusal| ExecError::NotGranted {
-        plugin: manifest.name.clone(),
+        plugin: manifest.id(),
         target: format!("{} {}", verb.as_str(), label(kind.kind(), namespace, name)),
         refusal,
     })
@@ -292,7 +292,7 @@ impl Executor {
 
     /// The error of a request the API server refused or failed.
     fn api_error(&self, manifest: &Manifest, verb: &'static str, target: String, source: kube::Error) -> ExecError {
-        ExecError::Api { plugin: manifest.name.clone(), actor: self.actor.clone(), verb, target, source }
+        ExecError::Api { plugin: manifest.id(), actor: self.actor.clone(), verb, target, source }
     }
 
     /// An executor that writes nothing: every write goes to the API server with
@@ -324,7 +324,7 @@ impl Executor {
     /// but nothing reaches a request unparsed.
     fn primary_place(&self, manifest: &Manifest, primary: &Object) -> Result<(Gvk, Option<Namespace>), ExecError> {
         let invalid = |e: wasmloop_contract::names::Invalid| ExecError::Invalid {
-            plugin: manifest.name.clone(),
+            plugin: manifest.id(),
             verb: "act on",
             target: validate::quoted(&primary.name),
             reason: e.into(),
@@ -347,7 +347,7 @@ impl Executor {
     ) -> Result<Vec<Applied>, ExecError> {
         let mut applied = Vec::new();
         for action in actions {
-            self.charge(&manifest.name).await;
+            self.charge(&manifest.id()).await;
             let (kind, verb) = match action {
                 Action::Apply(object) => {
                     let done = self.apply(manifest, primary, object).await?;
@@ -392,7 +392,7 @@ impl Executor {
                     ("Event".to_owned(), "event")
                 }
             };
-            self.metrics.action(&manifest.name, &kind, verb);
+            self.metrics.action(&manifest.id(), &kind, verb);
         }
         Ok(applied)
     }
@@ -407,7 +407,7 @@ impl Executor {
         );
         let target = label(&kind, text("/metadata/namespace").as_deref(), &name);
         let invalid = |reason: String| ExecError::Invalid {
-            plugin: manifest.name.clone(),
+            plugin: manifest.id(),
             verb: "apply",
             target: validate::cut(target.clone(), validate::MAX_QUOTED * 4),
             reason,
@@ -416,7 +416,7 @@ impl Executor {
         // a request.
         let gvk = Gvk::from_api_version(&api_version, &kind).map_err(|e| invalid(e.into()))?;
         let name = Name::parse(&name).map_err(|e| invalid(e.into()))?;
-        let resolved = self.resolve(&manifest.name, &gvk).await?;
+        let resolved = self.resolve(&manifest.id(), &gvk).await?;
         let (_, primary_namespace) = self.primary_place(manifest, primary)?;
         let declared =
             text("/metadata/namespace").map(|ns| Namespace::parse(&ns)).transpose().map_err(|e| invalid(e.into()))?;
@@ -446,7 +446,7 @@ impl Executor {
         }
         let params = PatchParams::apply(manifest.field_manager().as_str()).force();
         let api = self.api(&resolved, namespace.as_ref());
-        let to = Target { api: &api, name: &name, plugin: &manifest.name, shown: &target };
+        let to = Target { api: &api, name: &name, plugin: &manifest.id(), shown: &target };
         let result = self.writer.patch(to, "apply", params, Patch::Apply(object)).await;
         let live = result.map_err(|source| self.api_error(manifest, "apply", target.clone(), source))?;
         Ok(Applied {
@@ -459,13 +459,13 @@ impl Executor {
 
     async fn status(&self, manifest: &Manifest, primary: &Object, status: &Value) -> Result<(), ExecError> {
         let (kind, namespace) = self.primary_place(manifest, primary)?;
-        let resolved = self.resolve(&manifest.name, &kind).await?;
+        let resolved = self.resolve(&manifest.id(), &kind).await?;
         let params = Self::patch_params(manifest.field_manager());
         // Merge patch: status subresources accept it on every server version.
         let patch = json!({ "metadata": { "uid": primary.uid }, "status": status });
         let api = self.api(&resolved, namespace.as_ref());
         let target = label(&primary.kind, primary.namespace.as_deref(), &primary.name);
-        let to = Target { api: &api, name: &primary.name, plugin: &manifest.name, shown: &target };
+        let to = Target { api: &api, name: &primary.name, plugin: &manifest.id(), shown: &target };
         self.writer
             .patch(to, "status", params, Patch::Merge(patch))
             .await
@@ -481,12 +481,12 @@ impl Executor {
         target: &ObjectRef,
         primary: &Object,
     ) -> Result<ObjectRef, ExecError> {
-        let resolved = self.resolve(&manifest.name, &self.target_kind(manifest, target)?).await?;
+        let resolved = self.resolve(&manifest.id(), &self.target_kind(manifest, target)?).await?;
         let (_, primary_namespace) = self.primary_place(manifest, primary)?;
         let namespace = resolved.namespaced.then(|| target.namespace.clone().or(primary_namespace)).flatten();
         if resolved.namespaced && namespace.is_none() {
             return Err(ExecError::Invalid {
-                plugin: manifest.name.clone(),
+                plugin: manifest.id(),
                 verb: "act on",
                 target: label(&target.kind, None, &target.name),
                 reason: "a namespaced object needs a namespace, and the primary has none".into(),
@@ -502,11 +502,11 @@ impl Executor {
         kind: PatchKind,
         patch: &Value,
     ) -> Result<(), ExecError> {
-        let resolved = self.resolve(&manifest.name, &self.target_kind(manifest, target)?).await?;
+        let resolved = self.resolve(&manifest.id(), &self.target_kind(manifest, target)?).await?;
         let name = label(&target.kind, target.namespace.as_deref(), &target.name);
         let params = Self::patch_params(manifest.field_manager());
         let api = self.api(&resolved, target.namespace.as_ref());
-        let to = Target { api: &api, name: &target.name, plugin: &manifest.name, shown: &name };
+        let to = Target { api: &api, name: &target.name, plugin: &manifest.id(), shown: &name };
         let patch = match kind {
             PatchKind::Merge => {
                 let mut patch = patch.clone();
@@ -519,7 +519,7 @@ impl Executor {
                         }
                         None => {
                             return Err(ExecError::Invalid {
-                                plugin: manifest.name.clone(),
+                                plugin: manifest.id(),
                                 verb: "patch",
                                 target: name,
                                 reason: "a merge patch's metadata must be an object".into(),
@@ -536,7 +536,7 @@ impl Executor {
                 }
                 let operations: json_patch::Patch =
                     serde_json::from_value(operations.into()).map_err(|e| ExecError::Invalid {
-                        plugin: manifest.name.clone(),
+                        plugin: manifest.id(),
                         verb: "patch",
                         target: name.clone(),
                         reason: format!("not a JSON patch: {e}"),
@@ -550,14 +550,14 @@ impl Executor {
     }
 
     async fn delete(&self, manifest: &Manifest, target: &ObjectRef) -> Result<(), ExecError> {
-        let resolved = self.resolve(&manifest.name, &self.target_kind(manifest, target)?).await?;
+        let resolved = self.resolve(&manifest.id(), &self.target_kind(manifest, target)?).await?;
         let params = DeleteParams {
             preconditions: target.uid.clone().map(|uid| Preconditions { uid: Some(uid), resource_version: None }),
             ..DeleteParams::background()
         };
         let api = self.api(&resolved, target.namespace.as_ref());
         let shown = label(&target.kind, target.namespace.as_deref(), &target.name);
-        let to = Target { api: &api, name: &target.name, plugin: &manifest.name, shown: &shown };
+        let to = Target { api: &api, name: &target.name, plugin: &manifest.id(), shown: &shown };
         match self.writer.delete(to, params).await {
             Ok(()) => Ok(()),
             // Gone already, or the name now belongs to another object: nothing of ours to delete.
@@ -607,7 +607,8 @@ impl Executor {
             secondary: None,
         };
         let recorder = self.recorders.get(&format!("wasmloop/{}", manifest.name), message, &reference);
-        let shown = (manifest.name.as_str(), shown.as_str());
+        let id = manifest.id();
+        let shown = (id.as_str(), shown.as_str());
         let mut result = self.writer.event(&recorder, &event, &reference, shown).await;
         if let Err(kube::Error::Api(status)) = &result {
             // Kubernetes before 1.22 rejects events.k8s.io/v1 Events about cluster-scoped
@@ -647,8 +648,8 @@ impl Executor {
             finalizers: &finalizers,
             resource_version: resource_version.as_deref(),
         };
-        self.charge(&manifest.name).await;
-        let to = Target { api: &api, name: &primary.name, plugin: &manifest.name, shown: &shown };
+        self.charge(&manifest.id()).await;
+        let to = Target { api: &api, name: &primary.name, plugin: &manifest.id(), shown: &shown };
         let params = Self::patch_params(manifest.field_manager());
         self.writer
             .set_finalizers(to, change, params)
@@ -671,7 +672,7 @@ impl Executor {
     ) -> Result<(), ExecError> {
         let api = self.primary_api(manifest, primary).await?;
         let shown = label(&primary.kind, primary.namespace.as_deref(), &primary.name);
-        let to = Target { api: &api, name: &primary.name, plugin: &manifest.name, shown: &shown };
+        let to = Target { api: &api, name: &primary.name, plugin: &manifest.id(), shown: &shown };
         let mut last = None;
         for _ in 0..FINALIZER_CONFLICTS {
             let live = match api.get_opt(&primary.name).await {
@@ -689,7 +690,7 @@ impl Executor {
                 finalizers: &rest,
                 resource_version: live.metadata.resource_version.as_deref(),
             };
-            self.charge(&manifest.name).await;
+            self.charge(&manifest.id()).await;
             let params = Self::patch_params(manifest.field_manager());
             match self.writer.set_finalizers(to, change, params).await {
                 Ok(()) => return Ok(()),
@@ -706,13 +707,13 @@ impl Executor {
 
     async fn primary_api(&self, manifest: &Manifest, primary: &Object) -> Result<Api<DynamicObject>, ExecError> {
         let (kind, namespace) = self.primary_place(manifest, primary)?;
-        let resolved = self.resolve(&manifest.name, &kind).await?;
+        let resolved = self.resolve(&manifest.id(), &kind).await?;
         Ok(self.api(&resolved, namespace.as_ref()))
     }
 
     fn target_kind(&self, manifest: &Manifest, target: &ObjectRef) -> Result<Gvk, ExecError> {
         target.gvk().map_err(|e| ExecError::Invalid {
-            plugin: manifest.name.clone(),
+            plugin: manifest.id(),
             verb: "act on",
             target: label(&target.kind, target.namespace.as_deref(), &target.name),
             reason: e.into(),

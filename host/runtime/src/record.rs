@@ -256,7 +256,7 @@ pub fn case(plugin: &Plugin, request: &Request, recording: &Recording, result: &
         Phase::Deleted => "deleted",
     };
     Case {
-        plugin: plugin.manifest().name.clone(),
+        plugin: plugin.manifest().id(),
         version: plugin.manifest().version.clone(),
         digest: plugin.digest().to_owned(),
         recorded_at: k8s_openapi::jiff::Timestamp::now().to_string(),

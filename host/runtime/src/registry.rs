@@ -13,7 +13,7 @@
 //! use wasmloop_runtime::registry::Candidate;
 //! use wasmloop_runtime::identity::AccountChoice;
 //! let account = AccountChoice::Operator { namespace: "wasmloop-system".into() };
-//! let candidate = Candidate { source: "file labeler.wasm".into(), realm: String::new(), expected_name: None, bytes: bytes.into(), config: None, account };
+//! let candidate = Candidate { source: "file labeler.wasm".into(), realm: None, expected_name: None, bytes: bytes.into(), config: None, account };
 //! match registry.upsert(candidate).await {
 //!     Ok(loaded) => println!("{loaded}"),
 //!     Err(error) => eprintln!("{error}"), // the previous version, if any, still serves
@@ -27,7 +27,8 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use wasmloop_sandbox::{LoadError, Plugin, Sandbox};
+use wasmloop_contract::names::Namespace;
+use wasmloop_sandbox::{LoadError, Plugin, Sandbox, plugin_id};
 
 use crate::context::Context;
 use crate::controller::{Controller, ControllerConfig, Handover, StartError};
@@ -49,9 +50,10 @@ pub struct Candidate {
     /// Where it comes from, as users would name it ("ConfigMap ns/name", "file x.wasm"); one
     /// source serves at most one plugin.
     pub source: String,
-    /// Whom it may shadow and, promoted, replace: versions of the same realm only (a
-    /// ConfigMap's namespace; empty for the operator's files).
-    pub realm: String,
+    /// Its realm: a plugin ConfigMap's namespace, none for the operator's files. Plugin names
+    /// are unique within a realm ([`wasmloop_sandbox::Manifest::id`]); a version shadows and,
+    /// promoted, replaces versions of its own realm only.
+    pub realm: Option<Namespace>,
     /// The plugin name the source promises (a ConfigMap's label); the manifest must agree.
     pub expected_name: Option<String>,
     /// The component.
@@ -199,9 +201,9 @@ pub enum RegistryError {
         /// The version still serving, if any.
         running: Option<String>,
     },
-    /// Another source already serves a plugin of this name.
+    /// Another source of the same realm already serves a plugin of this name.
     #[error(
-        "{origin} offers plugin {name:?}, which {holder} already serves; plugin names are unique per host (they name the field manager): remove one of the two"
+        "{origin} offers plugin {name:?}, which {holder} already serves; a plugin name is unique within its plugin namespace (the operator's files are one): remove one of the two"
     )]
     NameTaken {
         /// The source.
@@ -267,14 +269,14 @@ impl RegistryError {
 #[derive(Clone)]
 struct Offer {
     source: String,
-    realm: String,
+    realm: Option<Namespace>,
     expected_name: Option<String>,
     account: AccountChoice,
 }
 
 struct Slot {
     source: String,
-    realm: String,
+    realm: Option<Namespace>,
     /// How the version serving picked its ServiceAccount: a new choice is a new version.
     account: AccountChoice,
     digest: String,
@@ -328,7 +330,12 @@ pub struct Registry {
 }
 
 /// A seat's realm and plugin name.
-type SeatKey = (String, String);
+type SeatKey = (Option<Namespace>, String);
+
+/// A realm as the operator's settings name it: empty for the operator's files.
+fn realm_text(realm: Option<&Namespace>) -> &str {
+    realm.map_or("", Namespace::as_str)
+}
 
 /// What an accepted shadow did.
 #[derive(Debug)]
@@ -400,11 +407,10 @@ impl Registry {
         self.moves.subscribe()
     }
 
-    /// True while a version of plugin `name` waits here, parked, for admission.
-    pub fn is_parked(&self, name: &str) -> bool {
-        self.gate
-            .as_ref()
-            .is_some_and(|g| g.lock().expect("lock").parked.values().any(|p| p.plugin.manifest().name == name))
+    /// True while a version of plugin `id` ([`wasmloop_sandbox::Manifest::id`]) waits here,
+    /// parked, for admission.
+    pub fn is_parked(&self, id: &str) -> bool {
+        self.gate.as_ref().is_some_and(|g| g.lock().expect("lock").parked.values().any(|p| p.plugin.manifest().id() == id))
     }
 
     fn admits(&self, name: &str) -> bool {
@@ -423,7 +429,7 @@ impl Registry {
                 let sources: Vec<String> = gate
                     .parked
                     .iter()
-                    .filter(|(_, p)| p.plugin.manifest().name == name)
+                    .filter(|(_, p)| p.plugin.manifest().id() == name)
                     .map(|(s, _)| s.clone())
                     .collect();
                 sources.into_iter().filter_map(|s| gate.parked.remove(&s)).collect()
@@ -503,7 +509,7 @@ impl Registry {
         }
         let mut names = gate.serving.clone();
         names.extend(gate.admitted.iter().cloned());
-        names.extend(gate.parked.values().map(|p| p.plugin.manifest().name.clone()));
+        names.extend(gate.parked.values().map(|p| p.plugin.manifest().id()));
         names.sort();
         names.dedup();
         names
@@ -530,22 +536,26 @@ impl Registry {
                         && p.offer.account == candidate.account
                 });
                 if let Some(parked) = parked {
-                    return Ok(Loaded::Parked { name: parked.plugin.manifest().name.clone(), digest });
+                    return Ok(Loaded::Parked { name: parked.plugin.manifest().id(), digest });
                 }
             }
             let serving = slots.iter().find(|(_, s)| s.source == candidate.source).map(|(n, _)| n.clone());
             (running_version(&slots, &candidate.source), serving)
         };
         // Compiling takes seconds: outside the lock, so other sources' loads and removals go on.
-        let plugin = self.compile(&candidate).await.map_err(|source| {
-            // Name the plugin by what the source promised or what it serves now.
-            let name = candidate.expected_name.as_deref().or(serving.as_deref()).unwrap_or("unknown");
-            self.context.metrics.plugin_rejected(name, source.reason());
-            self.refused.lock().expect("lock").insert(candidate.source.clone(), name.to_owned());
-            RegistryError::Load { source, running }
-        })?;
+        let plugin = match self.compile(&candidate).await {
+            Ok(plugin) => plugin,
+            Err(source) => {
+                // Name the plugin by what the source promised or what it serves now.
+                let promised = candidate.expected_name.as_deref().map(|n| plugin_id(candidate.realm.as_ref(), n));
+                let name = promised.or(serving).unwrap_or_else(|| "unknown".to_owned());
+                self.context.metrics.plugin_rejected(&name, source.reason());
+                self.note_refusal(&*self.slots.lock().await, &candidate.source, Some(name));
+                return Err(RegistryError::Load { source, running });
+            }
+        };
         let mut slots = self.slots.lock().await;
-        let (source, name) = (candidate.source.clone(), plugin.manifest().name.clone());
+        let (source, name) = (candidate.source.clone(), plugin_id(candidate.realm.as_ref(), &plugin.manifest().name));
         let offer = Offer {
             source: candidate.source,
             realm: candidate.realm,
@@ -553,15 +563,22 @@ impl Registry {
             account: candidate.account,
         };
         let loaded = self.install_locked(&mut slots, offer, plugin, candidate.config).await;
+        self.note_refusal(&slots, &source, loaded.is_err().then_some(name));
+        loaded
+    }
+
+    /// Notes the plugin `source` was last refused as (none: it loads now), and forgets the
+    /// series of the one it was refused as before, unless that one serves or is the same: a
+    /// source that keeps offering components of new names cannot grow `/metrics`.
+    fn note_refusal(&self, slots: &HashMap<String, Slot>, source: &str, refused_as: Option<String>) {
         let mut refused = self.refused.lock().expect("lock");
-        let earlier = match &loaded {
-            Err(_) => refused.insert(source, name),
-            Ok(_) => refused.remove(&source),
+        let earlier = match refused_as {
+            Some(id) => refused.insert(source.to_owned(), id.clone()).filter(|earlier| *earlier != id),
+            None => refused.remove(source),
         };
-        if let Some(earlier) = earlier.filter(|e| !slots.contains_key(e) && loaded.is_ok()) {
+        if let Some(earlier) = earlier.filter(|e| !slots.contains_key(e)) {
             self.context.metrics.forget_plugin(&earlier);
         }
-        loaded
     }
 
     /// Serves an already compiled `plugin` for `source`, one of the operator's files (realm
@@ -577,7 +594,7 @@ impl Registry {
         config: Option<String>,
     ) -> Result<Loaded, RegistryError> {
         let mut slots = self.slots.lock().await;
-        let offer = Offer { source: source.to_owned(), realm: String::new(), expected_name: None, account };
+        let offer = Offer { source: source.to_owned(), realm: None, expected_name: None, account };
         self.install_locked(&mut slots, offer, plugin, config).await
     }
 
@@ -589,60 +606,62 @@ impl Registry {
         config: Option<String>,
     ) -> Result<Loaded, RegistryError> {
         let Offer { source, realm, expected_name, account } = offer;
+        let plugin = plugin.in_realm(realm.clone());
         let digest = version_digest(plugin.digest(), config.as_deref());
         let mine = slots.iter().find(|(_, s)| s.source == source).map(|(n, _)| n.clone());
         if let Some(name) = mine.as_ref().filter(|n| slots[*n].digest == digest && slots[*n].account == account) {
             return Ok(Loaded::Unchanged { name: name.clone(), digest });
         }
         let running = running_version(slots, &source);
-        let name = plugin.manifest().name.clone();
+        // The plugin's own name (its ServiceAccount's, its seat's) and what the host knows it
+        // by: names are unique within a realm, not across realms.
+        let (name, id) = (plugin.manifest().name.clone(), plugin.manifest().id());
         let reject = |error: RegistryError| {
-            self.context.metrics.plugin_rejected(&name, error.reason());
+            self.context.metrics.plugin_rejected(&id, error.reason());
             error
         };
         if let Some(expected) = expected_name.clone().filter(|e| *e != name) {
             return Err(reject(RegistryError::NameMismatch { origin: source, expected, found: name.clone(), running }));
         }
-        if !self.admits(&name) {
+        if !self.admits(&id) {
             // The first source of a name keeps it, as when every replica runs everything: a
             // later one is refused here too, not parked beside it.
             let parked_elsewhere = self.gate.as_ref().and_then(|g| {
                 let gate = g.lock().expect("lock");
                 gate.parked
                     .iter()
-                    .find(|(s, p)| **s != source && p.plugin.manifest().name == name)
+                    .find(|(s, p)| **s != source && p.plugin.manifest().id() == id)
                     .map(|(s, _)| s.clone())
             });
-            let serving_elsewhere = slots.get(&name).filter(|s| s.source != source).map(|s| s.source.clone());
+            let serving_elsewhere = slots.get(&id).filter(|s| s.source != source).map(|s| s.source.clone());
             if let Some(holder) = serving_elsewhere.or(parked_elsewhere) {
-                return Err(reject(RegistryError::NameTaken { origin: source, name: name.clone(), holder }));
+                return Err(reject(RegistryError::NameTaken { origin: source, name: id.clone(), holder }));
             }
             return Ok(self.park(slots, Offer { source, realm, expected_name, account }, plugin, config, mine).await);
         }
         // A source offering as serving, unchanged, the version it shadows promotes it: it
         // replaces what serves from another source of its realm.
-        let seat = self.seat(&realm, &name);
+        let seat = self.seat(realm.as_ref(), &name);
         let promoted = seat.current().filter(|shadow| {
             shadow.source() == source
                 && version_digest(shadow.plugin().digest(), shadow.config()) == digest
                 && mine.is_none()
-                && slots.get(&name).is_none_or(|s| s.realm == realm)
         });
-        if let Some(holder) = slots.get(&name).filter(|s| s.source != source && promoted.is_none()) {
+        if let Some(holder) = slots.get(&id).filter(|s| s.source != source && promoted.is_none()) {
             return Err(reject(RegistryError::NameTaken {
                 origin: source.clone(),
-                name: name.clone(),
+                name: id.clone(),
                 holder: holder.source.clone(),
             }));
         }
-        let mut controller_config = (self.settings)(&realm, &name);
+        let mut controller_config = (self.settings)(realm_text(realm.as_ref()), &name);
         if let Some(text) = &config {
             controller_config.plugin_config = text.clone();
         }
         controller_config.identity =
             self.context.identities.identity_for(&account, &name, controller_config.service_account.as_ref()).map_err(
                 |source| {
-                    let source = StartError::Identity { plugin: name.clone(), source };
+                    let source = StartError::Identity { plugin: id.clone(), source };
                     reject(RegistryError::Start { source, running: running.clone() })
                 },
             )?;
@@ -664,7 +683,7 @@ impl Registry {
         // A source that now offers a plugin of another name gives up its old one; a promoted
         // shadow takes over from whichever source served.
         let old =
-            if promoted.is_some() { slots.remove(&name) } else { mine.and_then(|old_name| slots.remove(&old_name)) };
+            if promoted.is_some() { slots.remove(&id) } else { mine.and_then(|old_name| slots.remove(&old_name)) };
         let previous = old.as_ref().map(|s| version_of(&s.controller));
         let superseded = old.as_ref().filter(|s| s.source != source).map(|s| s.source.clone());
         // A source serves or shadows, not both; and a promoted shadow must be gone before the
@@ -677,9 +696,10 @@ impl Registry {
         if let Some(gate) = &self.gate {
             gate.lock().expect("lock").parked.remove(&source);
         }
-        slots.insert(name.clone(), Slot { source, realm, account, digest: digest.clone(), config, controller });
-        self.context.metrics.plugin_loaded(&name);
+        slots.insert(id.clone(), Slot { source, realm, account, digest: digest.clone(), config, controller });
+        self.context.metrics.plugin_loaded(&id);
         self.context.metrics.plugins_active(slots.len());
+        let name = id;
         Ok(match previous {
             _ if promoted.is_some() => Loaded::Promoted { name, version, previous, superseded, digest },
             Some(previous) => Loaded::Replaced { name, version, previous, digest },
@@ -697,7 +717,7 @@ impl Registry {
         config: Option<String>,
         serving: Option<String>,
     ) -> Loaded {
-        let (name, digest) = (plugin.manifest().name.clone(), version_digest(plugin.digest(), config.as_deref()));
+        let (name, digest) = (plugin.manifest().id(), version_digest(plugin.digest(), config.as_deref()));
         if let Some((old_name, old)) = serving.and_then(|old| slots.remove(&old).map(|slot| (old, slot))) {
             self.context.metrics.plugins_active(slots.len());
             let handover = old.controller.shut_down(self.drain).await;
@@ -708,14 +728,14 @@ impl Registry {
         Loaded::Parked { name, digest }
     }
 
-    fn seat(&self, realm: &str, name: &str) -> Arc<ShadowSeat> {
-        let key = (realm.to_owned(), name.to_owned());
+    fn seat(&self, realm: Option<&Namespace>, name: &str) -> Arc<ShadowSeat> {
+        let key = (realm.cloned(), name.to_owned());
         self.seats.lock().expect("lock").entry(key).or_default().clone()
     }
 
     /// The shadow seated for plugin `name` of `realm`, without making a seat never used.
-    fn seated(&self, realm: &str, name: &str) -> Option<Arc<Shadow>> {
-        let key = (realm.to_owned(), name.to_owned());
+    fn seated(&self, realm: Option<&Namespace>, name: &str) -> Option<Arc<Shadow>> {
+        let key = (realm.cloned(), name.to_owned());
         self.seats.lock().expect("lock").get(&key).and_then(|seat| seat.current())
     }
 
@@ -733,8 +753,8 @@ impl Registry {
     ///
     /// # Errors
     /// When the candidate does not load, names another plugin, does not fit the serving
-    /// version ([`crate::shadow::fits`]) or comes from another realm, or another source's
-    /// shadow is seated; whatever shadowed before still does.
+    /// version of its realm ([`crate::shadow::fits`]), or another source's shadow is seated;
+    /// whatever shadowed before still does.
     pub async fn shadow(&self, candidate: Candidate) -> Result<Shadowed, RegistryError> {
         let origin = candidate.source.clone();
         let name = candidate.expected_name.clone().ok_or_else(|| RegistryError::ShadowMismatch {
@@ -743,7 +763,7 @@ impl Registry {
             reason: "names no plugin; say which plugin it shadows".to_owned(),
         })?;
         let digest = candidate.version_digest().await;
-        if let Some(current) = self.seated(&candidate.realm, &name) {
+        if let Some(current) = self.seated(candidate.realm.as_ref(), &name) {
             if current.source() != origin {
                 let holder = current.source().to_owned();
                 return Err(RegistryError::ShadowTaken { origin, name, holder });
@@ -753,10 +773,10 @@ impl Registry {
             }
         }
         let plugin = self.compile(&candidate).await.map_err(|source| {
-            self.context.metrics.plugin_rejected(&name, source.reason());
+            self.context.metrics.plugin_rejected(&plugin_id(candidate.realm.as_ref(), &name), source.reason());
             RegistryError::Load { source, running: None }
         })?;
-        self.seat_compiled((&origin, &candidate.realm), &name, plugin, candidate.config).await
+        self.seat_compiled((&origin, candidate.realm.as_ref()), &name, plugin, candidate.config).await
     }
 
     /// Seats an already compiled `plugin` from `(source, realm)` as the shadow of plugin
@@ -766,14 +786,16 @@ impl Registry {
     /// As [`Registry::shadow`], compiling aside.
     pub async fn seat_compiled(
         &self,
-        (origin, realm): (&str, &str),
+        (origin, realm): (&str, Option<&Namespace>),
         name: &str,
         plugin: Plugin,
         config: Option<String>,
     ) -> Result<Shadowed, RegistryError> {
-        let (origin, name) = (origin.to_owned(), name.to_owned());
+        let (origin, name, plugin) = (origin.to_owned(), name.to_owned(), plugin.in_realm(realm.cloned()));
+        // The serving version it stands beside is its own realm's: names are unique per realm.
+        let id = plugin_id(realm, &name);
         let mismatch = |origin: String, name: String, reason: String| {
-            self.context.metrics.plugin_rejected(&name, "ShadowMismatch");
+            self.context.metrics.plugin_rejected(&id, "ShadowMismatch");
             RegistryError::ShadowMismatch { origin, name, reason }
         };
         if let Some(holder) = self.seated(realm, &name).map(|s| s.source().to_owned()).filter(|h| *h != origin) {
@@ -782,46 +804,39 @@ impl Registry {
         let digest = version_digest(plugin.digest(), config.as_deref());
         let found = plugin.manifest().name.clone();
         if found != name {
-            self.context.metrics.plugin_rejected(&name, "NameMismatch");
+            self.context.metrics.plugin_rejected(&id, "NameMismatch");
             return Err(RegistryError::NameMismatch { origin, expected: name, found, running: None });
         }
         {
             let slots = self.slots.lock().await;
-            if let Some(serving) = slots.get(&name) {
-                if serving.realm != realm {
-                    let reason = format!(
-                        "would stand beside the version {} serves; a shadow stands beside a version from its own plugin namespace",
-                        serving.source
-                    );
-                    return Err(mismatch(origin, name, reason));
-                }
-                if let Err(reason) = fits(serving.controller.plugin().manifest(), plugin.manifest()) {
-                    return Err(mismatch(origin, name, reason));
-                }
+            if let Some(serving) = slots.get(&id)
+                && let Err(reason) = fits(serving.controller.plugin().manifest(), plugin.manifest())
+            {
+                return Err(mismatch(origin, name, reason));
             }
         }
         let concurrency =
-            (self.settings)(realm, &name).concurrency_for(plugin.manifest().settings.max_concurrent_reconciles);
+            (self.settings)(realm_text(realm), &name).concurrency_for(plugin.manifest().settings.max_concurrent_reconciles);
         let plugin =
             self.sandbox.reserve(&plugin.with_limits(plugin.limits().instances(concurrency))).map_err(|source| {
-                self.context.metrics.plugin_rejected(&name, source.reason());
+                self.context.metrics.plugin_rejected(&id, source.reason());
                 RegistryError::Load { source, running: None }
             })?;
         let version = plugin.manifest().version.clone();
         let metrics = self.context.metrics.clone();
         let (shadow, findings) = Shadow::new(plugin, origin.clone(), config, concurrency, metrics);
-        let id = shadow.id();
+        let seating = shadow.id();
         // One step under the map's lock: seated here (replacing this source's earlier shadow),
         // then gone from every other seat (a relabelled ConfigMap shadows one plugin). Seating
         // fails before anything is vacated, so what shadowed before still does.
         let mut seats = self.seats.lock().expect("lock");
-        let key = (realm.to_owned(), name.clone());
+        let key = (realm.cloned(), name.clone());
         let seated = seats.entry(key.clone()).or_default().seat(shadow);
         if let Err(holder) = seated {
             return Err(RegistryError::ShadowTaken { origin, name, holder });
         }
         vacate_locked(&mut seats, &origin, Some(&key));
-        Ok(Shadowed::Seated { name, version, digest, id, findings })
+        Ok(Shadowed::Seated { name, version, digest, id: seating, findings })
     }
 
     /// Unseats the shadows `source` offered; their calls in flight finish unseen. Returns the
@@ -859,7 +874,7 @@ impl Registry {
         }
         let Some(name) = slots.iter().find(|(_, s)| s.source == source).map(|(n, _)| n.clone()) else {
             // Only parked here: gone all the same, and whatever waited for its name may load.
-            return parked.map(|p| p.plugin.manifest().name.clone());
+            return parked.map(|p| p.plugin.manifest().id());
         };
         let slot = slots.remove(&name).expect("found above");
         if let Some(gate) = &self.gate {

@@ -258,7 +258,7 @@ impl Shadow {
     }
 
     fn count(&self, result: ShadowResult, object: &str, diff: Option<String>) {
-        let plugin = &self.plugin.manifest().name;
+        let plugin = &self.plugin.manifest().id();
         self.metrics.shadow_reconciled(plugin, result.label());
         let at = k8s_openapi::jiff::Timestamp::now().to_string();
         let mut differences = 0;

@@ -112,12 +112,33 @@ impl Keep {
     }
 }
 
+/// What the host knows plugin `name` of `realm` by ([`Manifest::id`]): `NAME` for the
+/// operator's files, `NAMESPACE/NAME` for a plugin ConfigMap's, as `host.yaml` keys name them.
+pub fn plugin_id(realm: Option<&Namespace>, name: &str) -> String {
+    match realm {
+        None => name.to_owned(),
+        Some(realm) => format!("{realm}/{name}"),
+    }
+}
+
+/// The plugin's name in an id [`plugin_id`] made: plugin names hold no `/`, so it is the
+/// last part.
+pub fn name_in_id(id: &str) -> &str {
+    id.rsplit('/').next().unwrap_or(id)
+}
+
 /// A validated manifest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Manifest {
     /// Plugin name (field manager `wasmloop/<name>`).
     pub name: String,
+    /// The plugin namespace of the source that offered it (a plugin ConfigMap's), none for
+    /// the operator's files: set by the host ([`crate::Plugin::in_realm`]), never by the
+    /// guest. Names are unique within a realm, so the two are what the host knows the plugin
+    /// by ([`Manifest::id`]).
+    #[serde(skip)]
+    pub realm: Option<Namespace>,
     /// Plugin version.
     pub version: String,
     /// The primary kind.
@@ -228,6 +249,7 @@ impl Manifest {
     pub fn declaring(name: &str, primary: Gvk) -> Manifest {
         Manifest {
             name: name.to_owned(),
+            realm: None,
             version: "1".into(),
             primary: KindSelector { kind: primary, namespace: None, label_selector: None },
             owns: Vec::new(),
@@ -253,6 +275,7 @@ impl Manifest {
         wasmloop_contract::validate::plugin_name(&m.name)?;
         let manifest = Manifest {
             name: m.name,
+            realm: None,
             version: wasmloop_contract::validate::cut(m.version, MAX_VERSION),
             primary: selector(&m.primary, "primary")?,
             owns: kinds(&m.owns, "owned")?,
@@ -371,7 +394,16 @@ impl Manifest {
         self.metadata_only.contains(kind)
     }
 
-    /// The field manager of the plugin's writes.
+    /// What the host knows the plugin by, in metrics, logs, quarantine and sharding: its
+    /// name for one of the operator's files, `NAMESPACE/NAME` for one from a plugin ConfigMap
+    /// in `NAMESPACE`. The name and namespace were parsed, so the id is too.
+    pub fn id(&self) -> String {
+        plugin_id(self.realm.as_ref(), &self.name)
+    }
+
+    /// The field manager of the plugin's writes: by name alone, as the plugin's author
+    /// chose it (two realms' plugins of one name write apart, each where its own
+    /// ServiceAccount may).
     pub fn field_manager(&self) -> FieldManager {
         FieldManager::parse(&format!("wasmloop/{}", self.name)).expect("a manifest's name was checked at load")
     }
@@ -404,6 +436,14 @@ mod tests {
                 resync_seconds: None,
             },
         }
+    }
+
+    #[test]
+    fn a_plugin_is_known_by_its_name_in_the_operator_s_files_and_by_namespace_and_name_from_a_configmap() {
+        let mut manifest = Manifest::from_wit(wit_manifest(), Contract::V0_2).unwrap();
+        assert_eq!(manifest.id(), "p");
+        manifest.realm = Some(Namespace::parse("team-b").unwrap());
+        assert_eq!((manifest.id().as_str(), manifest.field_manager().as_str()), ("team-b/p", "wasmloop/p"));
     }
 
     #[test]

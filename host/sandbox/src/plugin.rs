@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use tokio::sync::Semaphore;
+use wasmloop_contract::names::Namespace;
 use wasmtime::component::{Component, ComponentExportIndex, ComponentNamedList, Instance, Lift, Lower};
 use wasmtime::{Store, UpdateDeadline};
 
@@ -386,12 +387,28 @@ impl Plugin {
         self.derive(limits.clamp_to(&pool.config), pool.loading.clone(), None)
     }
 
+    /// The same plugin as a source of `realm` offers it (a plugin ConfigMap's namespace; none
+    /// for the operator's files): its [`Manifest::id`] says so. Holds no instance quota, as
+    /// [`Plugin::with_limits`].
+    #[must_use]
+    pub fn in_realm(&self, realm: Option<Namespace>) -> Plugin {
+        let mut manifest = Manifest::clone(&self.inner.manifest);
+        manifest.realm = realm;
+        let mut plugin = self.with_limits(self.limits());
+        let inner = Arc::get_mut(&mut plugin.inner).expect("a plugin just derived has no other holder");
+        // Its log lines, cache errors and pool refusals name it as the host knows it, so one
+        // realm's plugin cannot write lines that read as another's.
+        inner.setup.name = Arc::from(manifest.id());
+        inner.manifest = Arc::new(manifest);
+        plugin
+    }
+
     pub(crate) fn with_reservation(&self, slots: Arc<Semaphore>, reservation: Reservation) -> Plugin {
         self.derive(self.limits(), slots, Some(reservation))
     }
 
     fn error(&self, object: &Object, failure: CallFailure) -> CallError {
-        CallError { plugin: self.inner.manifest.name.clone(), object: object_label(object), failure }
+        CallError { plugin: self.inner.manifest.id(), object: object_label(object), failure }
     }
 
     /// Runs one reconcile in a fresh instance and decodes its response.

@@ -185,7 +185,7 @@ impl Sandbox {
         let wanted = plugin.limits().instances;
         let pool = &self.inner.pool;
         let reservation = pool.reserve(wanted).map_err(|free| LoadError::PoolFull {
-            plugin: plugin.manifest().name.clone(),
+            plugin: plugin.manifest().id(),
             wanted,
             free,
             total: pool.config.max_instances as usize,

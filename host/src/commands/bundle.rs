@@ -35,10 +35,6 @@ pub(super) fn run(args: &BundleArgs) -> anyhow::Result<ExitCode> {
     let signature = args.signature.as_deref().map(read_signature).transpose()?;
     let track = if args.shadow { Track::Shadow } else { Track::Serving };
     let (name, namespace) = (&args.name, &args.namespace);
-    if let Some(secret) = &args.pull_secret {
-        wasmloop_sandbox::validate::name(secret)
-            .map_err(|e| anyhow::anyhow!("--pull-secret {secret:?}: {e}; name a Secret of namespace {namespace}"))?;
-    }
     let pushed = args
         .reference
         .as_ref()

@@ -47,7 +47,7 @@ async fn reload(host: &Host, source: &PathSource, last: &mut String) -> bool {
     let candidate = Candidate {
         source: source.label(),
         // The operator's own file, as `run --plugin`.
-        realm: String::new(),
+        realm: None,
         expected_name: None,
         bytes: bytes.into(),
         config: None,

@@ -37,6 +37,13 @@ pub(super) struct Host {
 
 fn controller_config(config: &HostConfig, realm: &str, plugin: &str) -> ControllerConfig {
     let settings = config.settings_for(realm, plugin);
+    if settings.is_none() && !realm.is_empty() && config.settings_for("", plugin).is_some() {
+        // The likeliest slip in host.yaml: a bare key meant for a ConfigMap's plugin.
+        tracing::warn!(
+            plugin = %format!("{realm}/{plugin}"),
+            "host.yaml's plugins.{plugin} is for the plugin {plugin} of your files, not for this one from a plugin ConfigMap in {realm}; it gets no settings of its own: write plugins.{realm}/{plugin} for it"
+        );
+    }
     let defaults = ControllerConfig::default();
     ControllerConfig {
         concurrency: config.max_concurrent_reconciles.map_or(4, |n| n as usize),
@@ -149,7 +156,7 @@ impl Host {
             readiness,
             quarantines,
             drain,
-            identity_namespace: args.plugin_identity_namespace.clone(),
+            identity_namespace: args.plugin_identity_namespace.to_string(),
         })
     }
 

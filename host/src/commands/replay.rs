@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use serde_json::{Value, json};
 use wasmloop_runtime::compare::{Verdict, diff, judge};
 use wasmloop_runtime::record::{Case, outcome};
-use wasmloop_sandbox::{Object, Phase, Plugin, Request, object_from_value};
+use wasmloop_sandbox::Plugin;
 
 use super::common;
 use crate::cli::{ReplayArgs, ReplayOutput};
@@ -35,7 +35,9 @@ async fn replay(args: &ReplayArgs, sandbox: &wasmloop_sandbox::Sandbox) -> anyho
     let mut results = Vec::new();
     for file in &files {
         let case = read_case(file)?;
-        if case.plugin != name {
+        // By name: cases of a plugin ConfigMap's plugin are filed as NAMESPACE/NAME (replay
+        // one namespace's by naming its directory, DIR/NAMESPACE.NAME).
+        if wasmloop_sandbox::name_in_id(&case.plugin) != name {
             continue;
         }
         results.push((file.clone(), replay_one(&plugin, &case, file).await?));
@@ -62,22 +64,7 @@ struct Replayed {
 }
 
 async fn replay_one(plugin: &Plugin, case: &Case, file: &Path) -> anyhow::Result<Replayed> {
-    let at = |what: &str| format!("{}: {what}", file.display());
-    let object = |v: &Value| object_from_value(v).map_err(|e| anyhow::anyhow!("{}", at(&e)));
-    let recorded = &case.request;
-    let request = Request {
-        object: object(&recorded.object)?,
-        owned: recorded.owned.iter().map(object).collect::<anyhow::Result<Vec<Object>>>()?,
-        phase: match recorded.phase.as_str() {
-            "apply" => Phase::Apply,
-            "cleanup" => Phase::Cleanup,
-            "deleted" => Phase::Deleted,
-            other => anyhow::bail!(at(&format!("phase {other:?} is none of apply, cleanup, deleted"))),
-        },
-        previous: recorded.previous.as_ref().map(object).transpose()?,
-        attempt: recorded.attempt,
-        config: recorded.config.to_string(),
-    };
+    let request = crate::replay::request_of(case).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
     let cache = Arc::new(ReplayCache::new(case.lookups.clone()));
     let result = plugin.reconcile(&request, cache.clone()).await;
     let now = outcome(&result);
@@ -112,13 +99,7 @@ fn case_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
 
 fn read_case(file: &Path) -> anyhow::Result<Case> {
     let text = crate::input::read_bounded(file, CASE_FILE_LIMIT, "a case `--record-dir` wrote")?;
-    serde_saphyr::from_str_with_options(&text, crate::input::case_yaml_options()).map_err(|e| {
-        anyhow::anyhow!(
-            "{} is not a recorded case: {}; replay the files `--record-dir` writes",
-            file.display(),
-            crate::input::yaml_error(&e)
-        )
-    })
+    crate::replay::parse_case(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))
 }
 
 fn summary(results: &[(PathBuf, Replayed)]) -> Vec<(Verdict, usize)> {

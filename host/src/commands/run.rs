@@ -64,7 +64,7 @@ async fn seat_shadow(host: &Host, name: &str, plugin: Plugin) -> anyhow::Result<
     let source = format!("file {}", plugin.origin());
     let seated = host
         .registry
-        .seat_compiled((&source, ""), name, plugin, None)
+        .seat_compiled((&source, None), name, plugin, None)
         .await
         .with_context(|| format!("cannot shadow plugin {name} with {source}"))?;
     if let Shadowed::Seated { name, version, .. } = seated {
@@ -152,7 +152,7 @@ async fn seat_all(host: &Host, args: &RunArgs, start: Start) -> anyhow::Result<(
         }
         source = source.puller(puller.clone());
         tokio::spawn(source.run());
-        tracing::info!(namespace, "loading plugins from ConfigMaps labelled wasmloop.dev/plugin");
+        tracing::info!(%namespace, "loading plugins from ConfigMaps labelled wasmloop.dev/plugin");
     }
     Ok(())
 }

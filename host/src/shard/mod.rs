@@ -154,7 +154,7 @@ pub async fn join(
         identity,
         duration: Duration::from_secs(args.lease_duration_seconds),
     };
-    let leases: Api<Lease> = Api::namespaced(client, &namespace);
+    let leases: Api<Lease> = wasmloop_runtime::api::typed_api(client, &namespace);
     let renewals = Renewals::default();
     let mut coordinator = Coordinator {
         leases,

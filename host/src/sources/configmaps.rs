@@ -25,6 +25,8 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 use tokio::sync::{mpsc, watch};
 use tokio::task::AbortHandle;
+use wasmloop_contract::names::{Name, Namespace};
+use wasmloop_runtime::api;
 use wasmloop_runtime::compare::ShadowResult;
 use wasmloop_runtime::events::Recorders;
 use wasmloop_runtime::identity::{AccountChoice, SERVICE_ACCOUNT_ANNOTATION, ServiceAccount};
@@ -97,7 +99,7 @@ struct Content {
     signature: Option<String>,
     track: Track,
     /// The pull secret: naming another one (after fixing a refusal) pulls again.
-    pull_secret: Option<String>,
+    pull_secret: Option<Name>,
 }
 
 /// A finished pull: the ConfigMap it was for, which pull it was, and the component or why not.
@@ -133,7 +135,7 @@ async fn pull(
     puller: &Puller,
     secrets: &Api<Secret>,
     reference: &PluginRef,
-    secret: Option<&str>,
+    secret: Option<&Name>,
 ) -> Result<oci::Component, OciError> {
     let deadline = tokio::time::Instant::now() + puller.timeout();
     let namespace = secrets.namespace().unwrap_or_default();
@@ -191,7 +193,10 @@ fn unreadable_secret(at: &str, name: &str, namespace: &str, error: &kube::Error)
 /// A version serving from a ConfigMap, as its status shows it.
 #[derive(Clone)]
 struct Active {
+    /// The plugin's name, as its status shows it.
     plugin: String,
+    /// What the host knows it by (`NAMESPACE/NAME`): its quarantine is found by this.
+    id: String,
     version: String,
     digest: String,
     loaded_at: String,
@@ -200,7 +205,7 @@ struct Active {
 /// Watches one namespace for plugin ConfigMaps until the registry's host stops.
 pub struct ConfigMapSource {
     api: Api<ConfigMap>,
-    namespace: String,
+    namespace: Namespace,
     registry: Arc<Registry>,
     readiness: Arc<Readiness>,
     recorders: Recorders,
@@ -266,7 +271,7 @@ impl ConfigMapSource {
     /// A source for `namespace`; ready (for `/readyz`) once its first list is handled.
     pub fn new(
         client: kube::Client,
-        namespace: &str,
+        namespace: &Namespace,
         registry: Arc<Registry>,
         readiness: Arc<Readiness>,
         leading: watch::Receiver<bool>,
@@ -289,10 +294,10 @@ impl ConfigMapSource {
             leading,
             quarantines,
             trusted,
-            api: Api::namespaced(client.clone(), namespace),
-            secrets: Api::namespaced(client.clone(), namespace),
+            api: api::typed_api(client.clone(), namespace),
+            secrets: api::typed_api(client.clone(), namespace),
             puller: Arc::new(Puller::new(RegistryPolicy::default(), Duration::from_secs(120), None)),
-            namespace: namespace.to_owned(),
+            namespace: namespace.clone(),
             registry,
             readiness,
             recorders: Recorders::new(client),
@@ -453,7 +458,7 @@ impl ConfigMapSource {
         tracing::info!(configmap = %source_of(&self.namespace, &name), %reference, "pulling the plugin this ConfigMap names");
         let (puller, secrets, pulls) = (self.puller.clone(), self.secrets.clone(), self.pulls.clone());
         let task = tokio::spawn(async move {
-            let pulling = pull(&puller, &secrets, &reference, payload.pull_secret.as_deref());
+            let pulling = pull(&puller, &secrets, &reference, payload.pull_secret.as_ref());
             // A panic must still report, or the ConfigMap would wait for this pull forever.
             let result = std::panic::AssertUnwindSafe(pulling).catch_unwind().await.unwrap_or_else(|_| {
                 Err(OciError::Registry {
@@ -556,11 +561,11 @@ impl ConfigMapSource {
                     return;
                 }
             },
-            None => AccountChoice::LikePlugin { namespace: self.namespace.clone() },
+            None => AccountChoice::LikePlugin { namespace: self.namespace.to_string() },
         };
         let candidate = Candidate {
             source,
-            realm: self.namespace.clone(),
+            realm: Some(self.namespace.clone()),
             expected_name: Some(payload.name),
             bytes: payload.component.into(),
             config: payload.config,
@@ -632,21 +637,21 @@ impl ConfigMapSource {
             }
             return;
         }
-        let (plugin, version) = match loaded {
+        let (id, version) = match loaded {
             Loaded::Started { name, version, .. }
             | Loaded::Replaced { name, version, .. }
             | Loaded::Promoted { name, version, .. } => (name, version),
             Loaded::Unchanged { .. } | Loaded::Parked { .. } => unreachable!("returned above"),
         };
+        let plugin = wasmloop_sandbox::name_in_id(id);
         // Serving now: whatever this ConfigMap shadowed before is unseated.
         self.seen.entry(name.clone()).or_default().shadow = None;
-        if let Loaded::Promoted { superseded, .. } = loaded {
-            if let Some(old) = superseded {
-                self.superseded(old.clone(), plugin, &source_of(&self.namespace, &name)).await;
-            }
+        if let Loaded::Promoted { superseded: Some(old), .. } = loaded {
+            self.superseded(old.clone(), plugin, &source_of(&self.namespace, &name)).await;
         }
         let active = Active {
-            plugin: plugin.clone(),
+            id: id.clone(),
+            plugin: plugin.to_owned(),
             version: version.clone(),
             digest: loaded.digest().to_owned(),
             loaded_at: Timestamp::now().to_string(),
@@ -684,7 +689,7 @@ impl ConfigMapSource {
         let mut changed = Vec::new();
         for (name, seen) in &mut self.seen {
             let Some(active) = &seen.active else { continue };
-            let now = self.quarantines.get(&active.plugin);
+            let now = self.quarantines.get(&active.id);
             if now != seen.quarantined {
                 seen.quarantined = now;
                 changed.push((name.clone(), status_of(seen, self.replica.as_deref())));
@@ -805,11 +810,11 @@ impl ConfigMapSource {
         tracing::info!(configmap = %source, plugin = %payload.name, "seating the shadow this ConfigMap ships");
         let candidate = Candidate {
             source,
-            realm: self.namespace.clone(),
+            realm: Some(self.namespace.clone()),
             expected_name: Some(payload.name),
             bytes: payload.component.into(),
             config: payload.config,
-            account: AccountChoice::LikePlugin { namespace: self.namespace.clone() },
+            account: AccountChoice::LikePlugin { namespace: self.namespace.to_string() },
         };
         match self.registry.shadow(candidate).await {
             Ok(Shadowed::Unchanged { .. }) => {
@@ -885,7 +890,7 @@ impl ConfigMapSource {
             let regarding = ObjectReference {
                 api_version: Some("v1".into()),
                 kind: Some("ConfigMap".into()),
-                namespace: Some(self.namespace.clone()),
+                namespace: Some(self.namespace.to_string()),
                 name: Some(name.to_owned()),
                 ..ObjectReference::default()
             };

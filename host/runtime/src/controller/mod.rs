@@ -205,7 +205,7 @@ impl Controller {
         let manifest = plugin.manifest().clone();
         let confined = |what: &str, declared: Option<&Namespace>| {
             effective_namespace(declared, config.namespace.as_ref()).map_err(|reason| StartError::Confined {
-                plugin: manifest.name.clone(),
+                plugin: manifest.id(),
                 what: what.to_owned(),
                 reason,
             })
@@ -213,7 +213,7 @@ impl Controller {
         let namespace = confined("its primary kind", manifest.primary.namespace.as_ref())?;
         if let Some(operator) = config.namespace.as_ref() {
             grants_within(&manifest, operator).map_err(|(what, reason)| StartError::Confined {
-                plugin: manifest.name.clone(),
+                plugin: manifest.id(),
                 what,
                 reason,
             })?;
@@ -244,12 +244,12 @@ impl Controller {
         // The plugin's identity before any request made for it: its ServiceAccount is checked,
         // its kinds are discovered as that account, and its reads are reviewed, before any
         // informer lists or watches on its behalf with the host's credentials.
-        let identity_error = |source| StartError::Identity { plugin: manifest.name.clone(), source };
+        let identity_error = |source| StartError::Identity { plugin: manifest.id(), source };
         if let Identity::ServiceAccount(account) = &config.identity {
             context.identities.ensure_usable(account).await.map_err(identity_error)?;
         }
         let client = context.identities.client_for(&config.identity).map_err(identity_error)?;
-        let discovery = |source| StartError::Discovery { plugin: manifest.name.clone(), source };
+        let discovery = |source| StartError::Discovery { plugin: manifest.id(), source };
         let reads = access::reads_needed(&context.kinds, &client, every_scope()).await.map_err(discovery)?;
         if let Identity::ServiceAccount(account) = &config.identity {
             context.identities.review(account, &reads).await.map_err(identity_error)?;
@@ -275,7 +275,7 @@ impl Controller {
             for informer in informers {
                 if tokio::time::timeout(SYNC_TIMEOUT, informer.synced()).await.is_err() {
                     return Err(StartError::NotSynced {
-                        plugin: manifest.name.clone(),
+                        plugin: manifest.id(),
                         kind: informer.scope().kind.to_string(),
                     });
                 }
@@ -284,10 +284,10 @@ impl Controller {
         let selector = manifest.primary.label_selector.as_ref().map(LabelSelector::selector).unwrap_or_default();
         let concurrency = config.concurrency_for(manifest.settings.max_concurrent_reconciles);
         let resync = config.resync_for(manifest.settings.resync_seconds);
-        let plugin_metrics = context.metrics.plugin(&manifest.name);
+        let plugin_metrics = context.metrics.plugin(&manifest.id());
         let holder = match &config.identity {
             Identity::ServiceAccount(account) => account.user(),
-            Identity::Host => format!("plugin {}", manifest.name),
+            Identity::Host => format!("plugin {}", manifest.id()),
         };
         let bucket = context.write_buckets.bucket(&holder, config.write_budget);
         let executor = Arc::new(
@@ -304,6 +304,7 @@ impl Controller {
             cache: Arc::new(CacheView { by_kind, denied: denied.clone() }),
             primary,
             owned,
+            id: manifest.id(),
             plugin,
             manifest,
             executor,
@@ -362,9 +363,9 @@ impl Controller {
         Ok(Prepared { shared, tasks, concurrency })
     }
 
-    /// The plugin's name.
-    pub fn name(&self) -> &str {
-        &self.shared.manifest.name
+    /// What the host knows the plugin by ([`Manifest::id`]).
+    pub fn id(&self) -> &str {
+        &self.shared.id
     }
 
     /// The plugin version this controller runs.
@@ -380,15 +381,15 @@ impl Controller {
         if tokio::time::timeout(timeout, shared.queue.drained()).await.is_err() {
             let running = self.running_keys();
             tracing::warn!(
-                plugin = %shared.manifest.name,
+                plugin = %shared.id,
                 objects = ?running,
                 "reconciles still running after {timeout:?}; they finish in the background, and a successor version waits for them (raise shutdownTimeoutSeconds if this repeats)"
             );
         }
         // A version that stops takes its quarantine with it; its successor starts healthy.
         if shared.health.lock().expect("lock").quarantined().is_some() {
-            shared.quarantines.set(&shared.manifest.name, None);
-            shared.metrics.quarantined(&shared.manifest.name, false);
+            shared.quarantines.set(&shared.id, None);
+            shared.metrics.quarantined(&shared.id, false);
         }
         // Dropping `self` aborts the pumps and workers, which releases the informers.
         Handover {

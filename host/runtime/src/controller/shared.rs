@@ -19,6 +19,9 @@ use crate::shadow::ShadowSeat;
 
 /// One version of a plugin's controller, as its tasks see it.
 pub(super) struct Shared {
+    /// What the host knows the plugin by ([`Manifest::id`]): its metrics, quarantine and log
+    /// lines say this.
+    pub(super) id: String,
     pub(super) plugin: Plugin,
     pub(super) manifest: Manifest,
     pub(super) selector: Selector,

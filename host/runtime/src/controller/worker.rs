@@ -41,7 +41,7 @@ impl Drop for RunningGuard {
 
 /// One worker: takes work until the queue shuts down.
 pub(super) async fn work(shared: Arc<Shared>) {
-    let plugin = shared.manifest.name.as_str();
+    let plugin = shared.id.as_str();
     let running = shared.running.get().cloned().expect("set before the workers start");
     let mut leading = shared.leading.clone();
     loop {
@@ -76,7 +76,7 @@ pub(super) async fn work(shared: Arc<Shared>) {
 
 /// Reconciles one key in a task of its own, and requeues it as the outcome says.
 async fn reconcile_key(shared: &Arc<Shared>, running: &Arc<RunningKeys>, key: &Key) {
-    let plugin = shared.manifest.name.as_str();
+    let plugin = shared.id.as_str();
     let work = Work::Reconcile(key.clone());
     let admission = shared.health.lock().expect("lock").admit(Instant::now());
     if let Admission::Defer(wait) = admission {
@@ -164,7 +164,7 @@ async fn map_related(shared: &Arc<Shared>, related: &Related) {
         return;
     };
     let started = Instant::now();
-    let span = tracing::info_span!("map", plugin = %shared.manifest.name, object = %work);
+    let span = tracing::info_span!("map", plugin = %shared.id, object = %work);
     // Its own task, as a reconcile: a panic in host code must not take the worker with it.
     let task = tokio::spawn({
         let (shared, entry) = (shared.clone(), entry.clone());
@@ -285,7 +285,7 @@ async fn call(shared: &Arc<Shared>, key: &Key, entry: Arc<Entry>, phase: Phase, 
     if shared.denied.borrow().is_some() {
         // Revoked while the guest ran: what it answered rests on reads it may no longer make.
         // Every primary is requeued when access is granted again.
-        tracing::info!(plugin = %shared.manifest.name, %key, "skipped: access revoked");
+        tracing::info!(plugin = %shared.id, %key, "skipped: access revoked");
         return Outcome::NOTHING;
     }
     if let Some(shadow) = shared.shadow.current() {
@@ -335,7 +335,7 @@ async fn call(shared: &Arc<Shared>, key: &Key, entry: Arc<Entry>, phase: Phase, 
 /// Records how a guest call ended in the plugin's health, and reports a quarantine entered or
 /// lifted: in the log, the metrics, the host's board (`/readyz`) and an Event on `primary`.
 async fn record_health(shared: &Shared, primary: &Object, healthy: bool) {
-    let plugin = shared.manifest.name.as_str();
+    let plugin = shared.id.as_str();
     let transition = shared.health.lock().expect("lock").record(healthy, Instant::now(), &shared.config.quarantine);
     match transition {
         Some(Transition::Entered(reason)) => {
@@ -405,7 +405,7 @@ async fn failed_as(
     let message = &wasmloop_contract::validate::foreign(message);
     tracing::warn!(reason, transient, "{message}");
     // The metric's reason label comes from a fixed set; a plugin's own reasons would not be.
-    shared.metrics.reconcile_failed(&shared.manifest.name, metric);
+    shared.metrics.reconcile_failed(&shared.id, metric);
     if !primary.uid.is_empty() {
         let next = match &retry {
             Outcome::RetryAfter(after) => format!("retrying in {} ms, as the plugin asked", after.as_millis()),
@@ -415,7 +415,7 @@ async fn failed_as(
         let note = format!("{message} ({next})");
         // Every Event about a plugin is paid from its write budget, the host's findings too:
         // a plugin that fails every object cannot make the host write without limit.
-        shared.executor.charge(&shared.manifest.name).await;
+        shared.executor.charge(&shared.id).await;
         if let Err(error) = writer.event(&shared.manifest, primary, EventType::Warning, reason, &note, None).await {
             tracing::warn!(%error, "could not record the failure as an Event");
         }

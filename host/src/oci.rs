@@ -130,6 +130,12 @@ impl PluginRef {
         {
             return Err(bad("the digest must be sha256: followed by 64 lower-case hex digits"));
         }
+        // Written out in full (an implicit `:latest` spelled), it must still be a reference this
+        // host takes: what it prints into a ConfigMap or a status parses back.
+        let whole = SCHEME.len() + reference.whole().len();
+        if whole > MAX_REFERENCE {
+            return Err(bad(&format!("{whole} bytes written out in full, more than {MAX_REFERENCE}")));
+        }
         Ok(PluginRef { reference })
     }
 
@@ -955,6 +961,17 @@ mod tests {
     fn an_overlong_reference_is_refused_before_it_is_parsed() {
         let text = format!("oci://ghcr.io/{}", "a".repeat(600));
         assert!(PluginRef::parse(&text).unwrap_err().to_string().contains("longer than 512 bytes"));
+    }
+
+    #[test]
+    fn a_reference_is_taken_only_if_it_parses_back_written_out_in_full() {
+        // 510 bytes as given; 517 with the `:latest` its printed form spells (found by fuzzing).
+        let registry = format!("{}.{}.{}.{}.io", "r".repeat(63), "e".repeat(63), "g".repeat(63), "i".repeat(54));
+        let text = format!("oci://{registry}/{}", "a".repeat(254));
+        let error = PluginRef::parse(&text).unwrap_err().to_string();
+        assert!(error.contains("517 bytes written out in full, more than 512"), "{error}");
+        let fits = PluginRef::parse(&format!("oci://{registry}/{}", "a".repeat(240))).unwrap();
+        assert_eq!(PluginRef::parse(&fits.to_string()).unwrap(), fits);
     }
 
     #[test]

@@ -238,7 +238,9 @@ mod tests {
         for seed in ["readme", "quarantine"] {
             let path = format!("{}/fuzz/corpus/host_config/{seed}", env!("CARGO_MANIFEST_DIR"));
             let config = HostConfig::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
-            assert!(config.settings_for("", "labeler").is_some() || config.settings_for("", "configmap-mirror").is_some());
+            assert!(
+                config.settings_for("", "labeler").is_some() || config.settings_for("", "configmap-mirror").is_some()
+            );
         }
     }
 

@@ -194,7 +194,13 @@ pub fn read(cm: &ConfigMap) -> Result<PluginPayload, PayloadError> {
         .map(|(key, text)| {
             serde_saphyr::from_str_with_options::<serde_json::Value>(text, crate::input::yaml_options())
                 .map(|v| v.to_string())
-                .map_err(|e| PayloadError::BadConfig(at.clone(), key, wasmloop_contract::validate::cut(crate::input::yaml_error(&e), 256)))
+                .map_err(|e| {
+                    PayloadError::BadConfig(
+                        at.clone(),
+                        key,
+                        wasmloop_contract::validate::cut(crate::input::yaml_error(&e), 256),
+                    )
+                })
         })
         .transpose()?;
     let pin = cm.metadata.annotations.as_ref().and_then(|a| a.get(DIGEST_ANNOTATION)).cloned();

@@ -158,7 +158,10 @@ async fn a_bundled_plugin_loads_swaps_keeps_serving_through_bad_versions_and_unl
     caught_up(&configmaps, "after-delete-marker").await;
     assert_eq!(host.metric(&deployments).await, 0.0, "a Deployment watch came back");
     let text = host.get("/metrics").await.1;
-    assert!(!text.contains(&series) && !text.contains(r#"plugin="labeler""#), "the unloaded labeler's series stay: {text}");
+    assert!(
+        !text.contains(&series) && !text.contains(r#"plugin="labeler""#),
+        "the unloaded labeler's series stay: {text}"
+    );
     let untouched = apps.api::<Deployment>().get("after-delete").await.unwrap();
     assert!(!untouched.metadata.labels.unwrap_or_default().contains_key("wasmloop.dev/labeled-by"));
 }
@@ -408,7 +411,10 @@ async fn a_second_source_of_a_served_plugin_is_refused_and_the_first_keeps_servi
     configmaps.create(&PostParams::default(), &copy).await.unwrap();
     let refused = status(&configmaps, "mirror-copy", "the copy refused", |s| s["lastError"].is_string()).await;
     let error = refused["lastError"].as_str().unwrap();
-    let taken = format!("offers plugin \"{}/configmap-mirror\", which ConfigMap {}/configmap-mirror already serves", plugins.name, plugins.name);
+    let taken = format!(
+        "offers plugin \"{}/configmap-mirror\", which ConfigMap {}/configmap-mirror already serves",
+        plugins.name, plugins.name
+    );
     assert!(error.contains(&taken), "{error}");
     // Read after the refusal: the first source's version is untouched by it.
     let still = configmaps.get("configmap-mirror").await.unwrap().metadata.annotations.unwrap_or_default();
@@ -581,7 +587,8 @@ async fn a_shadow_configmap_is_compared_on_every_reconcile_writes_nothing_and_is
     assert!(diff.contains("nginx:latest") && diff.contains("nginx:1.27"), "{found:#}");
     assert!(found["latest"]["object"].as_str().is_some_and(|o| o.starts_with("Foo ")), "{found:#}");
     assert_eq!(count(&found, "failed"), 0, "{found:#}");
-    let series = format!(r#"wasmloop_shadow_reconciles_total{{plugin="{}/foo-deployment",result="differing"}}"#, plugins.name);
+    let series =
+        format!(r#"wasmloop_shadow_reconciles_total{{plugin="{}/foo-deployment",result="differing"}}"#, plugins.name);
     assert!(host.metric(&series).await >= 3.0);
     event_on(&plugins, "ShadowDiffers", "differs from the serving version").await;
     // Each Foo was compared after the serving version's call, whose apply is all that wrote.
@@ -695,7 +702,11 @@ async fn a_plugin_named_like_another_namespace_s_is_its_own_and_neither_blocks_n
     let ok = dir.path().join("ok.yaml");
     std::fs::write(&ok, "mode: ok\n").unwrap();
     let host_yaml = dir.path().join("host.yaml");
-    let settings = format!("plugins:\n  {o}/hostile: {{namespace: {o}}}\n  {t}/hostile: {{namespace: {t}}}\n", o = ours.name, t = theirs.name);
+    let settings = format!(
+        "plugins:\n  {o}/hostile: {{namespace: {o}}}\n  {t}/hostile: {{namespace: {t}}}\n",
+        o = ours.name,
+        t = theirs.name
+    );
     std::fs::write(&host_yaml, settings).unwrap();
     let host = Host::start([
         "run",
@@ -723,7 +734,8 @@ async fn a_plugin_named_like_another_namespace_s_is_its_own_and_neither_blocks_n
     }
 
     // Theirs ships a shadow of "hostile": it stands beside theirs, never beside ours.
-    let their_shadow = bundle("hostile_plugin", "hostile", &theirs.name, &["--shadow", "--config", ok.to_str().unwrap()]);
+    let their_shadow =
+        bundle("hostile_plugin", "hostile", &theirs.name, &["--shadow", "--config", ok.to_str().unwrap()]);
     their_configmaps.create(&PostParams::default(), &their_shadow).await.unwrap();
     status(&their_configmaps, "hostile-shadow", "theirs' shadow seated", |s| s["shadow"]["plugin"] == "hostile").await;
     let ours_reconciled = format!(r#"wasmloop_reconciles_total{{plugin="{}/hostile",result="success"}}"#, ours.name);
@@ -734,8 +746,13 @@ async fn a_plugin_named_like_another_namespace_s_is_its_own_and_neither_blocks_n
     eventually(Duration::from_secs(60), "theirs compared and ours reconciled since", || {
         let (host, compared, ours_reconciled) = (&host, &compared, &ours_reconciled);
         async move {
-            let (compared, reconciled) = (host.metric_or_zero(compared).await, host.metric_or_zero(ours_reconciled).await);
-            if compared >= 1.0 && reconciled > before { Ok(()) } else { Err(format!("{compared} compared, {reconciled} reconciled")) }
+            let (compared, reconciled) =
+                (host.metric_or_zero(compared).await, host.metric_or_zero(ours_reconciled).await);
+            if compared >= 1.0 && reconciled > before {
+                Ok(())
+            } else {
+                Err(format!("{compared} compared, {reconciled} reconciled"))
+            }
         }
     })
     .await;

@@ -40,7 +40,8 @@ fn applied(object: &serde_json::Value) -> Option<(Gvk, Option<String>)> {
     let text = |p: &str| object.pointer(p).and_then(serde_json::Value::as_str);
     let (api_version, kind, name) = (text("/apiVersion")?, text("/kind")?, text("/metadata/name")?);
     Name::parse(name).ok()?;
-    let namespace = text("/metadata/namespace").map(|ns| Namespace::parse(ns).map(|n| n.to_string())).transpose().ok()?;
+    let namespace =
+        text("/metadata/namespace").map(|ns| Namespace::parse(ns).map(|n| n.to_string())).transpose().ok()?;
     Some((Gvk::from_api_version(api_version, kind).ok()?, namespace))
 }
 

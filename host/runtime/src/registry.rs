@@ -410,7 +410,9 @@ impl Registry {
     /// True while a version of plugin `id` ([`wasmloop_sandbox::Manifest::id`]) waits here,
     /// parked, for admission.
     pub fn is_parked(&self, id: &str) -> bool {
-        self.gate.as_ref().is_some_and(|g| g.lock().expect("lock").parked.values().any(|p| p.plugin.manifest().id() == id))
+        self.gate
+            .as_ref()
+            .is_some_and(|g| g.lock().expect("lock").parked.values().any(|p| p.plugin.manifest().id() == id))
     }
 
     fn admits(&self, name: &str) -> bool {
@@ -550,7 +552,9 @@ impl Registry {
                 let promised = candidate.expected_name.as_deref().map(|n| plugin_id(candidate.realm.as_ref(), n));
                 let name = promised.or(serving).unwrap_or_else(|| "unknown".to_owned());
                 self.context.metrics.plugin_rejected(&name, source.reason());
-                self.note_refusal(&*self.slots.lock().await, &candidate.source, Some(name));
+                // Never waits for the slots: another install may hold them through a cache sync.
+                let slots = self.slots.try_lock().ok();
+                self.note_refusal(slots.as_deref(), &candidate.source, Some(name));
                 return Err(RegistryError::Load { source, running });
             }
         };
@@ -563,20 +567,21 @@ impl Registry {
             account: candidate.account,
         };
         let loaded = self.install_locked(&mut slots, offer, plugin, candidate.config).await;
-        self.note_refusal(&slots, &source, loaded.is_err().then_some(name));
+        self.note_refusal(Some(&slots), &source, loaded.is_err().then_some(name));
         loaded
     }
 
     /// Notes the plugin `source` was last refused as (none: it loads now), and forgets the
     /// series of the one it was refused as before, unless that one serves or is the same: a
-    /// source that keeps offering components of new names cannot grow `/metrics`.
-    fn note_refusal(&self, slots: &HashMap<String, Slot>, source: &str, refused_as: Option<String>) {
+    /// source that keeps offering components of new names cannot grow `/metrics`. Without
+    /// `slots` (busy) nothing is forgotten this time; the next refusal or load does it.
+    fn note_refusal(&self, slots: Option<&HashMap<String, Slot>>, source: &str, refused_as: Option<String>) {
         let mut refused = self.refused.lock().expect("lock");
         let earlier = match refused_as {
             Some(id) => refused.insert(source.to_owned(), id.clone()).filter(|earlier| *earlier != id),
             None => refused.remove(source),
         };
-        if let Some(earlier) = earlier.filter(|e| !slots.contains_key(e)) {
+        if let Some(earlier) = earlier.filter(|e| slots.is_some_and(|slots| !slots.contains_key(e))) {
             self.context.metrics.forget_plugin(&earlier);
         }
     }
@@ -815,8 +820,8 @@ impl Registry {
                 return Err(mismatch(origin, name, reason));
             }
         }
-        let concurrency =
-            (self.settings)(realm_text(realm), &name).concurrency_for(plugin.manifest().settings.max_concurrent_reconciles);
+        let concurrency = (self.settings)(realm_text(realm), &name)
+            .concurrency_for(plugin.manifest().settings.max_concurrent_reconciles);
         let plugin =
             self.sandbox.reserve(&plugin.with_limits(plugin.limits().instances(concurrency))).map_err(|source| {
                 self.context.metrics.plugin_rejected(&id, source.reason());

@@ -108,13 +108,13 @@ fn action(a: ActionInput) -> wit::Action {
     match a {
         ActionInput::Apply(json) => wit::Action::Apply(json),
         ActionInput::Delete(target) => wit::Action::Delete(object_ref(target)),
-        ActionInput::Patch { target, json_patch, patch } => wit::Action::Patch(
-            crate::bindings::exports::wasmloop::plugin::plugin::Patch {
+        ActionInput::Patch { target, json_patch, patch } => {
+            wit::Action::Patch(crate::bindings::exports::wasmloop::plugin::plugin::Patch {
                 target: object_ref(target),
                 kind: if json_patch { wit::PatchKind::Json } else { wit::PatchKind::Merge },
                 patch,
-            },
-        ),
+            })
+        }
         ActionInput::Status(json) => wit::Action::Status(json),
         ActionInput::Event { warning, reason, message, action } => {
             wit::Action::Event(crate::bindings::exports::wasmloop::plugin::plugin::Event {

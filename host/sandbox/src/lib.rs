@@ -53,7 +53,9 @@ pub use config::{Limits, MAX_KEEP_RESIDENT_BYTES, SandboxConfig};
 pub use contract::{CONTRACT_PACKAGE, CONTRACT_VERSION, LEGACY_CONTRACT_VERSION};
 pub use error::{CallError, CallFailure, LoadError};
 pub use host_services::{CacheDenied, EmptyHost, HostServices, ListKey, ListPage, LogLevel};
-pub use manifest::{Contract, Keep, KindSelector, Manifest, Settings, WriteGrant, WriteScope, WriteVerbs, name_in_id, plugin_id};
+pub use manifest::{
+    Contract, Keep, KindSelector, Manifest, Settings, WriteGrant, WriteScope, WriteVerbs, name_in_id, plugin_id,
+};
 pub use object::{metadata_only, object_from_value};
 pub use plugin::{Plugin, StageTimings};
 pub use response::{Action, EventType, ObjectRef, PatchKind, Response};

@@ -261,6 +261,15 @@ pub struct PushArgs {
     pub sandbox: SandboxArgs,
 }
 
+/// How informers make their initial list (`--initial-list`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum InitialListMode {
+    /// Streamed where the server serves it, paged before.
+    Auto,
+    /// Always in pages.
+    Paged,
+}
+
 /// Options of the commands that run plugins against a cluster.
 #[derive(Debug, Clone, Args)]
 pub struct HostArgs {
@@ -287,6 +296,12 @@ pub struct HostArgs {
     /// API].
     #[arg(long, value_name = "NAMESPACE/NAME")]
     pub host_service_account: Option<wasmloop_runtime::identity::ServiceAccount>,
+    /// How informers make their initial list: `auto` streams it (a watch with
+    /// `sendInitialEvents`, no page of objects held at once) where the server serves streaming
+    /// lists (Kubernetes 1.34 and later) and lists in pages before; `paged` always lists in
+    /// pages, for a proxy in front of the server that mishandles streaming lists.
+    #[arg(long, value_enum, default_value_t = InitialListMode::Auto)]
+    pub initial_list: InitialListMode,
     /// How often each plugin's read access is reviewed again (SubjectAccessReview), in seconds:
     /// a revoked grant stops the plugin within this time.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]

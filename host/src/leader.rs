@@ -42,8 +42,8 @@ pub struct LeaderArgs {
     #[arg(long, default_value_t = 15, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(6..=3600))]
     pub lease_duration_seconds: u64,
     /// Split the plugins between the replicas instead of electing one leader: each runs the
-    /// plugins rendezvous hashing assigns it, fenced by a Lease per plugin. See the README's
-    /// "Sharding" for when to choose which.
+    /// plugins rendezvous hashing assigns it, fenced by a Lease per plugin. See docs/operators.md,
+    /// "Leader election or sharding", for when to choose which.
     #[arg(long, conflicts_with = "leader_elect")]
     pub shard: bool,
     /// The shard's name: the prefix of its Leases (`<group>-member-<pod>`,

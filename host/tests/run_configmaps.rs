@@ -543,7 +543,7 @@ async fn with_trusted_keys_only_a_component_signed_by_one_of_them_loads() {
 }
 
 fn image(d: &Deployment) -> Option<String> {
-    d.spec.as_ref()?.template.spec.as_ref()?.containers.first()?.image.clone()
+    d.spec.template.spec.as_ref()?.containers.first()?.image.clone()
 }
 
 /// The shadow's findings on its status, once they pass `check`.

@@ -90,12 +90,12 @@ async fn service_account_files() -> tempfile::TempDir {
     let client = shared().client().await.unwrap();
     let accounts: Api<ServiceAccount> = Api::namespaced(client, SYSTEM);
     let request = TokenRequest {
-        spec: TokenRequestSpec { expiration_seconds: Some(3600), ..TokenRequestSpec::default() },
+        spec: Some(TokenRequestSpec { expiration_seconds: Some(3600), ..TokenRequestSpec::default() }),
         ..TokenRequest::default()
     };
     let issued = accounts.create_token_request("wasmloop", &PostParams::default(), &request).await.unwrap();
     let files = tempfile::tempdir().unwrap();
-    std::fs::write(files.path().join("token"), issued.status.unwrap().token).unwrap();
+    std::fs::write(files.path().join("token"), issued.status.unwrap().token.unwrap()).unwrap();
     std::fs::copy(shared().ca_certificate(), files.path().join("ca.crt")).unwrap();
     std::fs::write(files.path().join("namespace"), SYSTEM).unwrap();
     files

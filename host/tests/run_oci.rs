@@ -443,7 +443,7 @@ fn fenced<'a>(markdown: &'a str, language: &str) -> Vec<&'a str> {
 
 /// Runs `program args` in `dir` with the Python SDK importable, and returns its stdout.
 fn python_step(dir: &Path, args: &[&str], what: &str) -> String {
-    let python = std::env::var_os("WASMLOOP_PYTHON").unwrap_or_else(|| "python3".into());
+    let python = wasmloop_testenv::components::python();
     let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk/python");
     let out = Command::new(python).args(args).current_dir(dir).env("PYTHONPATH", sdk).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();

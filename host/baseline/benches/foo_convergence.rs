@@ -130,7 +130,7 @@ async fn converged(ns: &TestNamespace, foos: &Api<DynamicObject>, count: usize) 
         .iter()
         .filter(|d| {
             let i: usize = d.metadata.name.as_deref().unwrap_or("foo-x")["foo-".len()..].parse().unwrap_or(usize::MAX);
-            d.spec.as_ref().and_then(|s| s.replicas) == Some(1 + (i % 3) as i32)
+            d.spec.replicas == Some(1 + (i % 3) as i32)
         })
         .count();
     if right < count {

@@ -7,7 +7,7 @@ use tokio::sync::watch;
 use crate::discovery::Kinds;
 use crate::executor::{DryRunSink, Executor, WriteBuckets};
 use crate::identity::Identities;
-use crate::informer::Informers;
+use crate::informer::{Informers, InitialList};
 use crate::metrics::Metrics;
 use crate::quarantine::Board;
 use crate::record::CaseSink;
@@ -64,6 +64,14 @@ impl Context {
     pub fn dry_run(mut self, sink: DryRunSink) -> Context {
         let executor = Executor::new(self.client.clone(), self.kinds.clone(), self.metrics.clone());
         self.executor = Arc::new(executor.with_dry_run(sink));
+        self
+    }
+
+    /// This context's informers making their initial lists as `list` says, whatever the
+    /// server's version.
+    pub fn initial_list(mut self, list: InitialList) -> Context {
+        let informers = Informers::new(self.client.clone(), self.kinds.clone(), self.metrics.clone());
+        self.informers = Arc::new(informers.with_initial_list(list));
         self
     }
 

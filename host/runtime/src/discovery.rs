@@ -1,7 +1,8 @@
 //! Which API resource serves a kind, and whether it is namespaced: asked once per kind.
 //!
 //! A targeted look-up of the kind's group version (`pinned_kind`), not a walk of every
-//! group: it works on every server version (aggregated discovery returns nothing on 1.20).
+//! group: one small request per kind, where aggregated discovery would fetch every group's
+//! resources to answer for one.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -70,7 +70,8 @@ impl Recorders {
         if recorders.by_key.len() >= MAX_RECORDERS || recorders.key_bytes + bytes > MAX_KEY_BYTES {
             *recorders = Keyed::default();
         }
-        let reporter = Reporter { controller: controller.to_owned(), instance: std::env::var("HOSTNAME").ok() };
+        let reporter =
+            Reporter { controller: controller.to_owned(), instance: instance(std::env::var("HOSTNAME").ok()) };
         let recorder = Recorder::new(self.client.clone(), reporter);
         recorders.key_bytes += bytes;
         recorders.by_key.insert(key, recorder.clone());
@@ -84,9 +85,23 @@ impl Recorders {
     }
 }
 
+/// The Event's `reportingInstance`: the pod's host name where it fits the API's 128 bytes;
+/// otherwise none, and kube reports the controller's name, since the server refuses every
+/// Event whose instance is longer.
+fn instance(hostname: Option<String>) -> Option<String> {
+    hostname.filter(|h| !h.is_empty() && h.len() <= wasmloop_contract::validate::MAX_EVENT_REASON)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_host_name_past_the_apis_limit_is_not_the_reporting_instance() {
+        assert_eq!(instance(Some("wasmloop-7d9c4-x2x".into())).as_deref(), Some("wasmloop-7d9c4-x2x"));
+        assert_eq!(instance(Some("h".repeat(129))), None);
+        assert_eq!(instance(Some(String::new())), None);
+    }
 
     fn reference(namespace: &str, name: &str) -> ObjectReference {
         ObjectReference {

@@ -609,18 +609,7 @@ impl Executor {
         let recorder = self.recorders.get(&format!("wasmloop/{}", manifest.name), message, &reference);
         let id = manifest.id();
         let shown = (id.as_str(), shown.as_str());
-        let mut result = self.writer.event(&recorder, &event, &reference, shown).await;
-        if let Err(kube::Error::Api(status)) = &result {
-            // Kubernetes before 1.22 rejects events.k8s.io/v1 Events about cluster-scoped
-            // objects unless the reference names the Event's namespace ("default").
-            if reference.namespace.is_none()
-                && status.code == 422
-                && status.message.contains("does not match event.namespace")
-            {
-                let reference = ObjectReference { namespace: Some("default".into()), ..reference.clone() };
-                result = self.writer.event(&recorder, &event, &reference, shown).await;
-            }
-        }
+        let result = self.writer.event(&recorder, &event, &reference, shown).await;
         result.map_err(|source| self.api_error(manifest, "event", shown.1.to_owned(), source))
     }
 

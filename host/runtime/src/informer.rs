@@ -261,6 +261,13 @@ impl Informers {
         Informers { client, kinds, live: Mutex::new(HashMap::new()), metrics, initial_list: Default::default() }
     }
 
+    /// These informers listing as `list` says whatever the server's version: `Paged` for a
+    /// server, or a proxy in front of it, that mishandles streaming lists.
+    #[must_use]
+    pub fn with_initial_list(self, list: InitialList) -> Informers {
+        Informers { initial_list: tokio::sync::OnceCell::new_with(Some(list)), ..self }
+    }
+
     /// How watches list, by the server's version (paged when it cannot be read).
     async fn initial_list(&self) -> InitialList {
         *self

@@ -119,6 +119,9 @@ impl Host {
         let mut context =
             Context::new(client.clone(), metrics.clone()).identities(identities).leadership(election.leading());
         context.quarantines = quarantines.clone();
+        if args.initial_list == crate::cli::InitialListMode::Paged {
+            context = context.initial_list(wasmloop_runtime::informer::InitialList::Paged);
+        }
         if let Some(sink) = dry_run {
             context = context.dry_run(sink);
         }

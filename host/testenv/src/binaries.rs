@@ -12,6 +12,8 @@ pub struct Binaries {
     pub kube_apiserver: PathBuf,
     /// kube-controller-manager; garbage collection and namespace deletion need it.
     pub kube_controller_manager: Option<PathBuf>,
+    /// kubectl of the same release, for tests that run documented commands as written.
+    pub kubectl: Option<PathBuf>,
 }
 
 /// The binaries could not be found or provided.
@@ -35,9 +37,22 @@ pub enum BinariesError {
         /// The directory.
         dir: String,
     },
+    /// The kube-apiserver is older than the host supports.
+    #[error(
+        "{binary} is Kubernetes {major}.{minor}; wasmloop supports {}.{} and later (docs/kubernetes-versions.md): point KUBEBUILDER_ASSETS at a newer release, or unset it to use scripts/kube-binaries",
+        OLDEST_SUPPORTED.0, OLDEST_SUPPORTED.1
+    )]
+    Unsupported {
+        /// The binary.
+        binary: String,
+        /// Its major version.
+        major: u32,
+        /// Its minor version.
+        minor: u32,
+    },
     /// The provisioning script failed.
     #[error(
-        "no control-plane binaries: scripts/kube-binaries failed ({0}); set KUBEBUILDER_ASSETS to a directory with etcd, kube-apiserver and kube-controller-manager (for example from setup-envtest), or run scripts/kube-binaries as root on Debian/Ubuntu to build them"
+        "no control-plane binaries: scripts/kube-binaries failed ({0}); set KUBEBUILDER_ASSETS to a directory with etcd, kube-apiserver and kube-controller-manager (for example from setup-envtest), or run scripts/kube-binaries (needs Go and the module proxy) to build them"
     )]
     Provision(String),
 }
@@ -65,10 +80,12 @@ fn in_dir(dir: &Path) -> Option<Binaries> {
     let etcd = dir.join("etcd");
     let apiserver = dir.join("kube-apiserver");
     let kcm = dir.join("kube-controller-manager");
+    let kubectl = dir.join("kubectl");
     (etcd.exists() && apiserver.exists()).then(|| Binaries {
         etcd,
         kube_apiserver: apiserver,
         kube_controller_manager: kcm.exists().then_some(kcm),
+        kubectl: kubectl.exists().then_some(kubectl),
     })
 }
 
@@ -77,8 +94,23 @@ fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/kube-binaries")
 }
 
+/// The oldest Kubernetes release the host is tested against and supports.
+pub const OLDEST_SUPPORTED: (u32, u32) = (1, 33);
+
+/// Refuses a kube-apiserver older than [`OLDEST_SUPPORTED`]: its flags and APIs differ, and a
+/// suite that passes there proves nothing about a supported cluster. A binary whose version
+/// cannot be read is let through; it fails later with its own words if it is wrong.
+pub(crate) fn check_supported(apiserver: &Path) -> Result<(), BinariesError> {
+    match kubernetes_version(apiserver) {
+        Some((major, minor)) if (major, minor) < OLDEST_SUPPORTED => {
+            Err(BinariesError::Unsupported { binary: apiserver.display().to_string(), major, minor })
+        }
+        _ => Ok(()),
+    }
+}
+
 /// `(major, minor)` of a Kubernetes binary, from its `--version` output
-/// (`Kubernetes v1.20.2`).
+/// (`Kubernetes v1.37.2`).
 pub(crate) fn kubernetes_version(binary: &Path) -> Option<(u32, u32)> {
     let out = Command::new(binary).arg("--version").output().ok()?;
     let text = String::from_utf8_lossy(&out.stdout);
@@ -103,7 +135,8 @@ impl Binaries {
         {
             let kube_controller_manager =
                 from_var(env, "TEST_ASSET_KUBE_CONTROLLER_MANAGER", "kube-controller-manager")?;
-            return Ok(Binaries { etcd, kube_apiserver, kube_controller_manager });
+            let kubectl = from_var(env, "TEST_ASSET_KUBECTL", "kubectl")?;
+            return Ok(Binaries { etcd, kube_apiserver, kube_controller_manager, kubectl });
         }
         if let Some(dir) = from_var(env, "KUBEBUILDER_ASSETS", "assets directory")? {
             return in_dir(&dir).ok_or_else(|| BinariesError::Incomplete { dir: dir.display().to_string() });

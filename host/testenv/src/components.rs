@@ -108,10 +108,9 @@ pub const PYTHON_GUESTS: [&str; 3] =
     ["plugins/foo-deployment-py", "plugins/configmap-mirror-py", "host/tests/guests-py/remember"];
 
 /// The Python plugin in directory `dir` (relative to the workspace, `plugins/foo-deployment-py`)
-/// as a component, built with the Python SDK's build command (`python3 -m wasmloop build`,
+/// as a component, built with the Python SDK's build command (`python -m wasmloop build`,
 /// componentize-py underneath) into `wasm32-wasip2/python/<last part of dir>.wasm` unless that
-/// file is newer than every source of the plugin and the SDK. `WASMLOOP_PYTHON` names the
-/// interpreter (default `python3`).
+/// file is newer than every source of the plugin and the SDK. The interpreter is [`python`]'s.
 ///
 /// # Panics
 /// When the build fails, with its output and what to install.
@@ -125,7 +124,7 @@ pub fn python_component(dir: &str) -> PathBuf {
     if built.is_some_and(|built| sources.iter().all(|s| newest_source(s) <= Some(built))) {
         return out;
     }
-    let python = std::env::var_os("WASMLOOP_PYTHON").unwrap_or_else(|| "python3".into());
+    let python = python();
     // Built aside and renamed, so a reader never sees half a component.
     let partial = out.with_extension("wasm.partial");
     let done = Command::new(python)
@@ -136,14 +135,35 @@ pub fn python_component(dir: &str) -> PathBuf {
         .arg("-o")
         .arg(&partial)
         .output()
-        .expect("python3 runs");
+        .expect("the checkout's Python runs");
     assert!(
         done.status.success(),
-        "building the Python plugin {dir} failed (pip install -r guest-sdk/python/requirements.txt installs what it needs):\n{}",
+        "building the Python plugin {dir} failed (scripts/python-env sets up what it needs in .venv/):\n{}",
         String::from_utf8_lossy(&done.stderr)
     );
     std::fs::rename(&partial, &out).expect("the built component");
     out
+}
+
+/// The Python for plugin work: `WASMLOOP_PYTHON` if set, else the checkout's `.venv`, which
+/// `scripts/python-env` creates (here, on first use) with the pinned componentize-py and pytest
+/// and the SDK importable.
+///
+/// # Panics
+/// When `scripts/python-env` fails, with its words.
+pub fn python() -> std::ffi::OsString {
+    static PYTHON: std::sync::OnceLock<std::ffi::OsString> = std::sync::OnceLock::new();
+    PYTHON
+        .get_or_init(|| {
+            if let Some(python) = std::env::var_os("WASMLOOP_PYTHON") {
+                return python;
+            }
+            let out =
+                Command::new(workspace().join("scripts/python-env")).output().expect("bash runs scripts/python-env");
+            assert!(out.status.success(), "scripts/python-env failed:\n{}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8_lossy(&out.stdout).trim().into()
+        })
+        .clone()
 }
 
 /// The JavaScript plugins, as `scripts/build-plugins` lists them: directories relative to the
@@ -169,6 +189,20 @@ pub fn js_component(dir: &str) -> PathBuf {
     let built = std::fs::metadata(&out).and_then(|m| m.modified()).ok();
     if built.is_some_and(|built| sources.iter().all(|s| newest_source(s) <= Some(built))) {
         return out;
+    }
+    let sdk = workspace().join("guest-sdk/js");
+    if !sdk.join("node_modules").is_dir() {
+        // As scripts/test does: the pinned packages from the lock file, inside the checkout.
+        let installed = Command::new("npm")
+            .current_dir(&sdk)
+            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+            .output()
+            .expect("npm runs (install Node.js 20.19 or later with npm)");
+        assert!(
+            installed.status.success(),
+            "npm ci in guest-sdk/js failed:\n{}",
+            String::from_utf8_lossy(&installed.stderr)
+        );
     }
     let done = Command::new("node")
         .current_dir(workspace())

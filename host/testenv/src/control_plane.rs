@@ -46,6 +46,32 @@ pub enum ControlPlaneError {
     Client(String),
 }
 
+/// Which controllers kube-controller-manager runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Controllers {
+    /// Garbage collection, namespace deletion, service accounts and their tokens, and role
+    /// aggregation: what the host relies on. Nothing acts on Deployments, so a test may set
+    /// a Deployment's status by hand.
+    #[default]
+    Core,
+    /// Core, and the Deployment and ReplicaSet controllers: a Deployment gets its ReplicaSet and
+    /// Pods (created, never run: there is no kubelet), through admission such as PodSecurity.
+    WithWorkloads,
+}
+
+impl Controllers {
+    fn flag(self) -> &'static str {
+        match self {
+            Controllers::Core => {
+                "--controllers=garbagecollector,namespace,serviceaccount,serviceaccount-token,clusterrole-aggregation"
+            }
+            Controllers::WithWorkloads => {
+                "--controllers=garbagecollector,namespace,serviceaccount,serviceaccount-token,clusterrole-aggregation,deployment,replicaset"
+            }
+        }
+    }
+}
+
 /// The audit log's file name in the run directory.
 const AUDIT_LOG: &str = "audit.log";
 
@@ -149,12 +175,20 @@ impl ControlPlane {
     /// Missing binaries, a component that exits or does not become ready (with its log
     /// path), or a file that cannot be written.
     pub fn start_blocking() -> Result<ControlPlane, ControlPlaneError> {
-        std::thread::spawn(|| {
+        ControlPlane::start_blocking_with(Controllers::Core)
+    }
+
+    /// [`ControlPlane::start_blocking`], with kube-controller-manager running `controllers`.
+    ///
+    /// # Errors
+    /// As [`ControlPlane::start_blocking`].
+    pub fn start_blocking_with(controllers: Controllers) -> Result<ControlPlane, ControlPlaneError> {
+        std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .map_err(io("cannot build a runtime to wait for readiness"))?;
-            runtime.block_on(ControlPlane::start())
+            runtime.block_on(ControlPlane::start_with(controllers))
         })
         .join()
         .unwrap_or_else(|_| Err(ControlPlaneError::Client("the start-up thread panicked".into())))
@@ -165,16 +199,29 @@ impl ControlPlane {
     /// # Errors
     /// As [`ControlPlane::start_blocking`].
     pub async fn start() -> Result<ControlPlane, ControlPlaneError> {
+        ControlPlane::start_with(Controllers::Core).await
+    }
+
+    /// Async form of [`ControlPlane::start_blocking_with`].
+    ///
+    /// # Errors
+    /// As [`ControlPlane::start_blocking`].
+    pub async fn start_with(controllers: Controllers) -> Result<ControlPlane, ControlPlaneError> {
         let binaries = Binaries::find()?;
         let dir = run_dir()?;
-        let plane = ControlPlane::launch(binaries, dir).await;
+        let plane = ControlPlane::launch(binaries, dir, controllers).await;
         if let Err(e) = &plane {
             eprintln!("wasmloop-testenv: the control plane failed to start: {e}");
         }
         plane
     }
 
-    async fn launch(binaries: Binaries, dir: PathBuf) -> Result<ControlPlane, ControlPlaneError> {
+    async fn launch(
+        binaries: Binaries,
+        dir: PathBuf,
+        controllers: Controllers,
+    ) -> Result<ControlPlane, ControlPlaneError> {
+        crate::binaries::check_supported(&binaries.kube_apiserver)?;
         let (etcd_port, etcd_peer, api_port) = (free_port()?, free_port()?, free_port()?);
         let token = token();
         std::fs::write(dir.join("tokens.csv"), format!("{token},admin,admin-uid,\"system:masters\"\n"))
@@ -203,6 +250,9 @@ impl ControlPlane {
             format!("--listen-peer-urls={peer_url}"),
             format!("--initial-advertise-peer-urls={peer_url}"),
             format!("--initial-cluster=default={peer_url}"),
+            // A test cluster lives for one run: durability buys nothing, and fsync on a shared
+            // 2-core machine stalls writes for seconds (envtest's etcd does the same).
+            "--unsafe-no-fsync=true".into(),
         ];
         let etcd = Watched::spawn("etcd", &binaries.etcd, &etcd_args, &dir.join("etcd.log"))
             .map_err(io("cannot start etcd"))?;
@@ -211,10 +261,7 @@ impl ControlPlane {
         // path; no bodies), so a test can prove what the host did, and did not, ask for.
         std::fs::write(dir.join("audit-policy.yaml"), AUDIT_POLICY).map_err(io("cannot write the audit policy"))?;
         let server = format!("https://127.0.0.1:{api_port}");
-        // Before 1.24 both servers also listen on an insecure port unless told not to; from
-        // 1.24 on the flags are gone and passing them is an error.
-        let legacy_ports = crate::binaries::kubernetes_version(&binaries.kube_apiserver).is_some_and(|v| v < (1, 24));
-        let mut apiserver_args: Vec<String> = vec![
+        let apiserver_args: Vec<String> = vec![
             format!("--etcd-servers={etcd_url}"),
             "--bind-address=127.0.0.1".into(),
             "--advertise-address=127.0.0.1".into(),
@@ -234,9 +281,6 @@ impl ControlPlane {
             format!("--audit-policy-file={}", dir.join("audit-policy.yaml").display()),
             format!("--audit-log-path={}", dir.join(AUDIT_LOG).display()),
         ];
-        if legacy_ports {
-            apiserver_args.push("--insecure-port=0".into());
-        }
         let kubeconfig = dir.join("kubeconfig");
         let plane = ControlPlane {
             kubeconfig: kubeconfig.clone(),
@@ -258,19 +302,15 @@ impl ControlPlane {
         plane.wait_ready().await?;
 
         if let Some(kcm) = plane.binaries.kube_controller_manager.clone() {
-            let mut args: Vec<String> = vec![
+            let args: Vec<String> = vec![
                 format!("--kubeconfig={}", kubeconfig.display()),
-                "--controllers=garbagecollector,namespace,serviceaccount,serviceaccount-token,clusterrole-aggregation"
-                    .into(),
+                controllers.flag().into(),
                 format!("--service-account-private-key-file={}", sa_key.display()),
                 format!("--root-ca-file={}", ca.display()),
                 "--leader-elect=false".into(),
                 "--secure-port=0".into(),
                 "--bind-address=127.0.0.1".into(),
             ];
-            if legacy_ports {
-                args.push("--port=0".into());
-            }
             *plane.kcm.lock().expect("lock") = Some((kcm, args));
             plane.launch_controller_manager()?;
         }
@@ -363,6 +403,12 @@ impl ControlPlane {
     /// The kubeconfig (admin, `system:masters`).
     pub fn kubeconfig(&self) -> &Path {
         &self.kubeconfig
+    }
+
+    /// kubectl of the control plane's release, when the binaries include it (those
+    /// `scripts/kube-binaries` builds do).
+    pub fn kubectl(&self) -> Option<&Path> {
+        self.binaries.kubectl.as_deref()
     }
 
     /// The API server's URL.

@@ -27,7 +27,7 @@ pub mod registry;
 mod watchdog;
 
 pub use binaries::{Binaries, BinariesError};
-pub use control_plane::{ControlPlane, ControlPlaneError, TestNamespace};
+pub use control_plane::{ControlPlane, ControlPlaneError, Controllers, TestNamespace};
 pub use fixtures::wait_for_event;
 
 use std::sync::OnceLock;

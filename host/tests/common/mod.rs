@@ -473,7 +473,7 @@ pub async fn deployment_with(
         async move {
             match deployments.get_opt(name).await.map_err(|e| e.to_string())? {
                 Some(d) if check(&d) => Ok(d),
-                Some(d) => Err(format!("{:?}", d.spec.map(|s| s.replicas))),
+                Some(d) => Err(format!("{:?}", d.spec.replicas)),
                 None => Err("no deployment yet".into()),
             }
         }
@@ -483,7 +483,7 @@ pub async fn deployment_with(
 
 /// The Deployment's desired replicas.
 pub fn replicas(d: &Deployment) -> Option<i32> {
-    d.spec.as_ref().and_then(|s| s.replicas)
+    d.spec.replicas
 }
 
 /// Runs `plugin` (a build of foo-deployment) and walks sample-controller's life cycle.
@@ -501,7 +501,7 @@ pub async fn sample_controller_parity(namespace: &str, plugin: &Path) {
         (owner.kind.as_str(), owner.uid.as_str(), owner.controller),
         ("Foo", created.metadata.uid.as_deref().unwrap(), Some(true))
     );
-    let labels = d.spec.as_ref().unwrap().template.metadata.as_ref().unwrap().labels.clone().unwrap();
+    let labels = d.spec.template.metadata.as_ref().unwrap().labels.clone().unwrap();
     assert_eq!((labels["app"].as_str(), labels["controller"].as_str()), ("nginx", "example-foo"));
 
     // Change spec.replicas: the Deployment follows.

@@ -114,7 +114,7 @@ pub fn desired_deployment(foo: &Foo) -> Deployment {
             namespace: foo.metadata.namespace.clone(),
             ..ObjectMeta::default()
         },
-        spec: Some(DeploymentSpec {
+        spec: DeploymentSpec {
             replicas: foo.spec.replicas,
             selector: LabelSelector { match_labels: Some(labels.clone()), ..LabelSelector::default() },
             template: PodTemplateSpec {
@@ -129,7 +129,7 @@ pub fn desired_deployment(foo: &Foo) -> Deployment {
                 }),
             },
             ..DeploymentSpec::default()
-        }),
+        },
         status: None,
     }
 }
@@ -221,7 +221,7 @@ mod tests {
         let d = &deployments[0];
         assert_eq!(d.metadata.name.as_deref(), Some("example-foo"));
         assert_eq!(d.metadata.namespace.as_deref(), Some("default"));
-        let spec = d.spec.as_ref().unwrap();
+        let spec = &d.spec;
         assert_eq!(spec.replicas, Some(3));
         let labels = spec.template.metadata.as_ref().unwrap().labels.as_ref().unwrap();
         assert_eq!(labels["app"], "nginx");

@@ -1,0 +1,119 @@
+//! `deploy/` on a current Kubernetes, as README's "On a cluster" applies it: on a control
+//! plane of its own whose kube-controller-manager also runs the Deployment and ReplicaSet
+//! controllers, so the host's Deployment gets a ReplicaSet and the ReplicaSet its Pods
+//! (created, never run: there is no kubelet) through PodSecurity admission.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Pod};
+use kube::api::{Api, ListParams};
+use wasmloop_testenv::{ControlPlane, Controllers, eventually};
+
+fn plane() -> &'static ControlPlane {
+    static PLANE: OnceLock<ControlPlane> = OnceLock::new();
+    PLANE.get_or_init(|| {
+        ControlPlane::start_blocking_with(Controllers::WithWorkloads)
+            .unwrap_or_else(|e| panic!("cannot start the test control plane: {e}"))
+    })
+}
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize().unwrap()
+}
+
+/// README's "On a cluster" commands, run as written with `kubectl` of the control plane's
+/// release first on the PATH and the plane's kubeconfig.
+fn apply_as_the_readme_says() -> Result<(), String> {
+    let readme = std::fs::read_to_string(workspace().join("README.md")).unwrap();
+    let (_, after) = readme.split_once("\n## On a cluster\n").expect("README has an \"On a cluster\" section");
+    let (_, block) = after.split_once("```sh\n").expect("with a sh block");
+    let commands = block.split("```").next().unwrap();
+    let kubectl =
+        plane().kubectl().expect("the control-plane binaries include kubectl (scripts/kube-binaries builds it)");
+    let path = format!("{}:{}", kubectl.parent().unwrap().display(), std::env::var("PATH").unwrap_or_default());
+    let out = Command::new("bash")
+        .args(["-euo", "pipefail", "-c", commands])
+        .current_dir(workspace())
+        .env("PATH", path)
+        .env("KUBECONFIG", plane().kubeconfig())
+        .output()
+        .unwrap();
+    if out.status.success() {
+        return Ok(());
+    }
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    Err(format!("README's cluster commands failed:\n{commands}\n{stdout}\n{stderr}"))
+}
+
+/// Applies once per test binary; both tests read what it made.
+async fn applied() -> kube::Client {
+    static APPLIED: OnceLock<Result<(), String>> = OnceLock::new();
+    let applied = tokio::task::spawn_blocking(|| APPLIED.get_or_init(apply_as_the_readme_says).clone()).await.unwrap();
+    if let Err(why) = applied {
+        panic!("{why}");
+    }
+    plane().client().await.unwrap()
+}
+
+const SYSTEM: &str = "wasmloop-system";
+
+#[tokio::test]
+async fn the_hosts_pod_is_admitted_where_pod_security_enforces_the_restricted_profile() {
+    let client = applied().await;
+    let namespace = Api::<Namespace>::all(client.clone()).get(SYSTEM).await.unwrap();
+    let labels = namespace.metadata.labels.unwrap_or_default();
+    assert_eq!(labels.get("pod-security.kubernetes.io/enforce").map(String::as_str), Some("restricted"));
+
+    // The Deployment's ReplicaSet creates its Pods only where admission lets them in.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), SYSTEM);
+    let selector = ListParams::default().labels("app.kubernetes.io/name=wasmloop");
+    let events: Api<Event> = Api::namespaced(client.clone(), SYSTEM);
+    let created = eventually(Duration::from_secs(120), "the host's Pods created", || {
+        let (pods, selector, events) = (pods.clone(), selector.clone(), events.clone());
+        async move {
+            let list = pods.list(&selector).await.map_err(|e| e.to_string())?;
+            if list.items.len() >= 2 {
+                return Ok(list.items);
+            }
+            Err(format!("{} pods; FailedCreate: {:?}", list.items.len(), failed_creates(&events, None).await))
+        }
+    })
+    .await;
+    let replicasets: Api<ReplicaSet> = Api::namespaced(client, SYSTEM);
+    let owner = created[0].metadata.owner_references.as_ref().unwrap()[0].name.clone();
+    let replicaset = replicasets.get(&owner).await.unwrap();
+    let failed = failed_creates(&events, Some(&owner)).await;
+    assert!(failed.is_empty(), "ReplicaSet {owner} could not create Pods: {failed:?}");
+    assert_eq!(replicaset.status.map(|s| s.replicas), Some(2));
+}
+
+/// The messages of the `FailedCreate` Events in the host's namespace, about `replicaset` or
+/// any object.
+async fn failed_creates(events: &Api<Event>, replicaset: Option<&str>) -> Vec<String> {
+    let about = match replicaset {
+        Some(name) => ListParams::default().fields(&format!("involvedObject.name={name},reason=FailedCreate")),
+        None => ListParams::default().fields("reason=FailedCreate"),
+    };
+    let listed = events.list(&about).await.map(|l| l.items).unwrap_or_default();
+    listed.into_iter().map(|e| e.message.unwrap_or_default()).collect()
+}
+
+#[tokio::test]
+async fn the_example_overlay_ships_the_four_plugins_as_labelled_configmaps() {
+    let client = applied().await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), SYSTEM);
+    let shipped = configmaps.list(&ListParams::default().labels("wasmloop.dev/plugin")).await.unwrap();
+    let mut names: Vec<String> = shipped.items.iter().filter_map(|c| c.metadata.name.clone()).collect();
+    names.sort();
+    assert_eq!(names, ["configmap-mirror", "foo-deployment", "node-image-watch", "pod-logger"]);
+    for configmap in &shipped.items {
+        let component = configmap.binary_data.as_ref().and_then(|d| d.get("plugin.wasm")).expect("a component");
+        assert!(component.0.starts_with(b"\0asm"), "{:?} holds no WebAssembly", configmap.metadata.name);
+    }
+    let deployment = Api::<Deployment>::namespaced(client, SYSTEM).get("wasmloop").await.unwrap();
+    assert_eq!(deployment.spec.replicas, Some(2));
+}

@@ -67,6 +67,15 @@ async fn the_hosts_pod_is_admitted_where_pod_security_enforces_the_restricted_pr
     let namespace = Api::<Namespace>::all(client.clone()).get(SYSTEM).await.unwrap();
     let labels = namespace.metadata.labels.unwrap_or_default();
     assert_eq!(labels.get("pod-security.kubernetes.io/enforce").map(String::as_str), Some("restricted"));
+    // Admission enforces it here: a privileged Pod is refused (a dry run, so nothing is made).
+    let privileged: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "privileged"},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "securityContext": {"privileged": true}}]}
+    }))
+    .unwrap();
+    let dry_run = kube::api::PostParams { dry_run: true, ..Default::default() };
+    let refused = Api::<Pod>::namespaced(client.clone(), SYSTEM).create(&dry_run, &privileged).await.unwrap_err();
+    assert!(refused.to_string().contains("violates PodSecurity \"restricted:latest\""), "{refused}");
 
     // The Deployment's ReplicaSet creates its Pods only where admission lets them in.
     let pods: Api<Pod> = Api::namespaced(client.clone(), SYSTEM);
@@ -85,10 +94,18 @@ async fn the_hosts_pod_is_admitted_where_pod_security_enforces_the_restricted_pr
     .await;
     let replicasets: Api<ReplicaSet> = Api::namespaced(client, SYSTEM);
     let owner = created[0].metadata.owner_references.as_ref().unwrap()[0].name.clone();
-    let replicaset = replicasets.get(&owner).await.unwrap();
     let failed = failed_creates(&events, Some(&owner)).await;
     assert!(failed.is_empty(), "ReplicaSet {owner} could not create Pods: {failed:?}");
-    assert_eq!(replicaset.status.map(|s| s.replicas), Some(2));
+    // Its status follows the Pods it made, once its controller has seen them.
+    eventually(Duration::from_secs(60), "the ReplicaSet counting 2 replicas", || {
+        let (replicasets, owner) = (replicasets.clone(), owner.clone());
+        async move {
+            let replicaset = replicasets.get(&owner).await.map_err(|e| e.to_string())?;
+            let counted = replicaset.status.map(|s| s.replicas);
+            if counted == Some(2) { Ok(()) } else { Err(format!("{counted:?}")) }
+        }
+    })
+    .await;
 }
 
 /// The messages of the `FailedCreate` Events in the host's namespace, about `replicaset` or
@@ -98,7 +115,7 @@ async fn failed_creates(events: &Api<Event>, replicaset: Option<&str>) -> Vec<St
         Some(name) => ListParams::default().fields(&format!("involvedObject.name={name},reason=FailedCreate")),
         None => ListParams::default().fields("reason=FailedCreate"),
     };
-    let listed = events.list(&about).await.map(|l| l.items).unwrap_or_default();
+    let listed = events.list(&about).await.expect("the Events list").items;
     listed.into_iter().map(|e| e.message.unwrap_or_default()).collect()
 }
 

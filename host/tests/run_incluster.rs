@@ -1,8 +1,9 @@
 //! `deploy/` on the real control plane, and the host running as the deployed ServiceAccount:
 //! a token from the TokenRequest API, the in-cluster environment (service host and port, the
 //! token and CA under /var/run/secrets, bind-mounted in a private mount namespace), and
-//! exactly the RBAC in `deploy/`, each plugin impersonating its own ServiceAccount. Needs `kubectl` (to render kustomize) and root for `unshare
-//! --mount` (to place the service-account files where kube looks for them).
+//! exactly the RBAC in `deploy/`, each plugin impersonating its own ServiceAccount. Needs
+//! `kubectl` (to render kustomize: the control plane's own, else one on the PATH) and root for
+//! `unshare --mount` (to place the service-account files where kube looks for them).
 
 mod common;
 
@@ -55,7 +56,8 @@ fn deploy_tree() -> tempfile::TempDir {
 
 /// `kubectl kustomize dir`, as objects.
 fn render(dir: &Path) -> Vec<DynamicObject> {
-    let out = Command::new("kubectl")
+    let kubectl = shared().kubectl().map_or_else(|| PathBuf::from("kubectl"), Path::to_path_buf);
+    let out = Command::new(kubectl)
         .arg("kustomize")
         .arg(dir)
         .output()
@@ -257,7 +259,7 @@ async fn deploy_and_its_example_plugins_overlay_are_accepted_by_the_api_server_a
     // would still be allowed.
     denied_patching_nodes("system:serviceaccount:wasmloop-system:node-image-watch").await;
     nodes.patch_status(&name, &PatchParams::default(), &Patch::Merge(images(2000))).await.unwrap();
-    // Events about cluster-scoped objects live in "default" on 1.20.
+    // kube's Recorder files Events about cluster-scoped objects in "default".
     let events: Api<Event> = Api::namespaced(shared().client().await.unwrap(), "default");
     let refused = wait_for_event(&events, Duration::from_secs(60), "the Forbidden Warning", |e| {
         e.reason.as_deref() == Some("Forbidden")

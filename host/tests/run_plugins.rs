@@ -320,36 +320,49 @@ async fn a_plugin_the_instance_pool_cannot_hold_stops_the_start_naming_the_figur
     }
 }
 
-/// Runs the labeler confined to `ns` with the host's own credentials and `extra` flags, and
-/// returns once it has labelled a Deployment there: its informer has made its initial list.
-/// The requests that list and watch Deployments in `ns` are then this host's alone.
-async fn labeler_confined_to(ns: &wasmloop_testenv::TestNamespace, extra: &[&str]) -> (Host, tempfile::NamedTempFile) {
+/// Runs the labeler confined to `ns` with the host's own credentials and `extra` flags. Only
+/// this host lists and watches Deployments in `ns` (other tests' labelers watch every
+/// namespace, through URIs without one).
+fn labeler_confined_to(ns: &wasmloop_testenv::TestNamespace, extra: &[&str]) -> (Host, tempfile::NamedTempFile) {
     let config = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(config.path(), format!("plugins:\n  labeler:\n    namespace: {}\n", ns.name)).unwrap();
-    common::create_deployment(ns, "web").await;
     let plugin = component("labeler_plugin");
     let mut args = vec!["run", "--plugin-identity", "host", "--plugin", plugin.to_str().unwrap()];
     args.extend(["--config", config.path().to_str().unwrap()]);
     args.extend(extra);
-    let host = Host::start(&args);
-    common::labelled(ns, "web", "v1").await;
-    (host, config)
+    (Host::start(&args), config)
 }
 
-/// The audited requests (`user verb uri`) for Deployments in `ns`, once the log has caught up.
-async fn deployment_requests(ns: &wasmloop_testenv::TestNamespace) -> Vec<String> {
-    shared().audited_after_marker(&format!("/apis/apps/v1/namespaces/{}/deployments?", ns.name)).await
+/// The audited requests (`user verb uri`) for Deployments in `ns`, once `seen` holds of them:
+/// the host's requests arrive over time, so the test waits for the ones it expects before it
+/// reads what else was, or was not, asked.
+async fn deployment_requests(
+    ns: &wasmloop_testenv::TestNamespace,
+    what: &str,
+    seen: impl Fn(&[String]) -> bool,
+) -> Vec<String> {
+    let part = format!("/apis/apps/v1/namespaces/{}/deployments?", ns.name);
+    let seen = &seen;
+    eventually(Duration::from_secs(60), what, || {
+        let found: Vec<String> = shared().audited_requests().into_iter().filter(|r| r.contains(&part)).collect();
+        async move { if seen(&found) { Ok(()) } else { Err(format!("{found:?}")) } }
+    })
+    .await;
+    // Everything sent before this point is in the log now.
+    shared().audited_after_marker(&part).await
+}
+
+fn streaming_watch(r: &String) -> bool {
+    r.contains(" watch ") && r.contains("sendInitialEvents=true")
 }
 
 #[tokio::test]
 async fn an_informer_streams_its_initial_list_from_a_server_that_serves_streaming_lists() {
     let ns = shared().namespace("lists-streamed").await.unwrap();
-    let (_host, _config) = labeler_confined_to(&ns, &[]).await;
-    let requests = deployment_requests(&ns).await;
-    assert!(
-        requests.iter().any(|r| r.contains(" watch ") && r.contains("sendInitialEvents=true")),
-        "no streaming watch (sendInitialEvents=true) among {requests:?}"
-    );
+    common::create_deployment(&ns, "web").await;
+    let (_host, _config) = labeler_confined_to(&ns, &[]);
+    let requests = deployment_requests(&ns, "a streaming watch", |r| r.iter().any(streaming_watch)).await;
+    common::labelled(&ns, "web", "v1").await;
     let lists: Vec<&String> = requests.iter().filter(|r| r.contains(" list ")).collect();
     assert!(lists.is_empty(), "the initial list was paged, not streamed: {lists:?}");
 }
@@ -357,13 +370,13 @@ async fn an_informer_streams_its_initial_list_from_a_server_that_serves_streamin
 #[tokio::test]
 async fn an_informer_told_to_page_lists_in_pages_and_watches_without_initial_events() {
     let ns = shared().namespace("lists-paged").await.unwrap();
-    let (_host, _config) = labeler_confined_to(&ns, &["--initial-list", "paged"]).await;
-    let requests = deployment_requests(&ns).await;
-    assert!(
-        requests.iter().any(|r| r.contains(" list ") && r.contains("limit=500")),
-        "no paged list (limit=500) among {requests:?}"
-    );
-    assert!(requests.iter().any(|r| r.contains(" watch ")), "no watch after the list among {requests:?}");
+    common::create_deployment(&ns, "web").await;
+    let (_host, _config) = labeler_confined_to(&ns, &["--initial-list", "paged"]);
+    let paged = |r: &[String]| {
+        r.iter().any(|r| r.contains(" list ") && r.contains("limit=500")) && r.iter().any(|r| r.contains(" watch "))
+    };
+    let requests = deployment_requests(&ns, "a paged list (limit=500), then a watch", paged).await;
+    common::labelled(&ns, "web", "v1").await;
     let streamed: Vec<&String> = requests.iter().filter(|r| r.contains("sendInitialEvents")).collect();
     assert!(streamed.is_empty(), "told to page, the informer streamed: {streamed:?}");
 }

@@ -85,11 +85,14 @@ impl Recorders {
     }
 }
 
+/// The API's limit on an Event's `reportingInstance` (`ReportingInstanceLengthLimit`).
+const MAX_REPORTING_INSTANCE: usize = 128;
+
 /// The Event's `reportingInstance`: the pod's host name where it fits the API's 128 bytes;
 /// otherwise none, and kube reports the controller's name, since the server refuses every
 /// Event whose instance is longer.
 fn instance(hostname: Option<String>) -> Option<String> {
-    hostname.filter(|h| !h.is_empty() && h.len() <= wasmloop_contract::validate::MAX_EVENT_REASON)
+    hostname.filter(|h| !h.is_empty() && h.len() <= MAX_REPORTING_INSTANCE)
 }
 
 #[cfg(test)]

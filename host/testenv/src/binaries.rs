@@ -31,7 +31,7 @@ pub enum BinariesError {
     },
     /// `KUBEBUILDER_ASSETS` names a directory without the binaries.
     #[error(
-        "KUBEBUILDER_ASSETS={dir} lacks etcd or kube-apiserver; point it at a directory holding both (`setup-envtest use -p path` prints one)"
+        "KUBEBUILDER_ASSETS={dir} lacks etcd or kube-apiserver; point it at a directory holding both (`setup-envtest use -p path` prints one; add kube-controller-manager of the same release for garbage collection and namespace deletion)"
     )]
     Incomplete {
         /// The directory.
@@ -52,7 +52,7 @@ pub enum BinariesError {
     },
     /// The provisioning script failed.
     #[error(
-        "no control-plane binaries: scripts/kube-binaries failed ({0}); set KUBEBUILDER_ASSETS to a directory with etcd, kube-apiserver and kube-controller-manager (for example from setup-envtest), or run scripts/kube-binaries (needs Go and the module proxy) to build them"
+        "no control-plane binaries: scripts/kube-binaries failed ({0}); set KUBEBUILDER_ASSETS to a directory with etcd, kube-apiserver, kube-controller-manager and kubectl of one release (setup-envtest provides all but kube-controller-manager, which comes with the release's server binaries), or run scripts/kube-binaries (needs Go and the module proxy) to build them"
     )]
     Provision(String),
 }

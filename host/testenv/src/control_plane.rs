@@ -84,9 +84,19 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ControlPlaneErr
     move |source| ControlPlaneError::Io { what, source }
 }
 
-fn free_port() -> Result<u16, ControlPlaneError> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(io("cannot find a free port on 127.0.0.1"))?;
-    Ok(listener.local_addr().map_err(io("cannot read a bound port"))?.port())
+/// `N` distinct free ports on 127.0.0.1. Every listener is held until all are chosen: a port
+/// released before the next bind can be handed out again, and two components given one port
+/// fail the start with "address already in use".
+fn free_ports<const N: usize>() -> Result<[u16; N], ControlPlaneError> {
+    let mut listeners = Vec::with_capacity(N);
+    let mut ports = [0; N];
+    for port in &mut ports {
+        let listener =
+            std::net::TcpListener::bind("127.0.0.1:0").map_err(io("cannot find a free port on 127.0.0.1"))?;
+        *port = listener.local_addr().map_err(io("cannot read a bound port"))?.port();
+        listeners.push(listener);
+    }
+    Ok(ports)
 }
 
 fn token() -> String {
@@ -222,7 +232,7 @@ impl ControlPlane {
         controllers: Controllers,
     ) -> Result<ControlPlane, ControlPlaneError> {
         crate::binaries::check_supported(&binaries.kube_apiserver)?;
-        let (etcd_port, etcd_peer, api_port) = (free_port()?, free_port()?, free_port()?);
+        let [etcd_port, etcd_peer, api_port] = free_ports::<3>()?;
         let token = token();
         std::fs::write(dir.join("tokens.csv"), format!("{token},admin,admin-uid,\"system:masters\"\n"))
             .map_err(io("cannot write the token file"))?;

@@ -4,8 +4,13 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::endpoints::BindAddress;
-use crate::leader::LeaderArgs;
+#[cfg(feature = "cluster")]
+mod cluster;
+#[cfg(feature = "cluster")]
+pub use cluster::{
+    BundleArgs, ClusterCommand, DevArgs, HostArgs, InitialListMode, PluginIdentity, PushArgs, RecordArgs, ReplayArgs,
+    ReplayOutput, RunArgs, ShadowArg,
+};
 
 /// A Kubernetes reconcile host whose controller logic is pluggable WebAssembly.
 #[derive(Debug, Parser)]
@@ -37,15 +42,6 @@ pub enum OutputFormat {
     Json,
 }
 
-/// Whom plugins' requests act as.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum PluginIdentity {
-    /// Each plugin impersonates its own ServiceAccount.
-    Impersonate,
-    /// Every plugin uses the host's credentials.
-    Host,
-}
-
 /// Reconcile phases, as on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum PhaseArg {
@@ -64,265 +60,10 @@ pub enum Command {
     Inspect(InspectArgs),
     /// Run one reconcile offline, with no cluster, and print the actions.
     Reconcile(ReconcileArgs),
-    /// Run plugins against a cluster (kubeconfig, or the in-cluster service account).
-    Run(RunArgs),
-    /// Run one plugin against a cluster and reload it whenever its file or crate changes.
-    Dev(DevArgs),
-    /// Print the ConfigMap that ships a plugin to a cluster (`| kubectl apply --server-side -f -`).
-    Bundle(BundleArgs),
-    /// Push a plugin component to an OCI registry, for plugins too large for a ConfigMap; print
-    /// the reference pinned to what was pushed (for `bundle --ref`).
-    Push(PushArgs),
-    /// Record a plugin's reconciles on a live cluster and write nothing to it: `dev --dry-run`
-    /// with `--record-dir`, for a version that is not deployed yet.
-    Record(RecordArgs),
-    /// Run recorded reconciles (`--record-dir`) again, offline, against another version of
-    /// their plugin, and say what changed. Exit 0: all the same; 2: any changed; 1: bad input.
-    Replay(ReplayArgs),
-}
-
-/// `wasmloop record`.
-#[derive(Debug, Args)]
-pub struct RecordArgs {
-    /// A plugin component (.wasm), or a plugin crate's directory (rebuilt on change, as `dev`).
-    pub path: PathBuf,
-    /// Host options; `--record-dir` is required.
+    /// The commands that need a cluster, a registry or the host's machinery.
+    #[cfg(feature = "cluster")]
     #[command(flatten)]
-    pub host: HostArgs,
-}
-
-/// `wasmloop replay`.
-#[derive(Debug, Args)]
-pub struct ReplayArgs {
-    /// The plugin version to replay the cases with (.wasm).
-    #[arg(long)]
-    pub plugin: PathBuf,
-    /// The record directory (`--record-dir`), or one plugin's directory in it. Cases of
-    /// other plugins are skipped.
-    pub dir: PathBuf,
-    /// Output format.
-    #[arg(short, long, value_enum, default_value_t = ReplayOutput::Text)]
-    pub output: ReplayOutput,
-    /// Sandbox options.
-    #[command(flatten)]
-    pub sandbox: SandboxArgs,
-}
-
-/// `replay`'s output formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ReplayOutput {
-    /// One line per case, diffs indented under it, and a summary line.
-    Text,
-    /// One JSON document: every case's result, diff and unanswered look-ups, and the counts.
-    Json,
-}
-
-/// `wasmloop run`.
-#[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("sources").required(true).multiple(true).args(["plugins", "plugin_namespaces"])))]
-pub struct RunArgs {
-    /// A plugin component (.wasm). Repeatable.
-    #[arg(long = "plugin")]
-    pub plugins: Vec<PathBuf>,
-    /// Load plugins from ConfigMaps labelled `wasmloop.dev/plugin` in this namespace, and
-    /// follow their changes. Repeatable.
-    #[arg(long = "plugin-namespace", value_name = "NAMESPACE")]
-    pub plugin_namespaces: Vec<wasmloop_contract::names::Namespace>,
-    /// Load a ConfigMap plugin only if a key of this file signed its component (minisign
-    /// public keys: `minisign.pub` files one after the other). File plugins are the
-    /// operator's own and are not checked.
-    #[arg(long, value_name = "FILE", requires = "plugin_namespaces")]
-    pub trusted_keys: Option<PathBuf>,
-    /// Call the component at PATH beside plugin NAME's serving version on every reconcile,
-    /// and compare their actions; the shadow writes nothing. Repeatable, one per plugin.
-    #[arg(long = "shadow", value_name = "NAME=PATH", value_parser = parse_shadow)]
-    pub shadows: Vec<ShadowArg>,
-    /// Pull ConfigMap plugins' references (data["plugin.ref"]) from this registry
-    /// (HOST[:PORT]), over HTTPS. Repeatable; `*` allows any. Without it (and without
-    /// --insecure-registry), no reference is pulled.
-    #[arg(long = "allowed-registry", value_name = "HOST[:PORT]", requires = "plugin_namespaces", value_parser = parse_allowed_registry)]
-    pub allowed_registries: Vec<String>,
-    /// Pull from this registry (HOST[:PORT]) too, over plain HTTP, not HTTPS: a registry on
-    /// loopback or a trusted network. Repeatable.
-    #[arg(long = "insecure-registry", value_name = "HOST[:PORT]", requires = "plugin_namespaces", value_parser = crate::oci::registry_name)]
-    pub insecure_registries: Vec<String>,
-    /// How long one pull of a plugin reference may take, in seconds, waits for a turn included.
-    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=3600))]
-    pub pull_timeout_seconds: u64,
-    /// Host options.
-    #[command(flatten)]
-    pub host: HostArgs,
-}
-
-/// An `--allowed-registry`: a registry, or `*` for any.
-fn parse_allowed_registry(text: &str) -> Result<String, String> {
-    if text == "*" { Ok(text.to_owned()) } else { crate::oci::registry_name(text) }
-}
-
-/// A `--shadow NAME=PATH`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ShadowArg {
-    /// The plugin shadowed.
-    pub name: String,
-    /// The candidate component.
-    pub path: PathBuf,
-}
-
-fn parse_shadow(text: &str) -> Result<ShadowArg, String> {
-    let (name, path) =
-        text.split_once('=').ok_or("expected NAME=PATH: the plugin's name, then the candidate's file")?;
-    wasmloop_sandbox::validate::name(name).map_err(|e| format!("plugin name {name:?}: {e}"))?;
-    if path.is_empty() {
-        return Err(format!("no file after {name}=; expected NAME=PATH"));
-    }
-    Ok(ShadowArg { name: name.to_owned(), path: path.into() })
-}
-
-/// `wasmloop dev`.
-#[derive(Debug, Args)]
-pub struct DevArgs {
-    /// A plugin component (.wasm), or a plugin crate's directory (built with
-    /// `cargo build --release --target wasm32-wasip2` on every source change).
-    pub path: PathBuf,
-    /// Write nothing: print what each reconcile would write, as YAML diffs against the
-    /// cluster computed by the API server (`dryRun=All`).
-    #[arg(long)]
-    pub dry_run: bool,
-    /// Host options.
-    #[command(flatten)]
-    pub host: HostArgs,
-}
-
-/// `wasmloop bundle`.
-#[derive(Debug, Args)]
-pub struct BundleArgs {
-    /// The plugin component (.wasm).
-    pub plugin: PathBuf,
-    /// The plugin's name: the ConfigMap's name and its `wasmloop.dev/plugin` label. Must be
-    /// the name in the component's manifest.
-    #[arg(long)]
-    pub name: String,
-    /// The namespace the host watches for plugins (`run --plugin-namespace`).
-    #[arg(long, default_value = "wasmloop-system")]
-    pub namespace: wasmloop_contract::names::Namespace,
-    /// The plugin's configuration (YAML or JSON), shipped as data["config.yaml"].
-    #[arg(long)]
-    pub config: Option<PathBuf>,
-    /// The component's minisign signature (`minisign -S -m PLUGIN.wasm` writes
-    /// PLUGIN.wasm.minisig), shipped as data["plugin.wasm.minisig"] for hosts run with
-    /// `--trusted-keys`.
-    #[arg(long, value_name = "FILE")]
-    pub signature: Option<PathBuf>,
-    /// Ship the component as a shadow of plugin NAME: the ConfigMap is named NAME-shadow and
-    /// annotated `wasmloop.dev/track: shadow`, and the host calls it beside the serving
-    /// version, compares their actions and writes nothing.
-    #[arg(long)]
-    pub shadow: bool,
-    /// The ConfigMap's name, when not NAME (or NAME-shadow): for a candidate beside a promoted
-    /// shadow that serves from NAME-shadow, or to update whichever ConfigMap serves.
-    #[arg(long, value_name = "CONFIGMAP")]
-    pub configmap: Option<String>,
-    /// Ship the component by reference instead of its bytes: the pinned reference `wasmloop
-    /// push` printed (oci://REGISTRY/REPO@sha256:...), in data["plugin.ref"]. The host pulls it.
-    #[arg(long = "ref", value_name = "REFERENCE", value_parser = parse_pinned_ref)]
-    pub reference: Option<crate::oci::PluginRef>,
-    /// With `--ref`: the Secret (`kubernetes.io/dockerconfigjson`, in the ConfigMap's
-    /// namespace) holding the registry's credentials.
-    #[arg(long, value_name = "SECRET", requires = "reference")]
-    pub pull_secret: Option<wasmloop_contract::names::Name>,
-    /// Sandbox options (the component is validated before it is bundled).
-    #[command(flatten)]
-    pub sandbox: SandboxArgs,
-}
-
-fn parse_pinned_ref(text: &str) -> Result<crate::oci::PluginRef, String> {
-    crate::oci::PluginRef::parse(text).and_then(crate::oci::PluginRef::pinned).map_err(|e| e.to_string())
-}
-
-/// `wasmloop push`.
-#[derive(Debug, Args)]
-pub struct PushArgs {
-    /// The plugin component (.wasm).
-    pub plugin: PathBuf,
-    /// Where to push it: oci://REGISTRY/REPO:TAG.
-    #[arg(value_parser = |t: &str| crate::oci::PluginRef::parse(t).map_err(|e| e.to_string()))]
-    pub reference: crate::oci::PluginRef,
-    /// The registry's user name; the password is read from standard input.
-    #[arg(long, requires = "password_stdin")]
-    pub username: Option<String>,
-    /// Read the password from standard input (one line).
-    #[arg(long, requires = "username")]
-    pub password_stdin: bool,
-    /// Speak plain HTTP to the registry (a loopback or test registry), not HTTPS.
-    #[arg(long)]
-    pub plain_http: bool,
-    /// Sandbox options (the component is validated before it is pushed).
-    #[command(flatten)]
-    pub sandbox: SandboxArgs,
-}
-
-/// How informers make their initial list (`--initial-list`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum InitialListMode {
-    /// Streamed where the server serves it, paged before.
-    Auto,
-    /// Always in pages.
-    Paged,
-}
-
-/// Options of the commands that run plugins against a cluster.
-#[derive(Debug, Clone, Args)]
-pub struct HostArgs {
-    /// Host configuration (YAML): resync, shutdown timeout, and per-plugin settings and config.
-    #[arg(long)]
-    pub config: Option<PathBuf>,
-    /// Serve Prometheus metrics on /metrics here: HOST:PORT, :PORT for every interface, 0 for off.
-    #[arg(long, default_value = "0", value_name = "ADDRESS")]
-    pub metrics_bind_address: BindAddress,
-    /// Serve /healthz and /readyz here: HOST:PORT, :PORT for every interface, 0 for off.
-    #[arg(long, default_value = ":8081", value_name = "ADDRESS")]
-    pub health_probe_bind_address: BindAddress,
-    /// Whom plugins' requests act as: `impersonate` (each plugin its own ServiceAccount, so
-    /// Kubernetes RBAC holds each to its own grants) or `host` (the host's credentials)
-    /// [default: impersonate for run, host for dev].
-    #[arg(long, value_enum)]
-    pub plugin_identity: Option<PluginIdentity>,
-    /// Namespace of the ServiceAccounts of plugins loaded from files, unless host.yaml names
-    /// one (plugins.<name>.serviceAccount).
-    #[arg(long, env = "POD_NAMESPACE", default_value = "wasmloop-system", value_name = "NAMESPACE")]
-    pub plugin_identity_namespace: wasmloop_contract::names::Namespace,
-    /// The host's own ServiceAccount, which no plugin may act as [default in a pod: from the
-    /// POD_NAMESPACE and POD_SERVICE_ACCOUNT variables, which deploy/ sets from the downward
-    /// API].
-    #[arg(long, value_name = "NAMESPACE/NAME")]
-    pub host_service_account: Option<wasmloop_runtime::identity::ServiceAccount>,
-    /// How informers make their initial list: `auto` streams it (a watch with
-    /// `sendInitialEvents`, no page of objects held at once) where the server serves streaming
-    /// lists (Kubernetes 1.34 and later) and lists in pages before; `paged` always lists in
-    /// pages, for a proxy in front of the server that mishandles streaming lists.
-    #[arg(long, value_enum, default_value_t = InitialListMode::Auto)]
-    pub initial_list: InitialListMode,
-    /// How often each plugin's read access is reviewed again (SubjectAccessReview), in seconds:
-    /// a revoked grant stops the plugin within this time.
-    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
-    pub access_review_seconds: u64,
-    /// Record every reconcile here, as one YAML case per call (request, cache look-ups and
-    /// answers, actions or error; Secrets redacted), under a directory per plugin, for
-    /// `wasmloop replay`.
-    #[arg(long, value_name = "DIR")]
-    pub record_dir: Option<PathBuf>,
-    /// Cases `--record-dir` keeps per plugin, the newest.
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-    pub record_keep: u64,
-    /// Bytes `--record-dir` may hold; the oldest cases go first.
-    #[arg(long, default_value_t = 256 << 20, value_parser = clap::value_parser!(u64).range((1 << 20)..=(1 << 40)))]
-    pub record_max_bytes: u64,
-    /// Leader election.
-    #[command(flatten)]
-    pub leader: LeaderArgs,
-    /// Sandbox options.
-    #[command(flatten)]
-    pub sandbox: SandboxArgs,
+    Cluster(ClusterCommand),
 }
 
 /// Sandbox options shared by the commands that load plugins.

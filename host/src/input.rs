@@ -6,6 +6,10 @@ use std::path::Path;
 use anyhow::{Context, bail};
 use serde_json::Value;
 
+/// The largest plugin component taken from anywhere: a file, a ConfigMap's component once
+/// decompressed, an OCI layer. Anything larger is a gzip bomb or a mistake, not a plugin.
+pub const MAX_COMPONENT: u64 = 64 * 1024 * 1024;
+
 fn read_text(path: &Path) -> anyhow::Result<String> {
     std::fs::read_to_string(path)
         .with_context(|| format!("cannot read {}; check the path and its permissions", path.display()))

@@ -44,9 +44,8 @@ pub const PULL_SECRET_ANNOTATION: &str = "wasmloop.dev/pull-secret";
 pub const CONFIGMAP_LIMIT: usize = 1024 * 1024;
 /// Room left under the limit for metadata, the configuration and the status annotation.
 const HEADROOM: usize = 16 * 1024;
-/// A decompressed component larger than this is refused: a gzip bomb, not a plugin. Component
-/// files are held to it too.
-pub const MAX_COMPONENT: u64 = 64 * 1024 * 1024;
+/// A decompressed component larger than this is refused: a gzip bomb, not a plugin.
+pub use crate::input::MAX_COMPONENT;
 
 /// What a plugin ConfigMap holds.
 #[derive(Debug, Clone, PartialEq)]

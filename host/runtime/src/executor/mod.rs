@@ -14,7 +14,10 @@
 //! Where the writes go is the [`Writer`]'s business: live, or a dry run that reports.
 //!
 //! The kinds were checked against the manifest when the response was decoded (in the
-//! sandbox); here they are resolved to resources.
+//! sandbox). What each action writes is decided in [`plan`], a pure function with table
+//! tests; this module resolves kinds to resources and sends the writes.
+
+pub mod plan;
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
@@ -25,17 +28,17 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use kube::runtime::events::{Event, EventType as KubeEventType};
 use kube::{Client, ResourceExt};
-use serde_json::{Value, json};
-use wasmloop_contract::names::{Name, Namespace};
-use wasmloop_sandbox::capability::{self, Bounds, NotGranted, Verb};
+use wasmloop_contract::names::Namespace;
+use wasmloop_sandbox::capability::NotGranted;
 use wasmloop_sandbox::validate;
-use wasmloop_sandbox::{Action, EventType, Gvk, Manifest, Object, ObjectRef, PatchKind};
+use wasmloop_sandbox::{Action, EventType, Gvk, Manifest, Object};
 
 use crate::discovery::{DiscoveryError, Kinds, Resolved};
 use crate::events::Recorders;
 use crate::metrics::Metrics;
 pub use crate::writer::{DryRunReport, DryRunSink};
 use crate::writer::{DryRunWriter, FinalizerChange, LiveWriter, Target, Writer};
+use plan::{PatchBody, Write, label};
 
 /// An action that could not be carried out.
 #[derive(Debug, thiserror::Error)]
@@ -208,32 +211,6 @@ impl WriteBuckets {
     }
 }
 
-/// The executor's half of the write check: the target's namespace is settled now (the
-/// primary's for a namespaced object without one, none for a cluster-scoped one).
-fn granted(
-    manifest: &Manifest,
-    primary: &Object,
-    verb: Verb,
-    kind: &Gvk,
-    namespace: Option<&str>,
-    name: &str,
-    confined_to: Option<&str>,
-) -> Result<(), ExecError> {
-    let bounds = Bounds { primary_namespace: primary.namespace.as_deref(), confined_to };
-    capability::permits(manifest, bounds, verb, kind, namespace).map_err(|refusal| ExecError::NotGranted {
-        plugin: manifest.id(),
-        target: format!("{} {}", verb.as_str(), label(kind.kind(), namespace, name)),
-        refusal,
-    })
-}
-
-fn label(kind: &str, namespace: Option<&str>, name: &str) -> String {
-    match namespace {
-        Some(ns) => format!("{kind} {ns}/{name}"),
-        None => format!("{kind} {name}"),
-    }
-}
-
 impl Executor {
     /// An executor writing with `client`.
     pub fn new(client: Client, kinds: Arc<Kinds>, metrics: Arc<Metrics>) -> Executor {
@@ -320,22 +297,9 @@ impl Executor {
         crate::api::dynamic_api(self.client.clone(), namespace.filter(|_| resolved.namespaced), &resolved.resource)
     }
 
-    /// The primary's kind and namespace, parsed: a cached object's come from the API server,
-    /// but nothing reaches a request unparsed.
-    fn primary_place(&self, manifest: &Manifest, primary: &Object) -> Result<(Gvk, Option<Namespace>), ExecError> {
-        let invalid = |e: wasmloop_contract::names::Invalid| ExecError::Invalid {
-            plugin: manifest.id(),
-            verb: "act on",
-            target: validate::quoted(&primary.name),
-            reason: e.into(),
-        };
-        let kind = primary.gvk().map_err(invalid)?;
-        let namespace = primary.namespace.as_deref().map(Namespace::parse).transpose().map_err(invalid)?;
-        Ok((kind, namespace))
-    }
-
     /// Carries out `actions` in order for `primary`, stopping at the first failure. Returns
-    /// the objects applied (the executor's input to pruning).
+    /// the objects applied (the executor's input to pruning). What each action writes is
+    /// [`plan::plan`]'s decision; here its kind is resolved and the write sent.
     ///
     /// # Errors
     /// The first action that failed, naming the plugin, the verb and the object.
@@ -348,226 +312,63 @@ impl Executor {
         let mut applied = Vec::new();
         for action in actions {
             self.charge(&manifest.id()).await;
-            let (kind, verb) = match action {
-                Action::Apply(object) => {
-                    let done = self.apply(manifest, primary, object).await?;
-                    let kind = done.kind.kind().to_string();
-                    applied.push(done);
-                    (kind, "apply")
-                }
-                Action::Status(status) => {
-                    self.status(manifest, primary, status).await?;
-                    (primary.kind.clone(), "status")
-                }
-                Action::Patch { target, kind, patch } => {
-                    let target = self.in_namespace(manifest, target, primary).await?;
-                    granted(
-                        manifest,
-                        primary,
-                        Verb::Patch,
-                        &self.target_kind(manifest, &target)?,
-                        target.namespace.as_deref(),
-                        &target.name,
-                        self.confined_to.as_deref(),
-                    )?;
-                    self.patch(manifest, &target, *kind, patch).await?;
-                    (target.kind, "patch")
-                }
-                Action::Delete(target) => {
-                    let target = self.in_namespace(manifest, target, primary).await?;
-                    granted(
-                        manifest,
-                        primary,
-                        Verb::Delete,
-                        &self.target_kind(manifest, &target)?,
-                        target.namespace.as_deref(),
-                        &target.name,
-                        self.confined_to.as_deref(),
-                    )?;
-                    self.delete(manifest, &target).await?;
-                    (target.kind, "delete")
-                }
-                Action::Event { event_type, reason, message, action } => {
-                    self.event(manifest, primary, *event_type, reason, message, action.as_deref()).await?;
-                    ("Event".to_owned(), "event")
-                }
-            };
+            if let Action::Event { event_type, reason, message, action } = action {
+                self.event(manifest, primary, *event_type, reason, message, action.as_deref()).await?;
+                self.metrics.action(&manifest.id(), "Event", "event");
+                continue;
+            }
+            let kind = plan::kind_of(manifest, primary, action)?;
+            let resolved = self.resolve(&manifest.id(), &kind).await?;
+            let write = plan::plan(manifest, primary, action, resolved.namespaced, self.confined_to.as_ref())?;
+            let (kind, verb) = (write.kind().kind().to_owned(), write.verb());
+            if let Some(done) = self.send(manifest, &resolved, write).await? {
+                applied.push(done);
+            }
             self.metrics.action(&manifest.id(), &kind, verb);
         }
         Ok(applied)
     }
 
-    async fn apply(&self, manifest: &Manifest, primary: &Object, object: &Value) -> Result<Applied, ExecError> {
-        let mut object = object.clone();
-        let text = |p: &str| object.pointer(p).and_then(Value::as_str).map(str::to_owned);
-        let (api_version, kind, name) = (
-            text("/apiVersion").unwrap_or_default(),
-            text("/kind").unwrap_or_default(),
-            text("/metadata/name").unwrap_or_default(),
-        );
-        let target = label(&kind, text("/metadata/namespace").as_deref(), &name);
-        let invalid = |reason: String| ExecError::Invalid {
-            plugin: manifest.id(),
-            verb: "apply",
-            target: validate::cut(target.clone(), validate::MAX_QUOTED * 4),
-            reason,
-        };
-        // The sandbox checked these at decode; they are parsed again here, where they become
-        // a request.
-        let gvk = Gvk::from_api_version(&api_version, &kind).map_err(|e| invalid(e.into()))?;
-        let name = Name::parse(&name).map_err(|e| invalid(e.into()))?;
-        let resolved = self.resolve(&manifest.id(), &gvk).await?;
-        let (_, primary_namespace) = self.primary_place(manifest, primary)?;
-        let declared =
-            text("/metadata/namespace").map(|ns| Namespace::parse(&ns)).transpose().map_err(|e| invalid(e.into()))?;
-        let namespace = resolved.namespaced.then(|| declared.or(primary_namespace.clone())).flatten();
-        let target = label(&kind, namespace.as_deref(), &name);
-        if resolved.namespaced && namespace.is_none() {
-            return Err(invalid("a namespaced object needs a namespace, and the primary has none".into()));
-        }
-        granted(manifest, primary, Verb::Apply, &gvk, namespace.as_deref(), &name, self.confined_to.as_deref())?;
-        if let Some(ns) = &namespace {
-            object["metadata"]["namespace"] = ns.to_string().into();
-        }
-        if manifest.owns.contains(&gvk) {
-            if primary_namespace.is_some() && primary_namespace != namespace {
-                return Err(invalid(format!(
-                    "owner references cannot cross namespaces (the primary is in {}); drop the kind from owns and track the object another way",
-                    primary.namespace.as_deref().unwrap_or_default()
-                )));
-            }
-            let mut refs: Vec<Value> = object["metadata"]["ownerReferences"].as_array().cloned().unwrap_or_default();
-            refs.retain(|r| r["controller"] != true);
-            refs.push(json!({
-                "apiVersion": primary.api_version, "kind": primary.kind, "name": primary.name,
-                "uid": primary.uid, "controller": true, "blockOwnerDeletion": true,
-            }));
-            object["metadata"]["ownerReferences"] = refs.into();
-        }
-        let params = PatchParams::apply(manifest.field_manager().as_str()).force();
-        let api = self.api(&resolved, namespace.as_ref());
-        let to = Target { api: &api, name: &name, plugin: &manifest.id(), shown: &target };
-        let result = self.writer.patch(to, "apply", params, Patch::Apply(object)).await;
-        let live = result.map_err(|source| self.api_error(manifest, "apply", target.clone(), source))?;
-        Ok(Applied {
-            kind: gvk,
-            namespace: namespace.map(|ns| ns.to_string()),
-            name: name.to_string(),
-            uid: live.uid(),
-        })
-    }
-
-    async fn status(&self, manifest: &Manifest, primary: &Object, status: &Value) -> Result<(), ExecError> {
-        let (kind, namespace) = self.primary_place(manifest, primary)?;
-        let resolved = self.resolve(&manifest.id(), &kind).await?;
+    /// Sends one planned write; an apply returns what it applied.
+    async fn send(&self, manifest: &Manifest, resolved: &Resolved, write: Write) -> Result<Option<Applied>, ExecError> {
+        let (verb, shown) = (write.verb(), write.shown());
+        let api = self.api(resolved, write.namespace());
+        let plugin = manifest.id();
+        let error = |source| self.api_error(manifest, verb, shown.clone(), source);
         let params = Self::patch_params(manifest.field_manager());
-        // Merge patch: status subresources accept it on every server version.
-        let patch = json!({ "metadata": { "uid": primary.uid }, "status": status });
-        let api = self.api(&resolved, namespace.as_ref());
-        let target = label(&primary.kind, primary.namespace.as_deref(), &primary.name);
-        let to = Target { api: &api, name: &primary.name, plugin: &manifest.id(), shown: &target };
-        self.writer
-            .patch(to, "status", params, Patch::Merge(patch))
-            .await
-            .map_err(|source| self.api_error(manifest, "status", target.clone(), source))?;
-        Ok(())
-    }
-
-    /// A namespaced target without a namespace is in the primary's, as for `apply`; a
-    /// cluster-scoped one has none.
-    async fn in_namespace(
-        &self,
-        manifest: &Manifest,
-        target: &ObjectRef,
-        primary: &Object,
-    ) -> Result<ObjectRef, ExecError> {
-        let resolved = self.resolve(&manifest.id(), &self.target_kind(manifest, target)?).await?;
-        let (_, primary_namespace) = self.primary_place(manifest, primary)?;
-        let namespace = resolved.namespaced.then(|| target.namespace.clone().or(primary_namespace)).flatten();
-        if resolved.namespaced && namespace.is_none() {
-            return Err(ExecError::Invalid {
-                plugin: manifest.id(),
-                verb: "act on",
-                target: label(&target.kind, None, &target.name),
-                reason: "a namespaced object needs a namespace, and the primary has none".into(),
-            });
-        }
-        Ok(ObjectRef { namespace, ..target.clone() })
-    }
-
-    async fn patch(
-        &self,
-        manifest: &Manifest,
-        target: &ObjectRef,
-        kind: PatchKind,
-        patch: &Value,
-    ) -> Result<(), ExecError> {
-        let resolved = self.resolve(&manifest.id(), &self.target_kind(manifest, target)?).await?;
-        let name = label(&target.kind, target.namespace.as_deref(), &target.name);
-        let params = Self::patch_params(manifest.field_manager());
-        let api = self.api(&resolved, target.namespace.as_ref());
-        let to = Target { api: &api, name: &target.name, plugin: &manifest.id(), shown: &name };
-        let patch = match kind {
-            PatchKind::Merge => {
-                let mut patch = patch.clone();
-                if let Some(uid) = &target.uid {
-                    // A UID in the patch is checked, not written: a precondition.
-                    let metadata = patch.as_object_mut().map(|p| p.entry("metadata").or_insert_with(|| json!({})));
-                    match metadata.and_then(Value::as_object_mut) {
-                        Some(metadata) => {
-                            metadata.insert("uid".into(), uid.clone().into());
-                        }
-                        None => {
-                            return Err(ExecError::Invalid {
-                                plugin: manifest.id(),
-                                verb: "patch",
-                                target: name,
-                                reason: "a merge patch's metadata must be an object".into(),
-                            });
-                        }
-                    }
-                }
-                Patch::Merge(patch)
+        match write {
+            Write::Apply { kind, namespace, name, body } => {
+                let params = PatchParams::apply(manifest.field_manager().as_str()).force();
+                let to = Target { api: &api, name: &name, plugin: &plugin, shown: &shown };
+                let live = self.writer.patch(to, verb, params, Patch::Apply(body)).await.map_err(error)?;
+                let namespace = namespace.map(|ns| ns.to_string());
+                Ok(Some(Applied { kind, namespace, name: name.to_string(), uid: live.uid() }))
             }
-            PatchKind::Json => {
-                let mut operations = patch.as_array().cloned().unwrap_or_default();
-                if let Some(uid) = &target.uid {
-                    operations.insert(0, json!({"op": "test", "path": "/metadata/uid", "value": uid}));
-                }
-                let operations: json_patch::Patch =
-                    serde_json::from_value(operations.into()).map_err(|e| ExecError::Invalid {
-                        plugin: manifest.id(),
-                        verb: "patch",
-                        target: name.clone(),
-                        reason: format!("not a JSON patch: {e}"),
-                    })?;
-                Patch::Json(operations)
+            Write::Status { name, body, .. } => {
+                let to = Target { api: &api, name: &name, plugin: &plugin, shown: &shown };
+                self.writer.patch(to, verb, params, Patch::Merge(body)).await.map_err(error)?;
+                Ok(None)
             }
-        };
-        let result = self.writer.patch(to, "patch", params, patch).await;
-        result.map_err(|source| self.api_error(manifest, "patch", name.clone(), source))?;
-        Ok(())
-    }
-
-    async fn delete(&self, manifest: &Manifest, target: &ObjectRef) -> Result<(), ExecError> {
-        let resolved = self.resolve(&manifest.id(), &self.target_kind(manifest, target)?).await?;
-        let params = DeleteParams {
-            preconditions: target.uid.clone().map(|uid| Preconditions { uid: Some(uid), resource_version: None }),
-            ..DeleteParams::background()
-        };
-        let api = self.api(&resolved, target.namespace.as_ref());
-        let shown = label(&target.kind, target.namespace.as_deref(), &target.name);
-        let to = Target { api: &api, name: &target.name, plugin: &manifest.id(), shown: &shown };
-        match self.writer.delete(to, params).await {
-            Ok(()) => Ok(()),
-            // Gone already, or the name now belongs to another object: nothing of ours to delete.
-            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
-            Err(source) => Err(self.api_error(
-                manifest,
-                "delete",
-                label(&target.kind, target.namespace.as_deref(), &target.name),
-                source,
-            )),
+            Write::Patch { name, patch, .. } => {
+                let patch = match patch {
+                    PatchBody::Merge(patch) => Patch::Merge(patch),
+                    PatchBody::Json(operations) => Patch::Json(operations),
+                };
+                let to = Target { api: &api, name: &name, plugin: &plugin, shown: &shown };
+                self.writer.patch(to, verb, params, patch).await.map_err(error)?;
+                Ok(None)
+            }
+            Write::Delete { name, uid, .. } => {
+                let preconditions = uid.map(|uid| Preconditions { uid: Some(uid), resource_version: None });
+                let params = DeleteParams { preconditions, ..DeleteParams::background() };
+                let to = Target { api: &api, name: &name, plugin: &plugin, shown: &shown };
+                match self.writer.delete(to, params).await {
+                    // Gone already, or the name now belongs to another object: nothing of ours
+                    // to delete.
+                    Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(None),
+                    result => result.map(|()| None).map_err(error),
+                }
+            }
         }
     }
 
@@ -695,18 +496,9 @@ impl Executor {
     }
 
     async fn primary_api(&self, manifest: &Manifest, primary: &Object) -> Result<Api<DynamicObject>, ExecError> {
-        let (kind, namespace) = self.primary_place(manifest, primary)?;
+        let (kind, namespace) = plan::primary_place(manifest, primary)?;
         let resolved = self.resolve(&manifest.id(), &kind).await?;
         Ok(self.api(&resolved, namespace.as_ref()))
-    }
-
-    fn target_kind(&self, manifest: &Manifest, target: &ObjectRef) -> Result<Gvk, ExecError> {
-        target.gvk().map_err(|e| ExecError::Invalid {
-            plugin: manifest.id(),
-            verb: "act on",
-            target: label(&target.kind, target.namespace.as_deref(), &target.name),
-            reason: e.into(),
-        })
     }
 }
 

@@ -97,8 +97,12 @@ fn the_readmes_build_commands_for_the_three_languages_work_as_written() {
     for output in &outputs {
         let _ = std::fs::remove_file(output);
     }
-    let out =
-        Command::new("bash").args(["-euo", "pipefail", "-c", &commands]).current_dir(workspace()).output().unwrap();
+    let out = Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &commands])
+        .current_dir(workspace())
+        .env("PATH", path_without_python_tools())
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "the README's commands failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("kind: Deployment") && stdout.contains("Synced"), "not the Foo's actions:\n{stdout}");
@@ -106,4 +110,12 @@ fn the_readmes_build_commands_for_the_three_languages_work_as_written() {
         assert!(output.exists(), "{} was not built", output.display());
         std::fs::remove_file(output).unwrap();
     }
+}
+
+/// PATH without the directories that hold a componentize-py (a global install, pyenv's shims):
+/// as on a fresh machine, the README's commands must find everything in the checkout's `.venv/`.
+fn path_without_python_tools() -> std::ffi::OsString {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let kept = std::env::split_paths(&path).filter(|dir| !dir.join("componentize-py").exists());
+    std::env::join_paths(kept).expect("PATH's own entries join")
 }

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from importlib import metadata
 from pathlib import Path
@@ -61,15 +63,23 @@ def reconciler_of(module: ModuleType) -> Reconciler:
 
 
 def _componentize_py() -> str:
+    """The componentize-py of the environment this interpreter runs in (a virtualenv's, run
+    as `.venv/bin/python` without activating it), whose version was checked; one on PATH only
+    when this environment has no script of its own (a `pip install --user`, say)."""
+    fix = f"run scripts/python-env in a wasmloop checkout, or pip install componentize-py=={COMPONENTIZE_PY}"
     try:
         version = metadata.version("componentize-py")
     except metadata.PackageNotFoundError:
-        raise BuildError(f"componentize-py is not installed: pip install componentize-py=={COMPONENTIZE_PY}") from None
+        raise BuildError(f"componentize-py is not installed for {sys.executable}: {fix}") from None
     if version != COMPONENTIZE_PY:
         raise BuildError(
-            f"componentize-py {version} is installed, this SDK is built with {COMPONENTIZE_PY}: "
-            f"pip install componentize-py=={COMPONENTIZE_PY}"
+            f"componentize-py {version} is installed for {sys.executable}, this SDK is built with "
+            f"{COMPONENTIZE_PY}: {fix}"
         )
+    name = "componentize-py.exe" if os.name == "nt" else "componentize-py"
+    own = Path(sysconfig.get_path("scripts")) / name
+    if own.is_file():
+        return str(own)
     tool = shutil.which("componentize-py")
     if tool is None:
         raise BuildError("componentize-py is installed but not on PATH: add pip's script directory to PATH")

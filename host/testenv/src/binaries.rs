@@ -37,6 +37,11 @@ pub enum BinariesError {
         /// The directory.
         dir: String,
     },
+    /// One of the two servers' variables is set without the other.
+    #[error(
+        "TEST_ASSET_ETCD and TEST_ASSET_KUBE_APISERVER name the two servers together: set both (and TEST_ASSET_KUBE_CONTROLLER_MANAGER, TEST_ASSET_KUBECTL if you have them), or neither and KUBEBUILDER_ASSETS"
+    )]
+    HalfNamed,
     /// The kube-apiserver is older than the host supports.
     #[error(
         "{binary} is Kubernetes {major}.{minor}; wasmloop supports {}.{} and later (docs/kubernetes-versions.md): point KUBEBUILDER_ASSETS at a newer release, or unset it to use scripts/kube-binaries",
@@ -130,13 +135,19 @@ impl Binaries {
     }
 
     fn find_with(env: &dyn Fn(&str) -> Option<std::ffi::OsString>) -> Result<Binaries, BinariesError> {
-        if let (Some(etcd), Some(kube_apiserver)) =
-            (from_var(env, "TEST_ASSET_ETCD", "etcd")?, from_var(env, "TEST_ASSET_KUBE_APISERVER", "kube-apiserver")?)
-        {
-            let kube_controller_manager =
-                from_var(env, "TEST_ASSET_KUBE_CONTROLLER_MANAGER", "kube-controller-manager")?;
-            let kubectl = from_var(env, "TEST_ASSET_KUBECTL", "kubectl")?;
-            return Ok(Binaries { etcd, kube_apiserver, kube_controller_manager, kubectl });
+        let servers =
+            (from_var(env, "TEST_ASSET_ETCD", "etcd")?, from_var(env, "TEST_ASSET_KUBE_APISERVER", "kube-apiserver")?);
+        match servers {
+            (Some(etcd), Some(kube_apiserver)) => {
+                let kube_controller_manager =
+                    from_var(env, "TEST_ASSET_KUBE_CONTROLLER_MANAGER", "kube-controller-manager")?;
+                let kubectl = from_var(env, "TEST_ASSET_KUBECTL", "kubectl")?;
+                return Ok(Binaries { etcd, kube_apiserver, kube_controller_manager, kubectl });
+            }
+            // One server named and the other not would start a plane of two releases, or
+            // quietly not the one named: refused.
+            (Some(_), None) | (None, Some(_)) => return Err(BinariesError::HalfNamed),
+            (None, None) => {}
         }
         if let Some(dir) = from_var(env, "KUBEBUILDER_ASSETS", "assets directory")? {
             return in_dir(&dir).ok_or_else(|| BinariesError::Incomplete { dir: dir.display().to_string() });
@@ -178,6 +189,13 @@ mod tests {
         .unwrap();
         assert_eq!(found.etcd, file);
         assert_eq!(found.kube_controller_manager, None);
+    }
+
+    #[test]
+    fn one_server_named_without_the_other_is_refused() {
+        let file = std::env::current_exe().unwrap();
+        let err = Binaries::find_with(&env(&[("TEST_ASSET_KUBE_APISERVER", file.to_str().unwrap())])).unwrap_err();
+        assert!(matches!(err, BinariesError::HalfNamed), "{err}");
     }
 
     #[test]

@@ -275,8 +275,8 @@ impl ControlPlane {
             format!("--etcd-servers={etcd_url}"),
             "--bind-address=127.0.0.1".into(),
             "--advertise-address=127.0.0.1".into(),
-            // From 1.31 the endpoint reconciler refuses a loopback address; with one API
-            // server and no Service traffic it has nothing to do (envtest passes the same).
+            // 1.37's endpoint reconciler refuses a loopback advertise address; with one API
+            // server and no Service traffic it has nothing to do.
             "--endpoint-reconciler-type=none".into(),
             format!("--secure-port={api_port}"),
             format!("--cert-dir={}", dir.join("certs").display()),

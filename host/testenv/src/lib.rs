@@ -1,8 +1,8 @@
 //! A real Kubernetes control plane on loopback for tests and local trials: etcd,
 //! kube-apiserver and kube-controller-manager, started from real binaries.
 //!
-//! Binaries are found as controller-runtime's envtest finds them (`TEST_ASSET_ETCD`,
-//! `TEST_ASSET_KUBE_APISERVER`, `TEST_ASSET_KUBE_CONTROLLER_MANAGER`, then
+//! Binaries are found through controller-runtime's envtest variables (`TEST_ASSET_ETCD` and
+//! `TEST_ASSET_KUBE_APISERVER` together, with `TEST_ASSET_KUBE_CONTROLLER_MANAGER`, else
 //! `KUBEBUILDER_ASSETS`), else in the user cache where `scripts/kube-binaries` builds them.
 //!
 //! ```no_run

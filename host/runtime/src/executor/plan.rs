@@ -259,16 +259,10 @@ fn apply(
     }
     if manifest.owns.contains(&kind) {
         if primary_namespace.is_some() && primary_namespace != namespace {
-            let shown = label(&applied.kind, namespace.as_deref(), &name);
-            return Err(ExecError::Invalid {
-                plugin: manifest.id(),
-                verb: "apply",
-                target: validate::cut(shown, validate::MAX_QUOTED * 4),
-                reason: format!(
-                    "owner references cannot cross namespaces (the primary is in {}); drop the kind from owns and track the object another way",
-                    primary.namespace.as_deref().unwrap_or_default()
-                ),
-            });
+            return Err(invalid(format!(
+                "owner references cannot cross namespaces (the primary is in {}); drop the kind from owns and track the object another way",
+                primary.namespace.as_deref().unwrap_or_default()
+            )));
         }
         let mut refs: Vec<Value> = body["metadata"]["ownerReferences"].as_array().cloned().unwrap_or_default();
         // One controller per object: the plugin's primary is it.

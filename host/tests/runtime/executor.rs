@@ -198,7 +198,7 @@ async fn status_is_written_to_the_status_subresource_of_the_primary() {
     use kube::api::DynamicObject;
 
     let ns = shared().namespace("exec-status").await.unwrap();
-    let crd = concat!(env!("CARGO_MANIFEST_DIR"), "/../../plugins/foo-deployment/deploy/crd.yaml");
+    let crd = concat!(env!("CARGO_MANIFEST_DIR"), "/../plugins/foo-deployment/deploy/crd.yaml");
     let foos = ns.install_crd(std::path::Path::new(crd)).await;
     let foo: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo",

@@ -92,7 +92,7 @@ async fn serve(args: &RunArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
     if signalled {
         tracing::info!("signalled while plugins were loading: the rest are not loaded");
     } else {
-        tracing::info!(plugins = host.registry.names().await.len(), "wasmloop running");
+        tracing::info!(plugins = host.registry.names().len(), "wasmloop running");
         shutdown.requested().await;
     }
     host.shut_down().await;
@@ -122,7 +122,8 @@ async fn start(args: &RunArgs, config: HostConfig) -> anyhow::Result<(Host, Star
 
 /// Installs the file plugins and their shadows, then starts reading plugin ConfigMaps.
 async fn seat_all(host: &Host, args: &RunArgs, start: Start) -> anyhow::Result<()> {
-    for plugin in start.plugins {
+    // Side by side: one plugin whose caches are slow to sync holds up no other.
+    let installs = start.plugins.into_iter().map(|plugin| async move {
         let (name, item, source) =
             (plugin.manifest().name.clone(), readiness_item(&plugin), format!("file {}", plugin.origin()));
         let loaded = host
@@ -132,7 +133,9 @@ async fn seat_all(host: &Host, args: &RunArgs, start: Start) -> anyhow::Result<(
             .with_context(|| format!("cannot start plugin {name}"))?;
         host.readiness.ready(&item);
         tracing::info!(plugin = %name, "{loaded}");
-    }
+        anyhow::Ok(())
+    });
+    futures::future::try_join_all(installs).await?;
     for (name, plugin) in start.shadows {
         seat_shadow(host, &name, plugin).await?;
     }

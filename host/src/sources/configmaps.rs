@@ -33,6 +33,7 @@ use wasmloop_runtime::identity::{AccountChoice, SERVICE_ACCOUNT_ANNOTATION, Serv
 use wasmloop_runtime::quarantine::Board;
 use wasmloop_runtime::registry::{Candidate, Loaded, Registry, RegistryError, Shadowed};
 use wasmloop_runtime::shadow::ShadowReport;
+use wasmloop_sandbox::LoadError;
 
 use crate::endpoints::Readiness;
 use crate::oci::{self, OciError, PluginRef, Puller, RegistryPolicy};
@@ -79,6 +80,8 @@ struct Seen {
     retry_pending: bool,
     /// The pull of the component `handled` names, when one is under way.
     pulling: Option<Pulling>,
+    /// The id of the load under way, when one is: reports of earlier loads are stale.
+    loading: Option<u64>,
 }
 
 /// A pull under way: its id, which its report carries, and the handle that aborts it.
@@ -110,6 +113,14 @@ struct Pulled {
     payload: PluginPayload,
     /// Holds its share of the pulls' memory until the component is loaded.
     result: Result<oci::Component, OciError>,
+}
+
+/// A load finished: what the registry did with a ConfigMap's version.
+struct Finished {
+    cm: ConfigMap,
+    /// The load's id: a report of any other than the one under way for its ConfigMap is stale.
+    id: u64,
+    result: Result<Loaded, RegistryError>,
 }
 
 /// A candidate shadowing from a ConfigMap, as its status shows it.
@@ -235,6 +246,12 @@ pub struct ConfigMapSource {
     listed: bool,
     /// Pulls started so far: the next one's id.
     pulls_started: u64,
+    /// Loads run beside the loop too: a plugin whose caches take minutes to sync (a kind the
+    /// host may not list yet) holds up no other ConfigMap's load.
+    finish: mpsc::UnboundedSender<Finished>,
+    finished: Option<mpsc::UnboundedReceiver<Finished>>,
+    /// Loads started so far: the next one's id.
+    loads_started: u64,
 }
 
 /// The `wasmloop.dev/status` annotation of a ConfigMap: what serves from it, the last refusal,
@@ -282,11 +299,15 @@ impl ConfigMapSource {
         let (retry, retries) = mpsc::unbounded_channel();
         let (found, findings) = mpsc::unbounded_channel();
         let (pulls, pulled) = mpsc::unbounded_channel();
+        let (finish, finished) = mpsc::unbounded_channel();
         ConfigMapSource {
             pulls,
             pulled: Some(pulled),
             listed: false,
             pulls_started: 0,
+            finish,
+            finished: Some(finished),
+            loads_started: 0,
             found,
             findings: Some(findings),
             retry,
@@ -332,6 +353,7 @@ impl ConfigMapSource {
         let mut retries = self.retries.take().expect("run once");
         let mut findings = self.findings.take().expect("run once");
         let mut pulled = self.pulled.take().expect("run once");
+        let mut finished = self.finished.take().expect("run once");
         let mut quarantines = self.quarantines.subscribe();
         let mut moves = self.registry.moves();
         let mut listed: Option<HashSet<String>> = None;
@@ -341,6 +363,7 @@ impl ConfigMapSource {
                 moved = moves.recv() => self.moved(moved).await,
                 Some((name, id, report)) = findings.recv() => self.shadow_found(&name, id, report).await,
                 Some(done) = pulled.recv() => self.pulled(done).await,
+                Some(done) = finished.recv() => self.finished(done).await,
                 event = events.next() => match event {
                     Some(Ok(watcher::Event::Init)) => listed = Some(HashSet::new()),
                     Some(Ok(watcher::Event::InitApply(cm))) => {
@@ -363,8 +386,9 @@ impl ConfigMapSource {
                 Some(name) = retries.recv() => {
                     if let Some(seen) = self.seen.get_mut(&name) {
                         seen.retry_pending = false;
-                        if seen.pulling.is_some() {
-                            // An edit since the failure started a pull: it reports in its turn.
+                        if seen.pulling.is_some() || seen.loading.is_some() {
+                            // An edit since the failure started a pull or a load: it reports in
+                            // its turn.
                             continue;
                         }
                         seen.handled = None;
@@ -571,9 +595,51 @@ impl ConfigMapSource {
             config: payload.config,
             account,
         };
-        match self.registry.upsert(candidate).await {
+        self.start_load(cm.clone(), candidate);
+    }
+
+    /// Offers `candidate` to the registry in a task of its own, which reports to
+    /// [`Self::finished`]. A newer load of the same ConfigMap waits in the registry for this
+    /// one, and this one's report is then stale.
+    fn start_load(&mut self, cm: ConfigMap, candidate: Candidate) {
+        let name = cm.name_any();
+        let id = self.loads_started;
+        self.loads_started += 1;
+        if !self.listed {
+            // A host that starts is ready once it serves what its ConfigMaps name.
+            self.readiness.pending(&self.load_item(&name), "loading the plugin it ships");
+        }
+        let (registry, finish, origin) = (self.registry.clone(), self.finish.clone(), candidate.source.clone());
+        tokio::spawn(async move {
+            let loading = registry.upsert(candidate);
+            // A panic must still report, or the ConfigMap would wait for this load forever.
+            let result = std::panic::AssertUnwindSafe(loading).catch_unwind().await.unwrap_or_else(|_| {
+                let message = "the load panicked (a bug in the host; the log has it)".to_owned();
+                Err(RegistryError::Load { source: LoadError::Panicked { origin, message }, running: None })
+            });
+            let _ = finish.send(Finished { cm, id, result });
+        });
+        self.seen.entry(name).or_default().loading = Some(id);
+    }
+
+    fn load_item(&self, name: &str) -> String {
+        format!("{}: load", source_of(&self.namespace, name))
+    }
+
+    /// A load finished: its status and Event are written, unless a newer offer of its
+    /// ConfigMap is under way (or the ConfigMap is gone), whose report will say what serves.
+    async fn finished(&mut self, finished: Finished) {
+        let Finished { cm, id, result } = finished;
+        let name = cm.name_any();
+        let Some(seen) = self.seen.get_mut(&name) else { return };
+        if seen.loading != Some(id) {
+            return;
+        }
+        seen.loading = None;
+        self.readiness.ready(&self.load_item(&name));
+        match result {
             Ok(loaded) => {
-                self.loaded(cm, &loaded).await;
+                self.loaded(&cm, &loaded).await;
             }
             Err(error) => {
                 if matches!(error, RegistryError::Start { .. }) {
@@ -581,7 +647,7 @@ impl ConfigMapSource {
                     // plugin).
                     self.retry_after(&name, START_RETRY);
                 }
-                self.rejected(cm, error.reason(), &error.to_string()).await;
+                self.rejected(&cm, error.reason(), &error.to_string()).await;
             }
         }
     }
@@ -702,6 +768,10 @@ impl ConfigMapSource {
 
     async fn unload(&mut self, name: &str) {
         self.stop_pull(name);
+        if self.seen.get(name).is_some_and(|seen| seen.loading.is_some()) {
+            // Its report will be stale: readiness must not wait for it.
+            self.readiness.ready(&self.load_item(name));
+        }
         self.seen.remove(name);
         let source = source_of(&self.namespace, name);
         let unshadowed = self.registry.unshadow(&source);

@@ -21,7 +21,11 @@
 //! # }
 //! ```
 
-use std::collections::{HashMap, HashSet};
+pub mod plan;
+
+mod lanes;
+
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,6 +38,8 @@ use crate::context::Context;
 use crate::controller::{Controller, ControllerConfig, Handover, StartError};
 use crate::identity::AccountChoice;
 use crate::shadow::{Shadow, ShadowReport, ShadowSeat, fits};
+use lanes::{Lane, Lanes};
+use plan::{Decision, Offered, Refusal, View};
 
 /// Compiles and validates a component (its bytes, its source): the sandbox with the
 /// operator's limits applied.
@@ -265,7 +271,7 @@ impl RegistryError {
     }
 }
 
-/// Where a version comes from, as `install_locked` needs it.
+/// Where a version comes from, as an install needs it.
 #[derive(Clone)]
 struct Offer {
     source: String,
@@ -293,15 +299,13 @@ struct Parked {
     config: Option<String>,
 }
 
-/// Which plugins a sharded host may run (`--shard`): those whose fence it holds. Touched only
-/// under the slots lock, so a check and the install it allows are one step.
+/// Which plugins a sharded host may run (`--shard`): those whose fence it holds. A check and
+/// the install it allows are one step: both happen within the plugin's lane.
 #[derive(Default)]
 struct Gate {
     admitted: HashSet<String>,
     /// By source: each source's latest offer of a plugin not admitted.
     parked: HashMap<String, Parked>,
-    /// The plugins serving at the last look at the slots ([`Registry::known`]).
-    serving: Vec<String>,
     /// Versions stopped without a successor here (their source removed, or offering another
     /// plugin), by plugin: reconciles past the drain time may still run, and a hand-over to
     /// another replica, or a new start here, waits for them.
@@ -315,7 +319,12 @@ pub struct Registry {
     loader: Loader,
     settings: Settings,
     drain: Duration,
-    slots: tokio::sync::Mutex<HashMap<String, Slot>>,
+    /// Held only to read or change the map, never across an await: a load waits on its
+    /// lanes instead.
+    slots: std::sync::Mutex<HashMap<String, Slot>>,
+    lanes: Lanes,
+    /// The plugins whose controllers are being prepared ([`Registry::preparing`]).
+    preparing: std::sync::Mutex<BTreeSet<String>>,
     /// Each plugin's shadow seat, by realm and plugin name, whether or not a version serves:
     /// a shadow of one realm neither blocks nor stands in for another realm's.
     seats: std::sync::Mutex<HashMap<SeatKey, Arc<ShadowSeat>>>,
@@ -327,6 +336,37 @@ pub struct Registry {
     /// The plugin name each source was last refused for, whose metric series go with the
     /// source ([`Registry::remove`]).
     refused: std::sync::Mutex<HashMap<String, String>>,
+}
+
+/// A version to start, as [`plan::decide`] said.
+struct Install {
+    offer: Offer,
+    plugin: Plugin,
+    config: Option<String>,
+    digest: String,
+    promote: bool,
+    replace: Option<String>,
+    /// The version its source serves now, to name in errors.
+    running: Option<String>,
+}
+
+/// A plugin noted as preparing while this lives.
+struct Preparing<'a> {
+    set: &'a std::sync::Mutex<BTreeSet<String>>,
+    id: String,
+}
+
+impl<'a> Preparing<'a> {
+    fn enter(set: &'a std::sync::Mutex<BTreeSet<String>>, id: &str) -> Preparing<'a> {
+        set.lock().expect("lock").insert(id.to_owned());
+        Preparing { set, id: id.to_owned() }
+    }
+}
+
+impl Drop for Preparing<'_> {
+    fn drop(&mut self) {
+        self.set.lock().expect("lock").remove(&self.id);
+    }
 }
 
 /// A seat's realm and plugin name.
@@ -375,7 +415,7 @@ impl Registry {
     /// an old version up to `drain` to finish its reconciles in flight when it is replaced or
     /// removed.
     pub fn new(context: Context, sandbox: Sandbox, loader: Loader, settings: Settings, drain: Duration) -> Registry {
-        let (slots, seats) = (tokio::sync::Mutex::default(), std::sync::Mutex::default());
+        let (slots, seats) = (std::sync::Mutex::default(), std::sync::Mutex::default());
         let (moves, _) = tokio::sync::broadcast::channel(64);
         Registry {
             context,
@@ -384,6 +424,8 @@ impl Registry {
             settings,
             drain,
             slots,
+            lanes: Lanes::default(),
+            preparing: std::sync::Mutex::default(),
             seats,
             gate: None,
             moves,
@@ -415,33 +457,29 @@ impl Registry {
             .is_some_and(|g| g.lock().expect("lock").parked.values().any(|p| p.plugin.manifest().id() == id))
     }
 
-    fn admits(&self, name: &str) -> bool {
-        self.gate.as_ref().is_none_or(|g| g.lock().expect("lock").admitted.contains(name))
-    }
-
     /// Lets this replica run plugin `name` (it holds the plugin's fence) and starts the
     /// versions parked for it. Returns what each source's version did.
     pub async fn admit(&self, name: &str) -> Vec<(String, Result<Loaded, RegistryError>)> {
-        let mut slots = self.slots.lock().await;
-        let waiting: Vec<Parked> = match &self.gate {
-            None => return Vec::new(),
-            Some(gate) => {
-                let mut gate = gate.lock().expect("lock");
-                gate.admitted.insert(name.to_owned());
-                let sources: Vec<String> = gate
-                    .parked
-                    .iter()
-                    .filter(|(_, p)| p.plugin.manifest().id() == name)
-                    .map(|(s, _)| s.clone())
-                    .collect();
-                sources.into_iter().filter_map(|s| gate.parked.remove(&s)).collect()
-            }
+        let Some(gate) = &self.gate else { return Vec::new() };
+        let sources: Vec<String> = {
+            let mut gate = gate.lock().expect("lock");
+            gate.admitted.insert(name.to_owned());
+            gate.parked.iter().filter(|(_, p)| p.plugin.manifest().id() == name).map(|(s, _)| s.clone()).collect()
         };
         let mut results = Vec::new();
-        for parked in waiting {
-            let source = parked.offer.source.clone();
+        for source in sources {
+            let _source = self.lanes.enter([Lane::Source(source.clone())]).await;
+            // Taken under the source's lane: a newer offer from it, made meanwhile, wins.
+            let parked = {
+                let mut gate = gate.lock().expect("lock");
+                let still = gate.parked.get(&source).is_some_and(|p| p.plugin.manifest().id() == name);
+                if !still {
+                    continue;
+                }
+                gate.parked.remove(&source).expect("checked above")
+            };
             let (offer, plugin, config) = (parked.offer.clone(), parked.plugin.clone(), parked.config.clone());
-            let result = self.install_locked(&mut slots, offer, plugin, config).await;
+            let result = self.install_entered(offer, plugin, config).await;
             match &result {
                 Ok(loaded) => {
                     let _ = self.moves.send((source.clone(), loaded.clone()));
@@ -449,9 +487,7 @@ impl Registry {
                 // Kept for the next try (a full pool, a cache that did not sync): the plugin is
                 // still assigned here, and nothing else would offer it again.
                 Err(_) => {
-                    if let Some(gate) = &self.gate {
-                        gate.lock().expect("lock").parked.insert(source.clone(), parked);
-                    }
+                    gate.lock().expect("lock").parked.entry(source.clone()).or_insert(parked);
                 }
             }
             results.push((source, result));
@@ -465,12 +501,11 @@ impl Registry {
     /// say when the last of them has ended ([`Handover::quiesced`]), which a caller handing
     /// the plugin to another process waits for.
     pub async fn evict(&self, name: &str) -> Vec<Handover> {
-        let mut slots = self.slots.lock().await;
         let Some(gate) = self.gate.as_ref() else { return Vec::new() };
+        let _plugin = self.lanes.enter([Lane::Plugin(name.to_owned())]).await;
         gate.lock().expect("lock").admitted.remove(name);
         let mut handovers = self.take_retired(name);
-        let Some(slot) = slots.remove(name) else { return handovers };
-        self.context.metrics.plugins_active(slots.len());
+        let Some(slot) = self.take_slot(name) else { return handovers };
         let plugin = slot.controller.plugin().with_limits(slot.controller.plugin().limits());
         let digest = slot.digest.clone();
         let handover = slot.controller.shut_down(self.drain).await;
@@ -497,54 +532,48 @@ impl Registry {
     }
 
     /// Every plugin this replica knows a valid version of, running, admitted (perhaps starting)
-    /// or parked, sorted. Never waits: while an install holds the slots (a cache sync takes up
-    /// to two minutes) it answers from the serving plugins it last saw, so a caller that must
-    /// keep renewing Leases is never held up.
+    /// or parked, sorted. Never waits for a load: a caller that must keep renewing Leases is
+    /// never held up by a cache sync (up to two minutes).
     pub fn known(&self) -> Vec<String> {
-        let Some(gate) = &self.gate else {
-            return self.slots.try_lock().map(|slots| slots.keys().cloned().collect()).unwrap_or_default();
-        };
-        let serving: Option<Vec<String>> = self.slots.try_lock().ok().map(|slots| slots.keys().cloned().collect());
-        let mut gate = gate.lock().expect("lock");
-        if let Some(serving) = serving {
-            gate.serving = serving;
+        let mut names: Vec<String> = self.slots.lock().expect("lock").keys().cloned().collect();
+        if let Some(gate) = &self.gate {
+            let gate = gate.lock().expect("lock");
+            names.extend(gate.admitted.iter().cloned());
+            names.extend(gate.parked.values().map(|p| p.plugin.manifest().id()));
         }
-        let mut names = gate.serving.clone();
-        names.extend(gate.admitted.iter().cloned());
-        names.extend(gate.parked.values().map(|p| p.plugin.manifest().id()));
         names.sort();
         names.dedup();
         names
     }
 
-    /// Loads, replaces or keeps the plugin `candidate` offers. Replacements and loads are one
-    /// at a time; reconciles of every plugin go on meanwhile.
+    /// The plugins whose new version is being prepared (their caches syncing), sorted: loads
+    /// in progress, each on its own, none waiting for another plugin's.
+    pub fn preparing(&self) -> Vec<String> {
+        self.preparing.lock().expect("lock").iter().cloned().collect()
+    }
+
+    /// Loads, replaces or keeps the plugin `candidate` offers. A source's offers are taken one
+    /// at a time, and so are the installs of one plugin; loads of other plugins, and
+    /// reconciles of every plugin, go on meanwhile.
     ///
     /// # Errors
     /// When the candidate does not load, contradicts its source or cannot start; what served
     /// before still serves.
     pub async fn upsert(&self, candidate: Candidate) -> Result<Loaded, RegistryError> {
+        let _source = self.lanes.enter([Lane::Source(candidate.source.clone())]).await;
         let digest = candidate.version_digest().await;
         let (running, serving) = {
-            let slots = self.slots.lock().await;
+            let slots = self.slots.lock().expect("lock");
             let same = |s: &Slot| s.source == candidate.source && s.digest == digest && s.account == candidate.account;
             if let Some((name, _)) = slots.iter().find(|(_, s)| same(s)) {
                 return Ok(Loaded::Unchanged { name: name.clone(), digest });
             }
-            if let Some(gate) = &self.gate {
-                let gate = gate.lock().expect("lock");
-                let parked = gate.parked.get(&candidate.source).filter(|p| {
-                    version_digest(p.plugin.digest(), p.config.as_deref()) == digest
-                        && p.offer.account == candidate.account
-                });
-                if let Some(parked) = parked {
-                    return Ok(Loaded::Parked { name: parked.plugin.manifest().id(), digest });
-                }
+            if let Some(name) = self.parked_same(&candidate, &digest) {
+                return Ok(Loaded::Parked { name, digest });
             }
             let serving = slots.iter().find(|(_, s)| s.source == candidate.source).map(|(n, _)| n.clone());
             (running_version(&slots, &candidate.source), serving)
         };
-        // Compiling takes seconds: outside the lock, so other sources' loads and removals go on.
         let plugin = match self.compile(&candidate).await {
             Ok(plugin) => plugin,
             Err(source) => {
@@ -552,13 +581,10 @@ impl Registry {
                 let promised = candidate.expected_name.as_deref().map(|n| plugin_id(candidate.realm.as_ref(), n));
                 let name = promised.or(serving).unwrap_or_else(|| "unknown".to_owned());
                 self.context.metrics.plugin_rejected(&name, source.reason());
-                // Never waits for the slots: another install may hold them through a cache sync.
-                let slots = self.slots.try_lock().ok();
-                self.note_refusal(slots.as_deref(), &candidate.source, Some(name));
+                self.note_refusal(&candidate.source, Some(name));
                 return Err(RegistryError::Load { source, running });
             }
         };
-        let mut slots = self.slots.lock().await;
         let (source, name) = (candidate.source.clone(), plugin_id(candidate.realm.as_ref(), &plugin.manifest().name));
         let offer = Offer {
             source: candidate.source,
@@ -566,22 +592,32 @@ impl Registry {
             expected_name: candidate.expected_name,
             account: candidate.account,
         };
-        let loaded = self.install_locked(&mut slots, offer, plugin, candidate.config).await;
-        self.note_refusal(Some(&slots), &source, loaded.is_err().then_some(name));
+        let loaded = self.install_entered(offer, plugin, candidate.config).await;
+        self.note_refusal(&source, loaded.is_err().then_some(name));
         loaded
+    }
+
+    /// The plugin `candidate`'s very version is parked for, if it is.
+    fn parked_same(&self, candidate: &Candidate, digest: &str) -> Option<String> {
+        let gate = self.gate.as_ref()?.lock().expect("lock");
+        let parked = gate.parked.get(&candidate.source)?;
+        let same = version_digest(parked.plugin.digest(), parked.config.as_deref()) == digest
+            && parked.offer.account == candidate.account;
+        same.then(|| parked.plugin.manifest().id())
     }
 
     /// Notes the plugin `source` was last refused as (none: it loads now), and forgets the
     /// series of the one it was refused as before, unless that one serves or is the same: a
-    /// source that keeps offering components of new names cannot grow `/metrics`. Without
-    /// `slots` (busy) nothing is forgotten this time; the next refusal or load does it.
-    fn note_refusal(&self, slots: Option<&HashMap<String, Slot>>, source: &str, refused_as: Option<String>) {
-        let mut refused = self.refused.lock().expect("lock");
-        let earlier = match refused_as {
-            Some(id) => refused.insert(source.to_owned(), id.clone()).filter(|earlier| *earlier != id),
-            None => refused.remove(source),
+    /// source that keeps offering components of new names cannot grow `/metrics`.
+    fn note_refusal(&self, source: &str, refused_as: Option<String>) {
+        let earlier = {
+            let mut refused = self.refused.lock().expect("lock");
+            match refused_as {
+                Some(id) => refused.insert(source.to_owned(), id.clone()).filter(|earlier| *earlier != id),
+                None => refused.remove(source),
+            }
         };
-        if let Some(earlier) = earlier.filter(|e| slots.is_some_and(|slots| !slots.contains_key(e))) {
+        if let Some(earlier) = earlier.filter(|e| !self.slots.lock().expect("lock").contains_key(e)) {
             self.context.metrics.forget_plugin(&earlier);
         }
     }
@@ -598,67 +634,85 @@ impl Registry {
         plugin: Plugin,
         config: Option<String>,
     ) -> Result<Loaded, RegistryError> {
-        let mut slots = self.slots.lock().await;
+        let _source = self.lanes.enter([Lane::Source(source.to_owned())]).await;
         let offer = Offer { source: source.to_owned(), realm: None, expected_name: None, account };
-        self.install_locked(&mut slots, offer, plugin, config).await
+        self.install_entered(offer, plugin, config).await
     }
 
-    async fn install_locked(
+    /// Decides what `plugin` does ([`plan::decide`]) and carries it out. The caller holds the
+    /// source's lane; this takes the lanes of the plugin offered and of the one the source
+    /// serves, so what the decision saw holds until it is carried out.
+    async fn install_entered(
         &self,
-        slots: &mut HashMap<String, Slot>,
         offer: Offer,
         plugin: Plugin,
         config: Option<String>,
     ) -> Result<Loaded, RegistryError> {
-        let Offer { source, realm, expected_name, account } = offer;
-        let plugin = plugin.in_realm(realm.clone());
+        let plugin = plugin.in_realm(offer.realm.clone());
         let digest = version_digest(plugin.digest(), config.as_deref());
-        let mine = slots.iter().find(|(_, s)| s.source == source).map(|(n, _)| n.clone());
-        if let Some(name) = mine.as_ref().filter(|n| slots[*n].digest == digest && slots[*n].account == account) {
-            return Ok(Loaded::Unchanged { name: name.clone(), digest });
-        }
-        let running = running_version(slots, &source);
         // The plugin's own name (its ServiceAccount's, its seat's) and what the host knows it
         // by: names are unique within a realm, not across realms.
         let (name, id) = (plugin.manifest().name.clone(), plugin.manifest().id());
+        // Only this source's offers change what it serves, and its lane is held: this holds.
+        let mine = self.serving_for(&offer.source);
+        let _plugins = self.lanes.enter([Lane::Plugin(id.clone())].into_iter().chain(mine.map(Lane::Plugin))).await;
+        let (view, running) = self.view(&offer, &name, &id, &digest);
         let reject = |error: RegistryError| {
             self.context.metrics.plugin_rejected(&id, error.reason());
             error
         };
-        if let Some(expected) = expected_name.clone().filter(|e| *e != name) {
-            return Err(reject(RegistryError::NameMismatch { origin: source, expected, found: name.clone(), running }));
-        }
-        if !self.admits(&id) {
-            // The first source of a name keeps it, as when every replica runs everything: a
-            // later one is refused here too, not parked beside it.
-            let parked_elsewhere = self.gate.as_ref().and_then(|g| {
-                let gate = g.lock().expect("lock");
-                gate.parked
-                    .iter()
-                    .find(|(s, p)| **s != source && p.plugin.manifest().id() == id)
-                    .map(|(s, _)| s.clone())
-            });
-            let serving_elsewhere = slots.get(&id).filter(|s| s.source != source).map(|s| s.source.clone());
-            if let Some(holder) = serving_elsewhere.or(parked_elsewhere) {
-                return Err(reject(RegistryError::NameTaken { origin: source, name: id.clone(), holder }));
+        let origin = offer.source.clone();
+        match plan::decide(&view, &Offered { name: &name, id: &id, expected_name: offer.expected_name.as_deref() }) {
+            Decision::Unchanged { id } => Ok(Loaded::Unchanged { name: id, digest }),
+            Decision::Refuse(Refusal::NameMismatch { expected }) => {
+                Err(reject(RegistryError::NameMismatch { origin, expected, found: name, running }))
             }
-            return Ok(self.park(slots, Offer { source, realm, expected_name, account }, plugin, config, mine).await);
+            Decision::Refuse(Refusal::NameTaken { holder }) => {
+                Err(reject(RegistryError::NameTaken { origin, name: id.clone(), holder }))
+            }
+            Decision::Park { stop } => Ok(self.park(offer, plugin, config, stop).await),
+            Decision::Install { promote, replace } => {
+                let install = Install { offer, plugin, config, digest, promote, replace, running };
+                self.start(install).await.map_err(reject)
+            }
         }
-        // A source offering as serving, unchanged, the version it shadows promotes it: it
-        // replaces what serves from another source of its realm.
+    }
+
+    /// The plugin `source` serves.
+    fn serving_for(&self, source: &str) -> Option<String> {
+        self.slots.lock().expect("lock").iter().find(|(_, s)| s.source == source).map(|(n, _)| n.clone())
+    }
+
+    /// What the decision on an offer of plugin `name` (known as `id`) looks at, and the version
+    /// its source serves now.
+    fn view(&self, offer: &Offer, name: &str, id: &str, digest: &str) -> (View, Option<String>) {
+        let slots = self.slots.lock().expect("lock");
+        let source = offer.source.as_str();
+        let mine = slots.iter().find(|(_, s)| s.source == source);
+        let gate = self.gate.as_ref().map(|g| g.lock().expect("lock"));
+        let view = View {
+            mine: mine.map(|(n, s)| (n.clone(), s.digest == digest && s.account == offer.account)),
+            holder: slots.get(id).filter(|s| s.source != source).map(|s| s.source.clone()),
+            admitted: gate.as_ref().map(|g| g.admitted.contains(id)),
+            parked_elsewhere: gate.as_ref().and_then(|g| {
+                g.parked.iter().find(|(s, p)| *s != source && p.plugin.manifest().id() == id).map(|(s, _)| s.clone())
+            }),
+            shadows_this: self.seated(offer.realm.as_ref(), name).is_some_and(|shadow| {
+                shadow.source() == source && version_digest(shadow.plugin().digest(), shadow.config()) == digest
+            }),
+        };
+        (view, running_version(&slots, source))
+    }
+
+    /// Prepares the new version's controller while what it replaces still serves, with no
+    /// registry-wide lock held (its caches may take two minutes to sync), then stops the old
+    /// version and starts the new one.
+    async fn start(&self, install: Install) -> Result<Loaded, RegistryError> {
+        let Install { offer, plugin, config, digest, promote, replace, running } = install;
+        let Offer { source, realm, account, .. } = offer;
+        let (name, id) = (plugin.manifest().name.clone(), plugin.manifest().id());
         let seat = self.seat(realm.as_ref(), &name);
-        let promoted = seat.current().filter(|shadow| {
-            shadow.source() == source
-                && version_digest(shadow.plugin().digest(), shadow.config()) == digest
-                && mine.is_none()
-        });
-        if let Some(holder) = slots.get(&id).filter(|s| s.source != source && promoted.is_none()) {
-            return Err(reject(RegistryError::NameTaken {
-                origin: source.clone(),
-                name: id.clone(),
-                holder: holder.source.clone(),
-            }));
-        }
+        let promoted = seat.current().filter(|_| promote);
         let mut controller_config = (self.settings)(realm_text(realm.as_ref()), &name);
         if let Some(text) = &config {
             controller_config.plugin_config = text.clone();
@@ -667,7 +721,7 @@ impl Registry {
             self.context.identities.identity_for(&account, &name, controller_config.service_account.as_ref()).map_err(
                 |source| {
                     let source = StartError::Identity { plugin: id.clone(), source };
-                    reject(RegistryError::Start { source, running: running.clone() })
+                    RegistryError::Start { source, running: running.clone() }
                 },
             )?;
         // One instance per worker (workers make the `map` calls too): a call never waits for
@@ -679,16 +733,18 @@ impl Registry {
             None => self
                 .sandbox
                 .reserve(&plugin.with_limits(plugin.limits().instances(concurrency)))
-                .map_err(|source| reject(RegistryError::Load { source, running: running.clone() }))?,
+                .map_err(|source| RegistryError::Load { source, running: running.clone() })?,
         };
         let version = plugin.manifest().version.clone();
-        let prepared = Controller::prepare(plugin, &self.context, controller_config, seat.clone())
-            .await
-            .map_err(|source| reject(RegistryError::Start { source, running: running.clone() }))?;
+        let prepared = {
+            let _preparing = Preparing::enter(&self.preparing, &id);
+            Controller::prepare(plugin, &self.context, controller_config, seat.clone())
+                .await
+                .map_err(|source| RegistryError::Start { source, running: running.clone() })?
+        };
         // A source that now offers a plugin of another name gives up its old one; a promoted
         // shadow takes over from whichever source served.
-        let old =
-            if promoted.is_some() { slots.remove(&id) } else { mine.and_then(|old_name| slots.remove(&old_name)) };
+        let old = replace.and_then(|replaced| self.take_slot(&replaced));
         let previous = old.as_ref().map(|s| version_of(&s.controller));
         let superseded = old.as_ref().filter(|s| s.source != source).map(|s| s.source.clone());
         // A source serves or shadows, not both; and a promoted shadow must be gone before the
@@ -701,9 +757,14 @@ impl Registry {
         if let Some(gate) = &self.gate {
             gate.lock().expect("lock").parked.remove(&source);
         }
-        slots.insert(id.clone(), Slot { source, realm, account, digest: digest.clone(), config, controller });
+        let slot = Slot { source, realm, account, digest: digest.clone(), config, controller };
+        let active = {
+            let mut slots = self.slots.lock().expect("lock");
+            slots.insert(id.clone(), slot);
+            slots.len()
+        };
         self.context.metrics.plugin_loaded(&id);
-        self.context.metrics.plugins_active(slots.len());
+        self.context.metrics.plugins_active(active);
         let name = id;
         Ok(match previous {
             _ if promoted.is_some() => Loaded::Promoted { name, version, previous, superseded, digest },
@@ -712,19 +773,19 @@ impl Registry {
         })
     }
 
-    /// Keeps `plugin` for when its name is admitted. What the source served before (a plugin
-    /// of another name) stops: the source offers this one now.
-    async fn park(
-        &self,
-        slots: &mut HashMap<String, Slot>,
-        offer: Offer,
-        plugin: Plugin,
-        config: Option<String>,
-        serving: Option<String>,
-    ) -> Loaded {
+    /// Takes plugin `name`'s slot out, to stop it.
+    fn take_slot(&self, name: &str) -> Option<Slot> {
+        let mut slots = self.slots.lock().expect("lock");
+        let slot = slots.remove(name)?;
+        self.context.metrics.plugins_active(slots.len());
+        Some(slot)
+    }
+
+    /// Keeps `plugin` for when its name is admitted. What the source served before (`stop`, a
+    /// plugin of another name) stops: the source offers this one now.
+    async fn park(&self, offer: Offer, plugin: Plugin, config: Option<String>, stop: Option<String>) -> Loaded {
         let (name, digest) = (plugin.manifest().id(), version_digest(plugin.digest(), config.as_deref()));
-        if let Some((old_name, old)) = serving.and_then(|old| slots.remove(&old).map(|slot| (old, slot))) {
-            self.context.metrics.plugins_active(slots.len());
+        if let Some((old_name, old)) = stop.and_then(|old| self.take_slot(&old).map(|slot| (old, slot))) {
             let handover = old.controller.shut_down(self.drain).await;
             self.retire(&old_name, handover);
         }
@@ -813,7 +874,7 @@ impl Registry {
             return Err(RegistryError::NameMismatch { origin, expected: name, found, running: None });
         }
         {
-            let slots = self.slots.lock().await;
+            let slots = self.slots.lock().expect("lock");
             if let Some(serving) = slots.get(&id)
                 && let Err(reason) = fits(serving.controller.plugin().manifest(), plugin.manifest())
             {
@@ -869,26 +930,27 @@ impl Registry {
     /// Stops the plugin `source` serves, letting its reconciles in flight finish; its informers
     /// are released when no other plugin holds them. Returns the plugin's name.
     pub async fn remove(&self, source: &str) -> Option<String> {
-        let mut slots = self.slots.lock().await;
+        let _source = self.lanes.enter([Lane::Source(source.to_owned())]).await;
+        let serving = self.serving_for(source);
+        let _plugin = self.lanes.enter(serving.clone().map(Lane::Plugin)).await;
         let parked = self.gate.as_ref().and_then(|g| g.lock().expect("lock").parked.remove(source));
         // The series of names this source was refused for go with it, unless a plugin of the
         // name serves: a ConfigMap writer who makes up names cannot grow `/metrics`.
         let refused = self.refused.lock().expect("lock").remove(source);
-        if let Some(refused) = refused.filter(|n| !slots.contains_key(n)) {
+        if let Some(refused) = refused.filter(|n| !self.slots.lock().expect("lock").contains_key(n)) {
             self.context.metrics.forget_plugin(&refused);
         }
-        let Some(name) = slots.iter().find(|(_, s)| s.source == source).map(|(n, _)| n.clone()) else {
+        let Some(slot) = serving.as_deref().and_then(|name| self.take_slot(name)) else {
             // Only parked here: gone all the same, and whatever waited for its name may load.
             return parked.map(|p| p.plugin.manifest().id());
         };
-        let slot = slots.remove(&name).expect("found above");
+        let name = serving.expect("a slot was taken");
         if let Some(gate) = &self.gate {
             // Gone, not moved: a later offer of the name is parked and assigned afresh.
             gate.lock().expect("lock").admitted.remove(&name);
         }
-        self.context.metrics.plugins_active(slots.len());
-        // Under the lock: a new version from the same source must not start before this
-        // one's reconciles have finished.
+        // Within the source's lane: a new version from the same source must not start before
+        // this one's reconciles have finished.
         let handover = slot.controller.shut_down(self.drain).await;
         self.retire(&name, handover);
         self.context.metrics.plugin_stopped(&name);
@@ -898,15 +960,15 @@ impl Registry {
     }
 
     /// The names of the plugins serving, sorted.
-    pub async fn names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.slots.lock().await.keys().cloned().collect();
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.slots.lock().expect("lock").keys().cloned().collect();
         names.sort();
         names
     }
 
     /// Stops every plugin, each given up to `timeout` to finish its reconciles in flight.
     pub async fn shut_down(&self, timeout: Duration) {
-        let slots: Vec<Slot> = self.slots.lock().await.drain().map(|(_, s)| s).collect();
+        let slots: Vec<Slot> = self.slots.lock().expect("lock").drain().map(|(_, s)| s).collect();
         futures::future::join_all(slots.into_iter().map(|s| s.controller.shut_down(timeout))).await;
         self.context.metrics.plugins_active(0);
     }

@@ -80,8 +80,21 @@ struct Seen {
     retry_pending: bool,
     /// The pull of the component `handled` names, when one is under way.
     pulling: Option<Pulling>,
-    /// The id of the load under way, when one is: reports of earlier loads are stale.
+    /// The id of the load under way, when one is. While it runs, what the watch brings for
+    /// this ConfigMap waits (`waiting`), so that its events are handled in order, each load's
+    /// outcome written before the next event is looked at, as if loads were inline; other
+    /// ConfigMaps' loads go on.
     loading: Option<u64>,
+    /// The latest event for this ConfigMap that came while a load ran.
+    waiting: Option<Waiting>,
+}
+
+/// An event for a ConfigMap whose load is under way, handled when the load reports.
+enum Waiting {
+    /// Its newest content.
+    Offer(Box<ConfigMap>),
+    /// It was deleted.
+    Delete,
 }
 
 /// A pull under way: its id, which its report carries, and the handle that aborts it.
@@ -409,6 +422,10 @@ impl ConfigMapSource {
 
     async fn offer(&mut self, cm: &ConfigMap) {
         let name = cm.name_any();
+        if let Some(seen) = self.seen.get_mut(&name).filter(|seen| seen.loading.is_some()) {
+            seen.waiting = Some(Waiting::Offer(Box::new(cm.clone())));
+            return;
+        }
         let payload = match plugin_configmap::read(cm) {
             Ok(payload) => payload,
             Err(error) => {
@@ -599,8 +616,7 @@ impl ConfigMapSource {
     }
 
     /// Offers `candidate` to the registry in a task of its own, which reports to
-    /// [`Self::finished`]. A newer load of the same ConfigMap waits in the registry for this
-    /// one, and this one's report is then stale.
+    /// [`Self::finished`]; until then, the ConfigMap's events wait.
     fn start_load(&mut self, cm: ConfigMap, candidate: Candidate) {
         let name = cm.name_any();
         let id = self.loads_started;
@@ -626,8 +642,8 @@ impl ConfigMapSource {
         format!("{}: load", source_of(&self.namespace, name))
     }
 
-    /// A load finished: its status and Event are written, unless a newer offer of its
-    /// ConfigMap is under way (or the ConfigMap is gone), whose report will say what serves.
+    /// A load finished: its status and Event are written, then whatever came for its
+    /// ConfigMap meanwhile is handled.
     async fn finished(&mut self, finished: Finished) {
         let Finished { cm, id, result } = finished;
         let name = cm.name_any();
@@ -649,6 +665,11 @@ impl ConfigMapSource {
                 }
                 self.rejected(&cm, error.reason(), &error.to_string()).await;
             }
+        }
+        match self.seen.get_mut(&name).and_then(|seen| seen.waiting.take()) {
+            Some(Waiting::Offer(cm)) => self.offer(&cm).await,
+            Some(Waiting::Delete) => self.unload(&name).await,
+            None => {}
         }
     }
 
@@ -767,11 +788,12 @@ impl ConfigMapSource {
     }
 
     async fn unload(&mut self, name: &str) {
-        self.stop_pull(name);
-        if self.seen.get(name).is_some_and(|seen| seen.loading.is_some()) {
-            // Its report will be stale: readiness must not wait for it.
-            self.readiness.ready(&self.load_item(name));
+        if let Some(seen) = self.seen.get_mut(name).filter(|seen| seen.loading.is_some()) {
+            // Removed once the load reports, or the load could start it after its removal.
+            seen.waiting = Some(Waiting::Delete);
+            return;
         }
+        self.stop_pull(name);
         self.seen.remove(name);
         let source = source_of(&self.namespace, name);
         let unshadowed = self.registry.unshadow(&source);

@@ -84,7 +84,7 @@ async fn a_load_that_cannot_sync_holds_up_no_other_load() {
         async move { registry.upsert(candidate).await }
     });
     let stuck_id = format!("{}/noop", stuck_ns.name);
-    eventually(Duration::from_secs(60), "the first load to reach its cache sync", || {
+    eventually(Duration::from_secs(60), "the first load to be preparing its controller", || {
         let (preparing, reached) = (registry.preparing(), registry.preparing().contains(&stuck_id));
         async move { if reached { Ok(()) } else { Err(format!("preparing: {preparing:?}")) } }
     })

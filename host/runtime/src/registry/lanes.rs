@@ -27,7 +27,7 @@ pub(super) struct Lanes {
 /// Lanes held; they are let go when this drops.
 pub(super) struct Held<'a> {
     lanes: &'a Lanes,
-    guards: Vec<(Lane, OwnedMutexGuard<()>)>,
+    guards: Vec<OwnedMutexGuard<()>>,
 }
 
 impl Lanes {
@@ -40,8 +40,8 @@ impl Lanes {
         names.dedup();
         let mut guards = Vec::with_capacity(names.len());
         for name in names {
-            let lane = self.lanes.lock().expect("lock").entry(name.clone()).or_default().clone();
-            guards.push((name, lane.lock_owned().await));
+            let lane = self.lanes.lock().expect("lock").entry(name).or_default().clone();
+            guards.push(lane.lock_owned().await);
         }
         Held { lanes: self, guards }
     }
@@ -50,13 +50,10 @@ impl Lanes {
 impl Drop for Held<'_> {
     fn drop(&mut self) {
         let mut lanes = self.lanes.lanes.lock().expect("lock");
-        for (name, guard) in self.guards.drain(..) {
-            drop(guard);
-            // Ours and the map's are the last two references when nobody waits: then it goes.
-            if lanes.get(&name).is_some_and(|lane| Arc::strong_count(lane) == 1) {
-                lanes.remove(&name);
-            }
-        }
+        self.guards.clear();
+        // A lane only the map holds has nobody in it or waiting: it goes. The whole map is
+        // swept, so the lane of a waiter that was cancelled goes too.
+        lanes.retain(|_, lane| Arc::strong_count(lane) > 1);
     }
 }
 
@@ -82,6 +79,15 @@ mod tests {
     async fn lanes_go_when_nobody_holds_them() {
         let lanes = Lanes::default();
         drop(lanes.enter([plugin("a"), Lane::Source("ConfigMap x".into()), plugin("a")]).await);
+        assert!(lanes.lanes.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_wait_leaves_no_lane_behind() {
+        let lanes = Lanes::default();
+        let held = lanes.enter([plugin("a")]).await;
+        assert!(lanes.enter([plugin("a"), plugin("b")]).now_or_never().is_none());
+        drop(held);
         assert!(lanes.lanes.lock().unwrap().is_empty());
     }
 

@@ -27,6 +27,7 @@ mod lanes;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -241,6 +242,12 @@ pub enum RegistryError {
         /// What does not match, and what to do.
         reason: String,
     },
+    /// The host shut down while the version prepared; it was stopped before it started.
+    #[error("plugin {plugin}: not started, the host is shutting down")]
+    ShuttingDown {
+        /// The plugin.
+        plugin: String,
+    },
     /// Its controller could not start (a kind not served, a cache that did not sync).
     #[error("{source}{}", keeps(.running))]
     Start {
@@ -265,6 +272,7 @@ impl RegistryError {
             RegistryError::NameTaken { .. } => "NameTaken",
             RegistryError::ShadowTaken { .. } => "ShadowTaken",
             RegistryError::ShadowMismatch { .. } => "ShadowMismatch",
+            RegistryError::ShuttingDown { .. } => "ShuttingDown",
             RegistryError::Start { source: StartError::Identity { .. }, .. } => "IdentityRefused",
             RegistryError::Start { .. } => "StartFailed",
         }
@@ -325,6 +333,8 @@ pub struct Registry {
     lanes: Lanes,
     /// The plugins whose controllers are being prepared ([`Registry::preparing`]).
     preparing: std::sync::Mutex<BTreeSet<String>>,
+    /// Shut down: no version starts any more. Set and read under the slots lock.
+    closed: AtomicBool,
     /// Each plugin's shadow seat, by realm and plugin name, whether or not a version serves:
     /// a shadow of one realm neither blocks nor stands in for another realm's.
     seats: std::sync::Mutex<HashMap<SeatKey, Arc<ShadowSeat>>>,
@@ -426,6 +436,7 @@ impl Registry {
             slots,
             lanes: Lanes::default(),
             preparing: std::sync::Mutex::default(),
+            closed: AtomicBool::new(false),
             seats,
             gate: None,
             moves,
@@ -742,6 +753,9 @@ impl Registry {
                 .await
                 .map_err(|source| RegistryError::Start { source, running: running.clone() })?
         };
+        if self.closed.load(Ordering::Relaxed) {
+            return Err(RegistryError::ShuttingDown { plugin: id });
+        }
         // A source that now offers a plugin of another name gives up its old one; a promoted
         // shadow takes over from whichever source served.
         let old = replace.and_then(|replaced| self.take_slot(&replaced));
@@ -757,14 +771,19 @@ impl Registry {
         if let Some(gate) = &self.gate {
             gate.lock().expect("lock").parked.remove(&source);
         }
-        let slot = Slot { source, realm, account, digest: digest.clone(), config, controller };
-        let active = {
+        let slot_of = |controller| Slot { source, realm, account, digest: digest.clone(), config, controller };
+        {
             let mut slots = self.slots.lock().expect("lock");
-            slots.insert(id.clone(), slot);
-            slots.len()
-        };
+            if self.closed.load(Ordering::Relaxed) {
+                // Shut down while it prepared: it must not run past the host's drain.
+                drop(slots);
+                controller.shut_down(Duration::ZERO).await;
+                return Err(RegistryError::ShuttingDown { plugin: id });
+            }
+            slots.insert(id.clone(), slot_of(controller));
+            self.context.metrics.plugins_active(slots.len());
+        }
         self.context.metrics.plugin_loaded(&id);
-        self.context.metrics.plugins_active(active);
         let name = id;
         Ok(match previous {
             _ if promoted.is_some() => Loaded::Promoted { name, version, previous, superseded, digest },
@@ -940,6 +959,9 @@ impl Registry {
         if let Some(refused) = refused.filter(|n| !self.slots.lock().expect("lock").contains_key(n)) {
             self.context.metrics.forget_plugin(&refused);
         }
+        // Read again within the lanes: a promotion may have taken the plugin over meanwhile,
+        // and another source's version is not this source's to stop.
+        let serving = serving.filter(|name| self.serving_for(source).as_ref() == Some(name));
         let Some(slot) = serving.as_deref().and_then(|name| self.take_slot(name)) else {
             // Only parked here: gone all the same, and whatever waited for its name may load.
             return parked.map(|p| p.plugin.manifest().id());
@@ -966,9 +988,14 @@ impl Registry {
         names
     }
 
-    /// Stops every plugin, each given up to `timeout` to finish its reconciles in flight.
+    /// Stops every plugin, each given up to `timeout` to finish its reconciles in flight; a
+    /// load still preparing is stopped when it is ready, never started.
     pub async fn shut_down(&self, timeout: Duration) {
-        let slots: Vec<Slot> = self.slots.lock().expect("lock").drain().map(|(_, s)| s).collect();
+        let slots: Vec<Slot> = {
+            let mut slots = self.slots.lock().expect("lock");
+            self.closed.store(true, Ordering::Relaxed);
+            slots.drain().map(|(_, s)| s).collect()
+        };
         futures::future::join_all(slots.into_iter().map(|s| s.controller.shut_down(timeout))).await;
         self.context.metrics.plugins_active(0);
     }

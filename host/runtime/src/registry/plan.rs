@@ -7,7 +7,8 @@
 //! - the same component, configuration and account from the same source change nothing;
 //! - the manifest must name the plugin its source promised;
 //! - on a sharded host, a plugin this replica is not admitted to is parked, unless another
-//!   source already holds its name (the first source of a name keeps it);
+//!   source already holds its name, serving or parked (the first source of a name keeps it);
+//!   admitted, a name another source has parked is refused too: that version starts next;
 //! - a name served by another source of the realm is refused, unless this source offers, as
 //!   serving, exactly the version it shadows: then it is promoted and replaces that source's;
 //! - otherwise the version is installed, replacing what this source served (a source serves
@@ -108,6 +109,11 @@ pub fn decide(view: &View, offered: &Offered<'_>) -> Decision {
         };
     }
     let promote = view.shadows_this && mine.is_none();
+    // A version parked by another source waits to be admitted (`Registry::admit` starts it
+    // next): that source came first.
+    if let Some(holder) = view.parked_elsewhere.clone().filter(|_| view.holder.is_none()) {
+        return Decision::Refuse(Refusal::NameTaken { holder });
+    }
     match (&view.holder, promote) {
         (Some(holder), false) => Decision::Refuse(Refusal::NameTaken { holder: holder.clone() }),
         (Some(_), true) => Decision::Install { promote, replace: Some(offered.id.to_owned()) },
@@ -217,6 +223,12 @@ mod tests {
             (
                 "not admitted, a name parked by another source is refused",
                 View { admitted: Some(false), parked_elsewhere: Some("ConfigMap c".into()), ..View::default() },
+                LABELER,
+                taken("ConfigMap c"),
+            ),
+            (
+                "admitted, a name parked by another source that admit has yet to start is refused",
+                View { admitted: Some(true), parked_elsewhere: Some("ConfigMap c".into()), ..View::default() },
                 LABELER,
                 taken("ConfigMap c"),
             ),

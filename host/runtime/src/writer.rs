@@ -43,9 +43,11 @@ pub trait Writer: Send + Sync {
     /// Deletes the object.
     fn delete<'a>(&'a self, target: Target<'a>, params: DeleteParams) -> BoxFuture<'a, kube::Result<()>>;
 
-    /// Sets the object's finalizers to `finalizers`, if its resourceVersion is still
-    /// `resource_version` (a compare-and-swap: a concurrent change is a 409, never a lost
-    /// finalizer). `verb` and `finalizer` say what changes, for reports.
+    /// Sets the object's finalizers to `change.finalizers`, if they are still `change.before`
+    /// and the object is still `change.uid` (a compare-and-swap on the finalizers alone, as
+    /// kube-runtime's `finalizer` makes it: a concurrent change of them is a 409, never a lost
+    /// finalizer, and writers of other fields cannot starve it). `verb` and `finalizer` say
+    /// what changes, for reports.
     fn set_finalizers<'a>(
         &'a self,
         target: Target<'a>,
@@ -70,14 +72,44 @@ pub struct FinalizerChange<'a> {
     pub verb: &'static str,
     /// The finalizer added or removed.
     pub finalizer: &'a str,
+    /// The object's UID: the change reaches only this object, never one recreated under its
+    /// name.
+    pub uid: &'a str,
+    /// The list the change was computed from.
+    pub before: &'a [String],
     /// The whole list after the change.
     pub finalizers: &'a [String],
-    /// The resourceVersion the change was computed from.
-    pub resource_version: Option<&'a str>,
 }
 
-fn finalizers_patch(change: FinalizerChange<'_>) -> Value {
-    json!({"metadata": {"finalizers": change.finalizers, "resourceVersion": change.resource_version}})
+/// The JSON patch of a finalizer change: tests of the UID and of the list as it was (absent
+/// when empty: the API server omits an empty list), then the new list.
+fn finalizers_patch(change: FinalizerChange<'_>) -> json_patch::Patch {
+    let before = if change.before.is_empty() { Value::Null } else { json!(change.before) };
+    serde_json::from_value(json!([
+        {"op": "test", "path": "/metadata/uid", "value": change.uid},
+        {"op": "test", "path": "/metadata/finalizers", "value": before},
+        {"op": "add", "path": "/metadata/finalizers", "value": change.finalizers},
+    ]))
+    .expect("well-formed JSON patch operations")
+}
+
+/// A failed `test` of a JSON patch is a 422 without field causes (1.37 says only "the server
+/// rejected our request due to an error in our request"; older servers "Testing value ...
+/// failed"), where a refused value would name its field. For a finalizer change, whose patch
+/// is well formed by construction, it means that the object changed under it: callers treat it
+/// as the conflict it is.
+fn conflict_of_failed_test(error: kube::Error) -> kube::Error {
+    let failed_test = |status: &kube::core::Status| {
+        status.code == 422 && status.details.as_ref().is_none_or(|details| details.causes.is_empty())
+    };
+    match error {
+        kube::Error::Api(mut status) if failed_test(&status) => {
+            status.code = 409;
+            status.reason = "Conflict".to_owned();
+            kube::Error::Api(status)
+        }
+        other => other,
+    }
 }
 
 /// Writes to the API server.
@@ -115,7 +147,8 @@ impl Writer for LiveWriter {
         params: PatchParams,
     ) -> BoxFuture<'a, kube::Result<()>> {
         Box::pin(async move {
-            target.api.patch(target.name, &params, &Patch::Merge(finalizers_patch(change))).await.map(drop)
+            let patch = Patch::Json::<Value>(finalizers_patch(change));
+            target.api.patch(target.name, &params, &patch).await.map(drop).map_err(conflict_of_failed_test)
         })
     }
 

@@ -108,15 +108,6 @@ fn store(component: &Component, path: &Path) -> std::io::Result<()> {
     let dir = path.parent().expect("cache paths have a parent");
     std::fs::create_dir_all(dir)?;
     let bytes = component.serialize().map_err(std::io::Error::other)?;
-    // Write then rename, so a concurrent reader never maps a half-written file; the name is
-    // unique per process and call, so two loads of one component do not share a temp file.
-    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let tmp = dir.join(format!(".{name}.{}.{seq}.tmp", std::process::id()));
-    let written = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
+    // A concurrent reader never maps a half-written file.
+    disk_budget::write_aside(path, &bytes)
 }

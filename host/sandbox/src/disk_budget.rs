@@ -19,6 +19,25 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+/// Writes `path` through a file of its own (`.NAME.PID.SEQ.tmp` beside it) renamed into place,
+/// so that no reader ever sees it half written, and two writers of one entry (two loads of a
+/// component, two pulls of a digest) never share a file. A `.tmp` left by a crash weighs like
+/// an entry until it is pruned.
+///
+/// # Errors
+/// When the file cannot be written or renamed; the file aside is removed.
+pub fn write_aside(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let aside = path.with_file_name(format!(".{name}.{}.{seq}.tmp", std::process::id()));
+    let written = std::fs::write(&aside, bytes).and_then(|()| std::fs::rename(&aside, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&aside);
+    }
+    written
+}
+
 /// One cache entry: a file or a directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {

@@ -257,12 +257,10 @@ async fn a_dry_run_patch_and_delete_are_reported_with_the_servers_answer_and_cha
 #[tokio::test]
 async fn a_dry_run_reports_finalizers_and_leaves_them_untouched() {
     let ns = shared().namespace("exec-dry-fin").await.unwrap();
-    let (target, created) = primary(&ns, "target").await;
+    let (target, _) = primary(&ns, "target").await;
     let (exec, reports) = dry_run(&ns);
     let manifest = manifest(false);
-    exec.add_finalizer(&manifest, &target, &[], "example.com/cleanup", created.metadata.resource_version.clone())
-        .await
-        .unwrap();
+    exec.add_finalizer(&manifest, &target, &[], "example.com/cleanup").await.unwrap();
     let reports = reports.lock().unwrap().clone();
     assert_eq!(reports.len(), 1);
     assert_eq!((reports[0].verb, reports[0].note.as_deref()), ("add finalizer", Some("example.com/cleanup")));
@@ -271,23 +269,42 @@ async fn a_dry_run_reports_finalizers_and_leaves_them_untouched() {
 }
 
 #[tokio::test]
-async fn a_finalizer_is_added_as_a_compare_and_swap_and_released_after_a_concurrent_change() {
+async fn a_finalizer_is_added_as_a_compare_and_swap_of_the_finalizers_alone() {
     let ns = shared().namespace("exec-fin").await.unwrap();
-    let (target, created) = primary(&ns, "target").await;
+    let (target, _) = primary(&ns, "target").await;
     let (exec, manifest, api) = (executor(&ns), manifest(false), ns.api::<ConfigMap>());
-    let f = "example.com/cleanup";
-    // A resourceVersion the object has moved past: the add must conflict, not overwrite.
-    let moved = json!({"data": {"moved": "1"}});
-    api.patch("target", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&moved)).await.unwrap();
-    let stale = exec.add_finalizer(&manifest, &target, &[], f, created.metadata.resource_version.clone()).await;
+    let (f, theirs) = ("example.com/cleanup", "other.example/hold");
+    let patch = |body: serde_json::Value| {
+        let api = api.clone();
+        async move { api.patch("target", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&body)).await }
+    };
+    // Writers of other fields cannot starve the add: only the finalizers are compared.
+    patch(json!({"data": {"moved": "1"}})).await.unwrap();
+    // Another writer's finalizer, added since the list was read: the add must conflict, not
+    // overwrite it.
+    patch(json!({"metadata": {"finalizers": [theirs]}})).await.unwrap();
+    let stale = exec.add_finalizer(&manifest, &target, &[], f).await;
     assert!(matches!(&stale, Err(e) if e.event_reason() == "Conflict"), "{stale:?}");
-    let current = api.get("target").await.unwrap().metadata.resource_version;
-    exec.add_finalizer(&manifest, &target, &[], f, current).await.unwrap();
-    assert_eq!(api.get("target").await.unwrap().metadata.finalizers, Some(vec![f.to_owned()]));
+    exec.add_finalizer(&manifest, &target, &[theirs.to_owned()], f).await.unwrap();
+    assert_eq!(api.get("target").await.unwrap().metadata.finalizers, Some(vec![theirs.to_owned(), f.to_owned()]));
     // Release reads the live object, so a change since the add is no conflict.
-    api.patch("target", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&json!({"data": {"again": "1"}})))
-        .await
-        .unwrap();
+    patch(json!({"data": {"again": "1"}})).await.unwrap();
     exec.release_finalizer(&manifest, &target, f).await.unwrap();
-    assert!(api.get("target").await.unwrap().metadata.finalizers.unwrap_or_default().is_empty());
+    assert_eq!(api.get("target").await.unwrap().metadata.finalizers, Some(vec![theirs.to_owned()]));
+    // Nobody would release theirs: the namespace must still go.
+    patch(json!({"metadata": {"finalizers": null}})).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_finalizer_is_never_added_to_an_object_recreated_under_the_name() {
+    let ns = shared().namespace("exec-fin-uid").await.unwrap();
+    let (target, _) = primary(&ns, "target").await;
+    let (exec, manifest, api) = (executor(&ns), manifest(false), ns.api::<ConfigMap>());
+    api.delete("target", &kube::api::DeleteParams::default()).await.unwrap();
+    let (_, again) = primary(&ns, "target").await;
+    let added = exec.add_finalizer(&manifest, &target, &[], "example.com/cleanup").await;
+    assert!(matches!(&added, Err(e) if e.event_reason() == "Conflict"), "{added:?}");
+    let live = api.get("target").await.unwrap();
+    assert_eq!(live.metadata.uid, again.metadata.uid);
+    assert!(live.metadata.finalizers.unwrap_or_default().is_empty(), "the new object got the old one's finalizer");
 }

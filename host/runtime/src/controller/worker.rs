@@ -227,10 +227,7 @@ async fn reconcile(shared: &Arc<Shared>, key: &Key, attempt: u32) -> Outcome {
         Step::AddFinalizer { then_apply } => {
             let entry = cached.expect("planned from the cache");
             let f = finalizer.expect("planned from the manifest");
-            let added = shared
-                .executor
-                .add_finalizer(&shared.manifest, &entry.envelope, entry.finalizers(), f, entry.resource_version())
-                .await;
+            let added = shared.executor.add_finalizer(&shared.manifest, &entry.envelope, entry.finalizers(), f).await;
             match added {
                 Err(error) => {
                     failed(shared, &entry.envelope, &error.to_string(), error.event_reason(), error.is_transient())

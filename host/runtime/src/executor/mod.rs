@@ -414,9 +414,8 @@ impl Executor {
         result.map_err(|source| self.api_error(manifest, "event", shown.1.to_owned(), source))
     }
 
-    /// Puts `finalizer` on `primary`, whose cached state holds `current` at
-    /// `resource_version`: a concurrent change is a conflict and a retry, never a lost
-    /// finalizer.
+    /// Puts `finalizer` on `primary`, whose cached state holds `current`: a concurrent change of
+    /// its finalizers is a conflict and a retry, never a lost finalizer.
     ///
     /// # Errors
     /// When the API server refuses the update (a 409 included).
@@ -426,7 +425,6 @@ impl Executor {
         primary: &Object,
         current: &[String],
         finalizer: &str,
-        resource_version: Option<String>,
     ) -> Result<(), ExecError> {
         let api = self.primary_api(manifest, primary).await?;
         let shown = label(&primary.kind, primary.namespace.as_deref(), &primary.name);
@@ -435,8 +433,9 @@ impl Executor {
         let change = FinalizerChange {
             verb: "add finalizer",
             finalizer,
+            uid: &primary.uid,
+            before: current,
             finalizers: &finalizers,
-            resource_version: resource_version.as_deref(),
         };
         self.charge(&manifest.id()).await;
         let to = Target { api: &api, name: &primary.name, plugin: &manifest.id(), shown: &shown };
@@ -447,9 +446,9 @@ impl Executor {
             .map_err(|source| self.finalizer_error(manifest, shown.clone(), source))
     }
 
-    /// Takes `finalizer` off `primary` after a successful cleanup. The cleanup's own writes (a
-    /// status, say) change the resourceVersion, so the live object is re-read and the removal
-    /// retried on a conflict, without running the cleanup again. An object that is gone, or
+    /// Takes `finalizer` off `primary` after a successful cleanup. The live object is re-read
+    /// for its finalizers (the cache may lag behind the cleanup's own writes), and the removal
+    /// retried when they change meanwhile, without running the cleanup again. An object that is gone, or
     /// whose name now belongs to another UID, holds nothing of ours.
     ///
     /// # Errors
@@ -477,8 +476,9 @@ impl Executor {
             let change = FinalizerChange {
                 verb: "remove finalizer",
                 finalizer,
+                uid: &primary.uid,
+                before: live.finalizers(),
                 finalizers: &rest,
-                resource_version: live.metadata.resource_version.as_deref(),
             };
             self.charge(&manifest.id()).await;
             let params = Self::patch_params(manifest.field_manager());

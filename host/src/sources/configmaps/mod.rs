@@ -36,9 +36,13 @@ use wasmloop_runtime::shadow::ShadowReport;
 use wasmloop_sandbox::LoadError;
 
 use crate::endpoints::Readiness;
+
+mod plan;
+
 use crate::oci::{self, OciError, PluginRef, Puller, RegistryPolicy};
 use crate::pinning::{self, TrustedKeys};
 use crate::plugin_configmap::{self, PLUGIN_LABEL, PluginPayload, STATUS_ANNOTATION, TRACK_ANNOTATION, Track};
+use plan::{Active, Content, DeleteStep, OfferStep, RetryStep, Seen, Shadowing, Version, Waiting, status_of};
 
 /// How long before a plugin that failed to start (a kind not served yet, a cache that did
 /// not sync) is tried again with the same ConfigMap.
@@ -60,64 +64,6 @@ fn source_of(namespace: &str, name: &str) -> String {
     format!("ConfigMap {namespace}/{name}")
 }
 
-/// What the source remembers of one ConfigMap.
-#[derive(Default)]
-struct Seen {
-    /// The resourceVersion-independent content last handled (the component's digest, the
-    /// config), so that the host's own annotation writes do not reload anything. A digest, not
-    /// the bytes: a rejected component is not kept in memory.
-    handled: Option<Content>,
-    /// The version serving from this ConfigMap.
-    active: Option<Active>,
-    /// The candidate shadowing from this ConfigMap, and what it found.
-    shadow: Option<Shadowing>,
-    /// Why the last offer was refused, and when; none when it was accepted.
-    last_error: Option<String>,
-    last_error_at: Option<String>,
-    /// Why the serving version is quarantined; none when it is not.
-    quarantined: Option<String>,
-    /// A retry of a plugin that failed to start is scheduled.
-    retry_pending: bool,
-    /// The pull of the component `handled` names, when one is under way.
-    pulling: Option<Pulling>,
-    /// The id of the load under way, when one is. While it runs, what the watch brings for
-    /// this ConfigMap waits (`waiting`), so that its events are handled in order, each load's
-    /// outcome written before the next event is looked at, as if loads were inline; other
-    /// ConfigMaps' loads go on.
-    loading: Option<u64>,
-    /// The latest event for this ConfigMap that came while a load ran.
-    waiting: Option<Waiting>,
-}
-
-/// An event for a ConfigMap whose load is under way, handled when the load reports.
-enum Waiting {
-    /// Its newest content.
-    Offer(Box<ConfigMap>),
-    /// It was deleted.
-    Delete,
-}
-
-/// A pull under way: its id, which its report carries, and the handle that aborts it.
-struct Pulling {
-    id: u64,
-    task: AbortHandle,
-}
-
-/// What a ConfigMap offers, as far as loading goes.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-struct Content {
-    /// The component's SHA-256, or the reason it could not be read.
-    digest: String,
-    config: Option<String>,
-    /// The ServiceAccount annotation.
-    account: Option<String>,
-    pin: Option<String>,
-    signature: Option<String>,
-    track: Track,
-    /// The pull secret: naming another one (after fixing a refusal) pulls again.
-    pull_secret: Option<Name>,
-}
-
 /// A finished pull: the ConfigMap it was for, which pull it was, and the component or why not.
 struct Pulled {
     cm: ConfigMap,
@@ -134,19 +80,6 @@ struct Finished {
     /// The load's id: a report of any other than the one under way for its ConfigMap is stale.
     id: u64,
     result: Result<Loaded, RegistryError>,
-}
-
-/// A candidate shadowing from a ConfigMap, as its status shows it.
-struct Shadowing {
-    /// The seating's id: findings of an earlier seating of this ConfigMap are stale.
-    id: u64,
-    plugin: String,
-    version: String,
-    digest: String,
-    loaded_at: String,
-    findings: ShadowReport,
-    /// The `ShadowDiffers` Event was recorded.
-    announced: bool,
 }
 
 /// The Secret types a pull secret may have: those `kubectl create secret docker-registry`
@@ -214,18 +147,6 @@ fn unreadable_secret(at: &str, name: &str, namespace: &str, error: &kube::Error)
     }
 }
 
-/// A version serving from a ConfigMap, as its status shows it.
-#[derive(Clone)]
-struct Active {
-    /// The plugin's name, as its status shows it.
-    plugin: String,
-    /// What the host knows it by (`NAMESPACE/NAME`): its quarantine is found by this.
-    id: String,
-    version: String,
-    digest: String,
-    loaded_at: String,
-}
-
 /// Watches one namespace for plugin ConfigMaps until the registry's host stops.
 pub struct ConfigMapSource {
     api: Api<ConfigMap>,
@@ -265,36 +186,6 @@ pub struct ConfigMapSource {
     finished: Option<mpsc::UnboundedReceiver<Finished>>,
     /// Loads started so far: the next one's id.
     loads_started: u64,
-}
-
-/// The `wasmloop.dev/status` annotation of a ConfigMap: what serves from it, the last refusal,
-/// and a quarantine.
-/// With `--shard`, `replica` names the replica that runs it.
-fn status_of(seen: &Seen, replica: Option<&str>) -> serde_json::Value {
-    let mut status = match &seen.active {
-        Some(active) => json!({
-            "plugin": active.plugin, "version": active.version, "activeDigest": active.digest,
-            "loadedAt": active.loaded_at,
-        }),
-        None => json!({"activeDigest": null}),
-    };
-    if let (Some(_), Some(replica)) = (&seen.active, replica) {
-        status["replica"] = json!(replica);
-    }
-    if let Some(shadow) = &seen.shadow {
-        status["shadow"] = json!({
-            "plugin": shadow.plugin, "version": shadow.version, "digest": shadow.digest,
-            "loadedAt": shadow.loaded_at, "findings": shadow.findings,
-        });
-    }
-    status["lastError"] = json!(seen.last_error);
-    if let Some(at) = &seen.last_error_at {
-        status["lastErrorAt"] = json!(at);
-    }
-    if let Some(reason) = &seen.quarantined {
-        status["quarantined"] = json!(reason);
-    }
-    status
 }
 
 impl ConfigMapSource {
@@ -397,14 +288,8 @@ impl ConfigMapSource {
                     None => return,
                 },
                 Some(name) = retries.recv() => {
-                    if let Some(seen) = self.seen.get_mut(&name) {
-                        seen.retry_pending = false;
-                        if seen.pulling.is_some() || seen.loading.is_some() {
-                            // An edit since the failure started a pull or a load: it reports in
-                            // its turn.
-                            continue;
-                        }
-                        seen.handled = None;
+                    if self.seen.get_mut(&name).is_some_and(|seen| seen.retry() == RetryStep::Skip) {
+                        continue;
                     }
                     match self.api.get_opt(&name).await {
                         Ok(Some(cm)) => self.offer(&cm).await,
@@ -422,46 +307,21 @@ impl ConfigMapSource {
 
     async fn offer(&mut self, cm: &ConfigMap) {
         let name = cm.name_any();
-        if let Some(seen) = self.seen.get_mut(&name).filter(|seen| seen.loading.is_some()) {
-            seen.waiting = Some(Waiting::Offer(Box::new(cm.clone())));
-            return;
+        let read = plugin_configmap::read(cm);
+        let content = match &read {
+            Ok(payload) => content_of(cm, payload),
+            Err(error) => Content { config: Some(error.to_string()), ..Content::default() },
+        };
+        match self.seen.entry(name.clone()).or_default().offer(cm, content) {
+            OfferStep::Wait | OfferStep::Same => return,
+            OfferStep::New { abandoned } => self.abandoned(&name, abandoned),
         }
-        let payload = match plugin_configmap::read(cm) {
+        let payload = match read {
             Ok(payload) => payload,
             Err(error) => {
-                let content = Content { config: Some(error.to_string()), ..Content::default() };
-                if self.seen.get(&name).and_then(|s| s.handled.as_ref()) != Some(&content) {
-                    self.stop_pull(&name);
-                    let seen = self.seen.entry(name.clone()).or_default();
-                    seen.handled = Some(content);
-                    self.rejected(cm, "InvalidConfigMap", &format!("{error}{}", self.keeps(&name))).await;
-                }
-                return;
+                return self.rejected(cm, "InvalidConfigMap", &format!("{error}{}", self.keeps(&name))).await;
             }
         };
-        let annotation = cm.annotations().get(SERVICE_ACCOUNT_ANNOTATION).cloned();
-        // A pinned reference names its content as surely as a digest of the bytes would, so an
-        // echo of the host's own status write pulls nothing.
-        let digest = match &payload.reference {
-            Some(reference) => reference.to_string(),
-            None => wasmloop_sandbox::digest(&payload.component),
-        };
-        let content = Content {
-            digest,
-            config: payload.config.clone(),
-            account: annotation.clone(),
-            pin: payload.pin.clone(),
-            signature: payload.signature.clone(),
-            track: payload.track,
-            pull_secret: payload.pull_secret.clone(),
-        };
-        // The same content was handled already: this is the echo of our own status write, or
-        // an edit elsewhere in the ConfigMap.
-        if self.seen.get(&name).and_then(|s| s.handled.as_ref()) == Some(&content) {
-            return;
-        }
-        self.stop_pull(&name);
-        self.seen.entry(name.clone()).or_default().handled = Some(content.clone());
         match payload.reference.clone() {
             // A superseded ConfigMap loads nothing: nothing to pull, or to refuse.
             Some(_) if payload.track == Track::Superseded => self.retire(cm).await,
@@ -509,17 +369,17 @@ impl ConfigMapSource {
             });
             let _ = pulls.send(Pulled { cm, id, payload, result });
         });
-        self.seen.entry(name).or_default().pulling = Some(Pulling { id, task: task.abort_handle() });
+        self.seen.entry(name).or_default().pull_started(id, task.abort_handle());
     }
 
     fn pull_item(&self, name: &str) -> String {
         format!("{}: pull", source_of(&self.namespace, name))
     }
 
-    /// Ends the pull under way for ConfigMap `name`, if any: a newer offer replaces it.
-    fn stop_pull(&mut self, name: &str) {
-        if let Some(pulling) = self.seen.get_mut(name).and_then(|seen| seen.pulling.take()) {
-            pulling.task.abort();
+    /// Aborts the pull ConfigMap `name` abandoned, if any: a newer offer replaces it.
+    fn abandoned(&self, name: &str, pull: Option<AbortHandle>) {
+        if let Some(task) = pull {
+            task.abort();
             // Its report will never come: readiness must not wait for it.
             self.readiness.ready(&self.pull_item(name));
         }
@@ -531,11 +391,9 @@ impl ConfigMapSource {
     async fn pulled(&mut self, pulled: Pulled) {
         let Pulled { cm, id, mut payload, result } = pulled;
         let name = cm.name_any();
-        let Some(seen) = self.seen.get_mut(&name) else { return };
-        if seen.pulling.as_ref().map(|p| p.id) != Some(id) {
+        if !self.seen.get_mut(&name).is_some_and(|seen| seen.pulled(id)) {
             return;
         }
-        seen.pulling = None;
         self.readiness.ready(&self.pull_item(&name));
         match result {
             Ok(mut component) => {
@@ -635,7 +493,7 @@ impl ConfigMapSource {
             });
             let _ = finish.send(Finished { cm, id, result });
         });
-        self.seen.entry(name).or_default().loading = Some(id);
+        self.seen.entry(name).or_default().load_started(id);
     }
 
     fn load_item(&self, name: &str) -> String {
@@ -647,11 +505,7 @@ impl ConfigMapSource {
     async fn finished(&mut self, finished: Finished) {
         let Finished { cm, id, result } = finished;
         let name = cm.name_any();
-        let Some(seen) = self.seen.get_mut(&name) else { return };
-        if seen.loading != Some(id) {
-            return;
-        }
-        seen.loading = None;
+        let Some(waiting) = self.seen.get_mut(&name).and_then(|seen| seen.load_finished(id)) else { return };
         self.readiness.ready(&self.load_item(&name));
         match result {
             Ok(loaded) => {
@@ -666,7 +520,7 @@ impl ConfigMapSource {
                 self.rejected(&cm, error.reason(), &error.to_string()).await;
             }
         }
-        match self.seen.get_mut(&name).and_then(|seen| seen.waiting.take()) {
+        match waiting {
             Some(Waiting::Offer(cm)) => self.offer(&cm).await,
             Some(Waiting::Delete) => self.unload(&name).await,
             None => {}
@@ -676,11 +530,9 @@ impl ConfigMapSource {
     /// Offers ConfigMap `name` again after `delay`: one retry at a time, whatever the watch
     /// brings meanwhile.
     fn retry_after(&mut self, name: &str, delay: Duration) {
-        let seen = self.seen.entry(name.to_owned()).or_default();
-        if seen.retry_pending {
+        if !self.seen.entry(name.to_owned()).or_default().schedule_retry() {
             return;
         }
-        seen.retry_pending = true;
         let (retry, again) = (self.retry.clone(), name.to_owned());
         tokio::spawn(async move {
             tokio::time::sleep(delay).await;
@@ -701,7 +553,7 @@ impl ConfigMapSource {
 
     fn keeps(&self, name: &str) -> String {
         match self.seen.get(name).and_then(|s| s.active.as_ref()) {
-            Some(active) => format!(" (plugin {} {} keeps serving)", active.plugin, active.version),
+            Some(active) => format!(" (plugin {} {} keeps serving)", active.loaded.plugin, active.loaded.version),
             None => String::new(),
         }
     }
@@ -738,10 +590,12 @@ impl ConfigMapSource {
         }
         let active = Active {
             id: id.clone(),
-            plugin: plugin.to_owned(),
-            version: version.clone(),
-            digest: loaded.digest().to_owned(),
-            loaded_at: Timestamp::now().to_string(),
+            loaded: Version {
+                plugin: plugin.to_owned(),
+                version: version.clone(),
+                digest: loaded.digest().to_owned(),
+                loaded_at: Timestamp::now().to_string(),
+            },
         };
         let seen = self.seen.entry(name.clone()).or_default();
         (seen.active, seen.last_error, seen.last_error_at) = (Some(active), None, None);
@@ -788,12 +642,11 @@ impl ConfigMapSource {
     }
 
     async fn unload(&mut self, name: &str) {
-        if let Some(seen) = self.seen.get_mut(name).filter(|seen| seen.loading.is_some()) {
-            // Removed once the load reports, or the load could start it after its removal.
-            seen.waiting = Some(Waiting::Delete);
-            return;
+        match self.seen.get_mut(name).map(Seen::delete) {
+            Some(DeleteStep::Wait) => return,
+            Some(DeleteStep::Unload { abandoned }) => self.abandoned(name, abandoned),
+            None => {}
         }
-        self.stop_pull(name);
         self.seen.remove(name);
         let source = source_of(&self.namespace, name);
         let unshadowed = self.registry.unshadow(&source);
@@ -813,8 +666,7 @@ impl ConfigMapSource {
     /// (a rename, a second candidate, a promotion another replica saw first): it may load now.
     fn retry_blocked(&self) {
         for (other, seen) in &self.seen {
-            // A pull under way is not blocked, and starting it again would only lose its time.
-            if seen.last_error.is_some() && seen.active.is_none() && seen.pulling.is_none() {
+            if seen.blocked() {
                 let _ = self.retry.send(other.clone());
             }
         }
@@ -893,7 +745,7 @@ impl ConfigMapSource {
         if let Some(active) = self.seen.get(&name).and_then(|s| s.active.as_ref()) {
             let message = format!(
                 "this ConfigMap serves plugin {}; a shadow is a second ConfigMap (`wasmloop bundle --shadow`): remove the {TRACK_ANNOTATION} annotation here{}",
-                active.plugin,
+                active.loaded.plugin,
                 self.keeps(&name)
             );
             self.rejected(cm, "InvalidConfigMap", &message).await;
@@ -920,16 +772,8 @@ impl ConfigMapSource {
             Ok(Shadowed::Seated { name: plugin, version, digest, id, findings }) => {
                 self.forward(name.clone(), id, findings);
                 let loaded_at = Timestamp::now().to_string();
-                let (findings, announced) = (ShadowReport::default(), false);
-                let shadowing = Shadowing {
-                    id,
-                    plugin: plugin.clone(),
-                    version: version.clone(),
-                    digest,
-                    loaded_at,
-                    findings,
-                    announced,
-                };
+                let loaded = Version { plugin: plugin.clone(), version: version.clone(), digest, loaded_at };
+                let shadowing = Shadowing { id, loaded, findings: ShadowReport::default(), announced: false };
                 let seen = self.seen.entry(name.clone()).or_default();
                 (seen.shadow, seen.last_error, seen.last_error_at) = (Some(shadowing), None, None);
                 let status = status_of(seen, self.replica.as_deref());
@@ -970,8 +814,8 @@ impl ConfigMapSource {
         let note = shadow.findings.latest.as_ref().filter(|_| first).map(|latest| {
             format!(
                 "version {} of plugin {} {} from the serving version on {}; the wasmloop.dev/status annotation counts and shows the latest difference",
-                shadow.version,
-                shadow.plugin,
+                shadow.loaded.version,
+                shadow.loaded.plugin,
                 if latest.result == ShadowResult::Failed { "failed where it did not" } else { "differs" },
                 latest.object
             )
@@ -1013,6 +857,25 @@ impl ConfigMapSource {
         if let Err(error) = self.api.patch(&name, &params, &Patch::Merge(&mark)).await {
             tracing::warn!(configmap = %old, %error, "cannot mark the superseded ConfigMap; delete it, or a restart may load it instead of {by}");
         }
+    }
+}
+
+/// What ConfigMap `cm` offers, as far as loading goes. A pinned reference names its content as
+/// surely as a digest of the bytes would, so an echo of the host's own status write pulls
+/// nothing.
+fn content_of(cm: &ConfigMap, payload: &PluginPayload) -> Content {
+    let digest = match &payload.reference {
+        Some(reference) => reference.to_string(),
+        None => wasmloop_sandbox::digest(&payload.component),
+    };
+    Content {
+        digest,
+        config: payload.config.clone(),
+        account: cm.annotations().get(SERVICE_ACCOUNT_ANNOTATION).cloned(),
+        pin: payload.pin.clone(),
+        signature: payload.signature.clone(),
+        track: payload.track,
+        pull_secret: payload.pull_secret.clone(),
     }
 }
 

@@ -1,0 +1,446 @@
+//! What the ConfigMap source does for one ConfigMap, decided without the API server, the
+//! registry or a registry of images.
+//!
+//! The source keeps a [`Seen`] per ConfigMap: the content it last handled, what its status
+//! shows, and the [`Work`] under way for it, which is one of three legal states: nothing, a
+//! pull, or a load (with the one event that came meanwhile, [`Waiting`]). The shell hands each
+//! event to a step here, which updates the state and says what to carry out:
+//! - new content ([`Seen::offer`]): wait for the load under way, ignore the same content
+//!   again (the echo of the host's own status write), or handle it, abandoning an older pull;
+//! - a deletion ([`Seen::delete`]): wait for the load under way, or unload;
+//! - a retry ([`Seen::retry`]): skip it while a pull or a load will report anyway, or offer
+//!   the ConfigMap afresh;
+//! - a pull's or a load's report ([`Seen::pulled`], [`Seen::load_finished`]): stale unless it
+//!   is the one under way, and a load hands back what waited for it.
+//!
+//! The status annotation is a pure function of the state too ([`status_of`]).
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use serde_json::json;
+use tokio::task::AbortHandle;
+use wasmloop_contract::names::Name;
+use wasmloop_runtime::shadow::ShadowReport;
+
+use crate::plugin_configmap::Track;
+
+/// What the source remembers of one ConfigMap.
+#[derive(Default)]
+pub(super) struct Seen {
+    /// The resourceVersion-independent content last handled (the component's digest, the
+    /// config), so that the host's own annotation writes do not reload anything. A digest, not
+    /// the bytes: a rejected component is not kept in memory.
+    pub(super) handled: Option<Content>,
+    /// The version serving from this ConfigMap.
+    pub(super) active: Option<Active>,
+    /// The candidate shadowing from this ConfigMap, and what it found.
+    pub(super) shadow: Option<Shadowing>,
+    /// Why the last offer was refused, and when; none when it was accepted.
+    pub(super) last_error: Option<String>,
+    pub(super) last_error_at: Option<String>,
+    /// Why the serving version is quarantined; none when it is not.
+    pub(super) quarantined: Option<String>,
+    /// A retry of a plugin that failed to start is scheduled.
+    pub(super) retry_pending: bool,
+    /// What is under way for it.
+    pub(super) work: Work,
+}
+
+/// What is under way for one ConfigMap: one thing at most.
+#[derive(Default)]
+pub(super) enum Work {
+    /// Nothing.
+    #[default]
+    Idle,
+    /// A pull of the component the content handled names: its id, which its report carries,
+    /// and the handle that aborts it.
+    Pulling {
+        /// The pull's id.
+        id: u64,
+        /// Aborts it.
+        task: AbortHandle,
+    },
+    /// A load in the registry. While it runs, what the watch brings for the ConfigMap waits,
+    /// so that its events are handled in order, each load's outcome written before the next
+    /// event is looked at; other ConfigMaps' loads go on.
+    Loading {
+        /// The load's id, which its report carries.
+        id: u64,
+        /// The latest event that came meanwhile.
+        waiting: Option<Waiting>,
+    },
+}
+
+/// An event for a ConfigMap whose load is under way, handled when the load reports.
+pub(super) enum Waiting {
+    /// Its newest content.
+    Offer(Box<ConfigMap>),
+    /// It was deleted.
+    Delete,
+}
+
+/// What a ConfigMap offers, as far as loading goes.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(super) struct Content {
+    /// The component's SHA-256, or the reason it could not be read.
+    pub(super) digest: String,
+    pub(super) config: Option<String>,
+    /// The ServiceAccount annotation.
+    pub(super) account: Option<String>,
+    pub(super) pin: Option<String>,
+    pub(super) signature: Option<String>,
+    pub(super) track: Track,
+    /// The pull secret: naming another one (after fixing a refusal) pulls again.
+    pub(super) pull_secret: Option<Name>,
+}
+
+/// A plugin version a ConfigMap loaded, serving or shadowing, as its status shows it.
+#[derive(Clone)]
+pub(super) struct Version {
+    /// The plugin's name.
+    pub(super) plugin: String,
+    /// The manifest's version.
+    pub(super) version: String,
+    /// SHA-256 of component and configuration.
+    pub(super) digest: String,
+    /// When it loaded.
+    pub(super) loaded_at: String,
+}
+
+impl Version {
+    /// The version's fields of the status, its digest under `digest_key`.
+    fn status(&self, digest_key: &str) -> serde_json::Value {
+        json!({"plugin": self.plugin, "version": self.version, digest_key: self.digest, "loadedAt": self.loaded_at})
+    }
+}
+
+/// A version serving from a ConfigMap.
+#[derive(Clone)]
+pub(super) struct Active {
+    /// What the host knows it by (`NAMESPACE/NAME`): its quarantine is found by this.
+    pub(super) id: String,
+    pub(super) loaded: Version,
+}
+
+/// A candidate shadowing from a ConfigMap, and what it found.
+pub(super) struct Shadowing {
+    /// The seating's id: findings of an earlier seating of this ConfigMap are stale.
+    pub(super) id: u64,
+    pub(super) loaded: Version,
+    pub(super) findings: ShadowReport,
+    /// The `ShadowDiffers` Event was recorded.
+    pub(super) announced: bool,
+}
+
+/// What to do with content a ConfigMap offers.
+#[derive(Debug)]
+pub(super) enum OfferStep {
+    /// A load is under way: the offer waits for its report, kept as [`Waiting::Offer`].
+    Wait,
+    /// The same content was handled already: the echo of a status write, or an edit
+    /// elsewhere in the ConfigMap.
+    Same,
+    /// New content, now the content handled: refuse, pull or load it.
+    New {
+        /// The pull of older content, to abort: its report will be stale.
+        abandoned: Option<AbortHandle>,
+    },
+}
+
+/// What to do when a ConfigMap is deleted.
+#[derive(Debug)]
+pub(super) enum DeleteStep {
+    /// A load is under way: the deletion waits for its report, or the load could start the
+    /// plugin after its removal.
+    Wait,
+    /// Unload what it serves or shadows.
+    Unload {
+        /// Its pull, to abort.
+        abandoned: Option<AbortHandle>,
+    },
+}
+
+/// What to do when a ConfigMap's retry is due.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum RetryStep {
+    /// A pull or a load is under way, started by an edit since: it reports in its turn.
+    Skip,
+    /// Read the ConfigMap and offer it, the content handled forgotten so that the same
+    /// content is tried again.
+    Offer,
+}
+
+impl Seen {
+    /// Content `content` of ConfigMap `cm` is offered.
+    pub(super) fn offer(&mut self, cm: &ConfigMap, content: Content) -> OfferStep {
+        if let Work::Loading { waiting, .. } = &mut self.work {
+            *waiting = Some(Waiting::Offer(Box::new(cm.clone())));
+            return OfferStep::Wait;
+        }
+        if self.handled.as_ref() == Some(&content) {
+            return OfferStep::Same;
+        }
+        self.handled = Some(content);
+        OfferStep::New { abandoned: self.abandon_pull() }
+    }
+
+    /// The ConfigMap was deleted.
+    pub(super) fn delete(&mut self) -> DeleteStep {
+        if let Work::Loading { waiting, .. } = &mut self.work {
+            *waiting = Some(Waiting::Delete);
+            return DeleteStep::Wait;
+        }
+        DeleteStep::Unload { abandoned: self.abandon_pull() }
+    }
+
+    /// Its retry is due.
+    pub(super) fn retry(&mut self) -> RetryStep {
+        self.retry_pending = false;
+        if !matches!(self.work, Work::Idle) {
+            return RetryStep::Skip;
+        }
+        self.handled = None;
+        RetryStep::Offer
+    }
+
+    /// Whether a retry may be scheduled now: one at a time, whatever the watch brings.
+    pub(super) fn schedule_retry(&mut self) -> bool {
+        !std::mem::replace(&mut self.retry_pending, true)
+    }
+
+    /// The pull under way is abandoned, if any: returns the handle that aborts it.
+    pub(super) fn abandon_pull(&mut self) -> Option<AbortHandle> {
+        match std::mem::take(&mut self.work) {
+            Work::Pulling { task, .. } => Some(task),
+            other => {
+                self.work = other;
+                None
+            }
+        }
+    }
+
+    /// Pull `id` started.
+    pub(super) fn pull_started(&mut self, id: u64, task: AbortHandle) {
+        self.work = Work::Pulling { id, task };
+    }
+
+    /// Pull `id` reported: true when it is the pull under way, which is over now; a stale
+    /// report changes nothing.
+    pub(super) fn pulled(&mut self, id: u64) -> bool {
+        let current = matches!(self.work, Work::Pulling { id: under_way, .. } if under_way == id);
+        if current {
+            self.work = Work::Idle;
+        }
+        current
+    }
+
+    /// Load `id` started.
+    pub(super) fn load_started(&mut self, id: u64) {
+        self.work = Work::Loading { id, waiting: None };
+    }
+
+    /// Load `id` reported: when it is the load under way, which is over now, what waited for
+    /// it (none when nothing did); none when the report is stale.
+    pub(super) fn load_finished(&mut self, id: u64) -> Option<Option<Waiting>> {
+        match std::mem::take(&mut self.work) {
+            Work::Loading { id: under_way, waiting } if under_way == id => Some(waiting),
+            other => {
+                self.work = other;
+                None
+            }
+        }
+    }
+
+    /// Refused while another ConfigMap held its plugin or its shadow seat, and not pulling:
+    /// it may load once that one is gone. A pull under way is not blocked, and starting it
+    /// again would only lose its time.
+    pub(super) fn blocked(&self) -> bool {
+        self.last_error.is_some() && self.active.is_none() && !matches!(self.work, Work::Pulling { .. })
+    }
+}
+
+/// The `wasmloop.dev/status` annotation of a ConfigMap: what serves from it, the last refusal,
+/// and a quarantine.
+/// With `--shard`, `replica` names the replica that runs it.
+pub(super) fn status_of(seen: &Seen, replica: Option<&str>) -> serde_json::Value {
+    let mut status = match &seen.active {
+        Some(active) => active.loaded.status("activeDigest"),
+        None => json!({"activeDigest": null}),
+    };
+    if let (Some(_), Some(replica)) = (&seen.active, replica) {
+        status["replica"] = json!(replica);
+    }
+    if let Some(shadow) = &seen.shadow {
+        status["shadow"] = shadow.loaded.status("digest");
+        status["shadow"]["findings"] = json!(shadow.findings);
+    }
+    status["lastError"] = json!(seen.last_error);
+    if let Some(at) = &seen.last_error_at {
+        status["lastErrorAt"] = json!(at);
+    }
+    if let Some(reason) = &seen.quarantined {
+        status["quarantined"] = json!(reason);
+    }
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn content(digest: &str) -> Content {
+        Content { digest: digest.to_owned(), ..Content::default() }
+    }
+
+    fn cm() -> ConfigMap {
+        ConfigMap::default()
+    }
+
+    fn task() -> AbortHandle {
+        tokio::spawn(std::future::pending::<()>()).abort_handle()
+    }
+
+    fn active() -> Active {
+        let text = |s: &str| s.to_owned();
+        let loaded = Version { plugin: text("p"), version: text("1.0.0"), digest: text("d1"), loaded_at: text("t") };
+        Active { id: text("ns/p"), loaded }
+    }
+
+    /// One step of a ConfigMap's life, and what it must decide.
+    enum Event {
+        Offer(&'static str, &'static str),
+        Delete(&'static str),
+        Retry(RetryStep),
+        PullStarted(u64),
+        Pulled(u64, bool),
+        LoadStarted(u64),
+        LoadFinished(u64, &'static str),
+    }
+
+    fn run(events: Vec<Event>) {
+        let mut seen = Seen::default();
+        for (at, event) in events.into_iter().enumerate() {
+            match event {
+                Event::Offer(digest, expected) => {
+                    let step = seen.offer(&cm(), content(digest));
+                    let got = match &step {
+                        OfferStep::Wait => "wait",
+                        OfferStep::Same => "same",
+                        OfferStep::New { abandoned: Some(_) } => "new, abandoning a pull",
+                        OfferStep::New { abandoned: None } => "new",
+                    };
+                    assert_eq!(got, expected, "step {at}");
+                }
+                Event::Delete(expected) => {
+                    let got = match seen.delete() {
+                        DeleteStep::Wait => "wait",
+                        DeleteStep::Unload { abandoned: Some(_) } => "unload, abandoning a pull",
+                        DeleteStep::Unload { abandoned: None } => "unload",
+                    };
+                    assert_eq!(got, expected, "step {at}");
+                }
+                Event::Retry(expected) => assert_eq!(seen.retry(), expected, "step {at}"),
+                Event::PullStarted(id) => seen.pull_started(id, task()),
+                Event::Pulled(id, current) => assert_eq!(seen.pulled(id), current, "step {at}"),
+                Event::LoadStarted(id) => seen.load_started(id),
+                Event::LoadFinished(id, expected) => {
+                    let got = match seen.load_finished(id) {
+                        None => "stale",
+                        Some(None) => "nothing waited",
+                        Some(Some(Waiting::Offer(_))) => "an offer waited",
+                        Some(Some(Waiting::Delete)) => "a deletion waited",
+                    };
+                    assert_eq!(got, expected, "step {at}");
+                }
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_configmaps_events_follow_the_rules() {
+        use Event::*;
+        let cases: Vec<(&str, Vec<Event>)> = vec![
+            ("the same content again is an echo", vec![Offer("d1", "new"), Offer("d1", "same")]),
+            ("other content is new", vec![Offer("d1", "new"), Offer("d2", "new")]),
+            (
+                "an offer during a load waits for it, and is handed back",
+                vec![Offer("d1", "new"), LoadStarted(1), Offer("d2", "wait"), LoadFinished(1, "an offer waited")],
+            ),
+            (
+                "even the same content waits during a load",
+                vec![Offer("d1", "new"), LoadStarted(1), Offer("d1", "wait"), LoadFinished(1, "an offer waited")],
+            ),
+            (
+                "a deletion during a load waits for it",
+                vec![Offer("d1", "new"), LoadStarted(1), Delete("wait"), LoadFinished(1, "a deletion waited")],
+            ),
+            ("a load with nothing waiting hands nothing back", vec![LoadStarted(1), LoadFinished(1, "nothing waited")]),
+            (
+                "another load's report is stale",
+                vec![LoadStarted(2), LoadFinished(1, "stale"), LoadFinished(2, "nothing waited")],
+            ),
+            (
+                "a load is over once it reported",
+                vec![LoadStarted(1), LoadFinished(1, "nothing waited"), Offer("d1", "new")],
+            ),
+            (
+                "new content abandons the pull of older content, whose report is then stale",
+                vec![Offer("d1", "new"), PullStarted(1), Offer("d2", "new, abandoning a pull"), Pulled(1, false)],
+            ),
+            ("the pull under way reports", vec![PullStarted(1), Pulled(1, true), Pulled(1, false)]),
+            ("a deletion abandons the pull", vec![PullStarted(1), Delete("unload, abandoning a pull")]),
+            ("a deletion with nothing under way unloads", vec![Offer("d1", "new"), Delete("unload")]),
+            ("a retry while pulling is skipped", vec![PullStarted(1), Retry(RetryStep::Skip)]),
+            ("a retry while loading is skipped", vec![LoadStarted(1), Retry(RetryStep::Skip)]),
+            (
+                "a retry forgets the content handled, so the same content is tried again",
+                vec![Offer("d1", "new"), Retry(RetryStep::Offer), Offer("d1", "new")],
+            ),
+        ];
+        for (case, events) in cases {
+            eprintln!("case: {case}");
+            run(events);
+        }
+    }
+
+    #[test]
+    fn one_retry_is_scheduled_at_a_time() {
+        let mut seen = Seen::default();
+        assert!(seen.schedule_retry());
+        assert!(!seen.schedule_retry());
+        assert_eq!(seen.retry(), RetryStep::Offer);
+        assert!(seen.schedule_retry());
+    }
+
+    #[tokio::test]
+    async fn a_refused_configmap_is_blocked_unless_it_serves_or_pulls() {
+        let refused = || Seen { last_error: Some("NameTaken".into()), ..Seen::default() };
+        assert!(refused().blocked());
+        assert!(!Seen::default().blocked(), "nothing refused");
+        assert!(!Seen { active: Some(active()), ..refused() }.blocked(), "it serves");
+        let mut pulling = refused();
+        pulling.pull_started(1, task());
+        assert!(!pulling.blocked(), "its pull reports anyway");
+        let mut loading = refused();
+        loading.load_started(1);
+        assert!(loading.blocked(), "a retry of a loading ConfigMap is skipped when due");
+    }
+
+    #[test]
+    fn the_status_shows_what_serves_the_last_refusal_and_the_quarantine() {
+        let serving = Seen { active: Some(active()), ..Seen::default() };
+        assert_eq!(
+            status_of(&serving, None),
+            json!({"plugin": "p", "version": "1.0.0", "activeDigest": "d1", "loadedAt": "t", "lastError": null})
+        );
+        assert_eq!(status_of(&serving, Some("replica-0"))["replica"], "replica-0");
+        let refused =
+            Seen { last_error: Some("NameTaken: x".into()), last_error_at: Some("t2".into()), ..Seen::default() };
+        assert_eq!(
+            status_of(&refused, Some("replica-0")),
+            json!({"activeDigest": null, "lastError": "NameTaken: x", "lastErrorAt": "t2"}),
+            "a replica that runs nothing from it does not name itself"
+        );
+        let quarantined = Seen { quarantined: Some("crash loop".into()), ..serving };
+        assert_eq!(status_of(&quarantined, None)["quarantined"], "crash loop");
+    }
+}

@@ -263,7 +263,7 @@ fn check_selector(s: &SelectorView<'_>, role: &str) -> Result<(), String> {
         // A watch's selector goes to the API server as the watch's `labelSelector`; the
         // primary's is held to the same rules, since no label the server accepts could match
         // anything else.
-        validate::selector_for_server(&parsed).map_err(|e| format!("{role} {}: {e}", s.kind))?;
+        crate::selector::for_server(&parsed).map_err(|e| format!("{role} {}: {e}", s.kind))?;
     }
     Ok(())
 }

@@ -266,7 +266,7 @@ impl fmt::Debug for Gvk {
 }
 
 /// A label selector the API server accepts: parsed, and every key and value held to the
-/// server's rules ([`validate::selector_for_server`]). Its text is the canonical form, so
+/// server's rules ([`crate::selector::for_server`]). Its text is the canonical form, so
 /// equal selectors compare equal.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LabelSelector(Box<str>);
@@ -286,7 +286,7 @@ impl LabelSelector {
     /// # Errors
     /// A sentence naming the key or value that breaks a rule.
     pub fn from_selector(selector: &Selector) -> Result<LabelSelector, Invalid> {
-        validate::selector_for_server(selector).map_err(Invalid)?;
+        crate::selector::for_server(selector).map_err(Invalid)?;
         Ok(LabelSelector(selector.to_string().into()))
     }
 

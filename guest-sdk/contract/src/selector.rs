@@ -10,6 +10,10 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::validate::{
+    MAX_LABEL, MAX_QUOTED, MAX_SELECTOR_REQUIREMENTS, MAX_SELECTOR_VALUES, cut, is_label_key, is_label_value, quoted,
+};
+
 /// One requirement of a selector.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Requirement {
@@ -33,7 +37,7 @@ pub enum Requirement {
 pub struct Selector(pub Vec<Requirement>);
 
 /// The selector in its string form: `app=web,env in (a,b),!legacy`. A selector the API server
-/// accepts (`validate::selector_for_server`) parses back to itself; one only the lenient cache
+/// accepts ([`for_server`]) parses back to itself; one only the lenient cache
 /// filter accepts (a value holding `=` or a space) may not, which is why only a
 /// [`crate::names::LabelSelector`]'s text keys or makes a watch.
 ///
@@ -77,8 +81,8 @@ impl fmt::Display for SelectorError {
         write!(
             f,
             "invalid label selector {}: {}; use the Kubernetes form `key=value,key!=value,key in (a,b),!key`",
-            crate::validate::quoted(&self.selector),
-            crate::validate::cut(self.reason.clone(), crate::validate::MAX_QUOTED * 2)
+            quoted(&self.selector),
+            cut(self.reason.clone(), MAX_QUOTED * 2)
         )
     }
 }
@@ -189,6 +193,54 @@ impl FromStr for Selector {
     }
 }
 
+/// Checks a label selector the host sends to the API server (a watch's `labelSelector`):
+/// every key and value as Kubernetes holds labels, `in` and `notin` with at least one value,
+/// and bounded in size. A selector that only filters the host's cache needs no such check.
+///
+/// # Errors
+/// A sentence naming the first key or value that breaks a rule.
+pub fn for_server(selector: &Selector) -> Result<(), String> {
+    if selector.0.len() > MAX_SELECTOR_REQUIREMENTS {
+        return Err(format!(
+            "label selector {} has {} requirements, over the limit of {MAX_SELECTOR_REQUIREMENTS}",
+            cut(selector.to_string(), MAX_QUOTED),
+            selector.0.len()
+        ));
+    }
+    for requirement in &selector.0 {
+        let (key, values): (&str, &[String]) = match requirement {
+            Requirement::Equals(k, v) | Requirement::NotEquals(k, v) => (k.as_str(), std::slice::from_ref(v)),
+            Requirement::In(k, vs) | Requirement::NotIn(k, vs) => {
+                if vs.is_empty() || vs.len() > MAX_SELECTOR_VALUES {
+                    return Err(format!(
+                        "label selector {}: the set of {} holds {} values; give 1 to {MAX_SELECTOR_VALUES}",
+                        cut(selector.to_string(), MAX_QUOTED),
+                        quoted(k),
+                        vs.len()
+                    ));
+                }
+                (k.as_str(), vs.as_slice())
+            }
+            Requirement::Exists(k) | Requirement::DoesNotExist(k) => (k.as_str(), &[]),
+        };
+        if !is_label_key(key) {
+            return Err(format!(
+                "label selector {}: {} is not a label key (an optional DNS subdomain and '/', then 1-{MAX_LABEL} characters of a-z, A-Z, 0-9, '-', '_' and '.', starting and ending alphanumeric)",
+                cut(selector.to_string(), MAX_QUOTED),
+                quoted(key)
+            ));
+        }
+        if let Some(v) = values.iter().find(|v| !is_label_value(v)) {
+            return Err(format!(
+                "label selector {}: {} is not a label value (0-{MAX_LABEL} characters of a-z, A-Z, 0-9, '-', '_' and '.', starting and ending alphanumeric)",
+                cut(selector.to_string(), MAX_QUOTED),
+                quoted(v)
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,5 +282,26 @@ mod tests {
         let err = "app in prod".parse::<Selector>().unwrap_err();
         assert!(err.to_string().contains("\"app in prod\""), "{err}");
         assert!("a b (c)".parse::<Selector>().is_err());
+    }
+
+    #[test]
+    fn selectors_sent_to_the_api_server_are_checked_whole() {
+        let check = |s: &str| for_server(&s.parse().unwrap());
+        for ok in ["", "app=web", "app.kubernetes.io/name in (a,b),!legacy,tier!=x", "x notin (a)"] {
+            assert_eq!(check(ok), Ok(()), "{ok}");
+        }
+        let many = (0..33).map(|i| format!("k{i}")).collect::<Vec<_>>().join(",");
+        let wide = format!("k in ({})", (0..65).map(|i| format!("v{i}")).collect::<Vec<_>>().join(","));
+        for (bad, names) in [
+            ("app=we b", "\"we b\""),
+            ("app=a&b=c", "\"a&b=c\""),
+            ("-app=1", "is not a label key"),
+            ("k in ()", "holds 0 values"),
+            (many.as_str(), "33 requirements"),
+            (wide.as_str(), "holds 65 values"),
+        ] {
+            let error = check(bad).expect_err(bad);
+            assert!(error.contains(names), "{bad}: {error}");
+        }
     }
 }

@@ -166,55 +166,6 @@ pub fn is_label_key(key: &str) -> bool {
     prefix.is_none_or(is_dns1123_subdomain) && !name.is_empty() && is_label_value(name)
 }
 
-/// Checks a label selector the host sends to the API server (a watch's `labelSelector`):
-/// every key and value as Kubernetes holds labels, `in` and `notin` with at least one value,
-/// and bounded in size. A selector that only filters the host's cache needs no such check.
-///
-/// # Errors
-/// A sentence naming the first key or value that breaks a rule.
-pub fn selector_for_server(selector: &crate::selector::Selector) -> Result<(), String> {
-    use crate::selector::Requirement;
-    if selector.0.len() > MAX_SELECTOR_REQUIREMENTS {
-        return Err(format!(
-            "label selector {} has {} requirements, over the limit of {MAX_SELECTOR_REQUIREMENTS}",
-            cut(selector.to_string(), MAX_QUOTED),
-            selector.0.len()
-        ));
-    }
-    for requirement in &selector.0 {
-        let (key, values): (&str, &[String]) = match requirement {
-            Requirement::Equals(k, v) | Requirement::NotEquals(k, v) => (k.as_str(), std::slice::from_ref(v)),
-            Requirement::In(k, vs) | Requirement::NotIn(k, vs) => {
-                if vs.is_empty() || vs.len() > MAX_SELECTOR_VALUES {
-                    return Err(format!(
-                        "label selector {}: the set of {} holds {} values; give 1 to {MAX_SELECTOR_VALUES}",
-                        cut(selector.to_string(), MAX_QUOTED),
-                        quoted(k),
-                        vs.len()
-                    ));
-                }
-                (k.as_str(), vs.as_slice())
-            }
-            Requirement::Exists(k) | Requirement::DoesNotExist(k) => (k.as_str(), &[]),
-        };
-        if !is_label_key(key) {
-            return Err(format!(
-                "label selector {}: {} is not a label key (an optional DNS subdomain and '/', then 1-{MAX_LABEL} characters of a-z, A-Z, 0-9, '-', '_' and '.', starting and ending alphanumeric)",
-                cut(selector.to_string(), MAX_QUOTED),
-                quoted(key)
-            ));
-        }
-        if let Some(v) = values.iter().find(|v| !is_label_value(v)) {
-            return Err(format!(
-                "label selector {}: {} is not a label value (0-{MAX_LABEL} characters of a-z, A-Z, 0-9, '-', '_' and '.', starting and ending alphanumeric)",
-                cut(selector.to_string(), MAX_QUOTED),
-                quoted(v)
-            ));
-        }
-    }
-    Ok(())
-}
-
 /// Checks an Event reason or action: short, one word of letters, digits and `_`.
 ///
 /// # Errors
@@ -393,27 +344,6 @@ mod tests {
         }
         for bad in ["-web", "web.", "a b", "a&x=y", "é", &"a".repeat(64)] {
             assert!(!is_label_value(bad), "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn selectors_sent_to_the_api_server_are_checked_whole() {
-        let check = |s: &str| selector_for_server(&s.parse().unwrap());
-        for ok in ["", "app=web", "app.kubernetes.io/name in (a,b),!legacy,tier!=x", "x notin (a)"] {
-            assert_eq!(check(ok), Ok(()), "{ok}");
-        }
-        let many = (0..33).map(|i| format!("k{i}")).collect::<Vec<_>>().join(",");
-        let wide = format!("k in ({})", (0..65).map(|i| format!("v{i}")).collect::<Vec<_>>().join(","));
-        for (bad, names) in [
-            ("app=we b", "\"we b\""),
-            ("app=a&b=c", "\"a&b=c\""),
-            ("-app=1", "is not a label key"),
-            ("k in ()", "holds 0 values"),
-            (many.as_str(), "33 requirements"),
-            (wide.as_str(), "holds 65 values"),
-        ] {
-            let error = check(bad).expect_err(bad);
-            assert!(error.contains(names), "{bad}: {error}");
         }
     }
 

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 use wasmloop_contract::manifest::check_finalizer;
-use wasmloop_contract::selector::Selector;
+use wasmloop_contract::selector::{self, Selector};
 use wasmloop_contract::validate;
 
 fn table() -> Value {
@@ -24,7 +24,7 @@ fn selectors_parse_pass_the_server_check_and_match_as_the_table_says() {
         let parsed = text.parse::<Selector>();
         assert_eq!(parsed.is_ok(), case["parses"].as_bool().unwrap(), "{text:?} parses: {parsed:?}");
         let Ok(selector) = parsed else { continue };
-        let server = validate::selector_for_server(&selector);
+        let server = selector::for_server(&selector);
         assert_eq!(server.is_ok(), case["server"].as_bool().unwrap(), "{text:?} for the server: {server:?}");
         let matched = selector.matches(|k| labels.get(k).and_then(Value::as_str));
         assert_eq!(matched, case["matches"].as_bool().unwrap(), "{text:?} matches {labels:?}");

@@ -8,14 +8,13 @@
 
 use libfuzzer_sys::fuzz_target;
 use wasmloop_contract::names::LabelSelector;
-use wasmloop_contract::selector::Selector;
-use wasmloop_contract::validate;
+use wasmloop_contract::selector::{self, Selector};
 
 fuzz_target!(|text: &str| {
     match text.parse::<Selector>() {
         Ok(selector) => {
             let printed = selector.to_string();
-            let server = validate::selector_for_server(&selector);
+            let server = selector::for_server(&selector);
             if server.is_ok() {
                 assert_eq!(printed.parse::<Selector>().as_ref(), Ok(&selector), "{text:?} printed as {printed:?}");
             }

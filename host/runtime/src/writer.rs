@@ -82,25 +82,37 @@ pub struct FinalizerChange<'a> {
 }
 
 /// The JSON patch of a finalizer change: tests of the UID and of the list as it was (absent
-/// when empty: the API server omits an empty list), then the new list.
+/// when empty: the API server omits an empty list), then the new list. kube-runtime's
+/// `finalizer` tests the list alone; the UID keeps a change off an object recreated under the
+/// name. An add also tests that the object is not being deleted, which a cache that has not
+/// seen the deletion yet cannot know: the server would refuse the new finalizer outright.
 fn finalizers_patch(change: FinalizerChange<'_>) -> json_patch::Patch {
     let before = if change.before.is_empty() { Value::Null } else { json!(change.before) };
-    serde_json::from_value(json!([
-        {"op": "test", "path": "/metadata/uid", "value": change.uid},
-        {"op": "test", "path": "/metadata/finalizers", "value": before},
-        {"op": "add", "path": "/metadata/finalizers", "value": change.finalizers},
-    ]))
-    .expect("well-formed JSON patch operations")
+    let mut operations = vec![
+        json!({"op": "test", "path": "/metadata/uid", "value": change.uid}),
+        json!({"op": "test", "path": "/metadata/finalizers", "value": before}),
+    ];
+    if !change.before.iter().any(|f| f == change.finalizer) {
+        operations.push(json!({"op": "test", "path": "/metadata/deletionTimestamp", "value": null}));
+    }
+    operations.push(json!({"op": "add", "path": "/metadata/finalizers", "value": change.finalizers}));
+    serde_json::from_value(Value::Array(operations)).expect("well-formed JSON patch operations")
 }
 
-/// A failed `test` of a JSON patch is a 422 without field causes (1.37 says only "the server
-/// rejected our request due to an error in our request"; older servers "Testing value ...
-/// failed"), where a refused value would name its field. For a finalizer change, whose patch
-/// is well formed by construction, it means that the object changed under it: callers treat it
-/// as the conflict it is.
+/// What kube-apiserver 1.37 says, and only says, when a JSON patch does not apply: a failed
+/// `test` among them.
+const PATCH_NOT_APPLIED: &str = "the server rejected our request due to an error in our request";
+
+/// A failed `test` of a JSON patch is a 422 saying only [`PATCH_NOT_APPLIED`] (older servers:
+/// "Testing value ... failed"), with no field causes. A value the server refuses names its
+/// field, and an admission policy or webhook that denies says why, so neither is taken for
+/// one. For a finalizer change, whose patch is well formed by construction, a failed test
+/// means that the object changed under it: callers treat it as the conflict it is.
 fn conflict_of_failed_test(error: kube::Error) -> kube::Error {
     let failed_test = |status: &kube::core::Status| {
-        status.code == 422 && status.details.as_ref().is_none_or(|details| details.causes.is_empty())
+        status.code == 422
+            && (status.message == PATCH_NOT_APPLIED || status.message.contains("Testing value"))
+            && status.details.as_ref().is_none_or(|details| details.causes.is_empty())
     };
     match error {
         kube::Error::Api(mut status) if failed_test(&status) => {

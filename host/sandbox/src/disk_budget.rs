@@ -21,8 +21,9 @@ use std::time::SystemTime;
 
 /// Writes `path` through a file of its own (`.NAME.PID.SEQ.tmp` beside it) renamed into place,
 /// so that no reader ever sees it half written, and two writers of one entry (two loads of a
-/// component, two pulls of a digest) never share a file. A `.tmp` left by a crash weighs like
-/// an entry until it is pruned.
+/// component, two pulls of a digest) never share a file. A `.tmp` left by a crash still weighs:
+/// as an entry of its own where the cache counts them (the compile cache), or as part of its
+/// entry directory (the OCI cache).
 ///
 /// # Errors
 /// When the file cannot be written or renamed; the file aside is removed.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::plugin_configmap::MAX_COMPONENT;
+use crate::input::MAX_COMPONENT;
 
 /// How many pulls of one plugin namespace may run at once; more wait their turn. Turns are per
 /// namespace so that one tenant's hanging registries hold up only the plugins of its own

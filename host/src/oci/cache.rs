@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use super::pull::component_layer;
 use super::{MAX_MANIFEST, PluginRef, sha256};
-use crate::plugin_configmap::MAX_COMPONENT;
+use crate::input::MAX_COMPONENT;
 
 /// Bytes of pulled components kept on disk. With the compile cache's budget
 /// ([`wasmloop_sandbox::COMPILE_CACHE_BUDGET`]), this stays under `deploy/`'s `sizeLimit`.

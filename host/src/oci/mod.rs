@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use sha2::{Digest as _, Sha256};
 
-use crate::plugin_configmap::MAX_COMPONENT;
+use crate::input::MAX_COMPONENT;
 pub use admission::{NAMESPACE_MEMORY_MIB, PULL_MEMORY_MIB, PULLS_PER_NAMESPACE};
 pub use cache::CACHE_BUDGET;
 pub use credentials::credentials;

@@ -15,7 +15,7 @@ use super::admission::{Memory, NAMESPACE_MEMORY_MIB, PULL_MEMORY_MIB, PULLS_PER_
 use super::cache::{COMPONENT_FILE, cached, entry, store};
 use super::{LAYER_MEDIA_TYPE, LEGACY_LAYER_MEDIA_TYPE, MANIFEST_MEDIA_TYPE, MAX_MANIFEST, MAX_REGISTRY_MESSAGE};
 use super::{OciError, PluginRef, RegistryPolicy, cut, is_sha256, registry_error, sha256};
-use crate::plugin_configmap::MAX_COMPONENT;
+use crate::input::MAX_COMPONENT;
 
 /// Pulls plugin components, bounded in size, time and number at once, cached by manifest
 /// digest.

@@ -308,3 +308,22 @@ async fn a_finalizer_is_never_added_to_an_object_recreated_under_the_name() {
     assert_eq!(live.metadata.uid, again.metadata.uid);
     assert!(live.metadata.finalizers.unwrap_or_default().is_empty(), "the new object got the old one's finalizer");
 }
+
+#[tokio::test]
+async fn a_finalizer_added_to_an_object_being_deleted_is_a_conflict_not_a_failure() {
+    let ns = shared().namespace("exec-fin-del").await.unwrap();
+    let (target, _) = primary(&ns, "target").await;
+    let (exec, manifest, api) = (executor(&ns), manifest(false), ns.api::<ConfigMap>());
+    let theirs = "other.example/hold";
+    let hold = json!({"metadata": {"finalizers": [theirs]}});
+    api.patch("target", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&hold)).await.unwrap();
+    // Held by theirs, the object stays, being deleted; a cache that has not seen that yet
+    // offers the add with the list it last saw.
+    api.delete("target", &kube::api::DeleteParams::default()).await.unwrap();
+    let added = exec.add_finalizer(&manifest, &target, &[theirs.to_owned()], "example.com/cleanup").await;
+    assert!(matches!(&added, Err(e) if e.event_reason() == "Conflict"), "{added:?}");
+    let live = api.get("target").await.unwrap();
+    assert_eq!(live.metadata.finalizers, Some(vec![theirs.to_owned()]));
+    let release = json!({"metadata": {"finalizers": null}});
+    api.patch("target", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&release)).await.unwrap();
+}

@@ -307,6 +307,10 @@ impl ConfigMapSource {
 
     async fn offer(&mut self, cm: &ConfigMap) {
         let name = cm.name_any();
+        // Read (up to 64 MiB unzipped and hashed) only once it is its turn.
+        if self.seen.get_mut(&name).is_some_and(|seen| seen.wait_for_load(cm)) {
+            return;
+        }
         let read = plugin_configmap::read(cm);
         let content = match &read {
             Ok(payload) => content_of(cm, payload),

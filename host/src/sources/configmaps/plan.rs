@@ -170,10 +170,17 @@ pub(super) enum RetryStep {
 }
 
 impl Seen {
+    /// ConfigMap `cm` came while a load is under way: true when it waits for the load's report
+    /// (kept as [`Waiting::Offer`]), before anything reads it.
+    pub(super) fn wait_for_load(&mut self, cm: &ConfigMap) -> bool {
+        let Work::Loading { waiting, .. } = &mut self.work else { return false };
+        *waiting = Some(Waiting::Offer(Box::new(cm.clone())));
+        true
+    }
+
     /// Content `content` of ConfigMap `cm` is offered.
     pub(super) fn offer(&mut self, cm: &ConfigMap, content: Content) -> OfferStep {
-        if let Work::Loading { waiting, .. } = &mut self.work {
-            *waiting = Some(Waiting::Offer(Box::new(cm.clone())));
+        if self.wait_for_load(cm) {
             return OfferStep::Wait;
         }
         if self.handled.as_ref() == Some(&content) {
@@ -429,8 +436,9 @@ mod tests {
     fn the_status_shows_what_serves_the_last_refusal_and_the_quarantine() {
         let serving = Seen { active: Some(active()), ..Seen::default() };
         assert_eq!(
-            status_of(&serving, None),
-            json!({"plugin": "p", "version": "1.0.0", "activeDigest": "d1", "loadedAt": "t", "lastError": null})
+            status_of(&serving, None).to_string(),
+            r#"{"plugin":"p","version":"1.0.0","activeDigest":"d1","loadedAt":"t","lastError":null}"#,
+            "the annotation's text, keys in order"
         );
         assert_eq!(status_of(&serving, Some("replica-0"))["replica"], "replica-0");
         let refused =

@@ -4,6 +4,8 @@
 //! (`executor::plan`, `registry::plan`, `controller::plan`, ...), so `cargo test -p
 //! wasmloop-runtime` needs none.
 
+#[path = "../common/mod.rs"]
+mod common;
 mod executor;
 mod informer;
 mod registry;

@@ -12,30 +12,14 @@ use wasmloop_runtime::{Context, ControllerConfig, Metrics};
 use wasmloop_sandbox::{Sandbox, SandboxConfig};
 use wasmloop_testenv::{TestNamespace, eventually, shared};
 
-/// A client of the shared control plane acting as the plain user `user`, which may do only
-/// what a Role grants it.
-async fn client_as(user: &str) -> kube::Client {
-    let kubeconfig = Kubeconfig::read_from(shared().kubeconfig()).unwrap();
-    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await.unwrap();
-    config.auth_info.impersonate = Some(user.to_owned());
-    config.auth_info.impersonate_groups = Some(vec!["system:authenticated".to_owned()]);
-    kube::Client::try_from(config).unwrap()
-}
+use crate::common::{grant_user, kubeconfig_as};
 
-/// Lets `user` list and watch the ConfigMaps of `ns`.
-async fn may_read_configmaps(ns: &TestNamespace, user: &str) {
-    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-    let post = kube::api::PostParams::default();
-    let rules = json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list", "watch"]}]);
-    let role: Role = serde_json::from_value(json!({"metadata": {"name": "read"}, "rules": rules})).unwrap();
-    ns.api::<Role>().create(&post, &role).await.unwrap();
-    let binding: RoleBinding = serde_json::from_value(json!({
-        "metadata": {"name": "read"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "read"},
-        "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user}],
-    }))
-    .unwrap();
-    ns.api::<RoleBinding>().create(&post, &binding).await.unwrap();
+/// A client of the shared control plane acting as the plain user `user` ([`kubeconfig_as`]),
+/// which may do only what a Role grants it.
+async fn client_as(user: &str) -> kube::Client {
+    let kubeconfig = Kubeconfig::read_from(kubeconfig_as(user).path()).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await.unwrap();
+    kube::Client::try_from(config).unwrap()
 }
 
 /// A registry acting as `client`, each realm's plugins confined to the realm's namespace.
@@ -75,7 +59,8 @@ async fn a_load_that_cannot_sync_holds_up_no_other_load() {
     // The host may read ConfigMaps in one namespace only: the other's cache never syncs, and
     // its load waits out the two-minute sync timeout.
     let user = format!("host-{}", free_ns.name);
-    may_read_configmaps(&free_ns, &user).await;
+    let rules = json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list", "watch"]}]);
+    grant_user(&free_ns, "read", &user, rules).await;
     let registry = Arc::new(registry(client_as(&user).await));
     let noop: Arc<[u8]> = std::fs::read(wasmloop_testenv::components::component("noop_plugin")).unwrap().into();
 

@@ -466,15 +466,20 @@ impl ConfigMapSource {
             },
             None => AccountChoice::LikePlugin { namespace: self.namespace.to_string() },
         };
-        let candidate = Candidate {
+        let candidate = self.candidate(source, payload, account);
+        self.start_load(cm.clone(), candidate);
+    }
+
+    /// The version `payload` ships from ConfigMap `source` of this namespace, acting as `account`.
+    fn candidate(&self, source: String, payload: PluginPayload, account: AccountChoice) -> Candidate {
+        Candidate {
             source,
             realm: Some(self.namespace.clone()),
             expected_name: Some(payload.name),
             bytes: payload.component.into(),
             config: payload.config,
             account,
-        };
-        self.start_load(cm.clone(), candidate);
+        }
     }
 
     /// Offers `candidate` to the registry in a task of its own, which reports to
@@ -756,14 +761,8 @@ impl ConfigMapSource {
             return;
         }
         tracing::info!(configmap = %source, plugin = %payload.name, "seating the shadow this ConfigMap ships");
-        let candidate = Candidate {
-            source,
-            realm: Some(self.namespace.clone()),
-            expected_name: Some(payload.name),
-            bytes: payload.component.into(),
-            config: payload.config,
-            account: AccountChoice::LikePlugin { namespace: self.namespace.to_string() },
-        };
+        let account = AccountChoice::LikePlugin { namespace: self.namespace.to_string() };
+        let candidate = self.candidate(source, payload, account);
         match self.registry.shadow(candidate).await {
             Ok(Shadowed::Unchanged { .. }) => {
                 let seen = self.seen.entry(name.clone()).or_default();

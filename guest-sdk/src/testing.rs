@@ -34,6 +34,7 @@ use crate::kind::{Gvk, Kind};
 use crate::manifest::{Manifest, WriteScope};
 use crate::reconciler::Reconciler;
 use crate::request::{Config, Object, ObjectRef, Phase, Request};
+use wasmloop_contract::action as rules;
 
 pub use crate::host::PAGE_SIZE;
 
@@ -82,19 +83,12 @@ fn misused_prune(manifest: &Manifest, phase: Phase, actions: &[Action]) -> Optio
     // Numbered as the host numbers them: requeue_after never reaches it.
     let sent = actions.iter().filter(|a| !matches!(a, Action::RequeueAfter(_)));
     let at: Vec<usize> = sent.enumerate().filter(|(_, a)| **a == Action::Prune).map(|(i, _)| i).collect();
-    let name = &manifest.name;
-    match at.as_slice() {
-        [] => None,
-        [i] if !manifest.prune => Some(format!(
-            "plugin {name:?}: actions[{i}]: prune needs the manifest to allow it; add Manifest::prune(true)"
-        )),
-        [i] if phase != Phase::Apply => {
-            let phase = if phase == Phase::Cleanup { "cleanup" } else { "deleted" };
-            Some(format!("plugin {name:?}: actions[{i}]: prune is carried out in phase apply only, not {phase}"))
-        }
-        [_] => None,
-        [_, i, ..] => Some(format!("plugin {name:?}: actions[{i}]: prune may appear once in a response")),
-    }
+    let phase = match phase {
+        Phase::Apply => rules::Phase::Apply,
+        Phase::Cleanup => rules::Phase::Cleanup,
+        Phase::Deleted => rules::Phase::Deleted,
+    };
+    rules::prune_asked(manifest.prune, phase, &at).err().map(|why| format!("plugin {:?}: {why}", manifest.name))
 }
 
 /// `P`'s manifest, refused as the host would refuse it at load: a test of a plugin the host

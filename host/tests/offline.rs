@@ -519,7 +519,7 @@ fn a_prune_the_manifest_does_not_allow_is_refused_naming_what_to_declare() {
     fails_with(
         &out,
         3,
-        &["plugin hostile", "actions[0]: prune needs the manifest to allow it", "Manifest::prune(true)"],
+        &["plugin hostile", "actions[0]: prune needs the manifest to allow it", "set the manifest's prune"],
     );
 }
 

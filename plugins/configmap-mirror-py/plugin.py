@@ -9,7 +9,6 @@ own copies, Namespaces watched metadata-only, and a grant to apply and delete Co
 anywhere.
 """
 
-from wasmloop import rules
 from wasmloop import Grant, Manifest, ObjectRef, Reconciler, Watch, apply, cache, delete, event, kinds
 
 MIRROR_LABEL = "wasmloop.dev/mirror"
@@ -17,6 +16,8 @@ MIRROR_TO = "wasmloop.dev/mirror-to"
 MIRROR_OF_UID = "wasmloop.dev/mirror-of-uid"
 MIRROR_OF = "wasmloop.dev/mirror-of"
 FINALIZER = "wasmloop.dev/mirror-cleanup"
+# What the twins trim from each listed namespace: Rust's `char::is_ascii_whitespace`.
+ASCII_WHITESPACE = " \t\n\x0c\r"
 
 
 def targets(source: dict) -> list:
@@ -24,8 +25,8 @@ def targets(source: dict) -> list:
     meta = source.get("metadata") or {}
     listed = (meta.get("annotations") or {}).get(MIRROR_TO) or ""
     own = meta.get("namespace") or ""
-    # Trimmed as the Rust twin's `str::trim` trims: `str.strip` would also take U+001C-U+001F.
-    listed = {rules.rust_trim(ns) for ns in listed.split(",")}
+    # ASCII whitespace only, as the Rust twin trims.
+    listed = {ns.strip(ASCII_WHITESPACE) for ns in listed.split(",")}
     return sorted(ns for ns in listed if ns and ns != own)
 
 

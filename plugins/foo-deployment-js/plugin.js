@@ -11,7 +11,7 @@
  * control is never touched: the Foo gets an `ErrResourceExists` Warning and backs off.
  */
 
-import { Kind, PermanentError, TransientError, apply, cache, event, kinds, manifest, prune, rules, status } from '@wasmloop/sdk';
+import { Kind, PermanentError, TransientError, apply, cache, event, kinds, manifest, prune, status } from '@wasmloop/sdk';
 
 export const FOO = new Kind('samplecontroller.k8s.io', 'v1alpha1', 'Foo');
 const IMAGE = 'nginx:latest';
@@ -106,8 +106,8 @@ export default {
     if (request.phase !== 'apply') return [];
     const [meta, spec, reported] = decodeFoo(request);
     const [specName, replicas] = [spec.deploymentName ?? '', spec.replicas];
-    // Trimmed as the Rust twin's `str::trim` trims: `String.prototype.trim` also takes U+FEFF.
-    const deploymentName = rules.rustTrim(specName);
+    // ASCII whitespace only, as the Rust and Python twins trim.
+    const deploymentName = specName.replace(/^[ \t\n\f\r]+|[ \t\n\f\r]+$/g, '');
     if (!deploymentName) {
       // As in sample-controller: report and wait for the spec to change. An error, not a
       // success holding only the Warning: a success without the Deployment would let the host

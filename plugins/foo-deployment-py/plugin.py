@@ -10,11 +10,12 @@ control is never touched: the Foo gets an `ErrResourceExists` Warning and backs 
 someone resolves the clash.
 """
 
-from wasmloop import rules
 from wasmloop import Kind, Manifest, PermanentError, Reconciler, TransientError, apply, cache, event, kinds, prune, status
 
 FOO = Kind("samplecontroller.k8s.io", "v1alpha1", "Foo")
 IMAGE = "nginx:latest"
+# What the twins trim from spec.deploymentName: Rust's `char::is_ascii_whitespace`.
+ASCII_WHITESPACE = " \t\n\x0c\r"
 
 
 def desired_deployment(meta: dict, deployment_name: str, replicas) -> dict:
@@ -121,8 +122,8 @@ class FooController(Reconciler):
             return []
         meta, spec, reported = decode_foo(request)
         spec_name, replicas = spec.get("deploymentName", ""), spec.get("replicas")
-        # Trimmed as the Rust twin's `str::trim` trims: `str.strip` would also take U+001C-U+001F.
-        deployment_name = rules.rust_trim(spec_name)
+        # ASCII whitespace only, as the Rust and JavaScript twins trim.
+        deployment_name = spec_name.strip(ASCII_WHITESPACE)
         if not deployment_name:
             # As in sample-controller: report and wait for the spec to change. An error, not a
             # success holding only the Warning: a success without the Deployment would let the

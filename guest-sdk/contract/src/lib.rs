@@ -11,6 +11,7 @@
 //! assert!(tier.matches(|k| (k == "tier").then_some("web")));
 //! ```
 
+pub mod action;
 pub mod cache;
 #[cfg(feature = "conformance")]
 pub mod conformance;

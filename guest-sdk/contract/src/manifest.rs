@@ -243,7 +243,7 @@ fn check_keeps(m: &ManifestView<'_>) -> Result<(), String> {
 fn check_kind(kind: &KindRef<'_>, role: &str) -> Result<(), String> {
     if kind.version.is_empty() || kind.kind.is_empty() {
         return Err(format!(
-            "the {role} kind (group {}, version {}, kind {}) has no version or kind name; declare it with Manifest::primary::<K>() (or owns/watches/reads) and a type that implements Kind",
+            "the {role} kind (group {}, version {}, kind {}) has no version or kind name; give the kind its version and its name",
             validate::quoted(kind.group),
             validate::quoted(kind.version),
             validate::quoted(kind.kind)

@@ -172,7 +172,7 @@ pub fn is_label_key(key: &str) -> bool {
 /// A sentence naming the field and the rule.
 pub fn event_word(field: &str, value: &str) -> Result<(), String> {
     if value.is_empty() {
-        return Err(format!("an event needs a {field}"));
+        return Err(format!("the event {field} is empty; give a CamelCase word such as Synced"));
     }
     if value.len() > MAX_EVENT_REASON {
         return Err(format!(

@@ -66,7 +66,7 @@ function witManifest(m) {
   };
   const s = m.settings;
   // The glue would wrap a value past its WIT type's range (a u32 as `value >>> 0`): refuse it
-  // instead. The ranges are Manifest.validate's, which also refuses 0 under the harness.
+  // instead. The ranges are the WIT types'; the test harness refuses these (and 0) in the host's words.
   const within = (key) => {
     const v = s[key];
     if (v === undefined || v === null) return undefined;

@@ -9,8 +9,6 @@
 export * as cache from './cache.js';
 export * as kinds from './kinds.js';
 export * as log from './log.js';
-export * as rules from './rules.js';
-export * as selector from './selector.js';
 export { Kind } from './kinds.js';
 export { Apply, Delete, Event, ObjectRef, Patch, Prune, RequeueAfter, Status, apply, event, patch, prune, ref, remove, remove as delete, requeueAfter, status } from './actions.js';
 export { CacheError, PermanentError, ReconcileError, TransientError } from './errors.js';

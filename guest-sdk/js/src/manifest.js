@@ -8,7 +8,6 @@
  */
 
 import { Kind, hasKind } from './kinds.js';
-import * as rules from './rules.js';
 
 /** Objects of `kind` the plugin wants to see, optionally in one namespace and through a label selector. */
 export class Watch {
@@ -61,12 +60,6 @@ export const SETTINGS = {
   responseLimitBytes: 2n ** 64n - 1n,
   resyncSeconds: 2 ** 32 - 1,
 };
-
-/** Whether `value` is a whole number from 1 to `max` (a Number or a BigInt). */
-function inSetting(value, max) {
-  if (typeof value === 'bigint') return value > 0n && value <= BigInt(max);
-  return Number.isInteger(value) && value > 0 && BigInt(value) <= BigInt(max);
-}
 
 /** A plugin's manifest. Fields mirror the contract's `plugin-manifest` record. */
 export class Manifest {
@@ -125,52 +118,6 @@ export class Manifest {
     // namespace sees only that namespace, selector or not.
     if (watches.length === 0 || watches.some((w) => !(w.labels ?? '').trim() && w.namespace === undefined)) return null;
     return watches;
-  }
-
-  /** Throws naming what the host would refuse at load (`wasmloop_contract::manifest::validate`). */
-  validate() {
-    const where = `plugin ${JSON.stringify(this.name)}`;
-    const fail = (why) => {
-      throw new RangeError(`${where}: ${why}`);
-    };
-    if (!(typeof this.name === 'string' && /^[a-z0-9-]{1,63}$/.test(this.name))) {
-      fail(`name ${JSON.stringify(this.name)} must be 1-63 characters of a-z, 0-9 and '-'`);
-    }
-    const declared = this.declaredKinds();
-    for (const kind of [...declared, ...this.writes.map((g) => g.kind)]) {
-      if (!(kind instanceof Kind) || !kind.version || !kind.kind) fail(`kind ${String(kind)} needs a version and a kind`);
-    }
-    for (const [role, w] of [['primary', this.primaryWatch], ...this.watchList.map((w) => ['watched', w])]) {
-      if (w.labels !== undefined) {
-        const error = rules.selectorForServer(w.labels);
-        if (error !== null) fail(`${role} ${w.kind}: ${error}`);
-      }
-    }
-    for (const g of this.writes) {
-      if (Array.isArray(g.namespaces)) {
-        const error = rules.grantNamespaces(String(g.kind), g.namespaces);
-        if (error !== null) fail(error);
-      }
-    }
-    // The primary is not enough: a metadata-only kind is one the plugin also owns, watches or reads.
-    const others = [...this.owns, ...this.watchList.map((w) => w.kind), ...this.reads];
-    for (const kind of this.metadataOnly) {
-      if (!hasKind(others, kind)) fail(`metadataOnly kind ${kind} must also be owned, watched or read`);
-    }
-    for (const [kind, managedFields] of this.keeps()) {
-      if (!hasKind(declared, kind)) fail(`kept fields of ${kind}: the kind must be declared`);
-      if (managedFields && hasKind(this.metadataOnly, kind)) fail(`kept managedFields of ${kind}: a metadata-only kind is served without them`);
-    }
-    if (this.finalizer !== undefined) {
-      const error = rules.finalizer(this.finalizer);
-      if (error !== null) fail(error);
-    }
-    for (const [key, max] of Object.entries(SETTINGS)) {
-      const value = this.settings[key];
-      if (value !== undefined && value !== null && !inSetting(value, max)) {
-        fail(`setting ${key} must be an integer from 1 to ${max}; leave it unset for the default`);
-      }
-    }
   }
 }
 

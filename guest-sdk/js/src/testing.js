@@ -24,8 +24,7 @@ import { Kind, hasKind } from './kinds.js';
 import { manifestOf } from './manifest.js';
 import * as outcome from './outcome.js';
 import { Envelope, Request } from './request.js';
-import * as rules from './rules.js';
-import * as selector from './selector.js';
+import * as rules from './contract-rules.js';
 
 export const PAGE_SIZE = 500;
 const LAST_APPLIED = 'kubectl.kubernetes.io/last-applied-configuration';
@@ -46,11 +45,8 @@ const comparePlaces = (a, b) => (a[0] === b[0] ? (a[1] < b[1] ? -1 : a[1] > b[1]
 /** `plugin`'s manifest, refused as the host would refuse it at load. */
 export function checked(plugin) {
   const m = manifestOf(plugin);
-  try {
-    m.validate();
-  } catch (e) {
-    throw new Error(`the host would refuse this plugin at load: ${e.message}; fix its manifest()`);
-  }
+  const error = rules.checkManifest(m);
+  if (error !== null) throw new Error(`the host would refuse this plugin at load: plugin ${JSON.stringify(m.name)}: ${error}; fix its manifest()`);
   return m;
 }
 
@@ -95,7 +91,7 @@ class FakeHost {
   #held(obj) {
     const watches = this.manifest.visible(kindOf(obj));
     if (watches === null) return true;
-    return watches.some((w) => inNamespace(w.namespace, obj) && selector.matches(w.labels ?? '', labelsOf(obj)));
+    return watches.some((w) => inNamespace(w.namespace, obj) && rules.selectorMatches(w.labels ?? '', labelsOf(obj)));
   }
 
   #of(kind) {
@@ -117,12 +113,14 @@ class FakeHost {
 
   page(kind, namespace, labelSelector, limit, token) {
     const ofKind = this.#of(kind);
-    let wanted;
+    const text = labelSelector ?? '';
     try {
-      wanted = selector.parse(labelSelector ?? '');
+      // The host refuses a selector that does not parse even when nothing is cached.
+      rules.selectorMatches(text, {});
     } catch (e) {
       throw new CacheError('invalid-selector', e.message);
     }
+    const wanted = (labels) => rules.selectorMatches(text, labels);
     let after;
     if (token !== undefined && token !== null) {
       try {
@@ -163,87 +161,31 @@ function ungranted(m, primary, action) {
   return `plugin ${JSON.stringify(m.name)}: no write grant lets it ${verb} ${kind} ${place}; declare one with grant(Kind.of(${JSON.stringify(kind.apiVersion)}, ${JSON.stringify(kind.kind)}), { ${verb}: true, namespaces: ... })`;
 }
 
-const badType = (apiVersion, kind) => rules.apiVersion(apiVersion) ?? rules.kind(kind);
-const badPlace = (ns, name) => (ns !== undefined && ns !== null ? rules.namespace(ns) : null) ?? rules.name(name);
-const badRef = (r) => badType(r.apiVersion, r.kind) ?? badPlace(r.namespace, r.name) ?? (r.uid !== undefined ? rules.uid(r.uid) : null);
-const isPlainObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
-
-/** serde_json reads at most 127 nested arrays and objects. */
-const MAX_JSON_DEPTH = 127;
-
-/** Why the host's serde_json would refuse `value` (the glue's JSON read back), or null. */
-function unreadable(value, depth = 1) {
-  // The glue's JSON.stringify escapes a lone surrogate, which serde_json refuses.
-  if (typeof value === 'string') return value.isWellFormed() ? null : 'lone leading surrogate in hex escape';
-  if (value === null || typeof value !== 'object') return null;
-  if (depth > MAX_JSON_DEPTH) return 'recursion limit exceeded';
-  for (const [key, item] of Object.entries(value)) {
-    const bad = unreadable(key, depth + 1) ?? unreadable(item, depth + 1);
-    if (bad !== null) return bad;
-  }
-  return null;
-}
-
-const readAs = (a) => (a instanceof Apply ? [a.object, "an apply action's object"] : a instanceof Status ? [a.status, 'a status action'] : a instanceof Patch ? [a.patch, 'a patch document'] : undefined);
+const KINDS = [
+  [Apply, 'apply'],
+  [Delete, 'delete'],
+  [Patch, 'patch'],
+  [Status, 'status'],
+  [Event, 'event'],
+  [Prune, 'prune'],
+];
+const kindName = (action) => KINDS.find(([type]) => action instanceof type)[1];
 
 /**
- * The action's payload as the host reads the JSON the glue sends (a Date a string, an
- * inherited field gone), and why it cannot, if it cannot.
+ * The host's first refusal of a response's actions, in its order: the rules about the whole
+ * response, then each action decoded and its grant checked. The host's rules answer through
+ * the rules component; the grants are this harness's (the operator's confinement is not).
+ * `encoded`: `[action, payload]` as the glue sends them.
  */
-function asHostReads(action) {
-  const [value, what] = readAs(action);
-  const read = JSON.parse(outcome.toJson(value, what));
-  const bad = unreadable(read);
-  return [read, bad === null ? null : `${what} is not valid JSON: ${bad}`];
-}
-
-/** What the host's decoding of one action refuses (`host/sandbox/src/action.rs`). */
-function malformed(action, deleted) {
-  if (deleted && (action instanceof Apply || action instanceof Status || action instanceof Event)) {
-    return 'in phase deleted the primary is gone: only delete and patch actions on other objects are carried out';
-  }
-  const [payload, bad] = readAs(action) === undefined ? [undefined, null] : asHostReads(action);
-  if (action instanceof Patch) {
-    const refused = badRef(action.target) ?? bad;
-    if (refused !== null) return refused;
-    if (action.kind === 'merge' && !isPlainObject(payload)) return 'a merge patch must be a JSON object';
-    if (action.kind === 'json' && !Array.isArray(payload)) return 'a JSON patch must be an array of operations';
-    return null;
-  }
-  if (bad !== null) return bad;
-  if (action instanceof Apply) {
-    const obj = payload;
-    const meta = isPlainObject(obj.metadata) ? obj.metadata : {};
-    const fields = [obj.apiVersion, obj.kind, meta.name];
-    if (!fields.every((f) => typeof f === 'string' && f)) return "an apply action's object needs apiVersion, kind and metadata.name";
-    if (meta.namespace !== undefined && meta.namespace !== null && typeof meta.namespace !== 'string') {
-      return "an apply action's metadata.namespace must be a string";
-    }
-    return badType(fields[0], fields[1]) ?? badPlace(meta.namespace, fields[2]);
-  }
-  if (action instanceof Delete) return badRef(action.target);
-  if (action instanceof Status && !isPlainObject(payload)) return 'a status action must be a JSON object (the content of `status`)';
-  if (action instanceof Event) {
-    return rules.eventWord('reason', action.reason) ?? (action.action !== undefined ? rules.eventWord('action', action.action) : null);
-  }
-  return null;
-}
-
-/**
- * The host's first check of an error's actions (`decode_failure`): status and events only,
- * however the list came to hold others (the error checks them when built; the list may change).
- */
-function failureOnlyReports(m, actions) {
-  const i = actions.findIndex((a) => !(a instanceof Status || a instanceof Event));
-  if (i < 0) return null;
-  return `plugin ${JSON.stringify(m.name)}: error.actions[${i}]: a failed reconcile may only set status and record events; return the other actions in a successful response`;
-}
-
-function refused(m, primary, phase, actions, field) {
-  for (const [i, action] of actions.entries()) {
+function refused(m, primary, phase, encoded, failed) {
+  const where = `plugin ${JSON.stringify(m.name)}`;
+  const whole = rules.checkResponse(encoded.map(([a]) => kindName(a)), failed, phase, Boolean(m.prune));
+  if (whole !== null) return `${where}: ${whole}`;
+  const field = failed ? 'error.actions' : 'actions';
+  for (const [i, [action, payload]] of encoded.entries()) {
     if (action instanceof Prune) continue;
-    const bad = malformed(action, phase === 'deleted');
-    if (bad !== null) return `plugin ${JSON.stringify(m.name)}: ${field}[${i}]: ${bad}`;
+    const bad = rules.checkAction(action, payload, phase === 'deleted');
+    if (bad !== null) return `${where}: ${field}[${i}]: ${bad}`;
     const denied = ungranted(m, primary, action);
     if (denied !== null) return denied;
   }
@@ -282,16 +224,6 @@ function overBytes(m, strings) {
   if (size > limit) {
     return `plugin ${JSON.stringify(m.name)}: the response is at least ${size} bytes, over the ${limit}-byte cap; return fewer or smaller actions, or raise responseLimitBytes in the plugin's settings`;
   }
-  return null;
-}
-
-function misusedPrune(m, phase, actions) {
-  const at = actions.flatMap((a, i) => (a instanceof Prune ? [i] : []));
-  const name = JSON.stringify(m.name);
-  if (at.length === 0) return null;
-  if (at.length > 1) return `plugin ${name}: actions[${at[1]}]: prune may appear once in a response`;
-  if (!m.prune) return `plugin ${name}: actions[${at[0]}]: prune needs the manifest to allow it; add prune: true`;
-  if (phase !== 'apply') return `plugin ${name}: actions[${at[0]}]: prune is carried out in phase apply only, not ${phase}`;
   return null;
 }
 
@@ -422,17 +354,16 @@ export class TestCase {
     } finally {
       install(previous);
     }
+    let encoded;
     try {
-      outcome.encode(result);
+      encoded = outcome.encode(result);
     } catch (e) {
       result = new outcome.Result({ error: outcome.asError(e) });
+      encoded = outcome.encode(result);
     }
+    const failed = result.error !== undefined;
     let denied = host.undeclared ?? overLimits(m, result);
-    if (denied === null) {
-      const [actions, field] = result.error === undefined ? [result.actions, 'actions'] : [result.error.actions, 'error.actions'];
-      const first = result.error === undefined ? misusedPrune(m, this.phaseName, actions) : failureOnlyReports(m, actions);
-      denied = first ?? refused(m, this.primary, this.phaseName, actions, field);
-    }
+    denied ??= refused(m, this.primary, this.phaseName, failed ? encoded.errorActions : encoded.actions, failed);
     if (denied !== null) result = new outcome.Result({ error: new PermanentError(denied) });
     return new Outcome(result, host.logs);
   }
@@ -467,7 +398,7 @@ export class TestCase {
     const over = overBytes(m, named.flatMap((r) => [r.apiVersion, r.kind, r.name, r.namespace, r.uid]));
     if (over !== null) throw new Error(`${over} (map)`);
     named.forEach((r, i) => {
-      const bad = badRef(r);
+      const bad = rules.checkRef(r);
       if (bad !== null) throw new Error(`${where} result [${i}]: ${bad}`);
       if (!Kind.of(r.apiVersion, r.kind).equals(primary)) {
         throw new Error(`${where} returned ${r.apiVersion}/${r.kind} ${JSON.stringify(r.name)}, but it must name primaries (${primary}) by name`);

@@ -81,7 +81,7 @@ def test_a_label_selector_filters_a_list():
 def test_a_selector_that_does_not_parse_is_a_permanent_error():
     error = TestCase(PRIMARY).run(plugin(lambda _: cache.list(kinds.ConfigMap, selector="a in b c"))).error
     assert not error.transient
-    assert "invalid label selector 'a in b c'" in error.message
+    assert 'invalid label selector "a in b c"' in error.message
 
 
 def test_a_kind_watched_only_through_a_selector_holds_only_what_it_selects():
@@ -151,18 +151,18 @@ def test_a_manifest_the_host_would_refuse_fails_the_test():
 def test_the_sdk_ships_the_contract_it_is_built_against():
     repo_wit = Path(__file__).resolve().parents[3] / "wit" / "plugin.wit"
     shipped = Path(__file__).resolve().parents[1] / "wasmloop" / "wit" / "plugin.wit"
-    assert shipped.read_text() == repo_wit.read_text(), "copy wit/plugin.wit into guest-sdk/python/wasmloop/wit/"
+    assert shipped.read_text() == repo_wit.read_text(), "run scripts/sdk-assets: it ships wit/plugin.wit into the SDK"
 
 
 @pytest.mark.parametrize(
     "change,refusal",
     [
-        ({"finalizer": "cleanup"}, "finalizer 'cleanup' must look like `example.com/name`"),
-        ({"metadata_only": [kinds.ConfigMap]}, "metadata_only kind v1/ConfigMap must also be owned, watched or read"),
-        ({"primary": Watch(kinds.ConfigMap, labels="a in ()")}, "the set of 'a' holds 0 values"),
-        ({"watches": [Watch(kinds.Pod, labels="-a")]}, "'-a' is not a label key"),
+        ({"finalizer": "cleanup"}, 'finalizer "cleanup" must look like `example.com/name`'),
+        ({"metadata_only": [kinds.ConfigMap]}, "metadata-only kind v1/ConfigMap is not under owns, watches or reads"),
+        ({"primary": Watch(kinds.ConfigMap, labels="a in ()")}, 'the set of "a" holds 0 values'),
+        ({"watches": [Watch(kinds.Pod, labels="-a")]}, '"-a" is not a label key'),
         ({"writes": [Grant(kinds.Pod, apply=True, namespaces=[])]}, "lists 0 namespaces; list 1 to 64"),
-        ({"writes": [Grant(kinds.Pod, apply=True, namespaces=["Team_A"])]}, "namespace 'Team_A' is not a valid namespace"),
+        ({"writes": [Grant(kinds.Pod, apply=True, namespaces=["Team_A"])]}, 'namespace "Team_A" is not a valid namespace'),
         ({"writes": [Grant(kinds.Pod, apply=True, namespaces=[f"n{i}" for i in range(65)])]}, "lists 65 namespaces"),
     ],
     ids=["finalizer-form", "metadata-only-primary", "empty-set", "label-key", "no-namespaces", "bad-namespace", "too-many-namespaces"],
@@ -176,10 +176,10 @@ def test_a_manifest_the_host_refuses_is_refused_naming_the_field(change, refusal
 @pytest.mark.parametrize(
     "actions,phase,refusal",
     [
-        (lambda: [event("Normal", "Not synced", "x")], "apply", "actions[0]: the event reason 'Not synced' must be a CamelCase word"),
-        (lambda: [event("Normal", "Synced", "x", action="do it")], "apply", "the event action 'do it' must be a CamelCase word"),
+        (lambda: [event("Normal", "Not synced", "x")], "apply", 'actions[0]: the event reason "Not synced" must be a CamelCase word'),
+        (lambda: [event("Normal", "Synced", "x", action="do it")], "apply", 'the event action "do it" must be a CamelCase word'),
         (lambda: [apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}})], "apply", "needs apiVersion, kind and metadata.name"),
-        (lambda: [apply(cm("Bad Name"))], "apply", "name 'Bad Name' is not a valid object name"),
+        (lambda: [apply(cm("Bad Name"))], "apply", 'name "Bad Name" is not a valid object name'),
         (lambda: [apply(cm("b", ns="Not/A/Namespace"))], "apply", "is not a valid namespace"),
         (lambda: [apply({"apiVersion": "v1", "kind": "Config Map", "metadata": {"name": "b"}})], "apply", "is not a valid kind"),
         (lambda: [status({"ok": True})], "deleted", "actions[0]: in phase deleted the primary is gone"),
@@ -207,7 +207,7 @@ def test_the_actions_of_an_error_are_checked_as_a_success_s_are():
         raise TransientError("not yet", actions=[event("Warning", "Not ready", "waiting")])
 
     error = TestCase(PRIMARY).run(plugin(reconcile)).error
-    assert "error.actions[0]: the event reason 'Not ready' must be a CamelCase word" in error.message
+    assert 'error.actions[0]: the event reason "Not ready" must be a CamelCase word' in error.message
 
 
 @pytest.mark.parametrize("delay", [float("inf"), float("nan"), -1, "5"])
@@ -384,14 +384,21 @@ def test_a_float_wait_is_whole_milliseconds_as_the_rust_sdk_counts_them(seconds,
 
 
 @pytest.mark.parametrize(
-    "settings",
-    [{"deadline_ms": 2**32}, {"memory_limit_bytes": 2**64}, {"resync_seconds": 1.5}, {"max_concurrent_reconciles": True}, {"deadline_ms": 0}],
+    "settings,refusal",
+    [
+        ({"deadline_ms": 2**32}, "setting deadline-ms is 4294967296, which the contract's type cannot carry"),
+        ({"memory_limit_bytes": 2**64}, "setting memory-limit-bytes is 1.8446744073709552e+19, which the contract's type cannot carry"),
+        ({"resync_seconds": 1.5}, "setting resync-seconds is 1.5, which the contract's type cannot carry"),
+        ({"max_concurrent_reconciles": True}, "setting max-concurrent-reconciles is true, which the contract's type cannot carry"),
+        ({"deadline_ms": 0}, "setting deadline-ms is 0; leave it unset for the host default"),
+    ],
 )
-def test_a_setting_past_its_wit_type_is_refused(settings):
+def test_a_setting_past_its_wit_type_is_refused(settings, refusal):
     from wasmloop.manifest import Settings
 
-    with pytest.raises(AssertionError, match="must be an integer from 1 to"):
+    with pytest.raises(AssertionError, match="the host would refuse this plugin at load") as refused:
         TestCase(PRIMARY).run(plugin(lambda _: [], settings=Settings(**settings)))
+    assert refusal in str(refused.value)
 
 
 def test_the_largest_setting_each_wit_type_holds_is_taken():
@@ -413,7 +420,7 @@ def _nested(depth):
     [
         (_nested(200), "a status action is not valid JSON: recursion limit exceeded"),
         ({"n": 10**400}, "a status action is not valid JSON: number out of range"),
-        ({"cut": "\ud800ok"}, "a status action is not valid JSON: lone leading surrogate"),
+        ({"cut": "\ud800ok"}, "a status action is not valid JSON: unexpected end of hex escape"),
     ],
 )
 def test_a_payload_the_host_s_serde_json_cannot_read_fails_the_call(payload, expected):

@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, List, Optional, Sequence, Tuple, Union
 
-from . import rules
 from .kinds import Kind
 
 
@@ -69,14 +68,6 @@ class Settings:
 
 
 KindOrWatch = Union[Kind, Watch]
-
-# The settings of WIT type u64; the others are u32.
-_SETTING_MAX = {"memory_limit_bytes": 2**64 - 1, "response_limit_bytes": 2**64 - 1}
-
-
-def _whole(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
 
 @dataclass
 class Manifest:
@@ -134,45 +125,3 @@ class Manifest:
         if not watches or any(not (w.labels or "").strip() and w.namespace is None for w in watches):
             return None
         return watches
-
-    def validate(self) -> None:
-        """Raises ``ValueError`` naming what the host would refuse at load (the rules of
-        ``wasmloop_contract::manifest::validate``)."""
-        where = f"plugin {self.name!r}"
-        name_ok = isinstance(self.name, str) and 0 < len(self.name) <= 63 and all(c.isascii() and (c.islower() or c.isdigit() or c == "-") for c in self.name)
-        if not name_ok:
-            raise ValueError(f"{where}: name {self.name!r} must be 1-63 characters of a-z, 0-9 and '-'")
-        declared = list(self.declared_kinds())
-        for kind in declared + [g.kind for g in self.writes]:
-            if not (kind.version and kind.kind):
-                raise ValueError(f"{where}: kind {kind!r} needs a version and a kind")
-        for role, watch in [("primary", self.primary_watch), *(("watched", w) for w in self.watch_list)]:
-            if watch.labels is not None:
-                error = rules.selector_for_server(watch.labels)
-                if error is not None:
-                    raise ValueError(f"{where}: {role} {watch.kind}: {error}")
-        for grant in self.writes:
-            if isinstance(grant.namespaces, tuple):
-                error = rules.grant_namespaces(str(grant.kind), grant.namespaces)
-                if error is not None:
-                    raise ValueError(f"{where}: {error}")
-        # The primary is not enough: a metadata-only kind is one the plugin also owns, watches
-        # or reads.
-        others = [*self.owns, *(w.kind for w in self.watch_list), *self.reads]
-        for kind in self.metadata_only:
-            if kind not in others:
-                raise ValueError(f"{where}: metadata_only kind {kind} must also be owned, watched or read")
-        for kind, managed_fields, _ in self.keeps():
-            if kind not in declared:
-                raise ValueError(f"{where}: kept fields of {kind}: the kind must be declared")
-            if managed_fields and kind in self.metadata_only:
-                raise ValueError(f"{where}: kept managedFields of {kind}: a metadata-only kind is served without them")
-        if self.finalizer is not None:
-            error = rules.finalizer(self.finalizer)
-            if error is not None:
-                raise ValueError(f"{where}: {error}")
-        for name, value in vars(self.settings).items():
-            # The WIT type's range: componentize-py refuses a larger value only in the glue.
-            top = _SETTING_MAX.get(name, 2**32 - 1)
-            if value is not None and not (_whole(value) and 0 < value <= top):
-                raise ValueError(f"{where}: setting {name} must be an integer from 1 to {top}; leave it unset for the default")

@@ -27,7 +27,7 @@ import copy
 import json
 from typing import Any, List, Optional, Tuple
 
-from . import _host, _outcome, rules, selector
+from . import _host, _outcome, _rules
 from .actions import Action, Apply, Delete, Event, ObjectRef, Patch, Prune, Status
 from .errors import CacheError, PermanentError, ReconcileError
 from .kinds import Kind
@@ -47,10 +47,9 @@ RESPONSE_LIMIT_CEILING = 16 << 20
 def checked(plugin: Reconciler) -> Manifest:
     """``plugin``'s manifest, refused as the host would refuse it at load."""
     manifest = plugin.manifest()
-    try:
-        manifest.validate()
-    except ValueError as e:
-        raise AssertionError(f"the host would refuse this plugin at load: {e}; fix its manifest()") from None
+    error = _rules.check_manifest(manifest)
+    if error is not None:
+        raise AssertionError(f"the host would refuse this plugin at load: plugin {manifest.name!r}: {error}; fix its manifest()")
     return manifest
 
 
@@ -105,7 +104,7 @@ class _FakeHost:
         watches = self.manifest.visible(kind)
         if watches is None:
             return True
-        return any(_in_namespace(w.namespace, obj) and selector.matches(w.labels or "", _labels(obj)) for w in watches)
+        return any(_in_namespace(w.namespace, obj) and _rules.selector_matches(w.labels or "", _labels(obj)) for w in watches)
 
     def _of(self, kind: Kind) -> List[dict]:
         if kind not in self.manifest.declared_kinds():
@@ -127,10 +126,13 @@ class _FakeHost:
 
     def page(self, kind, namespace, label_selector, limit, token):
         of_kind = self._of(kind)
+        text = label_selector or ""
         try:
-            wanted = selector.parse(label_selector or "")
+            # The host refuses a selector that does not parse even when nothing is cached.
+            _rules.selector_matches(text, {})
         except ValueError as e:
             raise CacheError("invalid-selector", str(e)) from None
+        wanted = lambda labels: _rules.selector_matches(text, labels)  # noqa: E731
         after: Optional[Tuple[str, str]] = None
         if token is not None:
             try:
@@ -173,119 +175,29 @@ def _ungranted(manifest: Manifest, primary: dict, action: Action) -> Optional[st
     )
 
 
-def _bad_type(api_version: Any, kind: Any) -> Optional[str]:
-    return rules.api_version(api_version) or rules.kind(kind)
-
-
-def _bad_place(namespace: Any, name: Any) -> Optional[str]:
-    return (rules.namespace(namespace) if namespace is not None else None) or rules.name(name)
-
-
-def _bad_ref(ref: ObjectRef) -> Optional[str]:
-    bad = _bad_type(ref.api_version, ref.kind) or _bad_place(ref.namespace, ref.name)
-    return bad or (rules.uid(ref.uid) if ref.uid is not None else None)
-
-
-# serde_json's limits on what it reads: 127 nested arrays and objects, numbers within f64.
-_MAX_JSON_DEPTH = 127
-
-
-def _unreadable(value: Any, depth: int = 1) -> Optional[str]:
-    """Why the host's serde_json would refuse ``value`` (as ``json.loads`` read the glue's
-    JSON back), or ``None``."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        try:
-            float(value)
-        except OverflowError:
-            return "number out of range"
-        return None
-    if isinstance(value, str):
-        try:
-            value.encode()
-        except UnicodeEncodeError:
-            return "lone leading surrogate in hex escape"
-        return None
-    if not isinstance(value, (dict, list)):
-        return None
-    if depth > _MAX_JSON_DEPTH:
-        return "recursion limit exceeded"
-    items = [*value.keys(), *value.values()] if isinstance(value, dict) else value
-    return next((bad for bad in (_unreadable(v, depth + 1) for v in items) if bad is not None), None)
-
-
-_READ_AS = {Apply: ("object", "an apply action's object"), Status: ("status", "a status action"), Patch: ("patch", "a patch document")}
-
-
-def _as_host_reads(action: Action) -> Tuple[Any, Optional[str]]:
-    """The action's payload as the host reads the JSON the glue sends (a tuple is a list, a key
-    a string), or why it cannot."""
-    field_name, what = _READ_AS[type(action)]
-    value = json.loads(_outcome.to_json(getattr(action, field_name), what))
-    bad = _unreadable(value)
-    return value, (None if bad is None else f"{what} is not valid JSON: {bad}")
-
-
-def _malformed(action: Action, deleted: bool) -> Optional[str]:
-    """What the host's decoding of one action refuses (``host/sandbox/src/action.rs``)."""
-    if deleted and isinstance(action, (Apply, Status, Event)):
-        return "in phase deleted the primary is gone: only delete and patch actions on other objects are carried out"
-    payload, unreadable = _as_host_reads(action) if type(action) in _READ_AS else (None, None)
-    if isinstance(action, Patch):
-        bad = _bad_ref(action.target) or unreadable
-        if bad is None and action.kind == "merge" and not isinstance(payload, dict):
-            bad = "a merge patch must be a JSON object"
-        if bad is None and action.kind == "json" and not isinstance(payload, list):
-            bad = "a JSON patch must be an array of operations"
-        return bad
-    if unreadable is not None:
-        return unreadable
-    if isinstance(action, Apply):
-        obj = payload
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-        fields = (obj.get("apiVersion"), obj.get("kind"), meta.get("name"))
-        if not all(isinstance(f, str) and f for f in fields):
-            return "an apply action's object needs apiVersion, kind and metadata.name"
-        ns = meta.get("namespace")
-        if ns is not None and not isinstance(ns, str):
-            return "an apply action's metadata.namespace must be a string"
-        return _bad_type(fields[0], fields[1]) or _bad_place(ns, fields[2])
-    if isinstance(action, Delete):
-        return _bad_ref(action.target)
-    if isinstance(action, Status) and not isinstance(payload, dict):
-        return "a status action must be a JSON object (the content of `status`)"
-    if isinstance(action, Event):
-        return rules.event_word("reason", action.reason) or (
-            rules.event_word("action", action.action) if action.action is not None else None
-        )
-    return None
-
-
-def _failure_only_reports(manifest: Manifest, actions: List[Action]) -> Optional[str]:
-    """The host's first check of an error's actions (``decode_failure``): status and events only,
-    however the list came to hold others (``TransientError`` checks them when built, but the
-    list may change after)."""
-    for i, action in enumerate(actions):
-        if not isinstance(action, (Status, Event)):
-            return (
-                f"plugin {manifest.name!r}: error.actions[{i}]: a failed reconcile may only set status and record "
-                "events; return the other actions in a successful response"
-            )
-    return None
-
-
-def _refused(manifest: Manifest, primary: dict, phase: str, actions: List[Action], field: str) -> Optional[str]:
-    """The host's first refusal of these actions, in its order: each action decoded, then its
-    grant checked."""
-    for i, action in enumerate(actions):
+def _refused(manifest: Manifest, primary: dict, phase: str, encoded: List[Tuple[Action, Optional[str]]], failed: bool) -> Optional[str]:
+    """The host's first refusal of a response's actions, in its order: the rules about the whole
+    response, then each action decoded and its grant checked. The host's rules answer through
+    the rules component; the grants are this harness's (the operator's confinement is not)."""
+    where = f"plugin {manifest.name!r}"
+    kinds = [_KINDS[type(action)] for action, _ in encoded]
+    whole = _rules.check_response(kinds, failed, phase, manifest.prune)
+    if whole is not None:
+        return f"{where}: {whole}"
+    field = "error.actions" if failed else "actions"
+    for i, (action, payload) in enumerate(encoded):
         if isinstance(action, Prune):
             continue
-        bad = _malformed(action, phase == "deleted")
+        bad = _rules.check_action(action, payload, phase == "deleted")
         if bad is not None:
-            return f"plugin {manifest.name!r}: {field}[{i}]: {bad}"
+            return f"{where}: {field}[{i}]: {bad}"
         ungranted = _ungranted(manifest, primary, action)
         if ungranted is not None:
             return ungranted
     return None
+
+
+_KINDS = {Apply: "apply", Delete: "delete", Patch: "patch", Status: "status", Event: "event", Prune: "prune"}
 
 
 def _strings(action: Action) -> List[Optional[str]]:
@@ -336,20 +248,6 @@ def _over_bytes(manifest: Manifest, strings: List[Optional[str]]) -> Optional[st
             f"{where}: the response is at least {size} bytes, over the {limit}-byte cap; return fewer or smaller "
             "actions, or raise response-limit-bytes in the plugin's settings"
         )
-    return None
-
-
-def _misused_prune(manifest: Manifest, phase: str, actions: List[Action]) -> Optional[str]:
-    at = [i for i, a in enumerate(actions) if isinstance(a, Prune)]
-    name = manifest.name
-    if not at:
-        return None
-    if len(at) > 1:
-        return f"plugin {name!r}: actions[{at[1]}]: prune may appear once in a response"
-    if not manifest.prune:
-        return f"plugin {name!r}: actions[{at[0]}]: prune needs the manifest to allow it; add prune=True"
-    if phase != "apply":
-        return f"plugin {name!r}: actions[{at[0]}]: prune is carried out in phase apply only, not {phase}"
     return None
 
 
@@ -477,18 +375,13 @@ class TestCase:
         finally:
             _host.install(previous)
         try:
-            _outcome.encode(result)
+            encoded = _outcome.encode(result)
         except Exception as e:  # noqa: BLE001 - as in the glue: whatever does not encode fails the call
             result = _outcome.Result(error=_outcome.as_error(e))
-        refused = host.undeclared or _over_limits(manifest, result)
-        if refused is None and result.error is None:
-            refused = _misused_prune(manifest, self._phase, result.actions) or _refused(
-                manifest, self._primary, self._phase, result.actions, "actions"
-            )
-        elif refused is None:
-            refused = _failure_only_reports(manifest, result.error.actions) or _refused(
-                manifest, self._primary, self._phase, result.error.actions, "error.actions"
-            )
+            encoded = _outcome.encode(result)
+        failed = result.error is not None
+        sent = encoded.error_actions if failed else encoded.actions
+        refused = host.undeclared or _over_limits(manifest, result) or _refused(manifest, self._primary, self._phase, sent, failed)
         if refused is not None:
             result = _outcome.Result(error=PermanentError(refused))
         return Outcome(result, host.logs)
@@ -519,7 +412,7 @@ class TestCase:
         for i, ref in enumerate(refs):
             if not isinstance(ref, ObjectRef):
                 raise AssertionError(f"{where} result [{i}] is a {type(ref).__name__}, not an ObjectRef (wasmloop.ref or ObjectRef(...))")
-            bad = _bad_ref(ref)
+            bad = _rules.check_ref(ref)
             if bad is not None:
                 raise AssertionError(f"{where} result [{i}]: {bad}")
             if Kind.of(ref.api_version, ref.kind) != primary:

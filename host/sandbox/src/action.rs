@@ -11,10 +11,11 @@ use crate::error::CallFailure;
 use crate::manifest::Manifest;
 use crate::response::{Action, EventType, ObjectRef, PatchKind, Response};
 use crate::validate;
+use wasmloop_contract::action as rules;
 use wasmloop_contract::names::{Name, Namespace};
 
 fn parse(json: &str, what: &str) -> Result<Value, CallFailure> {
-    serde_json::from_str(json).map_err(|e| CallFailure::InvalidAction(format!("{what} is not valid JSON: {e}")))
+    rules::json(json, what).map_err(invalid)
 }
 
 /// Checks that the plugin may `verb` this object: a kind it names in its manifest, then a grant
@@ -47,28 +48,11 @@ fn invalid(e: String) -> CallFailure {
     CallFailure::InvalidAction(e)
 }
 
-/// Checks what names the target's kind: a well-formed `apiVersion` and kind.
-fn check_type(api_version: &str, kind: &str) -> Result<(), CallFailure> {
-    validate::api_version(api_version).map_err(invalid)?;
-    validate::kind(kind).map_err(invalid)
-}
-
-/// Checks an object's place: a valid name and, when given, a valid namespace.
-fn check_place(namespace: Option<&str>, name: &str) -> Result<(), CallFailure> {
-    if let Some(ns) = namespace {
-        validate::namespace(ns).map_err(invalid)?;
-    }
-    validate::name(name).map_err(invalid)
-}
-
 /// A checked object reference: every part parsed before it can reach a URL.
 pub(crate) fn object_ref(o: wit::ObjectRef) -> Result<ObjectRef, CallFailure> {
-    check_type(&o.api_version, &o.kind)?;
+    rules::check_ref(&o.api_version, &o.kind, o.namespace.as_deref(), &o.name, o.uid.as_deref()).map_err(invalid)?;
     let namespace = o.namespace.as_deref().map(Namespace::parse).transpose().map_err(|e| invalid(e.into()))?;
     let name = Name::parse(&o.name).map_err(|e| invalid(e.into()))?;
-    if let Some(uid) = &o.uid {
-        validate::uid(uid).map_err(invalid)?;
-    }
     Ok(ObjectRef { api_version: o.api_version, kind: o.kind, name, namespace, uid: o.uid })
 }
 
@@ -79,30 +63,13 @@ fn decode_action(
     action: wit::Action,
 ) -> Result<Action, CallFailure> {
     if deleted && matches!(action, wit::Action::Apply(_) | wit::Action::Status(_) | wit::Action::Event(_)) {
-        return Err(CallFailure::InvalidAction(
-            "in phase deleted the primary is gone: only delete and patch actions on other objects are carried out"
-                .into(),
-        ));
+        return Err(invalid(rules::PRIMARY_GONE.into()));
     }
     Ok(match action {
         wit::Action::Apply(json) => {
             let object = parse(&json, "an apply action's object")?;
-            let field = |p: &str| object.pointer(p).and_then(Value::as_str).filter(|s| !s.is_empty());
-            let (Some(api_version), Some(kind), Some(name)) =
-                (field("/apiVersion"), field("/kind"), field("/metadata/name"))
-            else {
-                return Err(CallFailure::InvalidAction(
-                    "an apply action's object needs apiVersion, kind and metadata.name".into(),
-                ));
-            };
-            check_type(api_version, kind)?;
-            let namespace = match object.pointer("/metadata/namespace") {
-                None | Some(Value::Null) => None,
-                Some(Value::String(ns)) => Some(ns.as_str()),
-                Some(_) => return Err(invalid("an apply action's metadata.namespace must be a string".into())),
-            };
-            check_place(namespace, name)?;
-            granted(manifest, primary, Verb::Apply, api_version, kind, namespace)?;
+            let target = rules::apply_target(&object).map_err(invalid)?;
+            granted(manifest, primary, Verb::Apply, target.api_version, target.kind, target.namespace)?;
             Action::Apply(object)
         }
         wit::Action::Delete(target) => {
@@ -116,36 +83,25 @@ fn decode_action(
             let ns = target.namespace.as_deref();
             granted(manifest, primary, Verb::Patch, &target.api_version, &target.kind, ns)?;
             let patch = parse(&p.patch, "a patch document")?;
-            let kind = match p.kind {
-                wit::PatchKind::Merge if patch.is_object() => PatchKind::Merge,
-                wit::PatchKind::Json if patch.is_array() => PatchKind::Json,
-                wit::PatchKind::Merge => {
-                    return Err(CallFailure::InvalidAction("a merge patch must be a JSON object".into()));
-                }
-                wit::PatchKind::Json => {
-                    return Err(CallFailure::InvalidAction("a JSON patch must be an array of operations".into()));
-                }
+            let (kind, shape) = match p.kind {
+                wit::PatchKind::Merge => (PatchKind::Merge, rules::PatchKind::Merge),
+                wit::PatchKind::Json => (PatchKind::Json, rules::PatchKind::Json),
             };
+            rules::patch_document(shape, &patch).map_err(invalid)?;
             Action::Patch { target, kind, patch }
         }
-        wit::Action::Status(json) => match parse(&json, "a status action")? {
-            status @ Value::Object(_) => Action::Status(status),
-            _ => {
-                return Err(CallFailure::InvalidAction(
-                    "a status action must be a JSON object (the content of `status`)".into(),
-                ));
-            }
-        },
+        wit::Action::Status(json) => {
+            let status = parse(&json, "a status action")?;
+            rules::status(&status).map_err(invalid)?;
+            Action::Status(status)
+        }
         // A successful response's prune is skipped when its actions are decoded; anywhere else
         // (a failed reconcile's actions) it has no meaning.
         wit::Action::Prune => {
-            return Err(CallFailure::InvalidAction("prune belongs in a successful response".into()));
+            return Err(invalid(rules::PRUNE_ONLY_ON_SUCCESS.into()));
         }
         wit::Action::Event(e) => {
-            validate::event_word("reason", &e.reason).map_err(invalid)?;
-            if let Some(action) = &e.action {
-                validate::event_word("action", action).map_err(invalid)?;
-            }
+            rules::event(&e.reason, e.action.as_deref()).map_err(invalid)?;
             Action::Event {
                 event_type: match e.event_type {
                     wit::EventType::Normal => EventType::Normal,
@@ -201,17 +157,12 @@ pub(crate) fn decode(
 fn prune_asked(manifest: &Manifest, phase: Phase, actions: &[wit::Action]) -> Result<bool, CallFailure> {
     let at: Vec<usize> =
         actions.iter().enumerate().filter(|(_, a)| matches!(a, wit::Action::Prune)).map(|(i, _)| i).collect();
-    let refuse = |i: usize, why: String| Err(CallFailure::InvalidAction(format!("actions[{i}]: {why}")));
-    match at.as_slice() {
-        [] => Ok(false),
-        [i] if !manifest.prune => refuse(*i, "prune needs the manifest to allow it; add Manifest::prune(true)".into()),
-        [i] if phase != Phase::Apply => {
-            let phase = if phase == Phase::Cleanup { "cleanup" } else { "deleted" };
-            refuse(*i, format!("prune is carried out in phase apply only, not {phase}"))
-        }
-        [_] => Ok(true),
-        [_, i, ..] => refuse(*i, "prune may appear once in a response".into()),
-    }
+    let phase = match phase {
+        Phase::Apply => rules::Phase::Apply,
+        Phase::Cleanup => rules::Phase::Cleanup,
+        Phase::Deleted => rules::Phase::Deleted,
+    };
+    rules::prune_asked(manifest.prune, phase, &at).map_err(invalid)
 }
 
 /// Decodes a guest's error into [`CallFailure::Plugin`]. Its actions may only report on the
@@ -222,11 +173,8 @@ pub(crate) fn decode_failure(
     deleted: bool,
     e: wit::ReconcileError,
 ) -> Result<CallFailure, CallFailure> {
-    if let Some(i) = e.actions.iter().position(|a| !matches!(a, wit::Action::Status(_) | wit::Action::Event(_))) {
-        return Err(CallFailure::InvalidAction(format!(
-            "error.actions[{i}]: a failed reconcile may only set status and record events; return the other actions in a successful response"
-        )));
-    }
+    rules::failure_reports(e.actions.iter().map(|a| matches!(a, wit::Action::Status(_) | wit::Action::Event(_))))
+        .map_err(invalid)?;
     let actions = decode_actions(manifest, primary, deleted, e.actions, "error.actions")?;
     // The message is the plugin's words, bound for a log line and an Event: cut here, once.
     // A reason that is no Event reason is dropped for the host's own.

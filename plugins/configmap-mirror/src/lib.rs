@@ -36,7 +36,11 @@ fn targets(source: &ConfigMap) -> BTreeSet<String> {
         .as_ref()
         .and_then(|a| a.get(MIRROR_TO))
         .map(|list| {
-            list.split(',').map(str::trim).filter(|ns| !ns.is_empty() && *ns != own).map(str::to_owned).collect()
+            list.split(',')
+                .map(|ns| ns.trim_matches(|c: char| c.is_ascii_whitespace()))
+                .filter(|ns| !ns.is_empty() && *ns != own)
+                .map(str::to_owned)
+                .collect()
         })
         .unwrap_or_default()
 }

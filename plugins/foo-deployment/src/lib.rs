@@ -149,7 +149,9 @@ impl Reconciler for FooController {
         }
         let foo: Foo = request.object()?;
         let name = &request.object.name;
-        let deployment_name = foo.spec.deployment_name.trim();
+        // ASCII whitespace only, as the plugin's Python and JavaScript twins trim: each language's
+        // own trim takes a different set of Unicode spaces.
+        let deployment_name = foo.spec.deployment_name.trim_matches(|c: char| c.is_ascii_whitespace());
         if deployment_name.is_empty() {
             // As in sample-controller: report and wait for the spec to change, no retry loop.
             // An error, not a successful response holding only the Warning: a success without

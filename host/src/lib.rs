@@ -31,3 +31,5 @@ pub mod replay;
 pub mod shard;
 #[cfg(feature = "cluster")]
 pub mod sources;
+#[cfg(feature = "cluster")]
+pub mod status;

@@ -236,12 +236,13 @@ async fn a_shadow_file_is_compared_with_the_serving_version_and_writes_nothing()
         "--config".as_ref(),
         yaml.path().as_os_str(),
     ]);
-    host.logged("shadow called beside the serving version").await;
+    host.ready(Duration::from_secs(60), "the host ready: the plugin and its shadow seated").await;
     foos.create(&PostParams::default(), &foo("shadowed", "shadowed-web", 1)).await.unwrap();
 
-    host.logged("the shadow's response differs from the serving version's").await;
     let series = r#"wasmloop_shadow_reconciles_total{plugin="foo-deployment",result="differing"}"#;
-    assert!(host.metric(series).await >= 1.0);
+    host.metric_until(series, "the shadow's response to differ", |n| n >= 1.0).await;
+    // What differed, said where an operator looks: the log line is the behaviour here.
+    host.logged("the shadow's response differs from the serving version's").await;
     let deployments: Api<Deployment> = ns.api();
     let d = deployment_with(&deployments, "shadowed-web", "the Deployment", |d| replicas(d) == Some(1)).await;
     let image = d.spec.template.spec.unwrap().containers[0].image.clone();

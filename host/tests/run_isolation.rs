@@ -178,7 +178,7 @@ async fn a_plugin_pages_through_the_shared_cache_in_order() {
 async fn a_kind_watched_through_a_selector_is_cached_only_as_far_as_it_selects() {
     let ns = shared().namespace("iso-selected").await.unwrap();
     let (host, _config) = hostile_in(&ns, "mode: list-deployments", "", "", &[]);
-    host.logged("wasmloop running").await;
+    host.ready(Duration::from_secs(60), "the host ready: every plugin loaded, its caches synced").await;
     create_deployment(&ns, "plain").await;
     // Created after `plain`: a watch delivers in order, so once `mapped` reaches the plugin's
     // cache, `plain` would have too, were it cached. Its label makes `map` requeue the
@@ -417,7 +417,7 @@ async fn a_plugin_gets_managed_fields_only_when_it_keeps_them_and_the_last_appli
     .await;
     // The keeping plugin has an informer of its own: two watches of ConfigMaps in the
     // namespace, not one shared. Plugins load one after another: count once both have.
-    host.logged("wasmloop running").await;
+    host.ready(Duration::from_secs(60), "the host ready: every plugin loaded, its caches synced").await;
     let watches =
         format!(r#"wasmloop_watches_active{{kind="v1/ConfigMap",namespace="{}",view="full",selector=""}}"#, ns.name);
     assert_eq!(host.metric(&watches).await, 2.0);

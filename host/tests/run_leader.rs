@@ -51,11 +51,10 @@ async fn only_the_leader_reconciles_and_a_standby_takes_over_within_the_lease_af
     let object = format!("{}/ticker", ns.name);
 
     let (mut first, _first_config) = candidate(&ns);
-    first.logged("acquired the leader Lease").await;
+    first.metric_until("wasmloop_leader", "the first host to lead", |v| v == 1.0).await;
     let (second, _second_config) = candidate(&ns);
     // The standby's plugin is installed: caches synced, workers started and waiting for the lead.
-    second.logged("plugin hostile 0.1.0 serving").await;
-    second.ready(Duration::from_secs(30), "the standby ready").await;
+    second.ready(Duration::from_secs(60), "the standby ready").await;
     // Give the standby time in which it could have reconciled: the leader ticks meanwhile.
     let before = ticks(&first, &object).len();
     eventually(Duration::from_secs(30), "the leader ticking while the standby waits", || {
@@ -98,9 +97,9 @@ async fn a_leader_stopped_with_sigterm_hands_the_lease_over_without_waiting_for_
     let ns = shared().namespace("leader-term").await.unwrap();
     // A long Lease: a standby that had to wait for it to expire would take 30 s.
     let (mut first, _first_config) = candidate_with_lease(&ns, 30);
-    first.logged("acquired the leader Lease").await;
+    first.metric_until("wasmloop_leader", "the first host to lead", |v| v == 1.0).await;
     let (second, _second_config) = candidate_with_lease(&ns, 30);
-    second.logged("plugin hostile 0.1.0 serving").await;
+    second.ready(Duration::from_secs(60), "the standby ready: its plugin installed").await;
 
     let status = first.terminate();
     assert!(status.success(), "a graceful shutdown exits 0, got {status}");
@@ -123,7 +122,7 @@ async fn a_leader_whose_lease_another_host_takes_stops_reconciling_and_exits() {
 
     let ns = shared().namespace("leader-usurped").await.unwrap();
     let (mut leader, _config) = candidate_with_lease(&ns, 30);
-    leader.logged("acquired the leader Lease").await;
+    leader.metric_until("wasmloop_leader", "the host to lead", |v| v == 1.0).await;
     // Another holder renews the Lease as its own, as a host that missed our renewals would.
     let usurp = serde_json::json!({"spec": {
         "holderIdentity": "usurper",
@@ -170,7 +169,7 @@ async fn a_leader_losing_its_lease_binding_exits_before_the_lease_expires(scenar
     let args = lease_args(&ns, LEASE_SECONDS);
     let extra: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
     let (mut leader, _config) = confined_hostile_as(kubeconfig.path(), &ns.name, "requeue", &extra);
-    leader.logged("acquired the leader Lease").await;
+    leader.metric_until("wasmloop_leader", "the host to lead", |v| v == 1.0).await;
     leader.wait_reconcile_lines(&object, "tick ticker", 2).await;
 
     ns.api::<RoleBinding>().delete(revoked, &DeleteParams::default()).await.unwrap();

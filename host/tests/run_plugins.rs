@@ -161,7 +161,7 @@ async fn plugins_on_one_kind_share_one_watch_per_view() {
     ns.install_crd(std::path::Path::new(common::FOO_CRD)).await;
     let (host, _config) = three_plugins_on_deployments();
     // Plugins load one after another: wait for the last before counting watches.
-    host.logged("wasmloop running").await;
+    host.ready(Duration::from_secs(60), "the host ready: every plugin loaded, its caches synced").await;
     labelled_deployment(&ns, "shared").await;
     // foo-deployment (owns) and labeler (primary) read Deployments whole: one watch.
     let deployments = r#"{kind="apps/v1/Deployment",namespace="",view="full",selector=""}"#;
@@ -191,7 +191,7 @@ async fn metrics_move_as_reconciles_happen_and_the_probes_answer() {
     // other tests' hosts on this control plane cannot take this host's work away.
     let host = Host::run(&["foo_deployment"]);
     assert_eq!(host.get("/healthz").await, (200, "ok\n".to_owned()));
-    host.logged("wasmloop running").await;
+    host.ready(Duration::from_secs(60), "the host ready: every plugin loaded, its caches synced").await;
     assert_eq!(host.get("/readyz").await, (200, "ok\n".to_owned()), "ready once every plugin's caches synced");
     let applies = r#"wasmloop_actions_total{plugin="foo-deployment",kind="Deployment",verb="apply"}"#;
     let reconciles = r#"wasmloop_reconciles_total{plugin="foo-deployment",result="success"}"#;
@@ -242,7 +242,7 @@ async fn the_host_converges_while_competing_writers_change_the_source() {
         ..ConfigMap::default()
     };
     sources.create(&PostParams::default(), &source).await.unwrap();
-    host.logged("wasmloop running").await;
+    host.ready(Duration::from_secs(60), "the host ready: every plugin loaded, its caches synced").await;
     // Four writers bump the data without preconditions while the host, adding its finalizer
     // with a resourceVersion precondition, reads an ever-stale cache.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -79,15 +79,18 @@ fn decode_action(
             Action::Delete(target)
         }
         wit::Action::Patch(p) => {
+            // What the action is, then whether it may: every action's own checks come before
+            // its grant, as the rules component's `check-action` and then the harnesses' grant
+            // checks take them.
             let target = object_ref(p.target)?;
-            let ns = target.namespace.as_deref();
-            granted(manifest, primary, Verb::Patch, &target.api_version, &target.kind, ns)?;
             let patch = parse(&p.patch, "a patch document")?;
             let (kind, shape) = match p.kind {
                 wit::PatchKind::Merge => (PatchKind::Merge, rules::PatchKind::Merge),
                 wit::PatchKind::Json => (PatchKind::Json, rules::PatchKind::Json),
             };
             rules::patch_document(shape, &patch).map_err(invalid)?;
+            let ns = target.namespace.as_deref();
+            granted(manifest, primary, Verb::Patch, &target.api_version, &target.kind, ns)?;
             Action::Patch { target, kind, patch }
         }
         wit::Action::Status(json) => {

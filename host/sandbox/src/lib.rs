@@ -43,6 +43,8 @@ mod object;
 mod plugin;
 mod pool;
 mod response;
+#[cfg(test)]
+mod rules_suite;
 mod sandbox;
 mod state;
 pub use wasmloop_contract::validate;

@@ -240,6 +240,62 @@ fn selector_view(s: &KindSelector) -> contract::SelectorView<'_> {
     }
 }
 
+fn wit_kind(g: &wit::Gvk) -> contract::KindRef<'_> {
+    contract::KindRef { group: &g.group, version: &g.version, kind: &g.kind }
+}
+
+fn wit_selector(s: &wit::KindSelector) -> contract::SelectorView<'_> {
+    contract::SelectorView {
+        kind: wit_kind(&s.kind),
+        namespace: s.namespace.as_deref(),
+        label_selector: s.label_selector.as_deref(),
+    }
+}
+
+/// The manifest as the guest returned it, as the shared rules see it: checked whole before any
+/// field is parsed, so that the first refusal is the rules' own sentence, the one the SDKs'
+/// harnesses give through the rules component.
+fn wit_view(m: &wit::PluginManifest) -> contract::ManifestView<'_> {
+    let s = &m.settings;
+    let mut view = contract::ManifestView::new(&m.name, wit_selector(&m.primary));
+    view.owns = m.owns.iter().map(wit_kind).collect();
+    view.watches = m.watches.iter().map(wit_selector).collect();
+    view.reads = m.reads.iter().map(wit_kind).collect();
+    view.metadata_only = m.metadata_only.iter().map(wit_kind).collect();
+    view.writes = m.writes.iter().map(wit_grant).collect();
+    view.finalizer = m.finalizer.as_deref();
+    view.settings = contract::Settings {
+        max_concurrent_reconciles: s.max_concurrent_reconciles,
+        deadline_ms: s.deadline_ms,
+        memory_limit_bytes: s.memory_limit_bytes,
+        response_limit_bytes: s.response_limit_bytes,
+        resync_seconds: s.resync_seconds,
+    };
+    view
+}
+
+fn wit_grant(g: &wit::WriteGrant) -> contract::GrantView<'_> {
+    contract::GrantView {
+        kind: wit_kind(&g.kind),
+        apply: g.verbs.contains(wit::WriteVerbs::APPLY),
+        patch: g.verbs.contains(wit::WriteVerbs::PATCH),
+        delete: g.verbs.contains(wit::WriteVerbs::DELETE),
+        scope: match &g.scope {
+            wit::WriteScope::PrimaryNamespace => contract::ScopeView::PrimaryNamespace,
+            wit::WriteScope::Namespaces(list) => contract::ScopeView::Namespaces(list),
+            wit::WriteScope::Any => contract::ScopeView::Any,
+        },
+    }
+}
+
+fn wit_keep(k: &wit::Keep) -> contract::KeepView<'_> {
+    let kept = Kept {
+        managed_fields: k.fields.contains(wit::KeptFields::MANAGED_FIELDS),
+        last_applied: k.fields.contains(wit::KeptFields::LAST_APPLIED),
+    };
+    contract::KeepView { kind: wit_kind(&k.kind), kept }
+}
+
 /// Longest plugin version text kept.
 const MAX_VERSION: usize = 128;
 
@@ -272,7 +328,7 @@ impl Manifest {
     /// # Errors
     /// A sentence naming the first invalid field.
     pub(crate) fn from_wit(m: wit::PluginManifest, contract: Contract) -> Result<Manifest, String> {
-        wasmloop_contract::validate::plugin_name(&m.name)?;
+        contract::validate(&wit_view(&m))?;
         let manifest = Manifest {
             name: m.name,
             realm: None,
@@ -306,6 +362,9 @@ impl Manifest {
     /// # Errors
     /// A sentence naming the kind that cannot be kept, and why.
     pub(crate) fn with_keeps(mut self, keeps: Vec<wit::Keep>) -> Result<Manifest, String> {
+        let mut whole = self.view();
+        whole.keeps = keeps.iter().map(wit_keep).collect();
+        contract::validate(&whole)?;
         self.keeps = keeps
             .iter()
             .map(|k| {

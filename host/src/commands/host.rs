@@ -15,20 +15,17 @@ use super::common;
 use crate::cli::{HostArgs, PluginIdentity};
 use crate::endpoints::{self, Readiness};
 use crate::host_config::HostConfig;
+use crate::status::StatusWriter;
 
 /// A host connected to its cluster, serving its endpoints, with no plugins yet.
 pub(super) struct Host {
     pub registry: Arc<Registry>,
     /// The API client the sources use.
     pub client: kube::Client,
-    /// True while this host leads (always, without leader election).
-    pub leading: tokio::sync::watch::Receiver<bool>,
     election: crate::leader::Election,
     /// This replica's part of the shard, with `--shard`.
     shard: Option<crate::shard::Shard>,
     pub readiness: Arc<Readiness>,
-    /// The plugins quarantined now.
-    pub quarantines: Arc<Board>,
     /// How long reconciles in flight get at shutdown and when a version is replaced.
     pub drain: Duration,
     /// The namespace of file plugins' ServiceAccounts.
@@ -141,11 +138,18 @@ impl Host {
         };
         let config = Arc::new(config);
         let settings: Settings = Arc::new(move |realm: &str, plugin: &str| controller_config(&config, realm, plugin));
-        let mut registry = Registry::new(context, sandbox.clone(), loader, settings, drain);
+        let (reporter, reports) = wasmloop_runtime::registry::reports::channel();
+        let mut registry = Registry::new(context, sandbox.clone(), loader, settings, drain).reporting(reporter);
         if args.leader.shard {
             registry = registry.sharded();
         }
         let registry = Arc::new(registry);
+        // The one writer of what the registry reports, on every replica (the leader's writes).
+        let mut writer = StatusWriter::new(client.clone(), reports, quarantines, election.leading());
+        if args.leader.shard {
+            writer = writer.replica(crate::leader::identity());
+        }
+        tokio::spawn(writer.run());
         let shard = match args.leader.shard {
             true => Some(crate::shard::join(client.clone(), &args.leader, registry.clone(), metrics).await?),
             false => None,
@@ -154,10 +158,8 @@ impl Host {
             registry,
             shard,
             client,
-            leading: election.leading(),
             election,
             readiness,
-            quarantines,
             drain,
             identity_namespace: args.plugin_identity_namespace.to_string(),
         })

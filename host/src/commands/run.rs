@@ -77,6 +77,10 @@ fn readiness_item(plugin: &Plugin) -> String {
     format!("plugin {}", plugin.manifest().name)
 }
 
+fn shadow_item(name: &str) -> String {
+    format!("shadow of plugin {name}")
+}
+
 async fn serve(args: &RunArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
     let mut shutdown = Shutdown::listen()?;
     // Compiles and connects: nothing serves yet, so a signal ends it with nothing to drain.
@@ -115,7 +119,9 @@ async fn start(args: &RunArgs, config: HostConfig) -> anyhow::Result<(Host, Star
     }
     let plugins = load_all(args, &sandbox).await?;
     let shadows = load_shadows(args, &sandbox).await?;
-    let pending: Vec<String> = plugins.iter().map(readiness_item).collect();
+    // Ready once every plugin serves and every shadow is seated beside it.
+    let pending: Vec<String> =
+        plugins.iter().map(readiness_item).chain(shadows.iter().map(|(name, _)| shadow_item(name))).collect();
     let host = Host::start(&args.host, config, &sandbox, &pending, None, PluginIdentity::Impersonate).await?;
     Ok((host, Start { plugins, shadows, trusted }))
 }
@@ -138,6 +144,7 @@ async fn seat_all(host: &Host, args: &RunArgs, start: Start) -> anyhow::Result<(
     futures::future::try_join_all(installs).await?;
     for (name, plugin) in start.shadows {
         seat_shadow(host, &name, plugin).await?;
+        host.readiness.ready(&shadow_item(&name));
     }
     let puller = Arc::new(puller_for(args));
     for namespace in &args.plugin_namespaces {
@@ -146,13 +153,8 @@ async fn seat_all(host: &Host, args: &RunArgs, start: Start) -> anyhow::Result<(
             namespace,
             host.registry.clone(),
             host.readiness.clone(),
-            host.leading.clone(),
-            host.quarantines.clone(),
             start.trusted.clone(),
         );
-        if args.host.leader.shard {
-            source = source.replica(crate::leader::identity());
-        }
         source = source.puller(puller.clone());
         tokio::spawn(source.run());
         tracing::info!(%namespace, "loading plugins from ConfigMaps labelled wasmloop.dev/plugin");

@@ -188,6 +188,19 @@ impl Host {
         series_value(&text, series).unwrap_or_else(|| panic!("/metrics has no series {series}:\n{text}"))
     }
 
+    /// Waits until series `series` of `/metrics` passes `check` (0 for a counter that has not
+    /// counted yet): a positive signal, where a log line would only say the same later.
+    pub async fn metric_until(&self, series: &str, what: &str, check: impl Fn(f64) -> bool) -> f64 {
+        eventually(Duration::from_secs(60), what, || {
+            let check = &check;
+            async move {
+                let value = self.metric_or_zero(series).await;
+                if check(value) { Ok(value) } else { Err(format!("{series} is {value}")) }
+            }
+        })
+        .await
+    }
+
     /// As [`Host::metric`], 0 for a counter that has not counted yet.
     pub async fn metric_or_zero(&self, series: &str) -> f64 {
         let (_, text) = self.get("/metrics").await;

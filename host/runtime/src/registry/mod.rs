@@ -22,6 +22,7 @@
 //! ```
 
 pub mod plan;
+pub mod reports;
 
 mod lanes;
 
@@ -41,6 +42,8 @@ use crate::identity::AccountChoice;
 use crate::shadow::{Shadow, ShadowReport, ShadowSeat, fits};
 use lanes::{Lane, Lanes};
 use plan::{Decision, Offered, Refusal, View};
+pub use reports::Loaded;
+use reports::{Report, Reporter};
 
 /// Compiles and validates a component (its bytes, its source): the sandbox with the
 /// operator's limits applied.
@@ -80,107 +83,6 @@ impl Candidate {
             .await
             .expect("hashing does not panic");
         version_digest(&component, self.config.as_deref())
-    }
-}
-
-/// What an accepted candidate did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Loaded {
-    /// A plugin that was not running now is.
-    Started {
-        /// The plugin.
-        name: String,
-        /// Its version.
-        version: String,
-        /// SHA-256 of component and configuration.
-        digest: String,
-    },
-    /// A new version replaced the running one.
-    Replaced {
-        /// The plugin.
-        name: String,
-        /// The new version.
-        version: String,
-        /// The version it replaced.
-        previous: String,
-        /// SHA-256 of component and configuration.
-        digest: String,
-    },
-    /// The source's shadow now serves, replacing what served from another source (the
-    /// shadow was promoted: its source offered it as serving).
-    Promoted {
-        /// The plugin.
-        name: String,
-        /// The new version.
-        version: String,
-        /// The version it replaced, if one served.
-        previous: Option<String>,
-        /// The source that served it, and now serves nothing.
-        superseded: Option<String>,
-        /// SHA-256 of component and configuration.
-        digest: String,
-    },
-    /// Valid, but another replica runs this plugin (`--shard`): compiled and kept here, not
-    /// started, until the plugin is admitted ([`Registry::admit`]).
-    Parked {
-        /// The plugin.
-        name: String,
-        /// SHA-256 of component and configuration.
-        digest: String,
-    },
-    /// The same component and configuration already serve: nothing to do.
-    Unchanged {
-        /// The plugin.
-        name: String,
-        /// SHA-256 of component and configuration.
-        digest: String,
-    },
-}
-
-impl Loaded {
-    /// The plugin's name.
-    pub fn name(&self) -> &str {
-        match self {
-            Loaded::Started { name, .. }
-            | Loaded::Replaced { name, .. }
-            | Loaded::Promoted { name, .. }
-            | Loaded::Parked { name, .. }
-            | Loaded::Unchanged { name, .. } => name,
-        }
-    }
-
-    /// The digest now serving.
-    pub fn digest(&self) -> &str {
-        match self {
-            Loaded::Started { digest, .. }
-            | Loaded::Replaced { digest, .. }
-            | Loaded::Promoted { digest, .. }
-            | Loaded::Parked { digest, .. }
-            | Loaded::Unchanged { digest, .. } => digest,
-        }
-    }
-}
-
-impl std::fmt::Display for Loaded {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Loaded::Started { name, version, .. } => write!(f, "plugin {name} {version} serving"),
-            Loaded::Replaced { name, version, previous, .. } => {
-                write!(f, "plugin {name} {version} serving, replacing {previous}; every primary requeued")
-            }
-            Loaded::Promoted { name, version, previous, superseded, .. } => {
-                write!(f, "plugin {name} {version} promoted from shadow to serving")?;
-                if let Some(previous) = previous {
-                    write!(f, ", replacing {previous}")?;
-                }
-                if let Some(source) = superseded {
-                    write!(f, " from {source}, which now serves nothing")?;
-                }
-                Ok(())
-            }
-            Loaded::Parked { name, .. } => write!(f, "plugin {name} parked: another replica runs it"),
-            Loaded::Unchanged { name, .. } => write!(f, "plugin {name} unchanged"),
-        }
     }
 }
 
@@ -340,9 +242,8 @@ pub struct Registry {
     seats: std::sync::Mutex<HashMap<SeatKey, Arc<ShadowSeat>>>,
     /// With `--shard`, what this replica may run; none runs everything.
     gate: Option<std::sync::Mutex<Gate>>,
-    /// Versions started by [`Registry::admit`] and parked by [`Registry::evict`], for the
-    /// sources that offered them.
-    moves: tokio::sync::broadcast::Sender<(String, Loaded)>,
+    /// Where what happens to each source's plugin is reported ([`reports`]).
+    reporter: Reporter,
     /// The plugin name each source was last refused for, whose metric series go with the
     /// source ([`Registry::remove`]).
     refused: std::sync::Mutex<HashMap<String, String>>,
@@ -379,6 +280,10 @@ impl Drop for Preparing<'_> {
     }
 }
 
+/// How often a shadow's findings are reported, at most: a status written per call would be a
+/// write per reconcile.
+pub const FINDINGS_EVERY: Duration = Duration::from_secs(1);
+
 /// A seat's realm and plugin name.
 type SeatKey = (Option<Namespace>, String);
 
@@ -398,10 +303,9 @@ pub enum Shadowed {
         version: String,
         /// SHA-256 of component and configuration.
         digest: String,
-        /// This seating's id ([`Shadow::id`]): findings of an earlier one are stale.
+        /// This seating's id ([`Shadow::id`]): findings of an earlier one are stale; what it
+        /// finds is reported ([`Report::ShadowFindings`]).
         id: u64,
-        /// What it finds, as it finds it.
-        findings: tokio::sync::watch::Receiver<ShadowReport>,
     },
     /// The same candidate already shadows the plugin.
     Unchanged {
@@ -426,7 +330,6 @@ impl Registry {
     /// removed.
     pub fn new(context: Context, sandbox: Sandbox, loader: Loader, settings: Settings, drain: Duration) -> Registry {
         let (slots, seats) = (std::sync::Mutex::default(), std::sync::Mutex::default());
-        let (moves, _) = tokio::sync::broadcast::channel(64);
         Registry {
             context,
             sandbox,
@@ -439,7 +342,7 @@ impl Registry {
             closed: AtomicBool::new(false),
             seats,
             gate: None,
-            moves,
+            reporter: Reporter::none(),
             refused: Default::default(),
         }
     }
@@ -453,11 +356,26 @@ impl Registry {
         self
     }
 
-    /// Versions that [`Registry::admit`] started ([`Loaded::Started`]) and that
-    /// [`Registry::evict`] parked ([`Loaded::Parked`]), with the source that offered each: a
-    /// source learns that its version serves here now, or no longer does.
-    pub fn moves(&self) -> tokio::sync::broadcast::Receiver<(String, Loaded)> {
-        self.moves.subscribe()
+    /// A registry that reports what happens to each source's plugin to `reporter`: every
+    /// [`Loaded`] of an offer, of an admission and of an eviction, shadows seated and what
+    /// they find, sources removed ([`Report`]).
+    #[must_use]
+    pub fn reporting(mut self, reporter: Reporter) -> Registry {
+        self.reporter = reporter;
+        self
+    }
+
+    /// The reporter this registry reports to, for a source's own refusals: one stream, in order.
+    pub fn reporter(&self) -> Reporter {
+        self.reporter.clone()
+    }
+
+    /// Reports what `source`'s version did, when it did something.
+    fn reported(&self, source: &str, result: Result<Loaded, RegistryError>) -> Result<Loaded, RegistryError> {
+        if let Ok(loaded) = &result {
+            self.reporter.publish(Report::Loaded { source: source.to_owned(), loaded: loaded.clone() });
+        }
+        result
     }
 
     /// True while a version of plugin `id` ([`wasmloop_sandbox::Manifest::id`]) waits here,
@@ -492,9 +410,7 @@ impl Registry {
             let (offer, plugin, config) = (parked.offer.clone(), parked.plugin.clone(), parked.config.clone());
             let result = self.install_entered(offer, plugin, config).await;
             match &result {
-                Ok(loaded) => {
-                    let _ = self.moves.send((source.clone(), loaded.clone()));
-                }
+                Ok(_) => {}
                 // Kept for the next try (a full pool, a cache that did not sync): the plugin is
                 // still assigned here, and nothing else would offer it again.
                 Err(_) => {
@@ -519,13 +435,20 @@ impl Registry {
         let Some(slot) = self.take_slot(name) else { return handovers };
         let plugin = slot.controller.plugin().with_limits(slot.controller.plugin().limits());
         let digest = slot.digest.clone();
+        let source = slot.source.clone();
+        let offer = Offer {
+            source: source.clone(),
+            realm: slot.realm.clone(),
+            expected_name: None,
+            account: slot.account.clone(),
+        };
+        let parked = Parked { offer, plugin, config: slot.config.clone() };
+        // Parked (and reported) before the drain: a removal of the source meanwhile finds it
+        // parked and drops it, and its report comes after this one.
+        gate.lock().expect("lock").parked.insert(source.clone(), parked);
+        self.reporter.publish(Report::Loaded { source, loaded: Loaded::Parked { name: name.to_owned(), digest } });
         let handover = slot.controller.shut_down(self.drain).await;
         self.context.metrics.plugin_stopped(name);
-        let offer =
-            Offer { source: slot.source.clone(), realm: slot.realm, expected_name: None, account: slot.account };
-        let parked = Parked { offer, plugin, config: slot.config };
-        gate.lock().expect("lock").parked.insert(slot.source.clone(), parked);
-        let _ = self.moves.send((slot.source, Loaded::Parked { name: name.to_owned(), digest }));
         handovers.push(handover);
         handovers
     }
@@ -572,15 +495,20 @@ impl Registry {
     /// before still serves.
     pub async fn upsert(&self, candidate: Candidate) -> Result<Loaded, RegistryError> {
         let _source = self.lanes.enter([Lane::Source(candidate.source.clone())]).await;
+        self.upsert_entered(candidate).await
+    }
+
+    /// [`Registry::upsert`], its source's lane held.
+    async fn upsert_entered(&self, candidate: Candidate) -> Result<Loaded, RegistryError> {
         let digest = candidate.version_digest().await;
         let (running, serving) = {
             let slots = self.slots.lock().expect("lock");
             let same = |s: &Slot| s.source == candidate.source && s.digest == digest && s.account == candidate.account;
             if let Some((name, _)) = slots.iter().find(|(_, s)| same(s)) {
-                return Ok(Loaded::Unchanged { name: name.clone(), digest });
+                return self.reported(&candidate.source, Ok(Loaded::Unchanged { name: name.clone(), digest }));
             }
             if let Some(name) = self.parked_same(&candidate, &digest) {
-                return Ok(Loaded::Parked { name, digest });
+                return self.reported(&candidate.source, Ok(Loaded::Parked { name, digest }));
             }
             let serving = slots.iter().find(|(_, s)| s.source == candidate.source).map(|(n, _)| n.clone());
             (running_version(&slots, &candidate.source), serving)
@@ -672,8 +600,12 @@ impl Registry {
             self.context.metrics.plugin_rejected(&id, error.reason());
             error
         };
-        let origin = offer.source.clone();
-        match plan::decide(&view, &Offered { name: &name, id: &id, expected_name: offer.expected_name.as_deref() }) {
+        let (origin, source) = (offer.source.clone(), offer.source.clone());
+        let decided =
+            plan::decide(&view, &Offered { name: &name, id: &id, expected_name: offer.expected_name.as_deref() });
+        // Reported while the lanes are held: what this source's plugin did reaches the stream
+        // before anything a later change of the source or of the plugin does.
+        let result = match decided {
             Decision::Unchanged { id } => Ok(Loaded::Unchanged { name: id, digest }),
             Decision::Refuse(Refusal::NameMismatch { expected }) => {
                 Err(reject(RegistryError::NameMismatch { origin, expected, found: name, running }))
@@ -686,7 +618,15 @@ impl Registry {
                 let install = Install { offer, plugin, config, digest, promote, replace, running };
                 self.start(install).await.map_err(reject)
             }
-        }
+        };
+        self.reported(&source, result)
+    }
+
+    /// The plugin (`NAMESPACE/NAME` within a realm) and version `source` serves here, if any:
+    /// what keeps serving when its newer offer is refused.
+    pub fn serving(&self, source: &str) -> Option<(String, String)> {
+        let slots = self.slots.lock().expect("lock");
+        slots.iter().find(|(_, s)| s.source == source).map(|(n, s)| (n.clone(), version_of(&s.controller)))
     }
 
     /// The plugin `source` serves.
@@ -854,6 +794,7 @@ impl Registry {
                 return Err(RegistryError::ShadowTaken { origin, name, holder });
             }
             if version_digest(current.plugin().digest(), current.config()) == digest {
+                self.reporter.publish(Report::ShadowUnchanged { source: origin });
                 return Ok(Shadowed::Unchanged { name });
             }
         }
@@ -921,7 +862,30 @@ impl Registry {
             return Err(RegistryError::ShadowTaken { origin, name, holder });
         }
         vacate_locked(&mut seats, &origin, Some(&key));
-        Ok(Shadowed::Seated { name, version, digest, id: seating, findings })
+        drop(seats);
+        let seated = Report::ShadowSeated {
+            source: origin.clone(),
+            id: seating,
+            plugin: name.clone(),
+            version: version.clone(),
+            digest: digest.clone(),
+        };
+        self.reporter.publish(seated);
+        self.forward_findings(origin, seating, findings);
+        Ok(Shadowed::Seated { name, version, digest, id: seating })
+    }
+
+    /// Reports what shadow seating `id` of `source` finds as it changes, at most once per
+    /// [`FINDINGS_EVERY`]; ends when the shadow is gone.
+    fn forward_findings(&self, source: String, id: u64, mut findings: tokio::sync::watch::Receiver<ShadowReport>) {
+        let reporter = self.reporter.clone();
+        tokio::spawn(async move {
+            while findings.changed().await.is_ok() {
+                let report = findings.borrow_and_update().clone();
+                reporter.publish(Report::ShadowFindings { source: source.clone(), id, report });
+                tokio::time::sleep(FINDINGS_EVERY).await;
+            }
+        });
     }
 
     /// Unseats the shadows `source` offered; their calls in flight finish unseen. Returns the

@@ -1,38 +1,31 @@
 //! Plugins shipped as ConfigMaps (`run --plugin-namespace NS`): created ones load, updated
-//! ones swap, deleted ones unload, with no restart. The outcome is written back where users
-//! look: the `wasmloop.dev/status` annotation and `PluginLoaded` / `PluginRejected` Events
-//! on the ConfigMap.
+//! ones swap, deleted ones unload, with no restart. What happens is reported on the registry's
+//! stream (the registry's outcomes by the registry, this source's refusals and deletions by
+//! the source), and the status writer (`crate::status`) shows it where users look: the
+//! `wasmloop.dev/status` annotation and Events on the ConfigMap. This source writes no status.
 //!
 //! A ConfigMap annotated `wasmloop.dev/track: shadow` is a candidate: the registry seats it
-//! beside its plugin's serving version, and its findings (compared, same, differing, failed,
-//! the latest difference) go to its status annotation, at most once per
-//! [`SHADOW_STATUS_EVERY`], with a `ShadowDiffers` Event the first time it differs. Removing
-//! the annotation promotes it: it replaces the serving version, whichever ConfigMap of this
-//! namespace served, and the host marks that one `wasmloop.dev/track: superseded`, which
-//! loads nothing, so that a restart or another replica does not bring the old version back.
+//! beside its plugin's serving version, and reports what it finds. Removing the annotation
+//! promotes it: it replaces the serving version, whichever ConfigMap of this namespace served,
+//! and the host marks that one `wasmloop.dev/track: superseded`, which loads nothing, so that
+//! a restart or another replica does not bring the old version back.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{FutureExt as _, StreamExt};
-use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret};
-use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::events::{Event, EventType};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::ResourceExt;
+use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Resource, ResourceExt};
-use serde_json::json;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 use wasmloop_contract::names::{Name, Namespace};
 use wasmloop_runtime::api;
-use wasmloop_runtime::compare::ShadowResult;
-use wasmloop_runtime::events::Recorders;
 use wasmloop_runtime::identity::{AccountChoice, SERVICE_ACCOUNT_ANNOTATION, ServiceAccount};
-use wasmloop_runtime::quarantine::Board;
+use wasmloop_runtime::registry::reports::{Report, Reporter};
 use wasmloop_runtime::registry::{Candidate, Loaded, Registry, RegistryError, Shadowed};
-use wasmloop_runtime::shadow::ShadowReport;
 use wasmloop_sandbox::LoadError;
 
 use crate::endpoints::Readiness;
@@ -41,8 +34,10 @@ mod plan;
 
 use crate::oci::{self, OciError, PluginRef, Puller, RegistryPolicy};
 use crate::pinning::{self, TrustedKeys};
-use crate::plugin_configmap::{self, PLUGIN_LABEL, PluginPayload, STATUS_ANNOTATION, TRACK_ANNOTATION, Track};
-use plan::{Active, Content, DeleteStep, OfferStep, RetryStep, Seen, Shadowing, Version, Waiting, status_of};
+use crate::plugin_configmap::{
+    self, PLUGIN_LABEL, PluginPayload, STATUS_ANNOTATION, TRACK_ANNOTATION, Track, source_of,
+};
+use plan::{Content, DeleteStep, OfferStep, RetryStep, Seen, Waiting};
 
 /// How long before a plugin that failed to start (a kind not served yet, a cache that did
 /// not sync) is tried again with the same ConfigMap.
@@ -51,18 +46,8 @@ const START_RETRY: Duration = Duration::from_secs(15);
 /// How long before a reference that could not be pulled is pulled again.
 const PULL_RETRY: Duration = Duration::from_secs(30);
 
-/// How often a shadow's findings are written to its status, at most.
-const SHADOW_STATUS_EVERY: Duration = Duration::from_secs(1);
-
-/// The longest refusal a status shows.
-const MAX_LAST_ERROR: usize = 4096;
-
-/// The field manager of the status annotation.
-const MANAGER: &str = "wasmloop";
-
-fn source_of(namespace: &str, name: &str) -> String {
-    format!("ConfigMap {namespace}/{name}")
-}
+/// The longest refusal logged and reported.
+const MAX_REFUSAL: usize = 4096;
 
 /// A finished pull: the ConfigMap it was for, which pull it was, and the component or why not.
 struct Pulled {
@@ -152,23 +137,15 @@ pub struct ConfigMapSource {
     api: Api<ConfigMap>,
     namespace: Namespace,
     registry: Arc<Registry>,
+    /// The registry's stream, for this source's own refusals and deletions.
+    reporter: Reporter,
     readiness: Arc<Readiness>,
-    recorders: Recorders,
     seen: HashMap<String, Seen>,
     /// Names to offer again (a start failure's retry, or a ConfigMap another one blocked).
     retry: mpsc::UnboundedSender<String>,
     retries: Option<mpsc::UnboundedReceiver<String>>,
-    /// Only the leader writes statuses and Events, so replicas do not talk over each other.
-    leading: watch::Receiver<bool>,
-    /// The host's quarantined plugins, shown on their ConfigMaps' status.
-    quarantines: Arc<Board>,
     /// When set, only components signed by one of these keys load.
     trusted: Option<Arc<TrustedKeys>>,
-    /// Shadows' findings: the ConfigMap, the seating's id, the findings.
-    found: mpsc::UnboundedSender<(String, u64, ShadowReport)>,
-    findings: Option<mpsc::UnboundedReceiver<(String, u64, ShadowReport)>>,
-    /// With `--shard`, this replica's identity, shown in the status of what it runs.
-    replica: Option<String>,
     /// Pulls the components ConfigMaps name by reference.
     puller: Arc<Puller>,
     /// The namespace's Secrets, for pull secrets.
@@ -195,13 +172,10 @@ impl ConfigMapSource {
         namespace: &Namespace,
         registry: Arc<Registry>,
         readiness: Arc<Readiness>,
-        leading: watch::Receiver<bool>,
-        quarantines: Arc<Board>,
         trusted: Option<Arc<TrustedKeys>>,
     ) -> Self {
         readiness.pending(&Self::readiness_item(namespace), "plugin ConfigMaps not listed yet");
         let (retry, retries) = mpsc::unbounded_channel();
-        let (found, findings) = mpsc::unbounded_channel();
         let (pulls, pulled) = mpsc::unbounded_channel();
         let (finish, finished) = mpsc::unbounded_channel();
         ConfigMapSource {
@@ -212,31 +186,18 @@ impl ConfigMapSource {
             finish,
             finished: Some(finished),
             loads_started: 0,
-            found,
-            findings: Some(findings),
             retry,
             retries: Some(retries),
-            leading,
-            quarantines,
             trusted,
             api: api::typed_api(client.clone(), namespace),
             secrets: api::typed_api(client.clone(), namespace),
             puller: Arc::new(Puller::new(RegistryPolicy::default(), Duration::from_secs(120), None)),
             namespace: namespace.clone(),
+            reporter: registry.reporter(),
             registry,
             readiness,
-            recorders: Recorders::new(client),
             seen: HashMap::new(),
-            replica: None,
         }
-    }
-
-    /// Shows `identity` in the status of the plugins this replica runs (`--shard`): the
-    /// replicas that park a plugin write nothing about it, the one that runs it says so.
-    #[must_use]
-    pub fn replica(mut self, identity: String) -> Self {
-        self.replica = Some(identity);
-        self
     }
 
     /// Pulls referenced components with `puller` (its registry policy, timeout and cache).
@@ -255,17 +216,11 @@ impl ConfigMapSource {
         let config = watcher::Config::default().labels(PLUGIN_LABEL);
         let mut events = watcher(self.api.clone(), config).default_backoff().boxed();
         let mut retries = self.retries.take().expect("run once");
-        let mut findings = self.findings.take().expect("run once");
         let mut pulled = self.pulled.take().expect("run once");
         let mut finished = self.finished.take().expect("run once");
-        let mut quarantines = self.quarantines.subscribe();
-        let mut moves = self.registry.moves();
         let mut listed: Option<HashSet<String>> = None;
         loop {
             tokio::select! {
-                Ok(()) = quarantines.changed() => self.show_quarantines().await,
-                moved = moves.recv() => self.moved(moved).await,
-                Some((name, id, report)) = findings.recv() => self.shadow_found(&name, id, report).await,
                 Some(done) = pulled.recv() => self.pulled(done).await,
                 Some(done) = finished.recv() => self.finished(done).await,
                 event = events.next() => match event {
@@ -323,7 +278,7 @@ impl ConfigMapSource {
         let payload = match read {
             Ok(payload) => payload,
             Err(error) => {
-                return self.rejected(cm, "InvalidConfigMap", &format!("{error}{}", self.keeps(&name))).await;
+                return self.rejected(cm, "InvalidConfigMap", &format!("{error}{}", self.keeps(&name)));
             }
         };
         match payload.reference.clone() {
@@ -332,9 +287,11 @@ impl ConfigMapSource {
             Some(reference) => {
                 // What can be refused without the bytes is refused before a connection is made.
                 if let Err((reason, message)) = self.before_pull(&payload, &reference) {
-                    return self
-                        .rejected(cm, reason, &format!("plugin {}: {message}{}", payload.name, self.keeps(&name)))
-                        .await;
+                    return self.rejected(
+                        cm,
+                        reason,
+                        &format!("plugin {}: {message}{}", payload.name, self.keeps(&name)),
+                    );
                 }
                 self.start_pull(cm.clone(), payload, reference);
             }
@@ -414,7 +371,7 @@ impl ConfigMapSource {
                     self.keeps(&name)
                 );
                 self.retry_after(&name, PULL_RETRY);
-                self.rejected(&cm, "PullFailed", &message).await;
+                self.rejected(&cm, "PullFailed", &message);
             }
         }
     }
@@ -441,7 +398,7 @@ impl ConfigMapSource {
         payload.component = component;
         if let Err(error) = checked {
             let message = format!("plugin {}: {error}{}", payload.name, self.keeps(&name));
-            self.rejected(cm, error.reason(), &message).await;
+            self.rejected(cm, error.reason(), &message);
             return;
         }
         if payload.track == Track::Shadow {
@@ -460,7 +417,7 @@ impl ConfigMapSource {
                         self.namespace,
                         self.keeps(&name)
                     );
-                    self.rejected(cm, "InvalidConfigMap", &message).await;
+                    self.rejected(cm, "InvalidConfigMap", &message);
                     return;
                 }
             },
@@ -509,24 +466,22 @@ impl ConfigMapSource {
         format!("{}: load", source_of(&self.namespace, name))
     }
 
-    /// A load finished: its status and Event are written, then whatever came for its
-    /// ConfigMap meanwhile is handled.
+    /// A load finished: what it did is carried on, then whatever came for its ConfigMap
+    /// meanwhile is handled.
     async fn finished(&mut self, finished: Finished) {
         let Finished { cm, id, result } = finished;
         let name = cm.name_any();
         let Some(waiting) = self.seen.get_mut(&name).and_then(|seen| seen.load_finished(id)) else { return };
         self.readiness.ready(&self.load_item(&name));
         match result {
-            Ok(loaded) => {
-                self.loaded(&cm, &loaded).await;
-            }
+            Ok(loaded) => self.loaded(&cm, &loaded),
             Err(error) => {
                 if matches!(error, RegistryError::Start { .. }) {
                     // A kind that is not served yet may be soon (a CRD applied after the
                     // plugin).
                     self.retry_after(&name, START_RETRY);
                 }
-                self.rejected(&cm, error.reason(), &error.to_string()).await;
+                self.rejected(&cm, error.reason(), &error.to_string());
             }
         }
         match waiting {
@@ -549,105 +504,32 @@ impl ConfigMapSource {
         });
     }
 
-    /// A version this source offered serves here now, or no longer does (`--shard`: this
-    /// replica took its plugin over, or handed it to another).
-    async fn moved(&mut self, moved: Result<(String, Loaded), tokio::sync::broadcast::error::RecvError>) {
-        let Ok((source, loaded)) = moved else { return };
-        let prefix = source_of(&self.namespace, "");
-        let Some(name) = source.strip_prefix(&prefix) else { return };
-        if let Ok(Some(cm)) = self.api.get_opt(name).await {
-            self.loaded(&cm, &loaded).await;
-        }
-    }
-
+    /// What keeps serving from ConfigMap `name` when its newest offer is refused, as the
+    /// refusal's last words.
     fn keeps(&self, name: &str) -> String {
-        match self.seen.get(name).and_then(|s| s.active.as_ref()) {
-            Some(active) => format!(" (plugin {} {} keeps serving)", active.loaded.plugin, active.loaded.version),
+        match self.registry.serving(&source_of(&self.namespace, name)) {
+            Some((id, version)) => format!(" (plugin {} {version} keeps serving)", wasmloop_sandbox::name_in_id(&id)),
             None => String::new(),
         }
     }
 
-    async fn loaded(&mut self, cm: &ConfigMap, loaded: &Loaded) {
+    /// A version this ConfigMap offered was taken (the registry reports it; the status writer
+    /// shows it, and marks the ConfigMap a promotion superseded).
+    fn loaded(&mut self, cm: &ConfigMap, loaded: &Loaded) {
         let name = cm.name_any();
         tracing::info!(configmap = %source_of(&self.namespace, &name), digest = loaded.digest(), "{loaded}");
-        if let Loaded::Parked { .. } = loaded {
-            // Another replica runs it, and says so in the status.
-            self.seen.entry(name).or_default().active = None;
-            return;
-        }
-        if let Loaded::Unchanged { .. } = loaded {
-            // Back to what serves after a refusal (as the refusal advised): the error is over.
-            let seen = self.seen.entry(name.clone()).or_default();
-            if seen.last_error.take().is_some() {
-                seen.last_error_at = None;
-                let status = status_of(seen, self.replica.as_deref());
-                self.write_status(&name, &status).await;
-            }
-            return;
-        }
-        let (id, version) = match loaded {
-            Loaded::Started { name, version, .. }
-            | Loaded::Replaced { name, version, .. }
-            | Loaded::Promoted { name, version, .. } => (name, version),
-            Loaded::Unchanged { .. } | Loaded::Parked { .. } => unreachable!("returned above"),
-        };
-        let plugin = wasmloop_sandbox::name_in_id(id);
-        // Serving now: whatever this ConfigMap shadowed before is unseated.
-        self.seen.entry(name.clone()).or_default().shadow = None;
-        if let Loaded::Promoted { superseded: Some(old), .. } = loaded {
-            self.superseded(old.clone(), plugin, &source_of(&self.namespace, &name)).await;
-        }
-        let active = Active {
-            id: id.clone(),
-            loaded: Version {
-                plugin: plugin.to_owned(),
-                version: version.clone(),
-                digest: loaded.digest().to_owned(),
-                loaded_at: Timestamp::now().to_string(),
-            },
-        };
-        let seen = self.seen.entry(name.clone()).or_default();
-        (seen.active, seen.last_error, seen.last_error_at) = (Some(active), None, None);
-        // A new version starts healthy.
-        seen.quarantined = None;
-        let status = status_of(seen, self.replica.as_deref());
-        self.write_status(&name, &status).await;
-        let note = format!("plugin {plugin} {version} serving (sha256 {})", short(loaded.digest()));
-        self.event(cm, EventType::Normal, "PluginLoaded", note).await;
+        self.seen.entry(name).or_default().refused = false;
     }
 
-    async fn rejected(&mut self, cm: &ConfigMap, reason: &str, message: &str) {
-        // Refusals quote what others wrote (a registry, a manifest, a compiler on a component):
-        // a status annotation past the API's limits would lose the whole status.
-        let message = &wasmloop_contract::validate::cut(message.to_owned(), MAX_LAST_ERROR);
+    /// Refuses ConfigMap `cm`'s newest offer: logged here, shown by the status writer.
+    fn rejected(&mut self, cm: &ConfigMap, reason: &str, message: &str) {
         let name = cm.name_any();
-        tracing::error!(configmap = %source_of(&self.namespace, &name), reason, "{message}");
-        let seen = self.seen.entry(name.clone()).or_default();
-        if seen.last_error.as_deref() == Some(message) {
-            // Already said: writing again would only echo back as another watch event.
-            return;
-        }
-        seen.last_error = Some(message.to_owned());
-        seen.last_error_at = Some(Timestamp::now().to_string());
-        let status = status_of(seen, self.replica.as_deref());
-        self.write_status(&name, &status).await;
-        self.event(cm, EventType::Warning, "PluginRejected", format!("{reason}: {message}")).await;
-    }
-
-    /// Shows each serving plugin's quarantine, entered or lifted, on its ConfigMap's status.
-    async fn show_quarantines(&mut self) {
-        let mut changed = Vec::new();
-        for (name, seen) in &mut self.seen {
-            let Some(active) = &seen.active else { continue };
-            let now = self.quarantines.get(&active.id);
-            if now != seen.quarantined {
-                seen.quarantined = now;
-                changed.push((name.clone(), status_of(seen, self.replica.as_deref())));
-            }
-        }
-        for (name, status) in changed {
-            self.write_status(&name, &status).await;
-        }
+        let source = source_of(&self.namespace, &name);
+        // Refusals quote what others wrote (a registry, a manifest, a compiler on a component).
+        let message = wasmloop_contract::validate::cut(message.to_owned(), MAX_REFUSAL);
+        tracing::error!(configmap = %source, reason, "{message}");
+        self.seen.entry(name).or_default().refused = true;
+        self.reporter.publish(Report::Refused { source, reason: reason.to_owned(), message });
     }
 
     async fn unload(&mut self, name: &str) {
@@ -666,6 +548,8 @@ impl ConfigMapSource {
         if let Some(plugin) = &removed {
             tracing::info!(configmap = %source, plugin, "ConfigMap deleted: plugin unloaded");
         }
+        // Reported once what it served and shadowed is gone: nothing about it comes after.
+        self.reporter.publish(Report::Removed { source });
         if removed.is_some() || !unshadowed.is_empty() {
             self.retry_blocked();
         }
@@ -675,7 +559,8 @@ impl ConfigMapSource {
     /// (a rename, a second candidate, a promotion another replica saw first): it may load now.
     fn retry_blocked(&self) {
         for (other, seen) in &self.seen {
-            if seen.blocked() {
+            // The registry is asked only about the refused: a deletion costs one pass.
+            if seen.refused && seen.blocked(self.registry.serving(&source_of(&self.namespace, other)).is_some()) {
                 let _ = self.retry.send(other.clone());
             }
         }
@@ -691,174 +576,39 @@ impl ConfigMapSource {
             tracing::info!(configmap = %source, plugin, "ConfigMap marked superseded: plugin unloaded");
             self.retry_blocked();
         }
-        // The promotion's own words, on the status since, name the successor: keep them, and
-        // say nothing again after a restart.
+        // What its status says already: the promotion's own words, after a restart.
         let said = cm
             .annotations()
             .get(STATUS_ANNOTATION)
             .and_then(|text| serde_json::from_str::<serde_json::Value>(text).ok())
-            .and_then(|status| status["lastError"].as_str().map(str::to_owned));
-        let seen = self.seen.entry(name.clone()).or_default();
-        (seen.active, seen.shadow) = (None, None);
-        if seen.last_error.is_none() {
-            seen.last_error = said;
-        }
-        if seen.last_error.as_deref().is_some_and(|e| e.starts_with("superseded")) {
-            return;
-        }
-        let message = format!(
-            "superseded ({TRACK_ANNOTATION}: superseded): this ConfigMap loads nothing; delete it, or remove the annotation to offer it again"
-        );
-        (seen.last_error, seen.last_error_at) = (Some(message.clone()), Some(Timestamp::now().to_string()));
-        let status = status_of(seen, self.replica.as_deref());
-        self.write_status(&name, &status).await;
-        self.event(cm, EventType::Normal, "Superseded", message).await;
+            .and_then(|status| {
+                status["lastError"].as_str().map(|said| wasmloop_contract::validate::cut(said.to_owned(), MAX_REFUSAL))
+            });
+        self.seen.entry(name).or_default().refused = false;
+        self.reporter.publish(Report::Retired { source, said });
     }
 
-    fn leads(&self) -> bool {
-        *self.leading.borrow()
-    }
-
-    async fn write_status(&self, name: &str, status: &serde_json::Value) {
-        if !self.leads() {
-            return;
-        }
-        let patch = json!({"metadata": {"annotations": {STATUS_ANNOTATION: status.to_string()}}});
-        let params = PatchParams { field_manager: Some(MANAGER.into()), ..PatchParams::default() };
-        if let Err(error) = self.api.patch(name, &params, &Patch::Merge(&patch)).await {
-            tracing::warn!(configmap = %source_of(&self.namespace, name), %error, "cannot write the plugin status annotation; grant the host patch on ConfigMaps in this namespace");
-        }
-    }
-
-    async fn event(&self, cm: &ConfigMap, type_: EventType, reason: &str, note: String) {
-        self.event_on(&cm.object_ref(&()), type_, reason, "LoadPlugin", note).await;
-    }
-
-    async fn event_on(&self, regarding: &ObjectReference, type_: EventType, reason: &str, action: &str, note: String) {
-        if !self.leads() {
-            return;
-        }
-        // A note over the API's limit would lose the whole Event.
-        let note = wasmloop_contract::validate::event_note(note);
-        let recorder = self.recorders.get(MANAGER, &note, regarding);
-        let event = Event { type_, reason: reason.into(), note: Some(note), action: action.into(), secondary: None };
-        if let Err(error) = recorder.publish(&event, regarding).await {
-            let configmap = regarding.name.as_deref().unwrap_or_default();
-            tracing::warn!(configmap, %error, "cannot record the Event; grant the host create on events.k8s.io Events");
-        }
-    }
-
-    /// Seats the candidate a shadow ConfigMap ships, and forwards what it finds to the status.
+    /// Seats the candidate a shadow ConfigMap ships; the registry reports the seating and what
+    /// it finds.
     async fn offer_shadow(&mut self, cm: &ConfigMap, source: String, payload: PluginPayload) {
         let name = cm.name_any();
-        if let Some(active) = self.seen.get(&name).and_then(|s| s.active.as_ref()) {
+        if let Some((serving, _)) = self.registry.serving(&source) {
             let message = format!(
                 "this ConfigMap serves plugin {}; a shadow is a second ConfigMap (`wasmloop bundle --shadow`): remove the {TRACK_ANNOTATION} annotation here{}",
-                active.loaded.plugin,
+                wasmloop_sandbox::name_in_id(&serving),
                 self.keeps(&name)
             );
-            self.rejected(cm, "InvalidConfigMap", &message).await;
+            self.rejected(cm, "InvalidConfigMap", &message);
             return;
         }
         tracing::info!(configmap = %source, plugin = %payload.name, "seating the shadow this ConfigMap ships");
         let account = AccountChoice::LikePlugin { namespace: self.namespace.to_string() };
         let candidate = self.candidate(source, payload, account);
         match self.registry.shadow(candidate).await {
-            Ok(Shadowed::Unchanged { .. }) => {
-                let seen = self.seen.entry(name.clone()).or_default();
-                if seen.last_error.take().is_some() {
-                    seen.last_error_at = None;
-                    let status = status_of(seen, self.replica.as_deref());
-                    self.write_status(&name, &status).await;
-                }
+            Ok(Shadowed::Unchanged { .. } | Shadowed::Seated { .. }) => {
+                self.seen.entry(name).or_default().refused = false
             }
-            Ok(Shadowed::Seated { name: plugin, version, digest, id, findings }) => {
-                self.forward(name.clone(), id, findings);
-                let loaded_at = Timestamp::now().to_string();
-                let loaded = Version { plugin: plugin.clone(), version: version.clone(), digest, loaded_at };
-                let shadowing = Shadowing { id, loaded, findings: ShadowReport::default(), announced: false };
-                let seen = self.seen.entry(name.clone()).or_default();
-                (seen.shadow, seen.last_error, seen.last_error_at) = (Some(shadowing), None, None);
-                let status = status_of(seen, self.replica.as_deref());
-                self.write_status(&name, &status).await;
-                let note = format!(
-                    "version {version} shadows plugin {plugin}: called beside the serving version, compared, never written"
-                );
-                self.event(cm, EventType::Normal, "ShadowStarted", note).await;
-            }
-            Err(error) => self.rejected(cm, error.reason(), &error.to_string()).await,
-        }
-    }
-
-    /// Sends a shadow's findings to the source's loop as they change, at most once per
-    /// [`SHADOW_STATUS_EVERY`]; ends when the shadow is gone.
-    fn forward(&self, name: String, id: u64, mut findings: watch::Receiver<ShadowReport>) {
-        let found = self.found.clone();
-        tokio::spawn(async move {
-            while findings.changed().await.is_ok() {
-                let report = findings.borrow_and_update().clone();
-                if found.send((name.clone(), id, report)).is_err() {
-                    return;
-                }
-                tokio::time::sleep(SHADOW_STATUS_EVERY).await;
-            }
-        });
-    }
-
-    /// Shows a shadow's findings on its status, and says so with an Event the first time it
-    /// differs.
-    async fn shadow_found(&mut self, name: &str, id: u64, report: ShadowReport) {
-        let Some(seen) = self.seen.get_mut(name) else { return };
-        // A report from a candidate since replaced is stale.
-        let Some(shadow) = seen.shadow.as_mut().filter(|s| s.id == id) else { return };
-        shadow.findings = report;
-        let first = !shadow.announced && shadow.findings.differences() > 0;
-        shadow.announced |= first;
-        let note = shadow.findings.latest.as_ref().filter(|_| first).map(|latest| {
-            format!(
-                "version {} of plugin {} {} from the serving version on {}; the wasmloop.dev/status annotation counts and shows the latest difference",
-                shadow.loaded.version,
-                shadow.loaded.plugin,
-                if latest.result == ShadowResult::Failed { "failed where it did not" } else { "differs" },
-                latest.object
-            )
-        });
-        let status = status_of(seen, self.replica.as_deref());
-        self.write_status(name, &status).await;
-        if let Some(note) = note {
-            let regarding = ObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("ConfigMap".into()),
-                namespace: Some(self.namespace.to_string()),
-                name: Some(name.to_owned()),
-                ..ObjectReference::default()
-            };
-            self.event_on(&regarding, EventType::Normal, "ShadowDiffers", "CompareShadow", note).await;
-        }
-    }
-
-    /// Marks the ConfigMap `old` (a source name) superseded, since a promoted shadow serves
-    /// its plugin now, and says so on its status. The mark is what a restart reads: without it
-    /// the two ConfigMaps would race for the plugin, and the old one, listed first, would win.
-    async fn superseded(&mut self, old: String, plugin: &str, by: &str) {
-        let Some(name) = self.seen.keys().find(|n| source_of(&self.namespace, n) == old).cloned() else { return };
-        let seen = self.seen.get_mut(&name).expect("found above");
-        seen.active = None;
-        seen.last_error = Some(format!(
-            "superseded: plugin {plugin} is served from {by} now (a promoted shadow); delete this ConfigMap"
-        ));
-        seen.last_error_at = Some(Timestamp::now().to_string());
-        let mut mark = json!({"metadata": {"annotations": {TRACK_ANNOTATION: "superseded"}}});
-        // Every replica marks it, not only the leader: the mark is what keeps a restarted
-        // replica from loading the old version, and it is the same from each. The status is
-        // the leader's to write, as always.
-        if *self.leading.borrow() {
-            mark["metadata"]["annotations"][STATUS_ANNOTATION] =
-                json!(status_of(seen, self.replica.as_deref()).to_string());
-        }
-        let params = PatchParams { field_manager: Some(MANAGER.into()), ..PatchParams::default() };
-        if let Err(error) = self.api.patch(&name, &params, &Patch::Merge(&mark)).await {
-            tracing::warn!(configmap = %old, %error, "cannot mark the superseded ConfigMap; delete it, or a restart may load it instead of {by}");
+            Err(error) => self.rejected(cm, error.reason(), &error.to_string()),
         }
     }
 }
@@ -880,8 +630,4 @@ fn content_of(cm: &ConfigMap, payload: &PluginPayload) -> Content {
         track: payload.track,
         pull_secret: payload.pull_secret.clone(),
     }
-}
-
-fn short(digest: &str) -> &str {
-    &digest[..digest.len().min(12)]
 }

@@ -1,25 +1,25 @@
 //! What the ConfigMap source does for one ConfigMap, decided without the API server, the
 //! registry or a registry of images.
 //!
-//! The source keeps a [`Seen`] per ConfigMap: the content it last handled, what its status
-//! shows, and the [`Work`] under way for it, which is one of three legal states: nothing, a
+//! The source keeps a [`Seen`] per ConfigMap: the content it last handled, whether it was
+//! refused, and the [`Work`] under way for it, which is one of three legal states: nothing, a
 //! pull, or a load (with the one event that came meanwhile, [`Waiting`]). The shell hands each
 //! event to a step here, which updates the state and says what to carry out:
 //! - new content ([`Seen::offer`]): wait for the load under way, ignore the same content
-//!   again (the echo of the host's own status write), or handle it, abandoning an older pull;
+//!   again (a relist, or an update elsewhere in the ConfigMap, such as the status writer's
+//!   annotation), or handle it, abandoning an older pull;
 //! - a deletion ([`Seen::delete`]): wait for the load under way, or unload;
 //! - a retry ([`Seen::retry`]): skip it while a pull or a load will report anyway, or offer
 //!   the ConfigMap afresh;
 //! - a pull's or a load's report ([`Seen::pulled`], [`Seen::load_finished`]): stale unless it
 //!   is the one under way, and a load hands back what waited for it.
 //!
-//! The status annotation is a pure function of the state too ([`status_of`]).
+//! What the ConfigMap's status shows is not the source's to know: the status writer
+//! (`crate::status`) shows what the registry and the source report.
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use serde_json::json;
 use tokio::task::AbortHandle;
 use wasmloop_contract::names::Name;
-use wasmloop_runtime::shadow::ShadowReport;
 
 use crate::plugin_configmap::Track;
 
@@ -27,18 +27,11 @@ use crate::plugin_configmap::Track;
 #[derive(Default)]
 pub(super) struct Seen {
     /// The resourceVersion-independent content last handled (the component's digest, the
-    /// config), so that the host's own annotation writes do not reload anything. A digest, not
-    /// the bytes: a rejected component is not kept in memory.
+    /// config), so that an update of anything else (an annotation, a relist) reloads nothing.
+    /// A digest, not the bytes: a rejected component is not kept in memory.
     pub(super) handled: Option<Content>,
-    /// The version serving from this ConfigMap.
-    pub(super) active: Option<Active>,
-    /// The candidate shadowing from this ConfigMap, and what it found.
-    pub(super) shadow: Option<Shadowing>,
-    /// Why the last offer was refused, and when; none when it was accepted.
-    pub(super) last_error: Option<String>,
-    pub(super) last_error_at: Option<String>,
-    /// Why the serving version is quarantined; none when it is not.
-    pub(super) quarantined: Option<String>,
+    /// Its last offer was refused.
+    pub(super) refused: bool,
     /// A retry of a plugin that failed to start is scheduled.
     pub(super) retry_pending: bool,
     /// What is under way for it.
@@ -60,7 +53,7 @@ pub(super) enum Work {
         task: AbortHandle,
     },
     /// A load in the registry. While it runs, what the watch brings for the ConfigMap waits,
-    /// so that its events are handled in order, each load's outcome written before the next
+    /// so that its events are handled in order, each load's outcome reported before the next
     /// event is looked at; other ConfigMaps' loads go on.
     Loading {
         /// The load's id, which its report carries.
@@ -93,51 +86,13 @@ pub(super) struct Content {
     pub(super) pull_secret: Option<Name>,
 }
 
-/// A plugin version a ConfigMap loaded, serving or shadowing, as its status shows it.
-#[derive(Clone)]
-pub(super) struct Version {
-    /// The plugin's name.
-    pub(super) plugin: String,
-    /// The manifest's version.
-    pub(super) version: String,
-    /// SHA-256 of component and configuration.
-    pub(super) digest: String,
-    /// When it loaded.
-    pub(super) loaded_at: String,
-}
-
-impl Version {
-    /// The version's fields of the status, its digest under `digest_key`.
-    fn status(&self, digest_key: &str) -> serde_json::Value {
-        json!({"plugin": self.plugin, "version": self.version, digest_key: self.digest, "loadedAt": self.loaded_at})
-    }
-}
-
-/// A version serving from a ConfigMap.
-#[derive(Clone)]
-pub(super) struct Active {
-    /// What the host knows it by (`NAMESPACE/NAME`): its quarantine is found by this.
-    pub(super) id: String,
-    pub(super) loaded: Version,
-}
-
-/// A candidate shadowing from a ConfigMap, and what it found.
-pub(super) struct Shadowing {
-    /// The seating's id: findings of an earlier seating of this ConfigMap are stale.
-    pub(super) id: u64,
-    pub(super) loaded: Version,
-    pub(super) findings: ShadowReport,
-    /// The `ShadowDiffers` Event was recorded.
-    pub(super) announced: bool,
-}
-
 /// What to do with content a ConfigMap offers.
 #[derive(Debug)]
 pub(super) enum OfferStep {
     /// A load is under way: the offer waits for its report, kept as [`Waiting::Offer`].
     Wait,
-    /// The same content was handled already: the echo of a status write, or an edit
-    /// elsewhere in the ConfigMap.
+    /// The same content was handled already: a relist, or an update elsewhere in the
+    /// ConfigMap (the status writer's annotation).
     Same,
     /// New content, now the content handled: refuse, pull or load it.
     New {
@@ -257,37 +212,13 @@ impl Seen {
         }
     }
 
-    /// Refused while another ConfigMap held its plugin or its shadow seat, and not pulling:
-    /// it may load once that one is gone. A pull under way is not blocked, and starting it
-    /// again would only lose its time.
-    pub(super) fn blocked(&self) -> bool {
-        self.last_error.is_some() && self.active.is_none() && !matches!(self.work, Work::Pulling { .. })
+    /// Refused while another ConfigMap held its plugin or its shadow seat, serving nothing
+    /// (`serving` says whether a version from it serves) and not pulling: it may load once
+    /// that one is gone. A pull under way is not blocked, and starting it again would only
+    /// lose its time.
+    pub(super) fn blocked(&self, serving: bool) -> bool {
+        self.refused && !serving && !matches!(self.work, Work::Pulling { .. })
     }
-}
-
-/// The `wasmloop.dev/status` annotation of a ConfigMap: what serves from it, the last refusal,
-/// and a quarantine.
-/// With `--shard`, `replica` names the replica that runs it.
-pub(super) fn status_of(seen: &Seen, replica: Option<&str>) -> serde_json::Value {
-    let mut status = match &seen.active {
-        Some(active) => active.loaded.status("activeDigest"),
-        None => json!({"activeDigest": null}),
-    };
-    if let (Some(_), Some(replica)) = (&seen.active, replica) {
-        status["replica"] = json!(replica);
-    }
-    if let Some(shadow) = &seen.shadow {
-        status["shadow"] = shadow.loaded.status("digest");
-        status["shadow"]["findings"] = json!(shadow.findings);
-    }
-    status["lastError"] = json!(seen.last_error);
-    if let Some(at) = &seen.last_error_at {
-        status["lastErrorAt"] = json!(at);
-    }
-    if let Some(reason) = &seen.quarantined {
-        status["quarantined"] = json!(reason);
-    }
-    status
 }
 
 #[cfg(test)]
@@ -304,12 +235,6 @@ mod tests {
 
     fn task() -> AbortHandle {
         tokio::spawn(std::future::pending::<()>()).abort_handle()
-    }
-
-    fn active() -> Active {
-        let text = |s: &str| s.to_owned();
-        let loaded = Version { plugin: text("p"), version: text("1.0.0"), digest: text("d1"), loaded_at: text("t") };
-        Active { id: text("ns/p"), loaded }
     }
 
     /// One step of a ConfigMap's life, and what it must decide.
@@ -366,7 +291,7 @@ mod tests {
     async fn a_configmaps_events_follow_the_rules() {
         use Event::*;
         let cases: Vec<(&str, Vec<Event>)> = vec![
-            ("the same content again is an echo", vec![Offer("d1", "new"), Offer("d1", "same")]),
+            ("the same content again changes nothing", vec![Offer("d1", "new"), Offer("d1", "same")]),
             ("other content is new", vec![Offer("d1", "new"), Offer("d2", "new")]),
             (
                 "an offer during a load waits for it, and is handed back",
@@ -420,35 +345,15 @@ mod tests {
 
     #[tokio::test]
     async fn a_refused_configmap_is_blocked_unless_it_serves_or_pulls() {
-        let refused = || Seen { last_error: Some("NameTaken".into()), ..Seen::default() };
-        assert!(refused().blocked());
-        assert!(!Seen::default().blocked(), "nothing refused");
-        assert!(!Seen { active: Some(active()), ..refused() }.blocked(), "it serves");
+        let refused = || Seen { refused: true, ..Seen::default() };
+        assert!(refused().blocked(false));
+        assert!(!Seen::default().blocked(false), "nothing refused");
+        assert!(!refused().blocked(true), "it serves");
         let mut pulling = refused();
         pulling.pull_started(1, task());
-        assert!(!pulling.blocked(), "its pull reports anyway");
+        assert!(!pulling.blocked(false), "its pull reports anyway");
         let mut loading = refused();
         loading.load_started(1);
-        assert!(loading.blocked(), "a retry of a loading ConfigMap is skipped when due");
-    }
-
-    #[test]
-    fn the_status_shows_what_serves_the_last_refusal_and_the_quarantine() {
-        let serving = Seen { active: Some(active()), ..Seen::default() };
-        assert_eq!(
-            status_of(&serving, None).to_string(),
-            r#"{"plugin":"p","version":"1.0.0","activeDigest":"d1","loadedAt":"t","lastError":null}"#,
-            "the annotation's text, keys in order"
-        );
-        assert_eq!(status_of(&serving, Some("replica-0"))["replica"], "replica-0");
-        let refused =
-            Seen { last_error: Some("NameTaken: x".into()), last_error_at: Some("t2".into()), ..Seen::default() };
-        assert_eq!(
-            status_of(&refused, Some("replica-0")),
-            json!({"activeDigest": null, "lastError": "NameTaken: x", "lastErrorAt": "t2"}),
-            "a replica that runs nothing from it does not name itself"
-        );
-        let quarantined = Seen { quarantined: Some("crash loop".into()), ..serving };
-        assert_eq!(status_of(&quarantined, None)["quarantined"], "crash loop");
+        assert!(loading.blocked(false), "a retry of a loading ConfigMap is skipped when due");
     }
 }

@@ -1,0 +1,233 @@
+//! What happened to each source's plugin, as one typed stream in the order it happened: the
+//! registry's outcomes (a version loaded, parked or moved; a shadow seated and what it finds)
+//! and a source's own (a refusal before a version reaches the registry, the source gone). Whoever shows
+//! plugins' state (the status writer of `wasmloop run`) reads it; nothing flows back.
+//!
+//! The stream is an unbounded channel with one reader: a report is never dropped, and a source
+//! never waits for the reader. Without a reader ([`Reporter::none`]) nothing is kept.
+//!
+//! ```
+//! use wasmloop_runtime::registry::reports::{self, Report};
+//! let (reporter, mut reports) = reports::channel();
+//! reporter.publish(Report::Removed { source: "ConfigMap team-a/hello".into() });
+//! assert!(matches!(reports.try_recv(), Ok(Report::Removed { .. })));
+//! ```
+
+use tokio::sync::mpsc;
+
+use crate::shadow::ShadowReport;
+
+/// One thing that happened to a source's plugin. `source` names the source as the registry
+/// does (`ConfigMap NAMESPACE/NAME`, a file's path).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Report {
+    /// What a version the source offered did: loaded, replaced, promoted, parked (another
+    /// replica runs it), or unchanged (what serves is what it offers). Also sent when sharding
+    /// moves a version here ([`Loaded::Started`]) or away ([`Loaded::Parked`]).
+    Loaded {
+        /// The source.
+        source: String,
+        /// What happened.
+        loaded: Loaded,
+    },
+    /// The source's newest version was refused; whatever served from it still does.
+    Refused {
+        /// The source.
+        source: String,
+        /// A CamelCase word for Events and metrics (`InvalidConfigMap`, `PullFailed`, a
+        /// [`super::RegistryError::reason`]).
+        reason: String,
+        /// What was wrong and what to do, cut as outside text is.
+        message: String,
+    },
+    /// The source marked itself superseded (a promoted shadow serves its plugin from another
+    /// source): it loads nothing.
+    Retired {
+        /// The source.
+        source: String,
+        /// What its status said already (a restart reads it back), if anything.
+        said: Option<String>,
+    },
+    /// A candidate of the source now shadows its plugin.
+    ShadowSeated {
+        /// The source.
+        source: String,
+        /// The seating's id: findings of an earlier seating are stale.
+        id: u64,
+        /// The plugin it shadows.
+        plugin: String,
+        /// The candidate's version.
+        version: String,
+        /// SHA-256 of component and configuration.
+        digest: String,
+    },
+    /// The source's candidate is the one that shadows already.
+    ShadowUnchanged {
+        /// The source.
+        source: String,
+    },
+    /// What a shadow has found so far (sent as it changes, at most once a second).
+    ShadowFindings {
+        /// The source.
+        source: String,
+        /// The seating's id.
+        id: u64,
+        /// The findings.
+        report: ShadowReport,
+    },
+    /// The source is gone (a ConfigMap deleted): whatever it served or shadowed stopped, and
+    /// nothing is to be shown for it any more.
+    Removed {
+        /// The source.
+        source: String,
+    },
+}
+
+impl Report {
+    /// The source it is about.
+    pub fn source(&self) -> &str {
+        match self {
+            Report::Loaded { source, .. }
+            | Report::Refused { source, .. }
+            | Report::Retired { source, .. }
+            | Report::ShadowSeated { source, .. }
+            | Report::ShadowUnchanged { source }
+            | Report::ShadowFindings { source, .. }
+            | Report::Removed { source } => source,
+        }
+    }
+}
+
+/// Sends reports to the stream's reader; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Reporter(Option<mpsc::UnboundedSender<Report>>);
+
+impl Reporter {
+    /// A reporter with no reader: what it is given goes nowhere.
+    pub fn none() -> Reporter {
+        Reporter(None)
+    }
+
+    /// Sends `report`. A reader that has gone (the host stopping) loses nothing it needed.
+    pub fn publish(&self, report: Report) {
+        if let Some(sender) = &self.0 {
+            let _ = sender.send(report);
+        }
+    }
+}
+
+impl Default for Reporter {
+    fn default() -> Reporter {
+        Reporter::none()
+    }
+}
+
+/// The reading end of the stream.
+pub type Reports = mpsc::UnboundedReceiver<Report>;
+
+/// A stream: its reporter, to clone into the registry and the sources, and its one reader.
+pub fn channel() -> (Reporter, Reports) {
+    let (sender, receiver) = mpsc::unbounded_channel();
+    (Reporter(Some(sender)), receiver)
+}
+
+/// What an accepted candidate did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Loaded {
+    /// A plugin that was not running now is.
+    Started {
+        /// The plugin.
+        name: String,
+        /// Its version.
+        version: String,
+        /// SHA-256 of component and configuration.
+        digest: String,
+    },
+    /// A new version replaced the running one.
+    Replaced {
+        /// The plugin.
+        name: String,
+        /// The new version.
+        version: String,
+        /// The version it replaced.
+        previous: String,
+        /// SHA-256 of component and configuration.
+        digest: String,
+    },
+    /// The source's shadow now serves, replacing what served from another source (the
+    /// shadow was promoted: its source offered it as serving).
+    Promoted {
+        /// The plugin.
+        name: String,
+        /// The new version.
+        version: String,
+        /// The version it replaced, if one served.
+        previous: Option<String>,
+        /// The source that served it, and now serves nothing.
+        superseded: Option<String>,
+        /// SHA-256 of component and configuration.
+        digest: String,
+    },
+    /// Valid, but another replica runs this plugin (`--shard`): compiled and kept here, not
+    /// started, until the plugin is admitted ([`super::Registry::admit`]).
+    Parked {
+        /// The plugin.
+        name: String,
+        /// SHA-256 of component and configuration.
+        digest: String,
+    },
+    /// The same component and configuration already serve: nothing to do.
+    Unchanged {
+        /// The plugin.
+        name: String,
+        /// SHA-256 of component and configuration.
+        digest: String,
+    },
+}
+
+impl Loaded {
+    /// The plugin's name.
+    pub fn name(&self) -> &str {
+        match self {
+            Loaded::Started { name, .. }
+            | Loaded::Replaced { name, .. }
+            | Loaded::Promoted { name, .. }
+            | Loaded::Parked { name, .. }
+            | Loaded::Unchanged { name, .. } => name,
+        }
+    }
+
+    /// The digest now serving.
+    pub fn digest(&self) -> &str {
+        match self {
+            Loaded::Started { digest, .. }
+            | Loaded::Replaced { digest, .. }
+            | Loaded::Promoted { digest, .. }
+            | Loaded::Parked { digest, .. }
+            | Loaded::Unchanged { digest, .. } => digest,
+        }
+    }
+}
+
+impl std::fmt::Display for Loaded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Loaded::Started { name, version, .. } => write!(f, "plugin {name} {version} serving"),
+            Loaded::Replaced { name, version, previous, .. } => {
+                write!(f, "plugin {name} {version} serving, replacing {previous}; every primary requeued")
+            }
+            Loaded::Promoted { name, version, previous, superseded, .. } => {
+                write!(f, "plugin {name} {version} promoted from shadow to serving")?;
+                if let Some(previous) = previous {
+                    write!(f, ", replacing {previous}")?;
+                }
+                if let Some(source) = superseded {
+                    write!(f, " from {source}, which now serves nothing")?;
+                }
+                Ok(())
+            }
+            Loaded::Parked { name, .. } => write!(f, "plugin {name} parked: another replica runs it"),
+            Loaded::Unchanged { name, .. } => write!(f, "plugin {name} unchanged"),
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! The one status writer: it reads the registry's report stream
+//! ([`wasmloop_runtime::registry::reports`]) and the quarantine board, and writes what users
+//! look at on each plugin ConfigMap: the `wasmloop.dev/status` annotation and Events
+//! (`PluginLoaded`, `PluginRejected`, `Superseded`, `ShadowStarted`, `ShadowDiffers`).
+//!
+//! The decisions are [`plan::Statuses`]'s; this shell only carries its effects out, on the
+//! leader only, so replicas do not talk over each other, except the superseded mark, which
+//! every replica writes (it is what a restart reads). Every replica follows the stream, so a
+//! new leader shows the same state.
+//!
+//! Nothing flows back: a source learns nothing from what is written here. The writes reach the
+//! ConfigMap sources' watches as updates that change no content they load, as a relist's do.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::jiff::Timestamp;
+use kube::Resource;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType};
+use serde_json::json;
+use tokio::sync::watch;
+use wasmloop_contract::names::Namespace;
+use wasmloop_runtime::api;
+use wasmloop_runtime::events::Recorders;
+use wasmloop_runtime::quarantine::Board;
+use wasmloop_runtime::registry::reports::Reports;
+
+use crate::plugin_configmap::{STATUS_ANNOTATION, TRACK_ANNOTATION, source_of};
+
+mod plan;
+
+use plan::{ConfigMapKey, Effect, Kind, Statuses, coalesced};
+
+/// Reports taken in one batch at most: what a burst says about one ConfigMap is written once.
+const BATCH: usize = 256;
+
+/// The field manager of the status annotation and the recorder of the Events.
+const MANAGER: &str = "wasmloop";
+
+/// Writes plugin ConfigMaps' statuses and Events from the registry's reports.
+pub struct StatusWriter {
+    client: kube::Client,
+    reports: Reports,
+    quarantines: Arc<Board>,
+    leading: watch::Receiver<bool>,
+    statuses: Statuses,
+    recorders: Recorders,
+    apis: HashMap<Namespace, Api<ConfigMap>>,
+}
+
+impl StatusWriter {
+    /// A writer of what `reports` say, and of `quarantines`, writing while `leading`.
+    pub fn new(
+        client: kube::Client,
+        reports: Reports,
+        quarantines: Arc<Board>,
+        leading: watch::Receiver<bool>,
+    ) -> Self {
+        StatusWriter {
+            recorders: Recorders::new(client.clone()),
+            client,
+            reports,
+            quarantines,
+            leading,
+            statuses: Statuses::new(None),
+            apis: HashMap::new(),
+        }
+    }
+
+    /// Shows `identity` in the status of the plugins this replica runs (`--shard`): the
+    /// replicas that park a plugin write nothing about it, the one that runs it says so.
+    #[must_use]
+    pub fn replica(mut self, identity: String) -> Self {
+        self.statuses = Statuses::new(Some(identity));
+        self
+    }
+
+    /// Runs until the stream ends (the registry gone, the host stopping). Reports that came
+    /// while it wrote are taken together, so a burst about one ConfigMap costs one status write.
+    pub async fn run(mut self) {
+        let mut quarantines = self.quarantines.subscribe();
+        loop {
+            let effects = tokio::select! {
+                report = self.reports.recv() => match report {
+                    Some(report) => {
+                        let now = Timestamp::now().to_string();
+                        let mut effects = self.statuses.report(report, &now);
+                        for _ in 1..BATCH {
+                            let Ok(more) = self.reports.try_recv() else { break };
+                            effects.extend(self.statuses.report(more, &now));
+                        }
+                        coalesced(effects)
+                    }
+                    None => return,
+                },
+                Ok(()) = quarantines.changed() => {
+                    let board = quarantines.borrow_and_update().clone();
+                    self.statuses.quarantines(&board)
+                }
+            };
+            for effect in effects {
+                self.carry_out(effect).await;
+            }
+        }
+    }
+
+    fn api(&mut self, namespace: &Namespace) -> Api<ConfigMap> {
+        let client = &self.client;
+        self.apis.entry(namespace.clone()).or_insert_with(|| api::typed_api(client.clone(), namespace)).clone()
+    }
+
+    async fn carry_out(&mut self, effect: Effect) {
+        let leads = *self.leading.borrow();
+        match effect {
+            Effect::Supersede { configmap, status } => self.supersede(&configmap, leads.then_some(&status)).await,
+            _ if !leads => {}
+            Effect::Status { configmap, status } => self.write_status(&configmap, &status).await,
+            Effect::Event { configmap, kind, reason, action, note } => {
+                self.event(&configmap, kind, reason, action, note).await;
+            }
+        }
+    }
+
+    async fn write_status(&mut self, (namespace, name): &ConfigMapKey, status: &serde_json::Value) {
+        let patch = json!({"metadata": {"annotations": {STATUS_ANNOTATION: status.to_string()}}});
+        let params = PatchParams { field_manager: Some(MANAGER.into()), ..PatchParams::default() };
+        match self.api(namespace).patch(name, &params, &Patch::Merge(&patch)).await {
+            Ok(_) => {}
+            // Deleted meanwhile: its status went with it.
+            Err(kube::Error::Api(status)) if status.is_not_found() => {}
+            Err(error) => {
+                tracing::warn!(configmap = %source_of(namespace, name), %error, "cannot write the plugin status annotation; grant the host patch on ConfigMaps in this namespace")
+            }
+        }
+    }
+
+    /// Marks a ConfigMap superseded, with `status` in the same write when given (on the leader).
+    async fn supersede(&mut self, (namespace, name): &ConfigMapKey, status: Option<&serde_json::Value>) {
+        let mut mark = json!({"metadata": {"annotations": {TRACK_ANNOTATION: "superseded"}}});
+        if let Some(status) = status {
+            mark["metadata"]["annotations"][STATUS_ANNOTATION] = json!(status.to_string());
+        }
+        let params = PatchParams { field_manager: Some(MANAGER.into()), ..PatchParams::default() };
+        match self.api(namespace).patch(name, &params, &Patch::Merge(&mark)).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.is_not_found() => {}
+            Err(error) => {
+                tracing::warn!(configmap = %source_of(namespace, name), %error, "cannot mark the superseded ConfigMap; delete it, or a restart may load it instead of its successor")
+            }
+        }
+    }
+
+    async fn event(&mut self, (namespace, name): &ConfigMapKey, kind: Kind, reason: &str, action: &str, note: String) {
+        // The Event names the ConfigMap by UID too, as `kubectl describe` looks it up: read now,
+        // it is the ConfigMap as it is, and none is recorded about one deleted meanwhile.
+        let regarding = match self.api(namespace).get_opt(name).await {
+            Ok(Some(configmap)) => configmap.object_ref(&()),
+            Ok(None) => return,
+            Err(error) => {
+                tracing::warn!(configmap = %source_of(namespace, name), %error, reason, "cannot read the ConfigMap to record an Event about it");
+                return;
+            }
+        };
+        // A note over the API's limit would lose the whole Event.
+        let note = wasmloop_contract::validate::event_note(note);
+        let recorder = self.recorders.get(MANAGER, &note, &regarding);
+        let type_ = match kind {
+            Kind::Normal => EventType::Normal,
+            Kind::Warning => EventType::Warning,
+        };
+        let event = Event { type_, reason: reason.into(), note: Some(note), action: action.into(), secondary: None };
+        if let Err(error) = recorder.publish(&event, &regarding).await {
+            tracing::warn!(configmap = %source_of(namespace, name), %error, "cannot record the Event; grant the host create on events.k8s.io Events");
+        }
+    }
+}

@@ -12,6 +12,7 @@
  */
 
 import { Apply, Delete, Event, Patch, Prune, Status } from './actions.js';
+import { kindFields, kindRecord } from './manifest.js';
 
 let component;
 try {
@@ -65,9 +66,9 @@ export const checkAction = (action, payload, deleted) => orNull(rules.checkActio
 /** A reference (`map`'s result) as the host checks a delete's target. */
 export const checkRef = (ref) => checkAction(new Delete(ref), undefined, false);
 
-const gvk = (k) => ({ group: k?.group, version: k?.version, kind: k?.kind });
-const selector = (w) => ({ kind: gvk(w.kind), namespace: w.namespace ?? null, 'label-selector': w.labels ?? null });
+const gvk = kindRecord;
 const setting = (v) => v ?? null;
+const kebab = (name) => name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
 // A BigInt (a u64 setting) goes as the JSON number it is, which JSON.stringify cannot write.
 const BIG = '\u0000bigint:';
 const toJson = (value) => JSON.stringify(value, (_, v) => (typeof v === 'bigint' ? BIG + v : v)).replace(/"\\u0000bigint:(-?\d+)"/g, '$1');
@@ -77,13 +78,7 @@ export function manifestRecord(m) {
   const scope = (g) => (g.namespaces === undefined ? 'primary-namespace' : g.namespaces === '*' ? 'any' : { namespaces: [...g.namespaces] });
   const s = m.settings;
   return {
-    name: m.name,
-    version: m.version,
-    primary: selector(m.primaryWatch),
-    owns: m.owns.map(gvk),
-    watches: m.watchList.map(selector),
-    reads: m.reads.map(gvk),
-    'metadata-only': m.metadataOnly.map(gvk),
+    ...kindFields(m, kebab),
     writes: m.writes.map((g) => ({ kind: gvk(g.kind), verbs: ['apply', 'patch', 'delete'].filter((v) => g[v]), scope: scope(g) })),
     'keep-fields': m.keeps().map(([k, managedFields, lastApplied]) => ({ kind: gvk(k), 'managed-fields': managedFields, 'last-applied': lastApplied })),
     finalizer: m.finalizer ?? null,

@@ -8,11 +8,10 @@ import { Apply, Delete, Event, Patch, Status, asObjectRef } from './actions.js';
 import { CacheError } from './errors.js';
 import { install } from './host.js';
 import * as outcome from './outcome.js';
-import { SETTINGS, manifestOf } from './manifest.js';
+import { SETTINGS, kindFields, kindRecord, manifestOf } from './manifest.js';
 import { Envelope, Request } from './request.js';
 
-const gvk = (kind) => ({ group: kind.group, version: kind.version, kind: kind.kind });
-const selector = (w) => ({ kind: gvk(w.kind), namespace: w.namespace, labelSelector: w.labels });
+const gvk = kindRecord;
 
 function cacheError(e) {
   const payload = e?.payload;
@@ -80,13 +79,7 @@ function witManifest(m) {
     return n === undefined ? undefined : Number(n);
   };
   return {
-    name: m.name,
-    version: m.version,
-    primary: selector(m.primaryWatch),
-    owns: m.owns.map(gvk),
-    watches: m.watchList.map(selector),
-    reads: m.reads.map(gvk),
-    metadataOnly: m.metadataOnly.map(gvk),
+    ...kindFields(m),
     writes: m.writes.map((g) => ({ kind: gvk(g.kind), verbs: { apply: g.apply, patch: g.patch, delete: g.delete }, scope: scope(g) })),
     finalizer: m.finalizer,
     prune: m.prune,

@@ -121,6 +121,29 @@ export class Manifest {
   }
 }
 
+/**
+ * The fields of the contract's `plugin-manifest` record that name the plugin and its kinds, as
+ * the component's glue and the test harness both hand them on: `key` turns each field's
+ * camelCase name into the one the receiver reads (the glue's own, or the kebab-case JSON of
+ * the rules component).
+ */
+export function kindFields(m, key = (name) => name) {
+  const gvk = kindRecord;
+  const selector = (w) => ({ kind: gvk(w.kind), namespace: w.namespace, [key('labelSelector')]: w.labels });
+  return {
+    name: m.name,
+    version: m.version,
+    primary: selector(m.primaryWatch),
+    owns: m.owns.map(gvk),
+    watches: m.watchList.map(selector),
+    reads: m.reads.map(gvk),
+    [key('metadataOnly')]: m.metadataOnly.map(gvk),
+  };
+}
+
+/** A kind as the contract's `gvk` record. */
+export const kindRecord = (k) => ({ group: k?.group, version: k?.version, kind: k?.kind });
+
 export function manifest(fields) {
   return new Manifest(fields);
 }

@@ -97,7 +97,7 @@ fn manifest(grant_namespaces: Vec<String>) -> Result<Manifest, String> {
             resync_seconds: None,
         },
     };
-    Manifest::from_wit(manifest, Contract::V0_2)
+    Manifest::from_wit(manifest, Vec::new(), Contract::V0_2)
 }
 
 fn object_ref(r: RefInput) -> wit::ObjectRef {

@@ -1,6 +1,6 @@
 //! The contract's conformance suite (`guest-sdk/rules/conformance.json`) answered by the
-//! sandbox's own loading and decoding: a component's manifest through `Manifest::from_wit` and
-//! `with_keeps`, a response through `action::decode` and `decode_failure`. The SDKs' harnesses
+//! sandbox's own loading and decoding: a component's manifest, with its kept fields, through
+//! `Manifest::from_wit`, a response through `action::decode` and `decode_failure`. The SDKs' harnesses
 //! answer the same file through the rules component, so a harness's sentence is the one the
 //! host would log. A case the WIT cannot carry (JSON that is no record of the contract, a
 //! setting past its integer type) is the harness's alone and skipped here.
@@ -160,7 +160,7 @@ fn granting(prune: bool) -> Manifest {
     manifest.owns = vec![configmap.clone()];
     manifest.writes = vec![wit::WriteGrant { kind: configmap, verbs: all, scope: wit::WriteScope::Any }];
     manifest.prune = prune;
-    Manifest::from_wit(manifest, Contract::V0_2).expect("the granting manifest loads")
+    Manifest::from_wit(manifest, Vec::new(), Contract::V0_2).expect("the granting manifest loads")
 }
 
 fn primary() -> Object {
@@ -195,7 +195,7 @@ fn the_host_loads_each_manifest_as_the_suite_says() {
     let mut checked = 0;
     for case in suite()["manifests"].as_array().expect("manifests") {
         let Some((manifest, keeps)) = wit_manifest(&case["manifest"]) else { continue };
-        let loaded = Manifest::from_wit(manifest, Contract::V0_2).and_then(|m| m.with_keeps(keeps));
+        let loaded = Manifest::from_wit(manifest, keeps, Contract::V0_2);
         let answer = loaded.err().map_or(Value::Null, Value::String);
         assert_eq!(answer, case["answer"], "{}", case["case"]);
         checked += 1;

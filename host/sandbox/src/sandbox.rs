@@ -149,8 +149,7 @@ impl Sandbox {
             .map_err(|failure| LoadError::ManifestCall { origin: origin_owned(), failure })?;
         let keeps =
             setup.keep_fields().await.map_err(|failure| LoadError::ManifestCall { origin: origin_owned(), failure })?;
-        let manifest = Manifest::from_wit(raw, contract)
-            .and_then(|m| m.with_keeps(keeps.unwrap_or_default()))
+        let manifest = Manifest::from_wit(raw, keeps.unwrap_or_default(), contract)
             .map_err(|reason| LoadError::InvalidManifest { origin: origin_owned(), reason })?;
         setup.check_exports().await.map_err(|reason| LoadError::StaleExports {
             origin: origin_owned(),

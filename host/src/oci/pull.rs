@@ -504,24 +504,25 @@ mod tests {
         assert!(matches!(error, OciError::TooLarge(_, size) if size == MAX_COMPONENT + 1), "{error}");
     }
 
-    #[tokio::test]
-    async fn a_layer_other_than_its_manifest_names_is_refused() {
+    /// Why a pull fails of a 9-byte layer the registry then serves as `served`.
+    async fn pull_tampered(served: &[u8]) -> OciError {
         let registry = private_registry().await;
         let layer = b"\0asm real".to_vec();
         let digest = publish(&registry, "1", &layer, &image_manifest(&layer, 9, "")).await;
-        tamper(&registry, &sha256(&layer), b"\0asm fake");
-        let error = pull_from(&registry.address, &digest, Duration::from_secs(30)).await.unwrap_err();
+        tamper(&registry, &sha256(&layer), served);
+        pull_from(&registry.address, &digest, Duration::from_secs(30)).await.unwrap_err()
+    }
+
+    #[tokio::test]
+    async fn a_layer_other_than_its_manifest_names_is_refused() {
+        let error = pull_tampered(b"\0asm fake").await;
         assert!(matches!(error, OciError::Registry { .. }), "{error}");
         assert!(error.to_string().to_lowercase().contains("digest"), "{error}");
     }
 
     #[tokio::test]
     async fn a_layer_longer_than_its_manifest_says_is_refused() {
-        let registry = private_registry().await;
-        let layer = b"\0asm real".to_vec();
-        let digest = publish(&registry, "1", &layer, &image_manifest(&layer, 9, "")).await;
-        tamper(&registry, &sha256(&layer), b"\0asm real, and then a great deal more");
-        let error = pull_from(&registry.address, &digest, Duration::from_secs(30)).await.unwrap_err();
+        let error = pull_tampered(b"\0asm real, and then a great deal more").await;
         assert!(error.to_string().contains("longer than the 9 bytes its manifest says"), "{error}");
     }
 

@@ -123,32 +123,32 @@ impl StatusWriter {
         }
     }
 
-    async fn write_status(&mut self, (namespace, name): &ConfigMapKey, status: &serde_json::Value) {
-        let patch = json!({"metadata": {"annotations": {STATUS_ANNOTATION: status.to_string()}}});
-        let params = PatchParams { field_manager: Some(MANAGER.into()), ..PatchParams::default() };
-        match self.api(namespace).patch(name, &params, &Patch::Merge(&patch)).await {
-            Ok(_) => {}
-            // Deleted meanwhile: its status went with it.
-            Err(kube::Error::Api(status)) if status.is_not_found() => {}
-            Err(error) => {
-                tracing::warn!(configmap = %source_of(namespace, name), %error, "cannot write the plugin status annotation; grant the host patch on ConfigMaps in this namespace")
-            }
-        }
+    async fn write_status(&mut self, configmap: &ConfigMapKey, status: &serde_json::Value) {
+        let annotations = json!({STATUS_ANNOTATION: status.to_string()});
+        let cannot = "cannot write the plugin status annotation; grant the host patch on ConfigMaps in this namespace";
+        self.annotate(configmap, annotations, cannot).await;
     }
 
     /// Marks a ConfigMap superseded, with `status` in the same write when given (on the leader).
-    async fn supersede(&mut self, (namespace, name): &ConfigMapKey, status: Option<&serde_json::Value>) {
-        let mut mark = json!({"metadata": {"annotations": {TRACK_ANNOTATION: "superseded"}}});
+    async fn supersede(&mut self, configmap: &ConfigMapKey, status: Option<&serde_json::Value>) {
+        let mut annotations = json!({TRACK_ANNOTATION: "superseded"});
         if let Some(status) = status {
-            mark["metadata"]["annotations"][STATUS_ANNOTATION] = json!(status.to_string());
+            annotations[STATUS_ANNOTATION] = json!(status.to_string());
         }
+        let cannot =
+            "cannot mark the superseded ConfigMap; delete it, or a restart may load it instead of its successor";
+        self.annotate(configmap, annotations, cannot).await;
+    }
+
+    /// Merges `annotations` into a ConfigMap's, saying `cannot` when that fails. One deleted
+    /// meanwhile took its annotations with it: nothing to say.
+    async fn annotate(&mut self, (namespace, name): &ConfigMapKey, annotations: serde_json::Value, cannot: &str) {
+        let patch = json!({"metadata": {"annotations": annotations}});
         let params = PatchParams { field_manager: Some(MANAGER.into()), ..PatchParams::default() };
-        match self.api(namespace).patch(name, &params, &Patch::Merge(&mark)).await {
+        match self.api(namespace).patch(name, &params, &Patch::Merge(&patch)).await {
             Ok(_) => {}
             Err(kube::Error::Api(status)) if status.is_not_found() => {}
-            Err(error) => {
-                tracing::warn!(configmap = %source_of(namespace, name), %error, "cannot mark the superseded ConfigMap; delete it, or a restart may load it instead of its successor")
-            }
+            Err(error) => tracing::warn!(configmap = %source_of(namespace, name), %error, "{cannot}"),
         }
     }
 

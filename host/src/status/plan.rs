@@ -13,7 +13,7 @@ use wasmloop_contract::names::{Name, Namespace};
 use wasmloop_contract::validate;
 use wasmloop_runtime::compare::ShadowResult;
 use wasmloop_runtime::registry::Loaded;
-use wasmloop_runtime::registry::reports::Report;
+use wasmloop_runtime::registry::reports::{Report, Reported};
 use wasmloop_runtime::shadow::ShadowReport;
 
 use crate::plugin_configmap::{TRACK_ANNOTATION, configmap_of};
@@ -21,17 +21,15 @@ use crate::plugin_configmap::{TRACK_ANNOTATION, configmap_of};
 /// The longest refusal a status shows.
 pub(super) const MAX_LAST_ERROR: usize = 4096;
 
-/// A plugin version a ConfigMap loaded, serving or shadowing, as its status shows it.
-#[derive(Debug, Clone, PartialEq)]
+/// A plugin version a ConfigMap loaded, serving or shadowing, as its status shows it: the
+/// plugin's name, the manifest's version, the SHA-256 of component and configuration, and when
+/// it loaded.
+#[derive(Debug)]
 pub(super) struct Version {
-    /// The plugin's name.
-    pub(super) plugin: String,
-    /// The manifest's version.
-    pub(super) version: String,
-    /// SHA-256 of component and configuration.
-    pub(super) digest: String,
-    /// When it loaded.
-    pub(super) loaded_at: String,
+    plugin: String,
+    version: String,
+    digest: String,
+    loaded_at: String,
 }
 
 impl Version {
@@ -42,7 +40,7 @@ impl Version {
 }
 
 /// A version serving from a ConfigMap.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 pub(super) struct Active {
     /// What the host knows it by (`NAMESPACE/NAME`): its quarantine is found by this.
     pub(super) id: String,
@@ -50,7 +48,7 @@ pub(super) struct Active {
 }
 
 /// A candidate shadowing from a ConfigMap, and what it found.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 pub(super) struct Shadowing {
     /// The seating's id: findings of an earlier seating of this ConfigMap are stale.
     pub(super) id: u64,
@@ -61,7 +59,7 @@ pub(super) struct Shadowing {
 }
 
 /// What one ConfigMap's status shows.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Default)]
 pub(super) struct Shown {
     /// The version serving from it.
     pub(super) active: Option<Active>,
@@ -117,18 +115,18 @@ impl Statuses {
     /// What `report` changes, `now` being the time to show for what happens now. A report about
     /// a source other than a ConfigMap changes nothing.
     pub(super) fn report(&mut self, report: Report, now: &str) -> Vec<Effect> {
-        let Some(configmap) = configmap_of(report.source()) else { return Vec::new() };
-        match report {
-            Report::Loaded { loaded, .. } => self.loaded(configmap, &loaded, now),
-            Report::Refused { reason, message, .. } => self.refused(configmap, &reason, message, now),
-            Report::Retired { said, .. } => self.retired(configmap, said, now),
-            Report::ShadowSeated { id, plugin, version, digest, .. } => {
+        let Some(configmap) = configmap_of(&report.source) else { return Vec::new() };
+        match report.what {
+            Reported::Loaded(loaded) => self.loaded(configmap, &loaded, now),
+            Reported::Refused { reason, message } => self.refused(configmap, &reason, message, now),
+            Reported::Retired { said } => self.retired(configmap, said, now),
+            Reported::ShadowSeated { id, plugin, version, digest } => {
                 let loaded = Version { plugin, version, digest, loaded_at: now.to_owned() };
                 self.shadow_seated(configmap, id, loaded)
             }
-            Report::ShadowUnchanged { .. } => self.error_over(configmap),
-            Report::ShadowFindings { id, report, .. } => self.shadow_found(configmap, id, report),
-            Report::Removed { .. } => {
+            Reported::ShadowUnchanged => self.error_over(configmap),
+            Reported::ShadowFindings { id, report } => self.shadow_found(configmap, id, report),
+            Reported::Removed => {
                 self.shown.remove(&configmap);
                 Vec::new()
             }
@@ -295,31 +293,22 @@ pub(super) fn configmap_key(effect: &Effect) -> &ConfigMapKey {
     }
 }
 
-/// `effects` with each ConfigMap's status written once, the last one, where its first write
-/// was: a burst of reports about one ConfigMap costs one write. Marks and Events all stay.
+/// `effects` with each ConfigMap's status written once, the last one, where it came: a burst
+/// of reports about one ConfigMap costs one write. A superseded mark carries its status too,
+/// so a status before a ConfigMap's mark is dropped and the mark stays. Events all stay.
 pub(super) fn coalesced(effects: Vec<Effect>) -> Vec<Effect> {
     let mut last: HashMap<ConfigMapKey, usize> = HashMap::new();
     for (at, effect) in effects.iter().enumerate() {
-        if let Effect::Status { configmap, .. } = effect {
+        if let Effect::Status { configmap, .. } | Effect::Supersede { configmap, .. } = effect {
             last.insert(configmap.clone(), at);
         }
     }
-    let mut kept: Vec<Option<Effect>> = effects.into_iter().map(Some).collect();
-    let mut placed = std::collections::HashSet::new();
-    let mut out = Vec::with_capacity(kept.len());
-    for at in 0..kept.len() {
-        match &kept[at] {
-            Some(Effect::Status { configmap, .. }) => {
-                if placed.insert(configmap.clone()) {
-                    let latest = last[configmap];
-                    out.push(kept[latest].take().expect("a status"));
-                }
-            }
-            Some(_) => out.push(kept[at].take().expect("present")),
-            None => {}
-        }
-    }
-    out
+    let latest = |at: usize, configmap: &ConfigMapKey| last.get(configmap) == Some(&at);
+    let kept = |(at, effect): &(usize, Effect)| match effect {
+        Effect::Status { configmap, .. } => latest(*at, configmap),
+        Effect::Supersede { .. } | Effect::Event { .. } => true,
+    };
+    effects.into_iter().enumerate().filter(kept).map(|(_, effect)| effect).collect()
 }
 
 fn status_effect(configmap: &ConfigMapKey, shown: &Shown, replica: Option<&str>) -> Effect {
@@ -380,15 +369,35 @@ mod tests {
     }
 
     fn loaded(name: &str, loaded: Loaded) -> Report {
-        Report::Loaded { source: source(name), loaded }
+        Report::new(source(name), Reported::Loaded(loaded))
     }
 
     fn started(version: &str, digest: &str) -> Loaded {
         Loaded::Started { name: "team-a/hello".into(), version: version.into(), digest: digest.into() }
     }
 
+    /// `hello-shadow`'s version, promoted over what `hello` served.
+    fn promoted() -> Loaded {
+        Loaded::Promoted {
+            name: "team-a/hello".into(),
+            version: "2.0.0".into(),
+            previous: Some("1.0.0".into()),
+            superseded: Some(source("hello")),
+            digest: "d2".into(),
+        }
+    }
+
     fn refused(name: &str, message: &str) -> Report {
-        Report::Refused { source: source(name), reason: "LoadFailed".into(), message: message.into() }
+        Report::new(source(name), Reported::Refused { reason: "LoadFailed".into(), message: message.into() })
+    }
+
+    fn seated(name: &str, id: u64) -> Report {
+        let what = Reported::ShadowSeated { id, plugin: "hello".into(), version: "2".into(), digest: "d".into() };
+        Report::new(source(name), what)
+    }
+
+    fn findings(name: &str, id: u64, report: ShadowReport) -> Report {
+        Report::new(source(name), Reported::ShadowFindings { id, report })
     }
 
     /// The effects as short words, to read a case at a glance.
@@ -446,89 +455,48 @@ mod tests {
             ),
             (
                 "a promotion supersedes the ConfigMap that served, first",
-                vec![
-                    loaded("hello", started("1.0.0", "d1")),
-                    loaded(
-                        "hello-shadow",
-                        Loaded::Promoted {
-                            name: "team-a/hello".into(),
-                            version: "2.0.0".into(),
-                            previous: Some("1.0.0".into()),
-                            superseded: Some(source("hello")),
-                            digest: "d2".into(),
-                        },
-                    ),
-                ],
+                vec![loaded("hello", started("1.0.0", "d1")), loaded("hello-shadow", promoted())],
                 vec!["supersede hello", "status hello-shadow", "event PluginLoaded hello-shadow"],
             ),
             (
                 "a promotion over a ConfigMap deleted since marks nothing",
                 vec![
                     loaded("hello", started("1.0.0", "d1")),
-                    Report::Removed { source: source("hello") },
-                    loaded(
-                        "hello-shadow",
-                        Loaded::Promoted {
-                            name: "team-a/hello".into(),
-                            version: "2.0.0".into(),
-                            previous: Some("1.0.0".into()),
-                            superseded: Some(source("hello")),
-                            digest: "d2".into(),
-                        },
-                    ),
+                    Report::new(source("hello"), Reported::Removed),
+                    loaded("hello-shadow", promoted()),
                 ],
                 vec!["status hello-shadow", "event PluginLoaded hello-shadow"],
             ),
-            (
-                "a shadow seated",
-                vec![Report::ShadowSeated {
-                    source: source("s"),
-                    id: 1,
-                    plugin: "hello".into(),
-                    version: "2".into(),
-                    digest: "d".into(),
-                }],
-                vec!["status s", "event ShadowStarted s"],
-            ),
+            ("a shadow seated", vec![seated("s", 1)], vec!["status s", "event ShadowStarted s"]),
             (
                 "findings of a seating since replaced are stale",
                 vec![
-                    Report::ShadowSeated {
-                        source: source("s"),
-                        id: 2,
-                        plugin: "hello".into(),
-                        version: "2".into(),
-                        digest: "d".into(),
-                    },
-                    Report::ShadowFindings {
-                        source: source("s"),
-                        id: 1,
-                        report: ShadowReport { compared: 1, same: 1, ..ShadowReport::default() },
-                    },
+                    seated("s", 2),
+                    findings("s", 1, ShadowReport { compared: 1, same: 1, ..ShadowReport::default() }),
                 ],
                 vec![],
             ),
             (
                 "a retired ConfigMap says it is superseded, once",
-                vec![Report::Retired { source: source("old"), said: None }],
+                vec![Report::new(source("old"), Reported::Retired { said: None })],
                 vec!["status old", "event Superseded old"],
             ),
             (
                 "a retired ConfigMap keeps what its status said after a restart",
-                vec![Report::Retired {
-                    source: source("old"),
-                    said: Some("superseded: plugin hello is served from ...".into()),
-                }],
+                vec![Report::new(
+                    source("old"),
+                    Reported::Retired { said: Some("superseded: plugin hello is served from ...".into()) },
+                )],
                 vec![],
             ),
             (
                 "a source that is no ConfigMap shows nowhere",
-                vec![Report::Refused { source: "file a.wasm".into(), reason: "X".into(), message: "m".into() }],
+                vec![Report::new("file a.wasm", Reported::Refused { reason: "X".into(), message: "m".into() })],
                 vec![],
             ),
             (
                 "a deleted ConfigMap is forgotten: its refusal, said again later, is said",
-                vec![refused("hello", "bad"), Report::Removed { source: source("hello") }, refused("hello", "bad")],
+                vec![refused("hello", "bad"), Report::new(source("hello"), Reported::Removed), refused("hello", "bad")],
                 vec!["status hello", "event PluginRejected hello"],
             ),
         ];
@@ -546,16 +514,7 @@ mod tests {
     fn a_loaded_version_shows_with_its_time_and_ends_any_refusal_and_shadow() {
         let mut statuses = Statuses::new(None);
         statuses.report(refused("hello", "bad"), NOW);
-        statuses.report(
-            Report::ShadowSeated {
-                source: source("hello"),
-                id: 1,
-                plugin: "hello".into(),
-                version: "2".into(),
-                digest: "d".into(),
-            },
-            NOW,
-        );
+        statuses.report(seated("hello", 1), NOW);
         let effects = statuses.report(loaded("hello", started("1.0.0", "d1")), LATER);
         assert_eq!(
             status(&effects[0]).to_string(),
@@ -582,37 +541,21 @@ mod tests {
     fn a_promotion_names_the_successor_on_the_superseded_configmap() {
         let mut statuses = Statuses::new(None);
         statuses.report(loaded("hello", started("1.0.0", "d1")), NOW);
-        let promoted = Loaded::Promoted {
-            name: "team-a/hello".into(),
-            version: "2.0.0".into(),
-            previous: Some("1.0.0".into()),
-            superseded: Some(source("hello")),
-            digest: "d2".into(),
-        };
-        let effects = statuses.report(loaded("hello-shadow", promoted), LATER);
+        let effects = statuses.report(loaded("hello-shadow", promoted()), LATER);
         let old = status(&effects[0]);
         assert_eq!(old["activeDigest"], serde_json::Value::Null);
         assert_eq!(
             old["lastError"],
             "superseded: plugin hello is served from ConfigMap team-a/hello-shadow now (a promoted shadow); delete this ConfigMap"
         );
-        let retired = statuses.report(Report::Retired { source: source("hello"), said: None }, LATER);
+        let retired = statuses.report(Report::new(source("hello"), Reported::Retired { said: None }), LATER);
         assert!(retired.is_empty(), "the promotion's words stay: {retired:?}");
     }
 
     #[test]
     fn a_shadow_s_first_difference_is_announced_once() {
         let mut statuses = Statuses::new(None);
-        statuses.report(
-            Report::ShadowSeated {
-                source: source("s"),
-                id: 7,
-                plugin: "hello".into(),
-                version: "2".into(),
-                digest: "d".into(),
-            },
-            NOW,
-        );
+        statuses.report(seated("s", 7), NOW);
         let latest = Difference {
             object: "Foo team-a/x".into(),
             result: ShadowResult::Differing,
@@ -622,13 +565,11 @@ mod tests {
         let differing =
             |n| ShadowReport { compared: n, differing: n, latest: Some(latest.clone()), ..ShadowReport::default() };
         let same = ShadowReport { compared: 1, same: 1, ..ShadowReport::default() };
-        let found = |statuses: &mut Statuses, report| {
-            said(&statuses.report(Report::ShadowFindings { source: source("s"), id: 7, report }, NOW))
-        };
+        let found = |statuses: &mut Statuses, report| said(&statuses.report(findings("s", 7, report), NOW));
         assert_eq!(found(&mut statuses, same), ["status s"]);
         assert_eq!(found(&mut statuses, differing(1)), ["status s", "event ShadowDiffers s"]);
         assert_eq!(found(&mut statuses, differing(2)), ["status s"]);
-        let effects = statuses.report(Report::ShadowFindings { source: source("s"), id: 7, report: differing(3) }, NOW);
+        let effects = statuses.report(findings("s", 7, differing(3)), NOW);
         assert_eq!(status(&effects[0])["shadow"]["findings"]["differing"], 3);
     }
 
@@ -659,11 +600,19 @@ mod tests {
     }
 
     #[test]
-    fn a_burst_writes_each_configmap_s_last_status_once_where_it_was_first_written() {
+    fn a_burst_writes_each_configmap_s_last_status_once() {
         let status = |name: &str, n: u64| Effect::Status { configmap: key(name), status: json!(n) };
         let note = |name: &str| event(&key(name), Kind::Normal, "PluginLoaded", "LoadPlugin", String::new());
         let burst = vec![status("a", 1), note("a"), status("b", 1), status("a", 2), note("b"), status("b", 2)];
-        assert_eq!(coalesced(burst), vec![status("a", 2), note("a"), status("b", 2), note("b")]);
+        assert_eq!(coalesced(burst), vec![note("a"), status("a", 2), note("b"), status("b", 2)]);
+    }
+
+    #[test]
+    fn a_superseded_mark_carries_the_status_that_came_before_it() {
+        let status = |name: &str, n: u64| Effect::Status { configmap: key(name), status: json!(n) };
+        let mark = |name: &str, n: u64| Effect::Supersede { configmap: key(name), status: json!(n) };
+        assert_eq!(coalesced(vec![status("a", 1), mark("a", 2)]), vec![mark("a", 2)]);
+        assert_eq!(coalesced(vec![mark("a", 1), status("a", 2)]), vec![mark("a", 1), status("a", 2)]);
     }
 
     #[test]

@@ -38,6 +38,15 @@ async fn primary(ns: &TestNamespace, name: &str) -> (Object, ConfigMap) {
     (object_from_value(&value).unwrap(), created)
 }
 
+/// A namespace named after `case`, its ConfigMap `target` as a primary, and an executor, the
+/// manifest and the ConfigMaps' API to act on it: what each finalizer case starts from.
+async fn finalizer_case(case: &str) -> (TestNamespace, Object, Executor, Manifest, Api<ConfigMap>) {
+    let ns = shared().namespace(case).await.unwrap();
+    let (target, _) = primary(&ns, "target").await;
+    let (exec, api) = (executor(&ns), ns.api::<ConfigMap>());
+    (ns, target, exec, manifest(false), api)
+}
+
 fn executor(ns: &TestNamespace) -> Executor {
     Executor::new(ns.client.clone(), Arc::new(Kinds::new(ns.client.clone())), Arc::default())
 }
@@ -270,9 +279,7 @@ async fn a_dry_run_reports_finalizers_and_leaves_them_untouched() {
 
 #[tokio::test]
 async fn a_finalizer_is_added_as_a_compare_and_swap_of_the_finalizers_alone() {
-    let ns = shared().namespace("exec-fin").await.unwrap();
-    let (target, _) = primary(&ns, "target").await;
-    let (exec, manifest, api) = (executor(&ns), manifest(false), ns.api::<ConfigMap>());
+    let (_ns, target, exec, manifest, api) = finalizer_case("exec-fin").await;
     let (f, theirs) = ("example.com/cleanup", "other.example/hold");
     let patch = |body: serde_json::Value| {
         let api = api.clone();
@@ -297,9 +304,7 @@ async fn a_finalizer_is_added_as_a_compare_and_swap_of_the_finalizers_alone() {
 
 #[tokio::test]
 async fn a_finalizer_is_never_added_to_an_object_recreated_under_the_name() {
-    let ns = shared().namespace("exec-fin-uid").await.unwrap();
-    let (target, _) = primary(&ns, "target").await;
-    let (exec, manifest, api) = (executor(&ns), manifest(false), ns.api::<ConfigMap>());
+    let (ns, target, exec, manifest, api) = finalizer_case("exec-fin-uid").await;
     api.delete("target", &kube::api::DeleteParams::default()).await.unwrap();
     let (_, again) = primary(&ns, "target").await;
     let added = exec.add_finalizer(&manifest, &target, &[], "example.com/cleanup").await;
@@ -311,9 +316,7 @@ async fn a_finalizer_is_never_added_to_an_object_recreated_under_the_name() {
 
 #[tokio::test]
 async fn a_finalizer_added_to_an_object_being_deleted_is_a_conflict_not_a_failure() {
-    let ns = shared().namespace("exec-fin-del").await.unwrap();
-    let (target, _) = primary(&ns, "target").await;
-    let (exec, manifest, api) = (executor(&ns), manifest(false), ns.api::<ConfigMap>());
+    let (_ns, target, exec, manifest, api) = finalizer_case("exec-fin-del").await;
     let theirs = "other.example/hold";
     let hold = json!({"metadata": {"finalizers": [theirs]}});
     api.patch("target", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&hold)).await.unwrap();

@@ -43,7 +43,7 @@ use crate::shadow::{Shadow, ShadowReport, ShadowSeat, fits};
 use lanes::{Lane, Lanes};
 use plan::{Decision, Offered, Refusal, View};
 pub use reports::Loaded;
-use reports::{Report, Reporter};
+use reports::{Report, Reported, Reporter};
 
 /// Compiles and validates a component (its bytes, its source): the sandbox with the
 /// operator's limits applied.
@@ -304,7 +304,7 @@ pub enum Shadowed {
         /// SHA-256 of component and configuration.
         digest: String,
         /// This seating's id ([`Shadow::id`]): findings of an earlier one are stale; what it
-        /// finds is reported ([`Report::ShadowFindings`]).
+        /// finds is reported ([`Reported::ShadowFindings`]).
         id: u64,
     },
     /// The same candidate already shadows the plugin.
@@ -358,7 +358,7 @@ impl Registry {
 
     /// A registry that reports what happens to each source's plugin to `reporter`: every
     /// [`Loaded`] of an offer, of an admission and of an eviction, shadows seated and what
-    /// they find, sources removed ([`Report`]).
+    /// they find ([`Report`]).
     #[must_use]
     pub fn reporting(mut self, reporter: Reporter) -> Registry {
         self.reporter = reporter;
@@ -373,7 +373,7 @@ impl Registry {
     /// Reports what `source`'s version did, when it did something.
     fn reported(&self, source: &str, result: Result<Loaded, RegistryError>) -> Result<Loaded, RegistryError> {
         if let Ok(loaded) = &result {
-            self.reporter.publish(Report::Loaded { source: source.to_owned(), loaded: loaded.clone() });
+            self.reporter.publish(Report::new(source, Reported::Loaded(loaded.clone())));
         }
         result
     }
@@ -446,7 +446,7 @@ impl Registry {
         // Parked (and reported) before the drain: a removal of the source meanwhile finds it
         // parked and drops it, and its report comes after this one.
         gate.lock().expect("lock").parked.insert(source.clone(), parked);
-        self.reporter.publish(Report::Loaded { source, loaded: Loaded::Parked { name: name.to_owned(), digest } });
+        self.reporter.publish(Report::new(source, Reported::Loaded(Loaded::Parked { name: name.to_owned(), digest })));
         let handover = slot.controller.shut_down(self.drain).await;
         self.context.metrics.plugin_stopped(name);
         handovers.push(handover);
@@ -794,7 +794,7 @@ impl Registry {
                 return Err(RegistryError::ShadowTaken { origin, name, holder });
             }
             if version_digest(current.plugin().digest(), current.config()) == digest {
-                self.reporter.publish(Report::ShadowUnchanged { source: origin });
+                self.reporter.publish(Report::new(origin, Reported::ShadowUnchanged));
                 return Ok(Shadowed::Unchanged { name });
             }
         }
@@ -863,14 +863,13 @@ impl Registry {
         }
         vacate_locked(&mut seats, &origin, Some(&key));
         drop(seats);
-        let seated = Report::ShadowSeated {
-            source: origin.clone(),
+        let seated = Reported::ShadowSeated {
             id: seating,
             plugin: name.clone(),
             version: version.clone(),
             digest: digest.clone(),
         };
-        self.reporter.publish(seated);
+        self.reporter.publish(Report::new(origin.clone(), seated));
         self.forward_findings(origin, seating, findings);
         Ok(Shadowed::Seated { name, version, digest, id: seating })
     }
@@ -882,7 +881,7 @@ impl Registry {
         tokio::spawn(async move {
             while findings.changed().await.is_ok() {
                 let report = findings.borrow_and_update().clone();
-                reporter.publish(Report::ShadowFindings { source: source.clone(), id, report });
+                reporter.publish(Report::new(source.clone(), Reported::ShadowFindings { id, report }));
                 tokio::time::sleep(FINDINGS_EVERY).await;
             }
         });

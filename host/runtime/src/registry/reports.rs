@@ -7,33 +7,41 @@
 //! never waits for the reader. Without a reader ([`Reporter::none`]) nothing is kept.
 //!
 //! ```
-//! use wasmloop_runtime::registry::reports::{self, Report};
+//! use wasmloop_runtime::registry::reports::{self, Report, Reported};
 //! let (reporter, mut reports) = reports::channel();
-//! reporter.publish(Report::Removed { source: "ConfigMap team-a/hello".into() });
-//! assert!(matches!(reports.try_recv(), Ok(Report::Removed { .. })));
+//! reporter.publish(Report::new("ConfigMap team-a/hello", Reported::Removed));
+//! assert_eq!(reports.try_recv().map(|r| r.what), Ok(Reported::Removed));
 //! ```
 
 use tokio::sync::mpsc;
 
 use crate::shadow::ShadowReport;
 
-/// One thing that happened to a source's plugin. `source` names the source as the registry
-/// does (`ConfigMap NAMESPACE/NAME`, a file's path).
+/// One thing that happened to a source's plugin.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Report {
+pub struct Report {
+    /// The source, named as the registry names it (`ConfigMap NAMESPACE/NAME`, a file's path).
+    pub source: String,
+    /// What happened.
+    pub what: Reported,
+}
+
+impl Report {
+    /// That `what` happened to `source`'s plugin.
+    pub fn new(source: impl Into<String>, what: Reported) -> Report {
+        Report { source: source.into(), what }
+    }
+}
+
+/// What happened to a source's plugin.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reported {
     /// What a version the source offered did: loaded, replaced, promoted, parked (another
     /// replica runs it), or unchanged (what serves is what it offers). Also sent when sharding
     /// moves a version here ([`Loaded::Started`]) or away ([`Loaded::Parked`]).
-    Loaded {
-        /// The source.
-        source: String,
-        /// What happened.
-        loaded: Loaded,
-    },
+    Loaded(Loaded),
     /// The source's newest version was refused; whatever served from it still does.
     Refused {
-        /// The source.
-        source: String,
         /// A CamelCase word for Events and metrics (`InvalidConfigMap`, `PullFailed`, a
         /// [`super::RegistryError::reason`]).
         reason: String,
@@ -41,17 +49,14 @@ pub enum Report {
         message: String,
     },
     /// The source marked itself superseded (a promoted shadow serves its plugin from another
-    /// source): it loads nothing.
+    /// source): it loads nothing. `said`: what its status said already (a restart reads it
+    /// back), if anything.
     Retired {
-        /// The source.
-        source: String,
-        /// What its status said already (a restart reads it back), if anything.
+        /// What its status said.
         said: Option<String>,
     },
     /// A candidate of the source now shadows its plugin.
     ShadowSeated {
-        /// The source.
-        source: String,
         /// The seating's id: findings of an earlier seating are stale.
         id: u64,
         /// The plugin it shadows.
@@ -62,14 +67,9 @@ pub enum Report {
         digest: String,
     },
     /// The source's candidate is the one that shadows already.
-    ShadowUnchanged {
-        /// The source.
-        source: String,
-    },
+    ShadowUnchanged,
     /// What a shadow has found so far (sent as it changes, at most once a second).
     ShadowFindings {
-        /// The source.
-        source: String,
         /// The seating's id.
         id: u64,
         /// The findings.
@@ -77,25 +77,7 @@ pub enum Report {
     },
     /// The source is gone (a ConfigMap deleted): whatever it served or shadowed stopped, and
     /// nothing is to be shown for it any more.
-    Removed {
-        /// The source.
-        source: String,
-    },
-}
-
-impl Report {
-    /// The source it is about.
-    pub fn source(&self) -> &str {
-        match self {
-            Report::Loaded { source, .. }
-            | Report::Refused { source, .. }
-            | Report::Retired { source, .. }
-            | Report::ShadowSeated { source, .. }
-            | Report::ShadowUnchanged { source }
-            | Report::ShadowFindings { source, .. }
-            | Report::Removed { source } => source,
-        }
-    }
+    Removed,
 }
 
 /// Sends reports to the stream's reader; cheap to clone.
@@ -188,23 +170,21 @@ pub enum Loaded {
 impl Loaded {
     /// The plugin's name.
     pub fn name(&self) -> &str {
-        match self {
-            Loaded::Started { name, .. }
-            | Loaded::Replaced { name, .. }
-            | Loaded::Promoted { name, .. }
-            | Loaded::Parked { name, .. }
-            | Loaded::Unchanged { name, .. } => name,
-        }
+        self.plugin_and_digest().0
     }
 
     /// The digest now serving.
     pub fn digest(&self) -> &str {
+        self.plugin_and_digest().1
+    }
+
+    fn plugin_and_digest(&self) -> (&str, &str) {
         match self {
-            Loaded::Started { digest, .. }
-            | Loaded::Replaced { digest, .. }
-            | Loaded::Promoted { digest, .. }
-            | Loaded::Parked { digest, .. }
-            | Loaded::Unchanged { digest, .. } => digest,
+            Loaded::Started { name, digest, .. }
+            | Loaded::Replaced { name, digest, .. }
+            | Loaded::Promoted { name, digest, .. }
+            | Loaded::Parked { name, digest }
+            | Loaded::Unchanged { name, digest } => (name, digest),
         }
     }
 }

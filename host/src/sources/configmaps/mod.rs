@@ -24,7 +24,7 @@ use tokio::task::AbortHandle;
 use wasmloop_contract::names::{Name, Namespace};
 use wasmloop_runtime::api;
 use wasmloop_runtime::identity::{AccountChoice, SERVICE_ACCOUNT_ANNOTATION, ServiceAccount};
-use wasmloop_runtime::registry::reports::{Report, Reporter};
+use wasmloop_runtime::registry::reports::{Report, Reported, Reporter};
 use wasmloop_runtime::registry::{Candidate, Loaded, Registry, RegistryError, Shadowed};
 use wasmloop_sandbox::LoadError;
 
@@ -529,7 +529,7 @@ impl ConfigMapSource {
         let message = wasmloop_contract::validate::cut(message.to_owned(), MAX_REFUSAL);
         tracing::error!(configmap = %source, reason, "{message}");
         self.seen.entry(name).or_default().refused = true;
-        self.reporter.publish(Report::Refused { source, reason: reason.to_owned(), message });
+        self.reporter.publish(Report::new(source, Reported::Refused { reason: reason.to_owned(), message }));
     }
 
     async fn unload(&mut self, name: &str) {
@@ -549,7 +549,7 @@ impl ConfigMapSource {
             tracing::info!(configmap = %source, plugin, "ConfigMap deleted: plugin unloaded");
         }
         // Reported once what it served and shadowed is gone: nothing about it comes after.
-        self.reporter.publish(Report::Removed { source });
+        self.reporter.publish(Report::new(source, Reported::Removed));
         if removed.is_some() || !unshadowed.is_empty() {
             self.retry_blocked();
         }
@@ -585,7 +585,7 @@ impl ConfigMapSource {
                 status["lastError"].as_str().map(|said| wasmloop_contract::validate::cut(said.to_owned(), MAX_REFUSAL))
             });
         self.seen.entry(name).or_default().refused = false;
-        self.reporter.publish(Report::Retired { source, said });
+        self.reporter.publish(Report::new(source, Reported::Retired { said }));
     }
 
     /// Seats the candidate a shadow ConfigMap ships; the registry reports the seating and what

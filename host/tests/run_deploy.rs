@@ -134,3 +134,122 @@ async fn the_example_overlay_ships_the_four_plugins_as_labelled_configmaps() {
     let deployment = Api::<Deployment>::namespaced(client, SYSTEM).get("wasmloop").await.unwrap();
     assert_eq!(deployment.spec.replicas, Some(2));
 }
+
+/// WasmPlugins of namespace `ns`, through the CRD `deploy/` installs (once it is served).
+async fn wasmplugins(client: &kube::Client, ns: &str) -> Api<kube::api::DynamicObject> {
+    use kube::core::{ApiResource, GroupVersionKind};
+    let gvk = GroupVersionKind::gvk("wasmloop.dev", "v1alpha1", "WasmPlugin");
+    let api = Api::namespaced_with(client.clone(), ns, &ApiResource::from_gvk_with_plural(&gvk, "wasmplugins"));
+    // Established a moment after the apply: wait until a list answers.
+    eventually(Duration::from_secs(60), "the WasmPlugin kind served", || {
+        let api = api.clone();
+        async move { api.list(&ListParams::default()).await.map(drop).map_err(|e| e.to_string()) }
+    })
+    .await;
+    api
+}
+
+fn wasmplugin(name: &str, spec: serde_json::Value) -> kube::api::DynamicObject {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "wasmloop.dev/v1alpha1",
+        "kind": "WasmPlugin",
+        "metadata": {"name": name},
+        "spec": spec,
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn the_api_server_refuses_a_wasmplugin_with_two_sources_or_none_or_a_signature_without_a_digest() {
+    let client = applied().await;
+    let api = wasmplugins(&client, SYSTEM).await;
+    let post = kube::api::PostParams { dry_run: true, ..Default::default() };
+    let digest = format!("sha256:{}", "a".repeat(64));
+    let pinned = format!("registry.example/plugins/hello@{digest}");
+    let refused = [
+        (
+            serde_json::json!({"configMapRef": {"name": "hello"}, "image": {"reference": pinned}}),
+            "give exactly one source",
+        ),
+        (serde_json::json!({"serviceAccountName": "hello"}), "give exactly one source"),
+        (
+            serde_json::json!({"image": {"reference": "registry.example/plugins/hello:1.0"}, "signature": {"keyRef": "k"}}),
+            "a signed plugin needs a digest",
+        ),
+        (
+            serde_json::json!({"configMapRef": {"name": "hello"}, "track": {"mode": "shadow"}}),
+            "a shadow names the plugin it shadows",
+        ),
+    ];
+    for (spec, words) in refused {
+        let error = api.create(&post, &wasmplugin("refused", spec.clone())).await.unwrap_err();
+        assert!(error.to_string().contains(words), "{spec}: {error}");
+    }
+    let accepted = [
+        serde_json::json!({"configMapRef": {"name": "hello"}}),
+        serde_json::json!({"image": {"reference": pinned}, "signature": {"keyRef": "k"}}),
+        serde_json::json!({"image": {"reference": "registry.example/plugins/hello:1.0"}, "signature": {"digest": digest}}),
+    ];
+    for spec in accepted {
+        let made = api.create(&post, &wasmplugin("accepted", spec.clone())).await;
+        assert!(made.is_ok(), "{spec}: {made:?}");
+        let made = made.unwrap();
+        assert_eq!(made.data["spec"]["failurePolicy"], "KeepPrevious", "the default failure policy");
+    }
+}
+
+#[tokio::test]
+async fn kubectl_get_wasmplugins_shows_ready_version_replica_errors_and_age_from_the_table_format() {
+    let client = applied().await;
+    let ns = "default";
+    let api = wasmplugins(&client, ns).await;
+    let made = api
+        .create(&Default::default(), &wasmplugin("columns", serde_json::json!({"configMapRef": {"name": "columns"}})))
+        .await
+        .unwrap();
+    let status = serde_json::json!({"status": {
+        "observedGeneration": made.metadata.generation,
+        "version": "0.1.0",
+        "replica": "wasmloop-0",
+        "errors": 2,
+        "conditions": [{
+            "type": "Ready", "status": "True", "reason": "Serving", "message": "plugin columns 0.1.0 serving",
+            "lastTransitionTime": "2026-11-27T12:00:00Z",
+        }],
+    }});
+    let params = kube::api::PatchParams::default();
+    api.patch_status("columns", &params, &kube::api::Patch::Merge(&status)).await.unwrap();
+
+    // The Table the API server renders for `kubectl get`, read as kubectl asks for it.
+    let request = http::Request::get(format!("/apis/wasmloop.dev/v1alpha1/namespaces/{ns}/wasmplugins/columns"))
+        .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+        .body(Vec::new())
+        .unwrap();
+    let table: serde_json::Value = client.request(request).await.unwrap();
+    let columns: Vec<&str> =
+        table["columnDefinitions"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(columns, ["Name", "Ready", "Version", "Replica", "Errors", "Age"]);
+    let cells = &table["rows"][0]["cells"];
+    assert_eq!(
+        cells.as_array().unwrap()[..5],
+        [json_str("columns"), json_str("True"), json_str("0.1.0"), json_str("wasmloop-0"), 2.into()]
+    );
+
+    // And the real kubectl, across namespaces.
+    let kubectl = plane().kubectl().expect("the control-plane binaries include kubectl");
+    let out = Command::new(kubectl)
+        .args(["get", "wasmplugins", "-A"])
+        .env("KUBECONFIG", plane().kubeconfig())
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    let header: Vec<&str> = printed.lines().next().unwrap_or_default().split_whitespace().collect();
+    assert_eq!(header, ["NAMESPACE", "NAME", "READY", "VERSION", "REPLICA", "ERRORS", "AGE"], "{printed}");
+    let row: Vec<&str> =
+        printed.lines().find(|l| l.contains("columns")).unwrap_or_default().split_whitespace().collect();
+    assert_eq!(row[..6], [ns, "columns", "True", "0.1.0", "wasmloop-0", "2"], "{printed}");
+}
+
+fn json_str(text: &str) -> serde_json::Value {
+    serde_json::Value::String(text.to_owned())
+}

@@ -159,8 +159,12 @@ async fn deploy_and_its_example_plugins_overlay_are_accepted_by_the_api_server_a
         base.iter().filter_map(|o| o.types.as_ref().map(|t| t.kind.as_str())).collect::<Vec<_>>(),
         [
             "Namespace",
+            "CustomResourceDefinition",
             "ServiceAccount",
             "Role",
+            "ClusterRole",
+            "ClusterRole",
+            "ClusterRole",
             "ClusterRole",
             "ClusterRole",
             "RoleBinding",
@@ -193,6 +197,10 @@ async fn deploy_and_its_example_plugins_overlay_are_accepted_by_the_api_server_a
     aggregated_rules_cover("nodes", "watch", true).await;
     aggregated_rules_cover("nodes", "patch", false).await;
     aggregated_rules_cover("deployments", "create", false).await;
+    // WasmPlugins: the host reads them and writes their status, never their spec.
+    aggregated_rules_cover("wasmplugins", "watch", true).await;
+    aggregated_rules_cover("wasmplugins/status", "patch", true).await;
+    aggregated_rules_cover("wasmplugins", "patch", false).await;
     waiting.ready(Duration::from_secs(90), "/readyz to turn ready once Pods can be listed").await;
     drop(waiting);
 

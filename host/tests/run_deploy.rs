@@ -160,7 +160,8 @@ fn wasmplugin(name: &str, spec: serde_json::Value) -> kube::api::DynamicObject {
 }
 
 #[tokio::test]
-async fn the_api_server_refuses_a_wasmplugin_with_two_sources_or_none_or_a_signature_without_a_digest() {
+async fn the_api_server_refuses_a_wasmplugin_with_two_sources_or_none_an_unpinned_image_or_a_signature_without_a_digest()
+ {
     let client = applied().await;
     let api = wasmplugins(&client, SYSTEM).await;
     let post = kube::api::PostParams { dry_run: true, ..Default::default() };
@@ -173,13 +174,22 @@ async fn the_api_server_refuses_a_wasmplugin_with_two_sources_or_none_or_a_signa
         ),
         (serde_json::json!({"serviceAccountName": "hello"}), "give exactly one source"),
         (
-            serde_json::json!({"image": {"reference": "registry.example/plugins/hello:1.0"}, "signature": {"keyRef": "k"}}),
+            serde_json::json!({"configMapRef": {"name": "hello"}, "signature": {"keyRef": "k"}}),
             "a signed plugin needs a digest",
+        ),
+        (
+            serde_json::json!({"image": {"reference": "registry.example/plugins/hello:1.0"}}),
+            "pin the image by its digest",
         ),
         (
             serde_json::json!({"configMapRef": {"name": "hello"}, "track": {"mode": "shadow"}}),
             "a shadow names the plugin it shadows",
         ),
+        (
+            serde_json::json!({"configMapRef": {"name": "hello"}, "track": {"shadows": "other"}}),
+            "only a shadow names a plugin to shadow",
+        ),
+        (serde_json::json!({"configMapRef": {"name": "Hello/../x"}}), "should match"),
     ];
     for (spec, words) in refused {
         let error = api.create(&post, &wasmplugin("refused", spec.clone())).await.unwrap_err();
@@ -188,7 +198,8 @@ async fn the_api_server_refuses_a_wasmplugin_with_two_sources_or_none_or_a_signa
     let accepted = [
         serde_json::json!({"configMapRef": {"name": "hello"}}),
         serde_json::json!({"image": {"reference": pinned}, "signature": {"keyRef": "k"}}),
-        serde_json::json!({"image": {"reference": "registry.example/plugins/hello:1.0"}, "signature": {"digest": digest}}),
+        serde_json::json!({"configMapRef": {"name": "hello"}, "signature": {"digest": digest}}),
+        serde_json::json!({"configMapRef": {"name": "hello-next"}, "track": {"mode": "shadow", "shadows": "hello"}}),
     ];
     for spec in accepted {
         let made = api.create(&post, &wasmplugin("accepted", spec.clone())).await;

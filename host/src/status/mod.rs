@@ -8,8 +8,10 @@
 //! every replica writes (it is what a restart reads). Every replica follows the stream, so a
 //! new leader shows the same state.
 //!
-//! Nothing flows back: a source learns nothing from what is written here. The writes reach the
-//! ConfigMap sources' watches as updates that change no content they load, as a relist's do.
+//! Nothing flows back: a source learns nothing from what is written here. The status writes
+//! reach the ConfigMap sources' watches as updates that change no content they load, as a
+//! relist's do; the superseded mark does change it, and the loop closes through the cluster
+//! as an executor's writes do: the source retires that ConfigMap.
 
 use std::collections::HashMap;
 use std::sync::Arc;

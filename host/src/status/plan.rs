@@ -295,18 +295,26 @@ pub(super) fn configmap_key(effect: &Effect) -> &ConfigMapKey {
 
 /// `effects` with each ConfigMap's status written once, the last one, where it came: a burst
 /// of reports about one ConfigMap costs one write. A superseded mark carries its status too,
-/// so a status before a ConfigMap's mark is dropped and the mark stays. Events all stay.
+/// so a status before a ConfigMap's mark is dropped and the mark stays. Of the Events of one
+/// reason about one ConfigMap, the last stays: a tenant who makes a refusal after refusal
+/// gets one Event per batch, so the writer keeps pace with the reports, whatever their rate.
 pub(super) fn coalesced(effects: Vec<Effect>) -> Vec<Effect> {
-    let mut last: HashMap<ConfigMapKey, usize> = HashMap::new();
+    let mut last_status: HashMap<ConfigMapKey, usize> = HashMap::new();
+    let mut last_event: HashMap<(ConfigMapKey, &'static str), usize> = HashMap::new();
     for (at, effect) in effects.iter().enumerate() {
-        if let Effect::Status { configmap, .. } | Effect::Supersede { configmap, .. } = effect {
-            last.insert(configmap.clone(), at);
+        match effect {
+            Effect::Status { configmap, .. } | Effect::Supersede { configmap, .. } => {
+                last_status.insert(configmap.clone(), at);
+            }
+            Effect::Event { configmap, reason, .. } => {
+                last_event.insert((configmap.clone(), reason), at);
+            }
         }
     }
-    let latest = |at: usize, configmap: &ConfigMapKey| last.get(configmap) == Some(&at);
     let kept = |(at, effect): &(usize, Effect)| match effect {
-        Effect::Status { configmap, .. } => latest(*at, configmap),
-        Effect::Supersede { .. } | Effect::Event { .. } => true,
+        Effect::Status { configmap, .. } => last_status.get(configmap) == Some(at),
+        Effect::Supersede { .. } => true,
+        Effect::Event { configmap, reason, .. } => last_event.get(&(configmap.clone(), *reason)) == Some(at),
     };
     effects.into_iter().enumerate().filter(kept).map(|(_, effect)| effect).collect()
 }
@@ -605,6 +613,13 @@ mod tests {
         let note = |name: &str| event(&key(name), Kind::Normal, "PluginLoaded", "LoadPlugin", String::new());
         let burst = vec![status("a", 1), note("a"), status("b", 1), status("a", 2), note("b"), status("b", 2)];
         assert_eq!(coalesced(burst), vec![note("a"), status("a", 2), note("b"), status("b", 2)]);
+    }
+
+    #[test]
+    fn a_burst_of_refusals_records_the_last_event_of_each_reason() {
+        let refusal = |n: u32| event(&key("a"), Kind::Warning, "PluginRejected", "LoadPlugin", n.to_string());
+        let loaded = event(&key("a"), Kind::Normal, "PluginLoaded", "LoadPlugin", String::new());
+        assert_eq!(coalesced(vec![refusal(1), loaded.clone(), refusal(2), refusal(3)]), vec![loaded, refusal(3)]);
     }
 
     #[test]

@@ -119,12 +119,14 @@ pub fn python_component(dir: &str) -> PathBuf {
     let _one = BUILDING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let name = Path::new(dir).file_name().expect("a directory").to_string_lossy();
     let out = target_dir().join("wasm32-wasip2/python").join(format!("{name}.wasm"));
-    let sources = [workspace().join(dir), workspace().join("guest-sdk/python/wasmloop")];
+    // The contract in the repository too: the SDK's shipped copy may be older than it.
+    let sources = [workspace().join(dir), workspace().join("guest-sdk/python/wasmloop"), workspace().join("wit")];
     let built = std::fs::metadata(&out).and_then(|m| m.modified()).ok();
     if built.is_some_and(|built| sources.iter().all(|s| newest_source(s) <= Some(built))) {
         return out;
     }
     let python = python();
+    ship_contract("python");
     // Built aside and renamed, so a reader never sees half a component.
     let partial = out.with_extension("wasm.partial");
     let done = Command::new(python)
@@ -143,6 +145,19 @@ pub fn python_component(dir: &str) -> PathBuf {
     );
     std::fs::rename(&partial, &out).expect("the built component");
     out
+}
+
+/// Ships the repository's contract into the SDK of `language` (`scripts/sdk-assets`), as its
+/// build does, before a plugin is built against it.
+///
+/// # Panics
+/// When `scripts/sdk-assets` fails, with its words.
+fn ship_contract(language: &str) {
+    let out = Command::new(workspace().join("scripts/sdk-assets"))
+        .arg(language)
+        .output()
+        .expect("bash runs scripts/sdk-assets");
+    assert!(out.status.success(), "scripts/sdk-assets {language} failed:\n{}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// The Python for plugin work: `WASMLOOP_PYTHON` if set, else the checkout's `.venv`, which
@@ -185,7 +200,7 @@ pub fn js_component(dir: &str) -> PathBuf {
     let out_dir = target_dir().join("wasm32-wasip2/js");
     std::fs::create_dir_all(&out_dir).expect("the JS output directory");
     let out = out_dir.join(format!("{name}.wasm"));
-    let sources = [workspace().join(dir), workspace().join("guest-sdk/js/src"), workspace().join("guest-sdk/js/wit")];
+    let sources = [workspace().join(dir), workspace().join("guest-sdk/js/src"), workspace().join("wit")];
     let built = std::fs::metadata(&out).and_then(|m| m.modified()).ok();
     if built.is_some_and(|built| sources.iter().all(|s| newest_source(s) <= Some(built))) {
         return out;
@@ -204,6 +219,7 @@ pub fn js_component(dir: &str) -> PathBuf {
             String::from_utf8_lossy(&installed.stderr)
         );
     }
+    ship_contract("js");
     let done = Command::new("node")
         .current_dir(workspace())
         .arg("guest-sdk/js/src/build.js")

@@ -432,21 +432,26 @@ impl Registry {
         let _plugin = self.lanes.enter([Lane::Plugin(name.to_owned())]).await;
         gate.lock().expect("lock").admitted.remove(name);
         let mut handovers = self.take_retired(name);
-        let Some(slot) = self.take_slot(name) else { return handovers };
-        let plugin = slot.controller.plugin().with_limits(slot.controller.plugin().limits());
-        let digest = slot.digest.clone();
-        let source = slot.source.clone();
-        let offer = Offer {
-            source: source.clone(),
-            realm: slot.realm.clone(),
-            expected_name: None,
-            account: slot.account.clone(),
+        // Taken from the slots and parked in one step under both locks (slots first, as
+        // everywhere), and reported before the drain: a removal of the source sees it either
+        // serving or parked, drops it, and its report comes after this one.
+        let slot = {
+            let mut slots = self.slots.lock().expect("lock");
+            let Some(slot) = slots.remove(name) else { return handovers };
+            self.context.metrics.plugins_active(slots.len());
+            let offer = Offer {
+                source: slot.source.clone(),
+                realm: slot.realm.clone(),
+                expected_name: None,
+                account: slot.account.clone(),
+            };
+            let plugin = slot.controller.plugin().with_limits(slot.controller.plugin().limits());
+            let parked = Parked { offer, plugin, config: slot.config.clone() };
+            gate.lock().expect("lock").parked.insert(slot.source.clone(), parked);
+            slot
         };
-        let parked = Parked { offer, plugin, config: slot.config.clone() };
-        // Parked (and reported) before the drain: a removal of the source meanwhile finds it
-        // parked and drops it, and its report comes after this one.
-        gate.lock().expect("lock").parked.insert(source.clone(), parked);
-        self.reporter.publish(Report::new(source, Reported::Loaded(Loaded::Parked { name: name.to_owned(), digest })));
+        let parked = Loaded::Parked { name: name.to_owned(), digest: slot.digest.clone() };
+        self.reporter.publish(Report::new(slot.source.clone(), Reported::Loaded(parked)));
         let handover = slot.controller.shut_down(self.drain).await;
         self.context.metrics.plugin_stopped(name);
         handovers.push(handover);

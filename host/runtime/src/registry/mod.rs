@@ -636,7 +636,7 @@ impl Registry {
 
     /// The plugin `source` serves.
     fn serving_for(&self, source: &str) -> Option<String> {
-        self.slots.lock().expect("lock").iter().find(|(_, s)| s.source == source).map(|(n, _)| n.clone())
+        self.serving(source).map(|(name, _)| name)
     }
 
     /// What the decision on an offer of plugin `name` (known as `id`) looks at, and the version

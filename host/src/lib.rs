@@ -33,3 +33,5 @@ pub mod shard;
 pub mod sources;
 #[cfg(feature = "cluster")]
 pub mod status;
+#[cfg(feature = "cluster")]
+pub mod wasmplugin;

@@ -221,7 +221,7 @@ fn key_id(base64_line: &str) -> Option<String> {
 }
 
 /// The key id of a `.minisig` text: from its second line, the one `Signature::decode` reads.
-fn signature_key_id(text: &str) -> Option<String> {
+pub fn signature_key_id(text: &str) -> Option<String> {
     key_id(text.lines().nth(1)?)
 }
 

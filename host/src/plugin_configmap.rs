@@ -166,8 +166,47 @@ pub fn read(cm: &ConfigMap) -> Result<PluginPayload, PayloadError> {
     if let Err(rule) = wasmloop_contract::validate::plugin_name(&name) {
         return Err(PayloadError::BadName(at, rule));
     }
+    let (component, reference, pull_secret) = component_of(cm)?;
+    let data = cm.data.as_ref();
+    let config = match (data.and_then(|d| d.get("config.yaml")), data.and_then(|d| d.get("config.json"))) {
+        (Some(text), _) => Some(("config.yaml", text)),
+        (None, Some(text)) => Some(("config.json", text)),
+        (None, None) => None,
+    };
+    let config = config
+        .map(|(key, text)| {
+            serde_saphyr::from_str_with_options::<serde_json::Value>(text, crate::input::yaml_options())
+                .map(|v| v.to_string())
+                .map_err(|e| {
+                    PayloadError::BadConfig(
+                        at.clone(),
+                        key,
+                        wasmloop_contract::validate::cut(crate::input::yaml_error(&e), 256),
+                    )
+                })
+        })
+        .transpose()?;
+    let pin = cm.metadata.annotations.as_ref().and_then(|a| a.get(DIGEST_ANNOTATION)).cloned();
+    let signature = data.and_then(|d| d.get(SIGNATURE_KEY)).cloned();
+    let track = match cm.metadata.annotations.as_ref().and_then(|a| a.get(TRACK_ANNOTATION)).map(String::as_str) {
+        None => Track::Serving,
+        Some("shadow") => Track::Shadow,
+        Some("superseded") => Track::Superseded,
+        Some(other) => return Err(PayloadError::BadTrack(at, quoted(other))),
+    };
+    Ok(PluginPayload { name, component, reference, pull_secret, config, pin, signature, track })
+}
+
+/// The component a ConfigMap holds (empty when it names a reference instead), the reference,
+/// and the pull Secret its annotation names: what a plugin ConfigMap and the ConfigMap a
+/// `WasmPlugin`'s `configMapRef` names both hold.
+///
+/// # Errors
+/// When it holds no component, two, broken gzip, or a bad reference or pull Secret name.
+pub fn component_of(cm: &ConfigMap) -> Result<(Vec<u8>, Option<PluginRef>, Option<Name>), PayloadError> {
     let binary = cm.binary_data.as_ref();
     let data = cm.data.as_ref();
+    let at = display(cm);
     let reference = data
         .and_then(|d| d.get(REF_KEY))
         .map(|text| PluginRef::parse(text.trim()).and_then(PluginRef::pinned))
@@ -203,33 +242,7 @@ pub fn read(cm: &ConfigMap) -> Result<PluginPayload, PayloadError> {
     if component.is_empty() && reference.is_none() {
         return Err(PayloadError::NoComponent(at));
     }
-    let config = match (data.and_then(|d| d.get("config.yaml")), data.and_then(|d| d.get("config.json"))) {
-        (Some(text), _) => Some(("config.yaml", text)),
-        (None, Some(text)) => Some(("config.json", text)),
-        (None, None) => None,
-    };
-    let config = config
-        .map(|(key, text)| {
-            serde_saphyr::from_str_with_options::<serde_json::Value>(text, crate::input::yaml_options())
-                .map(|v| v.to_string())
-                .map_err(|e| {
-                    PayloadError::BadConfig(
-                        at.clone(),
-                        key,
-                        wasmloop_contract::validate::cut(crate::input::yaml_error(&e), 256),
-                    )
-                })
-        })
-        .transpose()?;
-    let pin = cm.metadata.annotations.as_ref().and_then(|a| a.get(DIGEST_ANNOTATION)).cloned();
-    let signature = data.and_then(|d| d.get(SIGNATURE_KEY)).cloned();
-    let track = match cm.metadata.annotations.as_ref().and_then(|a| a.get(TRACK_ANNOTATION)).map(String::as_str) {
-        None => Track::Serving,
-        Some("shadow") => Track::Shadow,
-        Some("superseded") => Track::Superseded,
-        Some(other) => return Err(PayloadError::BadTrack(at, quoted(other))),
-    };
-    Ok(PluginPayload { name, component, reference, pull_secret, config, pin, signature, track })
+    Ok((component, reference, pull_secret))
 }
 
 /// Where a registry holds the component: its pinned reference and the pull Secret's name.

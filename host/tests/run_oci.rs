@@ -369,7 +369,7 @@ async fn a_registry_that_never_answers_holds_up_only_its_own_configmap() {
         "--pull-timeout-seconds",
         "3600",
     ]);
-    host.logged(&format!("pulling the plugin this ConfigMap names configmap=ConfigMap {}/stalled", plugins.name)).await;
+    host.logged(&format!("pulling the plugin this object names source=ConfigMap {}/stalled", plugins.name)).await;
     let (mut pull, _) = silent.accept().await.unwrap();
 
     // The host is not ready while a plugin it started with is still on its way, and says which.

@@ -176,8 +176,13 @@ pub struct BundleArgs {
     pub shadow: bool,
     /// The ConfigMap's name, when not NAME (or NAME-shadow): for a candidate beside a promoted
     /// shadow that serves from NAME-shadow, or to update whichever ConfigMap serves.
-    #[arg(long, value_name = "CONFIGMAP")]
+    #[arg(long, value_name = "CONFIGMAP", conflicts_with = "wasmplugin")]
     pub configmap: Option<String>,
+    /// Write a `WasmPlugin` (wasmloop.dev/v1alpha1) named NAME (NAME-shadow for a shadow), with
+    /// the ConfigMap NAME-component holding the component, or with `--ref`, the image alone.
+    /// The `WasmPlugin` pins the component's digest and carries the configuration.
+    #[arg(long)]
+    pub wasmplugin: bool,
     /// Ship the component by reference instead of its bytes: the pinned reference `wasmloop
     /// push` printed (oci://REGISTRY/REPO@sha256:...), in data["plugin.ref"]. The host pulls it.
     #[arg(long = "ref", value_name = "REFERENCE", value_parser = parse_pinned_ref)]

@@ -1,4 +1,5 @@
-//! `wasmloop bundle`: the ConfigMap that ships a plugin, on stdout.
+//! `wasmloop bundle`: the ConfigMap that ships a plugin, or a `WasmPlugin` and the ConfigMap
+//! holding its component (`--wasmplugin`), on stdout.
 
 use std::process::ExitCode;
 
@@ -39,24 +40,40 @@ pub(super) fn run(args: &BundleArgs) -> anyhow::Result<ExitCode> {
         .reference
         .as_ref()
         .map(|reference| plugin_configmap::Pushed { reference, pull_secret: args.pull_secret.as_deref() });
+    anyhow::ensure!(
+        !(args.wasmplugin && pushed.is_some() && signature.is_some()),
+        "--signature with --ref and --wasmplugin: a WasmPlugin with an image is pinned by its digest, and the host reads signatures from a component's ConfigMap; drop --ref to ship the signed component in a ConfigMap, or drop --signature"
+    );
     let mut configmap =
         plugin_configmap::build(name, namespace, &component, config.as_deref(), signature.as_deref(), track, pushed)?;
+    if args.wasmplugin {
+        let (component, plugin) = crate::wasmplugin::build(configmap, name, track, config.as_deref(), pushed)?;
+        if let Some(component) = component {
+            print!("{}---\n", yaml_of(&component, "v1", "ConfigMap")?);
+        }
+        print!("{}", serde_saphyr::to_string(&plugin)?);
+        return Ok(ExitCode::SUCCESS);
+    }
     if let Some(named) = &args.configmap {
         wasmloop_sandbox::validate::name(named).map_err(|e| {
             anyhow::anyhow!("--configmap {named:?}: {e}; name the ConfigMap as Kubernetes names objects")
         })?;
         configmap.metadata.name = Some(named.clone());
     }
-    // apiVersion and kind first, as kubectl prints them.
-    let value = serde_json::to_value(&configmap)?;
-    let mut ordered = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap"});
+    print!("{}", yaml_of(&configmap, "v1", "ConfigMap")?);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `object` as YAML, apiVersion and kind first, as kubectl prints them.
+fn yaml_of(object: &impl serde::Serialize, api_version: &str, kind: &str) -> anyhow::Result<String> {
+    let value = serde_json::to_value(object)?;
+    let mut ordered = serde_json::json!({"apiVersion": api_version, "kind": kind});
     for key in ["metadata", "data", "binaryData"] {
         if let Some(field) = value.get(key) {
             ordered[key] = field.clone();
         }
     }
-    print!("{}", serde_saphyr::to_string(&ordered)?);
-    Ok(ExitCode::SUCCESS)
+    Ok(serde_saphyr::to_string(&ordered)?)
 }
 
 /// A `.minisig` file, refused now rather than by the host if it is not a minisign signature.

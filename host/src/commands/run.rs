@@ -13,7 +13,7 @@ use crate::cli::{PluginIdentity, RunArgs, ShadowArg};
 use crate::host_config::HostConfig;
 use crate::oci::{Puller, RegistryPolicy};
 use crate::pinning::TrustedKeys;
-use crate::sources::configmaps::ConfigMapSource;
+use crate::sources::namespace::NamespaceSource;
 
 pub(super) fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let config = args.host.config.as_deref().map(HostConfig::read).transpose()?.unwrap_or_default();
@@ -148,7 +148,7 @@ async fn seat_all(host: &Host, args: &RunArgs, start: Start) -> anyhow::Result<(
     }
     let puller = Arc::new(puller_for(args));
     for namespace in &args.plugin_namespaces {
-        let mut source = ConfigMapSource::new(
+        let mut source = NamespaceSource::new(
             host.client.clone(),
             namespace,
             host.registry.clone(),
@@ -157,7 +157,7 @@ async fn seat_all(host: &Host, args: &RunArgs, start: Start) -> anyhow::Result<(
         );
         source = source.puller(puller.clone());
         tokio::spawn(source.run());
-        tracing::info!(%namespace, "loading plugins from ConfigMaps labelled wasmloop.dev/plugin");
+        tracing::info!(%namespace, "loading plugins from ConfigMaps labelled wasmloop.dev/plugin and from WasmPlugins");
     }
     Ok(())
 }

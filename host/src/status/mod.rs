@@ -1,7 +1,9 @@
 //! The one status writer: it reads the registry's report stream
 //! ([`wasmloop_runtime::registry::reports`]) and the quarantine board, and writes what users
-//! look at on each plugin ConfigMap: the `wasmloop.dev/status` annotation and Events
-//! (`PluginLoaded`, `PluginRejected`, `Superseded`, `ShadowStarted`, `ShadowDiffers`).
+//! look at on each object that ships a plugin: a plugin ConfigMap's `wasmloop.dev/status`
+//! annotation, a `WasmPlugin`'s status subresource with its conditions ([`conditions`]), and
+//! Events on either (`PluginLoaded`, `PluginRejected`, `PluginStopped`, `Superseded`,
+//! `ShadowStarted`, `ShadowDiffers`).
 //!
 //! The decisions are [`plan::Statuses`]'s; this shell only carries its effects out, on the
 //! leader only, so replicas do not talk over each other, except the superseded mark, which
@@ -9,9 +11,10 @@
 //! new leader shows the same state.
 //!
 //! Nothing flows back: a source learns nothing from what is written here. The status writes
-//! reach the ConfigMap sources' watches as updates that change no content they load, as a
-//! relist's do; the superseded mark does change it, and the loop closes through the cluster
-//! as an executor's writes do: the source retires that ConfigMap.
+//! reach the sources' watches as updates that change no content they load (a `WasmPlugin`'s
+//! status leaves its generation as it was), as a relist's do; the superseded mark does change
+//! it, and the loop closes through the cluster as an executor's writes do: the source retires
+//! that object.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -29,11 +32,13 @@ use wasmloop_runtime::events::Recorders;
 use wasmloop_runtime::quarantine::Board;
 use wasmloop_runtime::registry::reports::Reports;
 
-use crate::plugin_configmap::{STATUS_ANNOTATION, TRACK_ANNOTATION, source_of};
+use crate::plugin_configmap::{STATUS_ANNOTATION, TRACK_ANNOTATION};
+use crate::wasmplugin::WasmPlugin;
 
+mod conditions;
 mod plan;
 
-use plan::{ConfigMapKey, Effect, Kind, Statuses, coalesced};
+use plan::{Effect, Kind, ObjectKey, ObjectKind, Statuses, coalesced};
 
 /// Reports taken in one batch at most: what a burst says about one ConfigMap is written once.
 const BATCH: usize = 256;
@@ -50,6 +55,7 @@ pub struct StatusWriter {
     statuses: Statuses,
     recorders: Recorders,
     apis: HashMap<Namespace, Api<ConfigMap>>,
+    wasmplugins: HashMap<Namespace, Api<WasmPlugin>>,
 }
 
 impl StatusWriter {
@@ -68,6 +74,7 @@ impl StatusWriter {
             leading,
             statuses: Statuses::new(None),
             apis: HashMap::new(),
+            wasmplugins: HashMap::new(),
         }
     }
 
@@ -99,7 +106,7 @@ impl StatusWriter {
                 },
                 Ok(()) = quarantines.changed() => {
                     let board = quarantines.borrow_and_update().clone();
-                    self.statuses.quarantines(&board)
+                    self.statuses.quarantines(&board, &Timestamp::now().to_string())
                 }
             };
             for effect in effects {
@@ -113,55 +120,87 @@ impl StatusWriter {
         self.apis.entry(namespace.clone()).or_insert_with(|| api::typed_api(client.clone(), namespace)).clone()
     }
 
+    fn wasmplugins(&mut self, namespace: &Namespace) -> Api<WasmPlugin> {
+        let client = &self.client;
+        self.wasmplugins.entry(namespace.clone()).or_insert_with(|| api::typed_api(client.clone(), namespace)).clone()
+    }
+
     async fn carry_out(&mut self, effect: Effect) {
         let leads = *self.leading.borrow();
         match effect {
-            Effect::Supersede { configmap, status } => self.supersede(&configmap, leads.then_some(&status)).await,
+            // A `WasmPlugin`'s mark is its status, the leader's to write as always.
+            Effect::Supersede { object, status } if object.kind == ObjectKind::ConfigMap => {
+                self.supersede(&object, leads.then_some(&status)).await;
+            }
             _ if !leads => {}
-            Effect::Status { configmap, status } => self.write_status(&configmap, &status).await,
-            Effect::Event { configmap, kind, reason, action, note } => {
-                self.event(&configmap, kind, reason, action, note).await;
+            Effect::Status { object, status } | Effect::Supersede { object, status } => match object.kind {
+                ObjectKind::ConfigMap => self.write_status(&object, &status).await,
+                ObjectKind::WasmPlugin => self.write_wasmplugin_status(&object, status).await,
+            },
+            Effect::Event { object, kind, reason, action, note } => {
+                self.event(&object, kind, reason, action, note).await;
             }
         }
     }
 
-    async fn write_status(&mut self, configmap: &ConfigMapKey, status: &serde_json::Value) {
+    async fn write_status(&mut self, object: &ObjectKey, status: &serde_json::Value) {
         let annotations = json!({STATUS_ANNOTATION: status.to_string()});
         let cannot = "cannot write the plugin status annotation; grant the host patch on ConfigMaps in this namespace";
-        self.annotate(configmap, annotations, cannot).await;
+        self.annotate(object, annotations, cannot).await;
+    }
+
+    /// Writes a `WasmPlugin`'s status subresource, whole (a merge patch: the conditions list is
+    /// replaced, the fields set to null removed).
+    async fn write_wasmplugin_status(&mut self, object: &ObjectKey, status: serde_json::Value) {
+        let patch = json!({"status": status});
+        let params = PatchParams { field_manager: Some(MANAGER.into()), ..PatchParams::default() };
+        match self.wasmplugins(&object.namespace).patch_status(&object.name, &params, &Patch::Merge(&patch)).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.is_not_found() => {}
+            Err(error) => {
+                tracing::warn!(object = %object.source(), %error, "cannot write the WasmPlugin's status; grant the host patch on wasmplugins/status in this namespace (deploy/base/rbac.yaml)")
+            }
+        }
     }
 
     /// Marks a ConfigMap superseded, with `status` in the same write when given (on the leader).
-    async fn supersede(&mut self, configmap: &ConfigMapKey, status: Option<&serde_json::Value>) {
+    async fn supersede(&mut self, object: &ObjectKey, status: Option<&serde_json::Value>) {
         let mut annotations = json!({TRACK_ANNOTATION: "superseded"});
         if let Some(status) = status {
             annotations[STATUS_ANNOTATION] = json!(status.to_string());
         }
         let cannot =
             "cannot mark the superseded ConfigMap; delete it, or a restart may load it instead of its successor";
-        self.annotate(configmap, annotations, cannot).await;
+        self.annotate(object, annotations, cannot).await;
     }
 
     /// Merges `annotations` into a ConfigMap's, saying `cannot` when that fails. One deleted
     /// meanwhile took its annotations with it: nothing to say.
-    async fn annotate(&mut self, (namespace, name): &ConfigMapKey, annotations: serde_json::Value, cannot: &str) {
+    async fn annotate(&mut self, object: &ObjectKey, annotations: serde_json::Value, cannot: &str) {
         let patch = json!({"metadata": {"annotations": annotations}});
         let params = PatchParams { field_manager: Some(MANAGER.into()), ..PatchParams::default() };
-        match self.api(namespace).patch(name, &params, &Patch::Merge(&patch)).await {
+        match self.api(&object.namespace).patch(&object.name, &params, &Patch::Merge(&patch)).await {
             Ok(_) => {}
             Err(kube::Error::Api(status)) if status.is_not_found() => {}
-            Err(error) => tracing::warn!(configmap = %source_of(namespace, name), %error, "{cannot}"),
+            Err(error) => tracing::warn!(object = %object.source(), %error, "{cannot}"),
         }
     }
 
-    async fn event(&mut self, (namespace, name): &ConfigMapKey, kind: Kind, reason: &str, action: &str, note: String) {
-        // The Event names the ConfigMap by UID too, as `kubectl describe` looks it up: read now,
-        // it is the ConfigMap as it is, and none is recorded about one deleted meanwhile.
-        let regarding = match self.api(namespace).get_opt(name).await {
-            Ok(Some(configmap)) => configmap.object_ref(&()),
+    async fn event(&mut self, object: &ObjectKey, kind: Kind, reason: &str, action: &str, note: String) {
+        // The Event names the object by UID too, as `kubectl describe` looks it up: read now, it
+        // is the object as it is, and none is recorded about one deleted meanwhile.
+        let (namespace, name) = (&object.namespace, &object.name);
+        let read = match object.kind {
+            ObjectKind::ConfigMap => self.api(namespace).get_opt(name).await.map(|o| o.map(|o| o.object_ref(&()))),
+            ObjectKind::WasmPlugin => {
+                self.wasmplugins(namespace).get_opt(name).await.map(|o| o.map(|o| o.object_ref(&())))
+            }
+        };
+        let regarding = match read {
+            Ok(Some(regarding)) => regarding,
             Ok(None) => return,
             Err(error) => {
-                tracing::warn!(configmap = %source_of(namespace, name), %error, reason, "cannot read the ConfigMap to record an Event about it");
+                tracing::warn!(object = %object.source(), %error, reason, "cannot read the object to record an Event about it");
                 return;
             }
         };
@@ -174,7 +213,7 @@ impl StatusWriter {
         };
         let event = Event { type_, reason: reason.into(), note: Some(note), action: action.into(), secondary: None };
         if let Err(error) = recorder.publish(&event, &regarding).await {
-            tracing::warn!(configmap = %source_of(namespace, name), %error, "cannot record the Event; grant the host create on events.k8s.io Events");
+            tracing::warn!(object = %object.source(), %error, "cannot record the Event; grant the host create on events.k8s.io Events");
         }
     }
 }

@@ -1,10 +1,12 @@
-//! What the status writer shows for each plugin ConfigMap, decided without the API server: a
-//! [`Statuses`] takes each report of the registry's stream ([`Statuses::report`]) and each
-//! change of the quarantine board ([`Statuses::quarantines`]), keeps what each ConfigMap's
-//! status shows ([`Shown`]), and returns the writes to carry out ([`Effect`]): a status
-//! annotation, an Event.
+//! What the status writer shows for each object that ships a plugin (a plugin ConfigMap, a
+//! `WasmPlugin`), decided without the API server: a [`Statuses`] takes each report of the
+//! registry's stream ([`Statuses::report`]) and each change of the quarantine board
+//! ([`Statuses::quarantines`]), keeps what each object's status shows ([`Shown`]), and returns
+//! the writes to carry out ([`Effect`]): a status, an Event.
 //!
-//! The status annotation is a pure function of what is shown ([`status_of`]).
+//! A ConfigMap's status annotation is a pure function of what is shown ([`status_of`]); a
+//! `WasmPlugin`'s status is too, with its conditions' transition times carried over from the
+//! last status written ([`super::conditions`]).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -16,20 +18,22 @@ use wasmloop_runtime::registry::Loaded;
 use wasmloop_runtime::registry::reports::{Report, Reported};
 use wasmloop_runtime::shadow::ShadowReport;
 
+use super::conditions::{self, Condition};
 use crate::plugin_configmap::{TRACK_ANNOTATION, configmap_of};
+use crate::wasmplugin::{SUPERSEDED, wasmplugin_of};
 
 /// The longest refusal a status shows.
 pub(super) const MAX_LAST_ERROR: usize = 4096;
 
-/// A plugin version a ConfigMap loaded, serving or shadowing, as its status shows it: the
+/// A plugin version an object loaded, serving or shadowing, as its status shows it: the
 /// plugin's name, the manifest's version, the SHA-256 of component and configuration, and when
 /// it loaded.
 #[derive(Debug)]
 pub(super) struct Version {
-    plugin: String,
-    version: String,
-    digest: String,
-    loaded_at: String,
+    pub(super) plugin: String,
+    pub(super) version: String,
+    pub(super) digest: String,
+    pub(super) loaded_at: String,
 }
 
 impl Version {
@@ -58,22 +62,68 @@ pub(super) struct Shadowing {
     pub(super) announced: bool,
 }
 
-/// What one ConfigMap's status shows.
+/// What one object's status shows.
 #[derive(Debug, Default)]
 pub(super) struct Shown {
     /// The version serving from it.
     pub(super) active: Option<Active>,
     /// The candidate shadowing from it, and what it found.
     pub(super) shadow: Option<Shadowing>,
-    /// Why its last offer was refused, and when; none when it was accepted.
+    /// Why its last offer was refused or stopped, and when; none when it was accepted.
     pub(super) last_error: Option<String>,
     pub(super) last_error_at: Option<String>,
+    /// The CamelCase reason of `last_error`.
+    pub(super) reason: Option<String>,
     /// Why its serving version is quarantined; none when it is not.
     pub(super) quarantined: Option<String>,
+    /// The generation (a `WasmPlugin`'s) whose outcome is shown.
+    pub(super) observed: Option<i64>,
+    /// The generation the source is handling, and what pins its version, until its outcome.
+    pub(super) pending: Option<(i64, Option<String>)>,
+    /// What pins the version serving or shadowing (an image's digest, a digest pin).
+    pub(super) pinned: Option<String>,
+    /// The conditions last written (a `WasmPlugin`'s), whose transition times carry over.
+    pub(super) conditions: Vec<Condition>,
 }
 
-/// A ConfigMap: namespace and name, parsed.
-pub(super) type ConfigMapKey = (Namespace, Name);
+/// The kinds of object whose status the writer shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(super) enum ObjectKind {
+    /// A plugin ConfigMap: the `wasmloop.dev/status` annotation.
+    ConfigMap,
+    /// A `WasmPlugin`: its status subresource, with conditions.
+    WasmPlugin,
+}
+
+/// An object that ships a plugin: kind, namespace and name, parsed.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(super) struct ObjectKey {
+    /// Its kind.
+    pub(super) kind: ObjectKind,
+    /// Its namespace.
+    pub(super) namespace: Namespace,
+    /// Its name.
+    pub(super) name: Name,
+}
+
+impl ObjectKey {
+    /// How the registry and its reports name it.
+    pub(super) fn source(&self) -> String {
+        match self.kind {
+            ObjectKind::ConfigMap => crate::plugin_configmap::source_of(&self.namespace, &self.name),
+            ObjectKind::WasmPlugin => crate::wasmplugin::source_of(&self.namespace, &self.name),
+        }
+    }
+}
+
+/// The object a source names, when it names a ConfigMap or a `WasmPlugin`.
+pub(super) fn object_of(source: &str) -> Option<ObjectKey> {
+    let (kind, (namespace, name)) = match configmap_of(source) {
+        Some(found) => (ObjectKind::ConfigMap, found),
+        None => (ObjectKind::WasmPlugin, wasmplugin_of(source)?),
+    };
+    Some(ObjectKey { kind, namespace, name })
+}
 
 /// An Event's type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,21 +137,21 @@ pub(super) enum Kind {
 /// A write to carry out.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum Effect {
-    /// Write ConfigMap `configmap`'s status annotation.
-    Status { configmap: ConfigMapKey, status: serde_json::Value },
-    /// Mark ConfigMap `configmap` `wasmloop.dev/track: superseded` (a promoted shadow serves
+    /// Write ConfigMap `object`'s status annotation.
+    Status { object: ObjectKey, status: serde_json::Value },
+    /// Mark ConfigMap `object` `wasmloop.dev/track: superseded` (a promoted shadow serves
     /// its plugin from another ConfigMap), with its status in the same write: the mark is what
     /// a restart reads, and the status says who serves now. Every replica marks; the status
     /// is the leader's to write, as always.
-    Supersede { configmap: ConfigMapKey, status: serde_json::Value },
-    /// Record an Event about ConfigMap `configmap`.
-    Event { configmap: ConfigMapKey, kind: Kind, reason: &'static str, action: &'static str, note: String },
+    Supersede { object: ObjectKey, status: serde_json::Value },
+    /// Record an Event about ConfigMap `object`.
+    Event { object: ObjectKey, kind: Kind, reason: &'static str, action: &'static str, note: String },
 }
 
-/// What every plugin ConfigMap's status shows, by ConfigMap.
+/// What every object's status shows, by object.
 #[derive(Debug, Default)]
 pub(super) struct Statuses {
-    shown: HashMap<ConfigMapKey, Shown>,
+    shown: HashMap<ObjectKey, Shown>,
     /// With `--shard`, this replica's identity, shown in the status of what it runs.
     replica: Option<String>,
 }
@@ -113,80 +163,125 @@ impl Statuses {
     }
 
     /// What `report` changes, `now` being the time to show for what happens now. A report about
-    /// a source other than a ConfigMap changes nothing.
+    /// a source other than a ConfigMap or a `WasmPlugin` changes nothing.
     pub(super) fn report(&mut self, report: Report, now: &str) -> Vec<Effect> {
-        let Some(configmap) = configmap_of(&report.source) else { return Vec::new() };
-        match report.what {
-            Reported::Loaded(loaded) => self.loaded(configmap, &loaded, now),
-            Reported::Refused { reason, message } => self.refused(configmap, &reason, message, now),
-            Reported::Retired { said } => self.retired(configmap, said, now),
+        let Some(object) = object_of(&report.source) else { return Vec::new() };
+        // An outcome is the outcome of the generation the source was handling.
+        let outcome = !matches!(
+            report.what,
+            Reported::Observed { .. }
+                | Reported::ShadowFindings { .. }
+                | Reported::Removed
+                | Reported::Loaded(Loaded::Parked { .. })
+        );
+        let settled = if outcome { self.shown.get_mut(&object).and_then(Shown::settle) } else { None };
+        let pin = settled.clone().map(|(_, pin)| pin);
+        let mut effects = match report.what {
+            Reported::Loaded(loaded) => self.loaded(object.clone(), &loaded, pin, now),
+            Reported::Refused { reason, message } => self.refused(object.clone(), &reason, message, now),
+            Reported::Stopped { reason, message } => self.stopped(object.clone(), reason, message, now),
+            Reported::Retired { said } => self.retired(object.clone(), said, now),
             Reported::ShadowSeated { id, plugin, version, digest } => {
                 let loaded = Version { plugin, version, digest, loaded_at: now.to_owned() };
-                self.shadow_seated(configmap, id, loaded)
+                self.shadow_seated(object.clone(), id, loaded, pin, now)
             }
-            Reported::ShadowUnchanged => self.error_over(configmap),
-            Reported::ShadowFindings { id, report } => self.shadow_found(configmap, id, report),
+            Reported::ShadowUnchanged => self.error_over(object.clone(), now),
+            Reported::ShadowFindings { id, report } => self.shadow_found(object.clone(), id, report, now),
+            Reported::Observed { generation, pin, settled } => {
+                self.observed(object.clone(), generation, pin, settled, now)
+            }
             Reported::Removed => {
-                self.shown.remove(&configmap);
+                self.shown.remove(&object);
                 Vec::new()
             }
+        };
+        // A generation settled with nothing else to write still shows that it was observed.
+        let written = effects.iter().any(|e| !matches!(e, Effect::Event { .. }) && *object_key(e) == object);
+        if settled.is_some() && !written {
+            effects.push(self.status(&object, now));
         }
+        effects
     }
 
     /// Shows each serving plugin's quarantine, entered or lifted: `board` maps a quarantined
     /// plugin to why.
-    pub(super) fn quarantines(&mut self, board: &BTreeMap<String, String>) -> Vec<Effect> {
+    pub(super) fn quarantines(&mut self, board: &BTreeMap<String, String>, now: &str) -> Vec<Effect> {
         let mut effects = Vec::new();
-        for (configmap, shown) in &mut self.shown {
+        for (object, shown) in &mut self.shown {
             let Some(active) = &shown.active else { continue };
-            let now = board.get(&active.id).cloned();
-            if now != shown.quarantined {
-                shown.quarantined = now;
-                effects.push(status_effect(configmap, shown, self.replica.as_deref()));
+            let quarantined = board.get(&active.id).cloned();
+            if quarantined != shown.quarantined {
+                shown.quarantined = quarantined;
+                effects.push(status_effect(object, shown, self.replica.as_deref(), now));
             }
         }
-        effects.sort_by(|a, b| configmap_key(a).cmp(configmap_key(b)));
+        effects.sort_by(|a, b| object_key(a).cmp(object_key(b)));
         effects
     }
 
-    fn shown(&mut self, configmap: &ConfigMapKey) -> &mut Shown {
-        self.shown.entry(configmap.clone()).or_default()
+    fn shown(&mut self, object: &ObjectKey) -> &mut Shown {
+        self.shown.entry(object.clone()).or_default()
     }
 
-    fn status(&mut self, configmap: &ConfigMapKey) -> Effect {
+    fn status(&mut self, object: &ObjectKey, now: &str) -> Effect {
         let replica = self.replica.clone();
-        status_effect(configmap, self.shown(configmap), replica.as_deref())
+        status_effect(object, self.shown(object), replica.as_deref(), now)
     }
 
-    fn loaded(&mut self, configmap: ConfigMapKey, loaded: &Loaded, now: &str) -> Vec<Effect> {
+    /// The source began handling a generation: its outcome comes next, unless `settled`.
+    fn observed(
+        &mut self,
+        object: ObjectKey,
+        generation: i64,
+        pin: Option<String>,
+        settled: bool,
+        now: &str,
+    ) -> Vec<Effect> {
+        let shown = self.shown(&object);
+        if !settled {
+            shown.pending = Some((generation, pin));
+            return Vec::new();
+        }
+        if shown.observed == Some(generation) && shown.pending.is_none() {
+            return Vec::new();
+        }
+        (shown.observed, shown.pending) = (Some(generation), None);
+        vec![self.status(&object, now)]
+    }
+
+    fn loaded(&mut self, object: ObjectKey, loaded: &Loaded, pin: Option<Option<String>>, now: &str) -> Vec<Effect> {
         let (id, version, superseded) = match loaded {
             Loaded::Started { name, version, .. } | Loaded::Replaced { name, version, .. } => (name, version, None),
             Loaded::Promoted { name, version, superseded, .. } => (name, version, superseded.as_deref()),
             Loaded::Parked { .. } => {
-                // Another replica runs it, and says so in the status. Nothing is made for a
-                // ConfigMap not shown (deleted since).
-                if let Some(shown) = self.shown.get_mut(&configmap) {
+                // Another replica runs it, and says so in the status. Nothing is made for an
+                // object not shown (deleted since).
+                if let Some(shown) = self.shown.get_mut(&object) {
                     shown.active = None;
                 }
                 return Vec::new();
             }
             // Back to what serves after a refusal (as the refusal advised): the error is over.
-            Loaded::Unchanged { .. } => return self.error_over(configmap),
+            Loaded::Unchanged { .. } => return self.error_over(object, now),
         };
         let plugin = wasmloop_sandbox::name_in_id(id).to_owned();
         let mut effects = Vec::new();
-        // The ConfigMap that served before, unless deleted since (then nothing is shown for it).
-        if let Some((old, old_shown)) =
-            superseded.and_then(configmap_of).and_then(|old| self.shown.get_mut(&old).map(|s| (old, s)))
-        {
-            let by = source_text(&configmap);
+        // The object that served before, unless deleted since (then nothing is shown for it).
+        if let Some(old) = superseded.and_then(object_of).filter(|old| self.shown.contains_key(old)) {
+            let by = object.source();
+            let what = match old.kind {
+                ObjectKind::ConfigMap => "delete this ConfigMap",
+                ObjectKind::WasmPlugin => "delete this WasmPlugin, or edit its spec to offer it again",
+            };
+            let old_shown = self.shown(&old);
             old_shown.active = None;
-            old_shown.last_error = Some(format!(
-                "superseded: plugin {plugin} is served from {by} now (a promoted shadow); delete this ConfigMap"
-            ));
+            old_shown.last_error =
+                Some(format!("superseded: plugin {plugin} is served from {by} now (a promoted shadow); {what}"));
             old_shown.last_error_at = Some(now.to_owned());
-            let status = status_of(old_shown, self.replica.as_deref());
-            effects.push(Effect::Supersede { configmap: old, status });
+            old_shown.reason = Some(SUPERSEDED.to_owned());
+            let replica = self.replica.clone();
+            let status = status_of_kind(&old, self.shown(&old), replica.as_deref(), now);
+            effects.push(Effect::Supersede { object: old, status });
         }
         let loaded_version = Version {
             plugin: plugin.clone(),
@@ -194,46 +289,69 @@ impl Statuses {
             digest: loaded.digest().to_owned(),
             loaded_at: now.to_owned(),
         };
-        let shown = self.shown(&configmap);
-        // Serving now: whatever this ConfigMap shadowed before is unseated. A new version
-        // starts healthy.
-        *shown = Shown { active: Some(Active { id: id.clone(), loaded: loaded_version }), ..Shown::default() };
-        effects.push(self.status(&configmap));
+        let shown = self.shown(&object);
+        // Serving now: whatever this object shadowed before is unseated. A new version starts
+        // healthy.
+        shown.active = Some(Active { id: id.clone(), loaded: loaded_version });
+        (shown.shadow, shown.quarantined) = (None, None);
+        (shown.last_error, shown.last_error_at, shown.reason) = (None, None, None);
+        if let Some(pin) = pin {
+            shown.pinned = pin;
+        }
+        effects.push(self.status(&object, now));
         let note = format!("plugin {plugin} {version} serving (sha256 {})", short(loaded.digest()));
-        effects.push(event(&configmap, Kind::Normal, "PluginLoaded", "LoadPlugin", note));
+        effects.push(event(&object, Kind::Normal, "PluginLoaded", "LoadPlugin", note));
         effects
     }
 
     /// A refusal is over: what serves (or shadows) is what the source offers.
-    fn error_over(&mut self, configmap: ConfigMapKey) -> Vec<Effect> {
-        let shown = self.shown(&configmap);
+    fn error_over(&mut self, object: ObjectKey, now: &str) -> Vec<Effect> {
+        let shown = self.shown(&object);
         if shown.last_error.take().is_none() {
             return Vec::new();
         }
-        shown.last_error_at = None;
-        vec![self.status(&configmap)]
+        (shown.last_error_at, shown.reason) = (None, None);
+        vec![self.status(&object, now)]
     }
 
-    fn refused(&mut self, configmap: ConfigMapKey, reason: &str, message: String, now: &str) -> Vec<Effect> {
+    fn refused(&mut self, object: ObjectKey, reason: &str, message: String, now: &str) -> Vec<Effect> {
         // Refusals quote what others wrote (a registry, a manifest, a compiler on a component):
-        // a status annotation past the API's limits would lose the whole status.
+        // a status past the API's limits would lose the whole status.
         let message = validate::cut(message, MAX_LAST_ERROR);
-        let shown = self.shown(&configmap);
+        let shown = self.shown(&object);
         if shown.last_error.as_deref() == Some(message.as_str()) {
             // Said already: the same words again would say nothing new.
             return Vec::new();
         }
         shown.last_error = Some(message.clone());
         shown.last_error_at = Some(now.to_owned());
+        shown.reason = Some(reason.to_owned());
         let note = format!("{reason}: {message}");
-        vec![self.status(&configmap), event(&configmap, Kind::Warning, "PluginRejected", "LoadPlugin", note)]
+        vec![self.status(&object, now), event(&object, Kind::Warning, "PluginRejected", "LoadPlugin", note)]
     }
 
-    fn retired(&mut self, configmap: ConfigMapKey, said: Option<String>, now: &str) -> Vec<Effect> {
-        let shown = self.shown(&configmap);
+    /// What served or shadowed from the object stopped, as it asked.
+    fn stopped(&mut self, object: ObjectKey, reason: String, message: String, now: &str) -> Vec<Effect> {
+        let message = validate::cut(message, MAX_LAST_ERROR);
+        let shown = self.shown(&object);
+        let was_running = shown.active.is_some() || shown.shadow.is_some();
+        if !was_running && shown.last_error.as_deref() == Some(message.as_str()) {
+            return Vec::new();
+        }
+        (shown.active, shown.shadow, shown.quarantined, shown.pinned) = (None, None, None, None);
+        (shown.last_error, shown.last_error_at) = (Some(message.clone()), Some(now.to_owned()));
+        shown.reason = Some(reason.clone());
+        let kind = if reason == "Suspended" { Kind::Normal } else { Kind::Warning };
+        let note = format!("{reason}: {message}");
+        vec![self.status(&object, now), event(&object, kind, "PluginStopped", "StopPlugin", note)]
+    }
+
+    fn retired(&mut self, object: ObjectKey, said: Option<String>, now: &str) -> Vec<Effect> {
+        let shown = self.shown(&object);
         (shown.active, shown.shadow) = (None, None);
+        shown.reason = Some(SUPERSEDED.to_owned());
         if shown.last_error.is_none() {
-            // The annotation's words, as anyone who may write the ConfigMap left them.
+            // The status's words, as anyone who may write the object left them.
             shown.last_error = said.map(|said| validate::cut(said, MAX_LAST_ERROR));
         }
         // The promotion's own words name the successor: keep them, and say nothing again
@@ -245,51 +363,72 @@ impl Statuses {
             "superseded ({TRACK_ANNOTATION}: superseded): this ConfigMap loads nothing; delete it, or remove the annotation to offer it again"
         );
         (shown.last_error, shown.last_error_at) = (Some(message.clone()), Some(now.to_owned()));
-        vec![self.status(&configmap), event(&configmap, Kind::Normal, "Superseded", "LoadPlugin", message)]
+        vec![self.status(&object, now), event(&object, Kind::Normal, "Superseded", "LoadPlugin", message)]
     }
 
-    fn shadow_seated(&mut self, configmap: ConfigMapKey, id: u64, loaded: Version) -> Vec<Effect> {
+    fn shadow_seated(
+        &mut self,
+        object: ObjectKey,
+        id: u64,
+        loaded: Version,
+        pin: Option<Option<String>>,
+        now: &str,
+    ) -> Vec<Effect> {
         let note = format!(
             "version {} shadows plugin {}: called beside the serving version, compared, never written",
             loaded.version, loaded.plugin
         );
-        let shown = self.shown(&configmap);
+        let shown = self.shown(&object);
         shown.shadow = Some(Shadowing { id, loaded, findings: ShadowReport::default(), announced: false });
-        (shown.last_error, shown.last_error_at) = (None, None);
-        vec![self.status(&configmap), event(&configmap, Kind::Normal, "ShadowStarted", "LoadPlugin", note)]
+        (shown.last_error, shown.last_error_at, shown.reason) = (None, None, None);
+        if let Some(pin) = pin {
+            shown.pinned = pin;
+        }
+        vec![self.status(&object, now), event(&object, Kind::Normal, "ShadowStarted", "LoadPlugin", note)]
     }
 
     /// Shows a shadow's findings, with an Event the first time it differs.
-    fn shadow_found(&mut self, configmap: ConfigMapKey, id: u64, report: ShadowReport) -> Vec<Effect> {
-        let Some(shown) = self.shown.get_mut(&configmap) else { return Vec::new() };
+    fn shadow_found(&mut self, object: ObjectKey, id: u64, report: ShadowReport, now: &str) -> Vec<Effect> {
+        let Some(shown) = self.shown.get_mut(&object) else { return Vec::new() };
         // A report from a candidate since replaced is stale.
         let Some(shadow) = shown.shadow.as_mut().filter(|s| s.id == id) else { return Vec::new() };
         shadow.findings = report;
         let first = !shadow.announced && shadow.findings.differences() > 0;
         shadow.announced |= first;
+        let where_ = match object.kind {
+            ObjectKind::ConfigMap => "the wasmloop.dev/status annotation counts",
+            ObjectKind::WasmPlugin => "the Shadowing condition counts",
+        };
         let note = shadow.findings.latest.as_ref().filter(|_| first).map(|latest| {
             format!(
-                "version {} of plugin {} {} from the serving version on {}; the wasmloop.dev/status annotation counts and shows the latest difference",
+                "version {} of plugin {} {} from the serving version on {}; {where_} and shows the latest difference",
                 shadow.loaded.version,
                 shadow.loaded.plugin,
                 if latest.result == ShadowResult::Failed { "failed where it did not" } else { "differs" },
                 latest.object
             )
         });
-        let mut effects = vec![self.status(&configmap)];
+        let mut effects = vec![self.status(&object, now)];
         if let Some(note) = note {
-            effects.push(event(&configmap, Kind::Normal, "ShadowDiffers", "CompareShadow", note));
+            effects.push(event(&object, Kind::Normal, "ShadowDiffers", "CompareShadow", note));
         }
         effects
     }
 }
 
+impl Shown {
+    /// The generation under way is settled: what pins its version, when one was pending.
+    fn settle(&mut self) -> Option<(i64, Option<String>)> {
+        let (generation, pin) = self.pending.take()?;
+        self.observed = Some(generation);
+        Some((generation, pin))
+    }
+}
+
 /// The ConfigMap an effect writes.
-pub(super) fn configmap_key(effect: &Effect) -> &ConfigMapKey {
+pub(super) fn object_key(effect: &Effect) -> &ObjectKey {
     match effect {
-        Effect::Status { configmap, .. } | Effect::Supersede { configmap, .. } | Effect::Event { configmap, .. } => {
-            configmap
-        }
+        Effect::Status { object, .. } | Effect::Supersede { object, .. } | Effect::Event { object, .. } => object,
     }
 }
 
@@ -299,36 +438,45 @@ pub(super) fn configmap_key(effect: &Effect) -> &ConfigMapKey {
 /// reason about one ConfigMap, the last stays: a tenant who makes a refusal after refusal
 /// gets one Event per batch, so the writer keeps pace with the reports, whatever their rate.
 pub(super) fn coalesced(effects: Vec<Effect>) -> Vec<Effect> {
-    let mut last_status: HashMap<ConfigMapKey, usize> = HashMap::new();
-    let mut last_event: HashMap<(ConfigMapKey, &'static str), usize> = HashMap::new();
+    let mut last_status: HashMap<ObjectKey, usize> = HashMap::new();
+    let mut last_event: HashMap<(ObjectKey, &'static str), usize> = HashMap::new();
     for (at, effect) in effects.iter().enumerate() {
         match effect {
-            Effect::Status { configmap, .. } | Effect::Supersede { configmap, .. } => {
-                last_status.insert(configmap.clone(), at);
+            Effect::Status { object, .. } | Effect::Supersede { object, .. } => {
+                last_status.insert(object.clone(), at);
             }
-            Effect::Event { configmap, reason, .. } => {
-                last_event.insert((configmap.clone(), reason), at);
+            Effect::Event { object, reason, .. } => {
+                last_event.insert((object.clone(), reason), at);
             }
         }
     }
     let kept = |(at, effect): &(usize, Effect)| match effect {
-        Effect::Status { configmap, .. } => last_status.get(configmap) == Some(at),
+        Effect::Status { object, .. } => last_status.get(object) == Some(at),
         Effect::Supersede { .. } => true,
-        Effect::Event { configmap, reason, .. } => last_event.get(&(configmap.clone(), *reason)) == Some(at),
+        Effect::Event { object, reason, .. } => last_event.get(&(object.clone(), *reason)) == Some(at),
     };
     effects.into_iter().enumerate().filter(kept).map(|(_, effect)| effect).collect()
 }
 
-fn status_effect(configmap: &ConfigMapKey, shown: &Shown, replica: Option<&str>) -> Effect {
-    Effect::Status { configmap: configmap.clone(), status: status_of(shown, replica) }
+fn status_effect(object: &ObjectKey, shown: &mut Shown, replica: Option<&str>, now: &str) -> Effect {
+    Effect::Status { object: object.clone(), status: status_of_kind(object, shown, replica, now) }
 }
 
-fn event(configmap: &ConfigMapKey, kind: Kind, reason: &'static str, action: &'static str, note: String) -> Effect {
-    Effect::Event { configmap: configmap.clone(), kind, reason, action, note }
+/// What `object`'s status shows: a ConfigMap's annotation ([`status_of`]), or a `WasmPlugin`'s
+/// status, whose conditions are kept in `shown` for their transition times.
+fn status_of_kind(object: &ObjectKey, shown: &mut Shown, replica: Option<&str>, now: &str) -> serde_json::Value {
+    match object.kind {
+        ObjectKind::ConfigMap => status_of(shown, replica),
+        ObjectKind::WasmPlugin => {
+            let fresh = conditions::of(shown, now);
+            shown.conditions = conditions::carried_over(&shown.conditions, fresh);
+            conditions::status(shown, replica)
+        }
+    }
 }
 
-fn source_text((namespace, name): &ConfigMapKey) -> String {
-    crate::plugin_configmap::source_of(namespace, name)
+fn event(object: &ObjectKey, kind: Kind, reason: &'static str, action: &'static str, note: String) -> Effect {
+    Effect::Event { object: object.clone(), kind, reason, action, note }
 }
 
 fn short(digest: &str) -> &str {
@@ -368,8 +516,12 @@ mod tests {
     const NOW: &str = "2026-11-27T12:00:00Z";
     const LATER: &str = "2026-11-27T12:05:00Z";
 
-    fn key(name: &str) -> ConfigMapKey {
-        (Namespace::parse("team-a").unwrap(), Name::parse(name).unwrap())
+    fn key(name: &str) -> ObjectKey {
+        ObjectKey {
+            kind: ObjectKind::ConfigMap,
+            namespace: Namespace::parse("team-a").unwrap(),
+            name: Name::parse(name).unwrap(),
+        }
     }
 
     fn source(name: &str) -> String {
@@ -413,9 +565,9 @@ mod tests {
         effects
             .iter()
             .map(|effect| match effect {
-                Effect::Status { configmap, .. } => format!("status {}", configmap.1),
-                Effect::Supersede { configmap, .. } => format!("supersede {}", configmap.1),
-                Effect::Event { configmap, reason, .. } => format!("event {reason} {}", configmap.1),
+                Effect::Status { object, .. } => format!("status {}", object.name),
+                Effect::Supersede { object, .. } => format!("supersede {}", object.name),
+                Effect::Event { object, reason, .. } => format!("event {reason} {}", object.name),
             })
             .collect()
     }
@@ -587,12 +739,12 @@ mod tests {
         statuses.report(loaded("hello", started("1.0.0", "d1")), NOW);
         statuses.report(refused("other", "bad"), NOW);
         let board = BTreeMap::from([("team-a/hello".to_owned(), "crash loop".to_owned())]);
-        let effects = statuses.quarantines(&board);
+        let effects = statuses.quarantines(&board, NOW);
         assert_eq!(said(&effects), ["status hello"], "only what serves the plugin");
         assert_eq!(status(&effects[0])["quarantined"], "crash loop");
         assert_eq!(status(&effects[0])["replica"], "replica-0");
-        assert!(statuses.quarantines(&board).is_empty(), "shown already");
-        let lifted = statuses.quarantines(&BTreeMap::new());
+        assert!(statuses.quarantines(&board, NOW).is_empty(), "shown already");
+        let lifted = statuses.quarantines(&BTreeMap::new(), NOW);
         assert_eq!(status(&lifted[0]).get("quarantined"), None);
     }
 
@@ -609,7 +761,7 @@ mod tests {
 
     #[test]
     fn a_burst_writes_each_configmap_s_last_status_once() {
-        let status = |name: &str, n: u64| Effect::Status { configmap: key(name), status: json!(n) };
+        let status = |name: &str, n: u64| Effect::Status { object: key(name), status: json!(n) };
         let note = |name: &str| event(&key(name), Kind::Normal, "PluginLoaded", "LoadPlugin", String::new());
         let burst = vec![status("a", 1), note("a"), status("b", 1), status("a", 2), note("b"), status("b", 2)];
         assert_eq!(coalesced(burst), vec![note("a"), status("a", 2), note("b"), status("b", 2)]);
@@ -624,10 +776,216 @@ mod tests {
 
     #[test]
     fn a_superseded_mark_carries_the_status_that_came_before_it() {
-        let status = |name: &str, n: u64| Effect::Status { configmap: key(name), status: json!(n) };
-        let mark = |name: &str, n: u64| Effect::Supersede { configmap: key(name), status: json!(n) };
+        let status = |name: &str, n: u64| Effect::Status { object: key(name), status: json!(n) };
+        let mark = |name: &str, n: u64| Effect::Supersede { object: key(name), status: json!(n) };
         assert_eq!(coalesced(vec![status("a", 1), mark("a", 2)]), vec![mark("a", 2)]);
         assert_eq!(coalesced(vec![mark("a", 1), status("a", 2)]), vec![mark("a", 1), status("a", 2)]);
+    }
+
+    fn plugin_source(name: &str) -> String {
+        format!("WasmPlugin team-a/{name}")
+    }
+
+    fn observed(name: &str, generation: i64, settled: bool) -> Report {
+        let pin = Some("image registry/hello@sha256:abc".to_owned());
+        Report::new(plugin_source(name), Reported::Observed { generation, pin, settled })
+    }
+
+    /// The WasmPlugin status a burst of reports about `name` writes last.
+    fn last_status(statuses: &mut Statuses, reports: Vec<Report>, now: &str) -> serde_json::Value {
+        let mut last = None;
+        for report in reports {
+            for effect in statuses.report(report, now) {
+                if let Effect::Status { status, .. } | Effect::Supersede { status, .. } = effect {
+                    last = Some(status);
+                }
+            }
+        }
+        last.expect("a status was written")
+    }
+
+    /// Each condition as `Type=Status/Reason`, in order.
+    fn conditions_said(status: &serde_json::Value) -> Vec<String> {
+        status["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                format!(
+                    "{}={}/{}",
+                    c["type"].as_str().unwrap(),
+                    c["status"].as_str().unwrap(),
+                    c["reason"].as_str().unwrap()
+                )
+            })
+            .collect()
+    }
+
+    fn condition<'a>(status: &'a serde_json::Value, type_: &str) -> &'a serde_json::Value {
+        status["conditions"].as_array().unwrap().iter().find(|c| c["type"] == type_).unwrap()
+    }
+
+    fn wasmplugin_loaded(version: &str) -> Report {
+        Report::new(plugin_source("hello"), Reported::Loaded(started(version, "d")))
+    }
+
+    fn wasmplugin_refused(reason: &str) -> Report {
+        Report::new(plugin_source("hello"), Reported::Refused { reason: reason.into(), message: "bad version".into() })
+    }
+
+    #[test]
+    fn a_wasmplugin_s_conditions_follow_what_happened_to_it() {
+        let stopped = Report::new(
+            plugin_source("hello"),
+            Reported::Stopped { reason: "LoadFailed".into(), message: "bad version; failurePolicy Stop".into() },
+        );
+        let suspended = Report::new(
+            plugin_source("hello"),
+            Reported::Stopped { reason: "Suspended".into(), message: "suspended".into() },
+        );
+        let cases: Vec<(&str, Vec<Report>, [&str; 4])> = vec![
+            (
+                "a version serves",
+                vec![wasmplugin_loaded("1.0.0")],
+                ["Ready=True/Serving", "Loaded=True/Loaded", "Degraded=False/AsExpected", "Quarantined=False/Healthy"],
+            ),
+            (
+                "a refusal before any version served",
+                vec![wasmplugin_refused("InvalidWasmPlugin")],
+                [
+                    "Ready=False/InvalidWasmPlugin",
+                    "Loaded=False/InvalidWasmPlugin",
+                    "Degraded=False/AsExpected",
+                    "Quarantined=False/Healthy",
+                ],
+            ),
+            (
+                "a refused update keeps the previous version: ready, and degraded",
+                vec![wasmplugin_loaded("1.0.0"), wasmplugin_refused("LoadFailed")],
+                ["Ready=True/Serving", "Loaded=True/Loaded", "Degraded=True/LoadFailed", "Quarantined=False/Healthy"],
+            ),
+            (
+                "a refused update under Stop stops it",
+                vec![wasmplugin_loaded("1.0.0"), stopped],
+                [
+                    "Ready=False/LoadFailed",
+                    "Loaded=False/LoadFailed",
+                    "Degraded=False/AsExpected",
+                    "Quarantined=False/Healthy",
+                ],
+            ),
+            (
+                "a suspended plugin is not ready",
+                vec![wasmplugin_loaded("1.0.0"), suspended],
+                [
+                    "Ready=False/Suspended",
+                    "Loaded=False/Suspended",
+                    "Degraded=False/AsExpected",
+                    "Quarantined=False/Healthy",
+                ],
+            ),
+            (
+                "a reason the API would refuse is not written",
+                vec![wasmplugin_refused("not a word!")],
+                [
+                    "Ready=False/Refused",
+                    "Loaded=False/Refused",
+                    "Degraded=False/AsExpected",
+                    "Quarantined=False/Healthy",
+                ],
+            ),
+        ];
+        for (case, reports, expected) in cases {
+            let status = last_status(&mut Statuses::new(None), reports, NOW);
+            assert_eq!(conditions_said(&status)[..4], expected, "{case}");
+        }
+    }
+
+    #[test]
+    fn observed_generation_is_written_with_that_generation_s_outcome_not_before() {
+        let mut statuses = Statuses::new(None);
+        last_status(&mut statuses, vec![observed("hello", 1, false), wasmplugin_loaded("1.0.0")], NOW);
+        assert!(statuses.report(observed("hello", 2, false), NOW).is_empty(), "generation 2 is under way");
+        let status = last_status(&mut statuses, vec![wasmplugin_refused("LoadFailed")], LATER);
+        assert_eq!(status["observedGeneration"], 2);
+        assert_eq!(condition(&status, "Degraded")["observedGeneration"], 2);
+        assert_eq!(condition(&status, "Pinned")["status"], "True", "{status}");
+    }
+
+    #[test]
+    fn a_settled_generation_is_written_at_once() {
+        let mut statuses = Statuses::new(None);
+        last_status(&mut statuses, vec![observed("hello", 1, false), wasmplugin_loaded("1.0.0")], NOW);
+        let status = last_status(&mut statuses, vec![observed("hello", 2, true)], NOW);
+        assert_eq!(status["observedGeneration"], 2);
+        assert!(statuses.report(observed("hello", 2, true), NOW).is_empty(), "shown already");
+    }
+
+    #[test]
+    fn a_condition_keeps_its_transition_time_while_its_status_holds() {
+        let mut statuses = Statuses::new(None);
+        last_status(&mut statuses, vec![wasmplugin_loaded("1.0.0")], NOW);
+        let status = last_status(&mut statuses, vec![wasmplugin_refused("LoadFailed")], LATER);
+        assert_eq!(condition(&status, "Ready")["lastTransitionTime"], NOW, "still ready");
+        assert_eq!(condition(&status, "Degraded")["lastTransitionTime"], LATER, "degraded since the refusal");
+    }
+
+    #[test]
+    fn a_quarantine_shows_in_the_quarantined_and_ready_conditions_until_it_is_lifted() {
+        let mut statuses = Statuses::new(None);
+        last_status(&mut statuses, vec![wasmplugin_loaded("1.0.0")], NOW);
+        let board = BTreeMap::from([("team-a/hello".to_owned(), "9 of its last 10 calls failed".to_owned())]);
+        let entered = statuses.quarantines(&board, LATER);
+        let status = status(&entered[0]);
+        assert_eq!(condition(status, "Quarantined")["status"], "True");
+        assert_eq!(condition(status, "Quarantined")["lastTransitionTime"], LATER);
+        assert!(
+            condition(status, "Quarantined")["message"].as_str().unwrap().contains("9 of its last 10 calls failed")
+        );
+        assert_eq!(condition(status, "Ready")["reason"], "Quarantined");
+        let lifted = statuses.quarantines(&BTreeMap::new(), LATER);
+        assert_eq!(condition(super::tests::status(&lifted[0]), "Ready")["status"], "True");
+    }
+
+    #[test]
+    fn a_shadow_wasmplugin_counts_its_findings_in_the_shadowing_condition() {
+        let mut statuses = Statuses::new(None);
+        let what = Reported::ShadowSeated { id: 3, plugin: "hello".into(), version: "2".into(), digest: "d".into() };
+        let seated = Report::new(plugin_source("canary"), what);
+        let report = ShadowReport { compared: 5, same: 3, differing: 2, ..ShadowReport::default() };
+        let found = Report::new(plugin_source("canary"), Reported::ShadowFindings { id: 3, report });
+        let status = last_status(&mut statuses, vec![seated, found], NOW);
+        let shadowing = condition(&status, "Shadowing");
+        assert_eq!((&shadowing["status"], &shadowing["reason"]), (&json!("True"), &json!("Differing")));
+        assert!(
+            shadowing["message"].as_str().unwrap().contains("5 compared, 3 same, 2 differing, 0 failed"),
+            "{shadowing}"
+        );
+        assert_eq!(condition(&status, "Ready")["reason"], "Shadowing");
+        assert_eq!(status["shadow"]["findings"]["differing"], 2);
+    }
+
+    #[test]
+    fn a_promotion_marks_the_wasmplugin_that_served_superseded_in_its_ready_condition() {
+        let mut statuses = Statuses::new(None);
+        last_status(&mut statuses, vec![observed("hello", 4, false), wasmplugin_loaded("1.0.0")], NOW);
+        let promoted = Loaded::Promoted {
+            name: "team-a/hello".into(),
+            version: "2.0.0".into(),
+            previous: Some("1.0.0".into()),
+            superseded: Some(plugin_source("hello")),
+            digest: "d2".into(),
+        };
+        let effects = statuses.report(Report::new(plugin_source("canary"), Reported::Loaded(promoted)), LATER);
+        let Effect::Supersede { object, status } = &effects[0] else { panic!("a mark first: {effects:?}") };
+        assert_eq!(object.name.as_str(), "hello");
+        let ready = condition(status, "Ready");
+        assert_eq!((&ready["reason"], &ready["observedGeneration"]), (&json!("Superseded"), &json!(4)));
+        let plugin: crate::wasmplugin::WasmPlugin = serde_json::from_value(json!({
+            "metadata": {"name": "hello", "generation": 4}, "status": status,
+        }))
+        .unwrap();
+        assert!(crate::wasmplugin::superseded(&plugin).is_some(), "a restart reads the mark back");
     }
 
     #[test]

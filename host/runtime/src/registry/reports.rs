@@ -78,6 +78,25 @@ pub enum Reported {
     /// The source is gone (a ConfigMap deleted): whatever it served or shadowed stopped, and
     /// nothing is to be shown for it any more.
     Removed,
+    /// The source asked for what it served or shadowed to stop (a suspended `WasmPlugin`, or a
+    /// refused version under `failurePolicy: Stop`), and it has stopped.
+    Stopped {
+        /// A CamelCase word, as [`Reported::Refused`]'s.
+        reason: String,
+        /// Why, and what to do, cut as outside text is.
+        message: String,
+    },
+    /// The source began handling generation `generation` of its object (a `WasmPlugin`'s
+    /// `metadata.generation`): the next outcome reported for it is that generation's, and
+    /// `settled` says there is none to wait for (what it offers is what it offered).
+    Observed {
+        /// The object's generation.
+        generation: i64,
+        /// What pins the version it offers (an image's digest, a digest pin), if anything.
+        pin: Option<String>,
+        /// Nothing more comes for this generation: what is shown is its outcome.
+        settled: bool,
+    },
 }
 
 /// Sends reports to the stream's reader; cheap to clone.

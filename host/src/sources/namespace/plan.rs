@@ -1,29 +1,89 @@
-//! What the ConfigMap source does for one ConfigMap, decided without the API server, the
-//! registry or a registry of images.
+//! What a namespace's plugin source does for one object that ships a plugin (a plugin
+//! ConfigMap, a `WasmPlugin`: a [`Shipper`]), decided without the API server, the registry or a
+//! registry of images.
 //!
-//! The source keeps a [`Seen`] per ConfigMap: the content it last handled, whether it was
+//! The source keeps a [`Seen`] per object ([`Key`]): the content it last handled, whether it was
 //! refused, and the [`Work`] under way for it, which is one of three legal states: nothing, a
 //! pull, or a load (with the one event that came meanwhile, [`Waiting`]). The shell hands each
 //! event to a step here, which updates the state and says what to carry out:
 //! - new content ([`Seen::offer`]): wait for the load under way, ignore the same content
-//!   again (a relist, or an update elsewhere in the ConfigMap, such as the status writer's
+//!   again (a relist, or an update elsewhere in the object, such as the status writer's
 //!   annotation), or handle it, abandoning an older pull;
 //! - a deletion ([`Seen::delete`]): wait for the load under way, or unload;
 //! - a retry ([`Seen::retry`]): skip it while a pull or a load will report anyway, or offer
-//!   the ConfigMap afresh;
+//!   the object afresh;
 //! - a pull's or a load's report ([`Seen::pulled`], [`Seen::load_finished`]): stale unless it
 //!   is the one under way, and a load hands back what waited for it.
 //!
-//! What the ConfigMap's status shows is not the source's to know: the status writer
+//! What the object's status shows is not the source's to know: the status writer
 //! (`crate::status`) shows what the registry and the source report.
 
 use k8s_openapi::api::core::v1::ConfigMap;
+use kube::ResourceExt;
 use tokio::task::AbortHandle;
 use wasmloop_contract::names::Name;
 
 use crate::plugin_configmap::Track;
+use crate::wasmplugin::WasmPlugin;
 
-/// What the source remembers of one ConfigMap.
+/// The kinds of object that ship plugins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Kind {
+    /// A ConfigMap labelled `wasmloop.dev/plugin`.
+    ConfigMap,
+    /// A `WasmPlugin`.
+    WasmPlugin,
+}
+
+impl Kind {
+    /// How users name the kind.
+    pub(super) fn word(self) -> &'static str {
+        match self {
+            Kind::ConfigMap => "ConfigMap",
+            Kind::WasmPlugin => "WasmPlugin",
+        }
+    }
+}
+
+/// One object that ships a plugin: its kind and name (its namespace is the source's).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) struct Key {
+    /// Its kind.
+    pub(super) kind: Kind,
+    /// Its name.
+    pub(super) name: String,
+}
+
+impl Key {
+    /// How the registry and its reports name it, as a source in `namespace`.
+    pub(super) fn source(&self, namespace: &str) -> String {
+        match self.kind {
+            Kind::ConfigMap => crate::plugin_configmap::source_of(namespace, &self.name),
+            Kind::WasmPlugin => crate::wasmplugin::source_of(namespace, &self.name),
+        }
+    }
+}
+
+/// An object that ships a plugin, as the watch brought it.
+#[derive(Debug, Clone)]
+pub(super) enum Shipper {
+    /// A plugin ConfigMap.
+    ConfigMap(ConfigMap),
+    /// A `WasmPlugin`.
+    WasmPlugin(WasmPlugin),
+}
+
+impl Shipper {
+    /// Which object it is.
+    pub(super) fn key(&self) -> Key {
+        match self {
+            Shipper::ConfigMap(cm) => Key { kind: Kind::ConfigMap, name: cm.name_any() },
+            Shipper::WasmPlugin(plugin) => Key { kind: Kind::WasmPlugin, name: plugin.name_any() },
+        }
+    }
+}
+
+/// What the source remembers of one object.
 #[derive(Default)]
 pub(super) struct Seen {
     /// The resourceVersion-independent content last handled (the component's digest, the
@@ -32,13 +92,16 @@ pub(super) struct Seen {
     pub(super) handled: Option<Content>,
     /// Its last offer was refused.
     pub(super) refused: bool,
+    /// Its last offer asked that a refused version stop the one serving (`failurePolicy:
+    /// Stop`).
+    pub(super) stop: bool,
     /// A retry of a plugin that failed to start is scheduled.
     pub(super) retry_pending: bool,
     /// What is under way for it.
     pub(super) work: Work,
 }
 
-/// What is under way for one ConfigMap: one thing at most.
+/// What is under way for one object: one thing at most.
 #[derive(Default)]
 pub(super) enum Work {
     /// Nothing.
@@ -52,9 +115,9 @@ pub(super) enum Work {
         /// Aborts it.
         task: AbortHandle,
     },
-    /// A load in the registry. While it runs, what the watch brings for the ConfigMap waits,
+    /// A load in the registry. While it runs, what the watch brings for the object waits,
     /// so that its events are handled in order, each load's outcome reported before the next
-    /// event is looked at; other ConfigMaps' loads go on.
+    /// event is looked at; other objects' loads go on.
     Loading {
         /// The load's id, which its report carries.
         id: u64,
@@ -63,15 +126,15 @@ pub(super) enum Work {
     },
 }
 
-/// An event for a ConfigMap whose load is under way, handled when the load reports.
+/// An event for an object whose load is under way, handled when the load reports.
 pub(super) enum Waiting {
     /// Its newest content.
-    Offer(Box<ConfigMap>),
+    Offer(Box<Shipper>),
     /// It was deleted.
     Delete,
 }
 
-/// What a ConfigMap offers, as far as loading goes.
+/// What an object offers, as far as loading goes.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(super) struct Content {
     /// The component's SHA-256, or the reason it could not be read.
@@ -84,15 +147,19 @@ pub(super) struct Content {
     pub(super) track: Track,
     /// The pull secret: naming another one (after fixing a refusal) pulls again.
     pub(super) pull_secret: Option<Name>,
+    /// The key that must have signed it (a `WasmPlugin`'s `signature.keyRef`).
+    pub(super) signer: Option<String>,
+    /// Suspended: it serves nothing.
+    pub(super) suspend: bool,
 }
 
-/// What to do with content a ConfigMap offers.
+/// What to do with content an object offers.
 #[derive(Debug)]
 pub(super) enum OfferStep {
     /// A load is under way: the offer waits for its report, kept as [`Waiting::Offer`].
     Wait,
     /// The same content was handled already: a relist, or an update elsewhere in the
-    /// ConfigMap (the status writer's annotation).
+    /// object (the status writer's annotation or status).
     Same,
     /// New content, now the content handled: refuse, pull or load it.
     New {
@@ -101,7 +168,7 @@ pub(super) enum OfferStep {
     },
 }
 
-/// What to do when a ConfigMap is deleted.
+/// What to do when an object is deleted.
 #[derive(Debug)]
 pub(super) enum DeleteStep {
     /// A load is under way: the deletion waits for its report, or the load could start the
@@ -114,28 +181,28 @@ pub(super) enum DeleteStep {
     },
 }
 
-/// What to do when a ConfigMap's retry is due.
+/// What to do when an object's retry is due.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum RetryStep {
     /// A pull or a load is under way, started by an edit since: it reports in its turn.
     Skip,
-    /// Read the ConfigMap and offer it, the content handled forgotten so that the same
+    /// Read the object and offer it, the content handled forgotten so that the same
     /// content is tried again.
     Offer,
 }
 
 impl Seen {
-    /// ConfigMap `cm` came while a load is under way: true when it waits for the load's report
-    /// (kept as [`Waiting::Offer`]), before anything reads it.
-    pub(super) fn wait_for_load(&mut self, cm: &ConfigMap) -> bool {
+    /// Object `shipper` came while a load is under way: true when it waits for the load's
+    /// report (kept as [`Waiting::Offer`]), before anything reads it.
+    pub(super) fn wait_for_load(&mut self, shipper: &Shipper) -> bool {
         let Work::Loading { waiting, .. } = &mut self.work else { return false };
-        *waiting = Some(Waiting::Offer(Box::new(cm.clone())));
+        *waiting = Some(Waiting::Offer(Box::new(shipper.clone())));
         true
     }
 
-    /// Content `content` of ConfigMap `cm` is offered.
-    pub(super) fn offer(&mut self, cm: &ConfigMap, content: Content) -> OfferStep {
-        if self.wait_for_load(cm) {
+    /// Content `content` of object `shipper` is offered.
+    pub(super) fn offer(&mut self, shipper: &Shipper, content: Content) -> OfferStep {
+        if self.wait_for_load(shipper) {
             return OfferStep::Wait;
         }
         if self.handled.as_ref() == Some(&content) {
@@ -145,7 +212,7 @@ impl Seen {
         OfferStep::New { abandoned: self.abandon_pull() }
     }
 
-    /// The ConfigMap was deleted.
+    /// The object was deleted.
     pub(super) fn delete(&mut self) -> DeleteStep {
         if let Work::Loading { waiting, .. } = &mut self.work {
             *waiting = Some(Waiting::Delete);
@@ -212,7 +279,7 @@ impl Seen {
         }
     }
 
-    /// Refused while another ConfigMap held its plugin or its shadow seat, serving nothing
+    /// Refused while another object held its plugin or its shadow seat, serving nothing
     /// (`serving` says whether a version from it serves) and not pulling: it may load once
     /// that one is gone. A pull under way is not blocked, and starting it again would only
     /// lose its time.
@@ -229,15 +296,15 @@ mod tests {
         Content { digest: digest.to_owned(), ..Content::default() }
     }
 
-    fn cm() -> ConfigMap {
-        ConfigMap::default()
+    fn cm() -> Shipper {
+        Shipper::ConfigMap(ConfigMap::default())
     }
 
     fn task() -> AbortHandle {
         tokio::spawn(std::future::pending::<()>()).abort_handle()
     }
 
-    /// One step of a ConfigMap's life, and what it must decide.
+    /// One step of an object's life, and what it must decide.
     enum Event {
         Offer(&'static str, &'static str),
         Delete(&'static str),
@@ -354,6 +421,6 @@ mod tests {
         assert!(!pulling.blocked(false), "its pull reports anyway");
         let mut loading = refused();
         loading.load_started(1);
-        assert!(loading.blocked(false), "a retry of a loading ConfigMap is skipped when due");
+        assert!(loading.blocked(false), "a retry of a loading object is skipped when due");
     }
 }

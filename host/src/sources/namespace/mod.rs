@@ -1,0 +1,988 @@
+//! The plugins a namespace ships (`run --plugin-namespace NS`), as ConfigMaps labelled
+//! `wasmloop.dev/plugin` (the drop-in) and as `WasmPlugin`s (`crate::wasmplugin`): created ones
+//! load, updated ones swap, deleted ones unload, with no restart. What happens is reported on
+//! the registry's stream (the registry's outcomes by the registry, this source's refusals,
+//! stops and deletions by the source), and the status writer (`crate::status`) shows it where
+//! users look: a ConfigMap's `wasmloop.dev/status` annotation, a `WasmPlugin`'s status
+//! conditions, and Events on either. This source writes no status.
+//!
+//! Both kinds share one loop, one state per object ([`plan::Seen`]) and one registry realm, the
+//! namespace: a `WasmPlugin` refused because a ConfigMap serves its plugin loads once that
+//! ConfigMap is deleted, which is how a plugin moves from one kind to the other.
+//!
+//! A `WasmPlugin`'s component may live in a ConfigMap it names (`spec.configMapRef`); the
+//! source follows those ConfigMaps' metadata (a metadata-only watch of the namespace's
+//! ConfigMaps that are not plugin ConfigMaps) and offers the `WasmPlugin` again when the one it
+//! names changes.
+//!
+//! A ConfigMap annotated `wasmloop.dev/track: shadow`, or a `WasmPlugin` with `track.mode:
+//! shadow`, is a candidate: the registry seats it beside its plugin's serving version, and
+//! reports what it finds. Making it serve promotes it: it replaces the serving version,
+//! whichever object of this namespace served, and the host marks that one superseded (a
+//! ConfigMap's `wasmloop.dev/track: superseded` annotation, a `WasmPlugin`'s `Ready` condition
+//! for its generation), which loads nothing, so that a restart or another replica does not
+//! bring the old version back.
+//!
+//! A `WasmPlugin` with `suspend: true` serves nothing; under `failurePolicy: Stop`, a version
+//! that is refused stops the one that served (both reported as [`Reported::Stopped`]).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{FutureExt as _, Stream, StreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::core::PartialObjectMeta;
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio::sync::mpsc;
+use tokio::task::AbortHandle;
+use wasmloop_contract::names::{Name, Namespace};
+use wasmloop_runtime::api;
+use wasmloop_runtime::identity::{AccountChoice, SERVICE_ACCOUNT_ANNOTATION, ServiceAccount};
+use wasmloop_runtime::registry::reports::{Report, Reported, Reporter};
+use wasmloop_runtime::registry::{Candidate, Loaded, Registry, RegistryError, Shadowed};
+use wasmloop_sandbox::LoadError;
+
+use crate::endpoints::Readiness;
+
+mod plan;
+
+use crate::oci::{self, OciError, PluginRef, Puller, RegistryPolicy};
+use crate::pinning::{self, TrustedKeys};
+use crate::plugin_configmap::{self, PLUGIN_LABEL, PluginPayload, STATUS_ANNOTATION, TRACK_ANNOTATION, Track};
+use crate::wasmplugin::{self, WasmPlugin};
+use plan::{Content, DeleteStep, Key, Kind, OfferStep, RetryStep, Seen, Shipper, Waiting};
+
+/// How long before a plugin that failed to start (a kind not served yet, a cache that did
+/// not sync) is tried again with the same object.
+const START_RETRY: Duration = Duration::from_secs(15);
+
+/// How long before a reference that could not be pulled is pulled again.
+const PULL_RETRY: Duration = Duration::from_secs(30);
+
+/// How long a `WasmPlugin`'s ConfigMap may take to read before the offer is refused and tried
+/// again: the loop waits for the read.
+const READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The longest refusal logged and reported.
+const MAX_REFUSAL: usize = 4096;
+
+/// What an object offers: the plugin it ships, and how the source is to handle it.
+struct Offer {
+    payload: PluginPayload,
+    /// The ServiceAccount it names (a ConfigMap's annotation, a `WasmPlugin`'s
+    /// `serviceAccountName`), unparsed until the plugin's account is chosen.
+    account: Option<String>,
+    /// The key that must have signed the component (`signature.keyRef`).
+    signer: Option<String>,
+    /// `failurePolicy: Stop`.
+    stop: bool,
+    /// `suspend: true`.
+    suspend: bool,
+    /// What the status says already, for a superseded object.
+    said: Option<String>,
+}
+
+/// A finished pull: the object it was for, which pull it was, and the component or why not.
+struct Pulled {
+    shipper: Shipper,
+    /// The pull's id: a report of any other than the one under way for its object is stale.
+    id: u64,
+    offer: Offer,
+    /// Holds its share of the pulls' memory until the component is loaded.
+    result: Result<oci::Component, OciError>,
+}
+
+/// A load finished: what the registry did with an object's version.
+struct Finished {
+    shipper: Shipper,
+    /// The load's id: a report of any other than the one under way for its object is stale.
+    id: u64,
+    result: Result<Loaded, RegistryError>,
+}
+
+/// The Secret types a pull secret may have: those `kubectl create secret docker-registry`
+/// writes. Any other Secret of the namespace (a token, a TLS key) is not read as credentials.
+const PULL_SECRET_TYPES: [&str; 2] = ["kubernetes.io/dockerconfigjson", "kubernetes.io/dockercfg"];
+
+/// The component `reference` names, for a plugin of `secrets`' namespace, with the credentials
+/// of pull secret `secret`; the Secret's read counts against the pull's time.
+async fn pull(
+    puller: &Puller,
+    secrets: &Api<Secret>,
+    reference: &PluginRef,
+    secret: Option<&Name>,
+) -> Result<oci::Component, OciError> {
+    let deadline = tokio::time::Instant::now() + puller.timeout();
+    let namespace = secrets.namespace().unwrap_or_default();
+    let auth = match secret {
+        None => oci_client::secrets::RegistryAuth::Anonymous,
+        Some(name) => {
+            let at = format!("{namespace}/{name}");
+            let read = tokio::time::timeout_at(deadline, secrets.get_opt(name)).await.map_err(|_| {
+                OciError::Credentials(format!(
+                    "pull secret {at}: reading it took longer than {:?}; check the API server",
+                    puller.timeout()
+                ))
+            })?;
+            let secret = read
+                .map_err(|e| OciError::Credentials(unreadable_secret(&at, name, &namespace, &e)))?
+                .ok_or_else(|| {
+                    OciError::Credentials(format!(
+                        "pull secret {at} does not exist; create it with `kubectl create secret docker-registry`"
+                    ))
+                })?;
+            let type_ = secret.type_.as_deref().unwrap_or("Opaque");
+            if !PULL_SECRET_TYPES.contains(&type_) {
+                return Err(OciError::Credentials(format!(
+                    "pull secret {at} is of type {type_}, not {}; create it with `kubectl create secret docker-registry`",
+                    PULL_SECRET_TYPES[0]
+                )));
+            }
+            let data = secret.data.unwrap_or_default();
+            let document = data.get(".dockerconfigjson").or_else(|| data.get(".dockercfg")).ok_or_else(|| {
+                OciError::Credentials(format!(
+                    "pull secret {at} has no .dockerconfigjson; create it with `kubectl create secret docker-registry`"
+                ))
+            })?;
+            oci::credentials(&document.0, reference.registry(), &at)?
+        }
+    };
+    puller.pull_by(deadline, &namespace, reference, &auth).await
+}
+
+/// Why pull secret `at` could not be read, and what to do: `deploy/` lets the host get only the
+/// Secrets its Role names, so a forbidden read most likely wants the name added there.
+fn unreadable_secret(at: &str, name: &str, namespace: &str, error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) if status.is_forbidden() => format!(
+            "pull secret {at}: the host may not read it ({}); add {name} to the resourceNames of Role wasmloop's rule on Secrets in {namespace} (deploy/base/rbac.yaml)",
+            wasmloop_contract::validate::cut(status.message.clone(), 512)
+        ),
+        other => format!(
+            "pull secret {at}: cannot read it ({}); the host needs get on Secrets in {namespace}",
+            wasmloop_contract::validate::cut(other.to_string(), 512)
+        ),
+    }
+}
+
+/// A watch event of either kind, or of a ConfigMap a `WasmPlugin` may name.
+enum Watched {
+    /// A plugin ConfigMap's or a `WasmPlugin`'s.
+    Shipper(Kind, Result<watcher::Event<Shipper>, watcher::Error>),
+    /// Another ConfigMap of the namespace changed or went: its name.
+    Named(Result<Option<String>, watcher::Error>),
+}
+
+/// `event` with its object made a [`Shipper`] by `make`.
+fn shipped<K>(event: watcher::Event<K>, make: fn(K) -> Shipper) -> watcher::Event<Shipper> {
+    match event {
+        watcher::Event::Apply(k) => watcher::Event::Apply(make(k)),
+        watcher::Event::Delete(k) => watcher::Event::Delete(make(k)),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitApply(k) => watcher::Event::InitApply(make(k)),
+        watcher::Event::InitDone => watcher::Event::InitDone,
+    }
+}
+
+/// Watches one namespace for plugin ConfigMaps and `WasmPlugin`s until the registry's host
+/// stops.
+pub struct NamespaceSource {
+    client: kube::Client,
+    configmaps: Api<ConfigMap>,
+    wasmplugins: Api<WasmPlugin>,
+    namespace: Namespace,
+    registry: Arc<Registry>,
+    /// The registry's stream, for this source's own refusals, stops and deletions.
+    reporter: Reporter,
+    readiness: Arc<Readiness>,
+    seen: HashMap<Key, Seen>,
+    /// The newest of each `WasmPlugin`, offered again when the ConfigMap it names changes.
+    latest: HashMap<String, WasmPlugin>,
+    /// The generation of each `WasmPlugin` handled last: an update that changes only its
+    /// status or metadata offers nothing new.
+    generations: HashMap<String, i64>,
+    /// Objects to offer again (a start failure's retry, or one another object blocked).
+    retry: mpsc::UnboundedSender<Key>,
+    retries: Option<mpsc::UnboundedReceiver<Key>>,
+    /// When set, only components signed by one of these keys load.
+    trusted: Option<Arc<TrustedKeys>>,
+    /// Pulls the components objects name by reference.
+    puller: Arc<Puller>,
+    /// The namespace's Secrets, for pull secrets.
+    secrets: Api<Secret>,
+    /// Pulls run beside the loop, so that a slow registry does not hold up the others' offers.
+    pulls: mpsc::UnboundedSender<Pulled>,
+    pulled: Option<mpsc::UnboundedReceiver<Pulled>>,
+    /// The kinds whose first list is handled: pulls and loads started later do not hold
+    /// readiness.
+    listed: HashSet<Kind>,
+    /// Pulls started so far: the next one's id.
+    pulls_started: u64,
+    /// Loads run beside the loop too: a plugin whose caches take minutes to sync (a kind the
+    /// host may not list yet) holds up no other object's load.
+    finish: mpsc::UnboundedSender<Finished>,
+    finished: Option<mpsc::UnboundedReceiver<Finished>>,
+    /// Loads started so far: the next one's id.
+    loads_started: u64,
+}
+
+impl NamespaceSource {
+    /// A source for `namespace`; ready (for `/readyz`) once its first lists are handled.
+    pub fn new(
+        client: kube::Client,
+        namespace: &Namespace,
+        registry: Arc<Registry>,
+        readiness: Arc<Readiness>,
+        trusted: Option<Arc<TrustedKeys>>,
+    ) -> Self {
+        for kind in [Kind::ConfigMap, Kind::WasmPlugin] {
+            readiness.pending(&Self::readiness_item(namespace, kind), "not listed yet");
+        }
+        let (retry, retries) = mpsc::unbounded_channel();
+        let (pulls, pulled) = mpsc::unbounded_channel();
+        let (finish, finished) = mpsc::unbounded_channel();
+        NamespaceSource {
+            pulls,
+            pulled: Some(pulled),
+            listed: HashSet::new(),
+            pulls_started: 0,
+            finish,
+            finished: Some(finished),
+            loads_started: 0,
+            retry,
+            retries: Some(retries),
+            trusted,
+            configmaps: api::typed_api(client.clone(), namespace),
+            wasmplugins: api::typed_api(client.clone(), namespace),
+            secrets: api::typed_api(client.clone(), namespace),
+            client,
+            puller: Arc::new(Puller::new(RegistryPolicy::default(), Duration::from_secs(120), None)),
+            namespace: namespace.clone(),
+            reporter: registry.reporter(),
+            registry,
+            readiness,
+            seen: HashMap::new(),
+            latest: HashMap::new(),
+            generations: HashMap::new(),
+        }
+    }
+
+    /// Pulls referenced components with `puller` (its registry policy, timeout and cache).
+    #[must_use]
+    pub fn puller(mut self, puller: Arc<Puller>) -> Self {
+        self.puller = puller;
+        self
+    }
+
+    fn readiness_item(namespace: &str, kind: Kind) -> String {
+        match kind {
+            Kind::ConfigMap => format!("plugin ConfigMaps in {namespace}"),
+            Kind::WasmPlugin => format!("WasmPlugins in {namespace}"),
+        }
+    }
+
+    fn source(&self, key: &Key) -> String {
+        key.source(&self.namespace)
+    }
+
+    /// The three watches, as one stream.
+    fn watches(&self) -> impl Stream<Item = Watched> + Send + use<> {
+        let configmaps = watcher(self.configmaps.clone(), watcher::Config::default().labels(PLUGIN_LABEL))
+            .default_backoff()
+            .map(|event| Watched::Shipper(Kind::ConfigMap, event.map(|e| shipped(e, Shipper::ConfigMap))));
+        let wasmplugins = watcher(self.wasmplugins.clone(), watcher::Config::default())
+            .default_backoff()
+            .map(|event| Watched::Shipper(Kind::WasmPlugin, event.map(|e| shipped(e, Shipper::WasmPlugin))));
+        // Metadata only: the namespace's other ConfigMaps are the tenant's, of any size.
+        let metadata: Api<PartialObjectMeta<ConfigMap>> = api::typed_api(self.client.clone(), &self.namespace);
+        let others = watcher(metadata, watcher::Config::default().labels(&format!("!{PLUGIN_LABEL}")))
+            .default_backoff()
+            .map(|event| {
+                Watched::Named(event.map(|e| match e {
+                    watcher::Event::Apply(meta) | watcher::Event::Delete(meta) | watcher::Event::InitApply(meta) => {
+                        Some(meta.name_any())
+                    }
+                    watcher::Event::Init | watcher::Event::InitDone => None,
+                }))
+            });
+        futures::stream::select(futures::stream::select(configmaps, wasmplugins), others)
+    }
+
+    /// Runs until the watches end (never, short of the process stopping).
+    pub async fn run(mut self) {
+        let mut events = self.watches().boxed();
+        let mut retries = self.retries.take().expect("run once");
+        let mut pulled = self.pulled.take().expect("run once");
+        let mut finished = self.finished.take().expect("run once");
+        let mut listing: HashMap<Kind, HashSet<String>> = HashMap::new();
+        loop {
+            tokio::select! {
+                Some(done) = pulled.recv() => self.pulled(done).await,
+                Some(done) = finished.recv() => self.finished(done).await,
+                event = events.next() => match event {
+                    Some(Watched::Shipper(kind, event)) => self.watched(kind, event, &mut listing).await,
+                    Some(Watched::Named(Ok(Some(name)))) => self.named_changed(&name).await,
+                    Some(Watched::Named(Ok(None))) => {}
+                    Some(Watched::Named(Err(error))) => tracing::warn!(namespace = %self.namespace, %error, "watching the ConfigMaps WasmPlugins name failed; retrying with backoff (check that the host may list and watch ConfigMaps here)"),
+                    None => return,
+                },
+                Some(key) = retries.recv() => self.retried(key).await,
+            }
+        }
+    }
+
+    async fn watched(
+        &mut self,
+        kind: Kind,
+        event: Result<watcher::Event<Shipper>, watcher::Error>,
+        listing: &mut HashMap<Kind, HashSet<String>>,
+    ) {
+        match event {
+            Ok(watcher::Event::Init) => {
+                listing.insert(kind, HashSet::new());
+            }
+            Ok(watcher::Event::InitApply(shipper)) => {
+                if let Some(names) = listing.get_mut(&kind) {
+                    names.insert(shipper.key().name);
+                }
+                self.arrived(shipper).await;
+            }
+            Ok(watcher::Event::InitDone) => {
+                // Objects deleted while the watch was down.
+                let names = listing.remove(&kind).unwrap_or_default();
+                let gone: Vec<Key> =
+                    self.seen.keys().filter(|key| key.kind == kind && !names.contains(&key.name)).cloned().collect();
+                for key in gone {
+                    self.unload(&key).await;
+                }
+                self.listed.insert(kind);
+                self.readiness.ready(&Self::readiness_item(&self.namespace, kind));
+            }
+            Ok(watcher::Event::Apply(shipper)) => self.arrived(shipper).await,
+            Ok(watcher::Event::Delete(shipper)) => self.unload(&shipper.key()).await,
+            Err(error) => self.watch_failed(kind, &error),
+        }
+    }
+
+    /// A watch failed; it is retried with backoff. A `WasmPlugin` kind that is not installed,
+    /// or that the host may not list, holds up neither readiness nor the ConfigMaps.
+    fn watch_failed(&mut self, kind: Kind, error: &watcher::Error) {
+        let what = match kind {
+            Kind::ConfigMap => {
+                "watching plugin ConfigMaps failed; retrying with backoff (check that the host may list and watch ConfigMaps here)"
+            }
+            Kind::WasmPlugin => {
+                "watching WasmPlugins failed; retrying with backoff (install the kind from deploy/base/wasmplugin-crd.yaml, and check that the host may list and watch wasmplugins.wasmloop.dev)"
+            }
+        };
+        if kind == Kind::WasmPlugin && self.listed.insert(kind) {
+            self.readiness.ready(&Self::readiness_item(&self.namespace, kind));
+            tracing::warn!(namespace = %self.namespace, %error, "{what}; plugin ConfigMaps load meanwhile");
+            return;
+        }
+        tracing::warn!(namespace = %self.namespace, %error, "{what}");
+    }
+
+    /// An object came from a watch: a `WasmPlugin` whose generation was handled already changed
+    /// only its status or metadata (the status writer's own writes among them).
+    async fn arrived(&mut self, shipper: Shipper) {
+        if let Shipper::WasmPlugin(plugin) = &shipper {
+            let name = plugin.name_any();
+            self.latest.insert(name.clone(), plugin.clone());
+            if plugin.metadata.generation.is_some()
+                && self.generations.get(&name) == plugin.metadata.generation.as_ref()
+            {
+                return;
+            }
+        }
+        self.offer(&shipper).await;
+    }
+
+    /// ConfigMap `name` changed or went: the `WasmPlugin`s that name it offer it again.
+    async fn named_changed(&mut self, name: &str) {
+        let naming: Vec<WasmPlugin> = self
+            .latest
+            .values()
+            .filter(|plugin| {
+                wasmplugin::Spec::parse(plugin)
+                    .ok()
+                    .is_some_and(|spec| spec.configmap().is_some_and(|c| c.as_str() == name))
+            })
+            .cloned()
+            .collect();
+        for plugin in naming {
+            self.offer(&Shipper::WasmPlugin(plugin)).await;
+        }
+    }
+
+    async fn retried(&mut self, key: Key) {
+        if self.seen.get_mut(&key).is_some_and(|seen| seen.retry() == RetryStep::Skip) {
+            return;
+        }
+        let read = match key.kind {
+            Kind::ConfigMap => self.configmaps.get_opt(&key.name).await.map(|o| o.map(Shipper::ConfigMap)),
+            Kind::WasmPlugin => self.wasmplugins.get_opt(&key.name).await.map(|o| o.map(Shipper::WasmPlugin)),
+        };
+        match read {
+            Ok(Some(shipper)) => self.offer(&shipper).await,
+            Ok(None) => {}
+            Err(error) => {
+                // The retry must not end with one failed read.
+                tracing::warn!(source = %self.source(&key), %error, "cannot read the object to try it again; trying again in {} s", START_RETRY.as_secs());
+                self.retry_after(&key, START_RETRY);
+            }
+        }
+    }
+
+    /// What `shipper` offers, or why it offers nothing usable (the reason's word and the
+    /// message).
+    async fn read(&self, shipper: &Shipper) -> Result<Offer, (&'static str, String)> {
+        match shipper {
+            Shipper::ConfigMap(cm) => {
+                let payload = plugin_configmap::read(cm).map_err(|e| ("InvalidConfigMap", e.to_string()))?;
+                let said = (payload.track == Track::Superseded).then(|| said_in_annotation(cm)).flatten();
+                let account = cm.annotations().get(SERVICE_ACCOUNT_ANNOTATION).cloned();
+                Ok(Offer { payload, account, signer: None, stop: false, suspend: false, said })
+            }
+            Shipper::WasmPlugin(plugin) => {
+                let invalid = |message: String| ("InvalidWasmPlugin", message);
+                let spec = wasmplugin::Spec::parse(plugin).map_err(invalid)?;
+                let configmap = match spec.configmap() {
+                    Some(name) => self.read_configmap(name).await?,
+                    None => None,
+                };
+                let mut payload = spec.payload(&self.namespace, configmap.as_ref()).map_err(invalid)?;
+                let said = wasmplugin::superseded(plugin);
+                if said.is_some() {
+                    payload.track = Track::Superseded;
+                }
+                Ok(Offer {
+                    payload,
+                    account: spec.account.map(|a| a.to_string()),
+                    signer: spec.signature.and_then(|s| s.key).map(|key| key.to_ascii_uppercase()),
+                    stop: spec.stop_on_failure,
+                    suspend: spec.suspend,
+                    said,
+                })
+            }
+        }
+    }
+
+    /// ConfigMap `name` of this namespace, as a `WasmPlugin` names it; none when it does not
+    /// exist.
+    async fn read_configmap(&self, name: &Name) -> Result<Option<ConfigMap>, (&'static str, String)> {
+        let at = format!("{}/{name}", self.namespace);
+        match tokio::time::timeout(READ_TIMEOUT, self.configmaps.get_opt(name)).await {
+            Ok(Ok(found)) => Ok(found),
+            Ok(Err(error)) => Err((
+                "ConfigMapUnreadable",
+                format!(
+                    "cannot read ConfigMap {at}, which spec.configMapRef names ({}); the host needs get on ConfigMaps in {}",
+                    wasmloop_contract::validate::cut(error.to_string(), 512),
+                    self.namespace
+                ),
+            )),
+            Err(_) => Err((
+                "ConfigMapUnreadable",
+                format!(
+                    "reading ConfigMap {at}, which spec.configMapRef names, took longer than {READ_TIMEOUT:?}; check the API server"
+                ),
+            )),
+        }
+    }
+
+    async fn offer(&mut self, shipper: &Shipper) {
+        let key = shipper.key();
+        // Read (up to 64 MiB unzipped and hashed) only once it is its turn.
+        if self.seen.get_mut(&key).is_some_and(|seen| seen.wait_for_load(shipper)) {
+            return;
+        }
+        let generation = match shipper {
+            Shipper::WasmPlugin(plugin) => plugin.metadata.generation,
+            Shipper::ConfigMap(_) => None,
+        };
+        let read = self.read(shipper).await;
+        let content = match &read {
+            Ok(offer) => content_of(offer),
+            Err((_, error)) => Content { config: Some(error.clone()), ..Content::default() },
+        };
+        let seen = self.seen.entry(key.clone()).or_default();
+        let step = seen.offer(shipper, content);
+        if let Ok(offer) = &read {
+            seen.stop = offer.stop;
+        }
+        let settled = !matches!(step, OfferStep::New { .. });
+        if let (Some(generation), false) = (generation, matches!(step, OfferStep::Wait)) {
+            // The outcome about to be reported is this generation's (or, settled, the one shown).
+            self.generations.insert(key.name.clone(), generation);
+            let pin = read.as_ref().ok().and_then(|offer| pin_of(&offer.payload));
+            self.reporter.publish(Report::new(self.source(&key), Reported::Observed { generation, pin, settled }));
+        }
+        match step {
+            OfferStep::Wait | OfferStep::Same => return,
+            OfferStep::New { abandoned } => self.abandoned(&key, abandoned),
+        }
+        let offer = match read {
+            Ok(offer) => offer,
+            Err((reason, error)) => return self.rejected(&key, reason, &format!("{error}{}", self.keeps(&key))).await,
+        };
+        if offer.suspend {
+            return self.suspend(&key).await;
+        }
+        match offer.payload.reference.clone() {
+            // A superseded object loads nothing: nothing to pull, or to refuse.
+            Some(_) if offer.payload.track == Track::Superseded => self.retire(&key, offer.said).await,
+            Some(reference) => {
+                // What can be refused without the bytes is refused before a connection is made.
+                if let Err((reason, message)) = self.before_pull(&offer, &reference) {
+                    let message = format!("plugin {}: {message}{}", offer.payload.name, self.keeps(&key));
+                    return self.rejected(&key, reason, &message).await;
+                }
+                self.start_pull(shipper.clone(), offer, reference);
+            }
+            None => self.admit(shipper, offer).await,
+        }
+    }
+
+    /// The checks of a referenced component that need no pull: the reference is pinned and
+    /// allowed, the pin well formed, and a signature there when keys are trusted.
+    fn before_pull(&self, offer: &Offer, reference: &PluginRef) -> Result<(), (&'static str, String)> {
+        self.puller.admissible(reference).map_err(|e| ("PullRefused", e.to_string()))?;
+        let payload = &offer.payload;
+        pinning::check_without_component(payload.pin.as_deref(), payload.signature.as_deref(), self.trusted.as_deref())
+            .map_err(|e| (e.reason(), e.to_string()))
+    }
+
+    /// Pulls the component `reference` names in a task of its own, which reports to
+    /// [`Self::pulled`].
+    fn start_pull(&mut self, shipper: Shipper, offer: Offer, reference: PluginRef) {
+        let key = shipper.key();
+        let id = self.pulls_started;
+        self.pulls_started += 1;
+        if !self.listed.contains(&key.kind) {
+            // A host that starts is ready once it serves what its objects name.
+            self.readiness.pending(&self.pull_item(&key), "pulling the component it names");
+        }
+        tracing::info!(source = %self.source(&key), %reference, "pulling the plugin this object names");
+        let (puller, secrets, pulls) = (self.puller.clone(), self.secrets.clone(), self.pulls.clone());
+        let task = tokio::spawn(async move {
+            let pulling = pull(&puller, &secrets, &reference, offer.payload.pull_secret.as_ref());
+            // A panic must still report, or the object would wait for this pull forever.
+            let result = std::panic::AssertUnwindSafe(pulling).catch_unwind().await.unwrap_or_else(|_| {
+                Err(OciError::Registry {
+                    registry: reference.registry().to_owned(),
+                    message: "the pull panicked (a bug in the host; the log has it)".to_owned(),
+                })
+            });
+            let _ = pulls.send(Pulled { shipper, id, offer, result });
+        });
+        self.seen.entry(key).or_default().pull_started(id, task.abort_handle());
+    }
+
+    fn pull_item(&self, key: &Key) -> String {
+        format!("{}: pull", self.source(key))
+    }
+
+    /// Aborts the pull object `key` abandoned, if any: a newer offer replaces it.
+    fn abandoned(&self, key: &Key, pull: Option<AbortHandle>) {
+        if let Some(task) = pull {
+            task.abort();
+            // Its report will never come: readiness must not wait for it.
+            self.readiness.ready(&self.pull_item(key));
+        }
+    }
+
+    /// A pull finished: what it brought is offered, unless it is not the pull under way for its
+    /// object (an abort came too late to stop its report: the object was deleted, edited or
+    /// retried since, and a newer offer is under way).
+    async fn pulled(&mut self, pulled: Pulled) {
+        let Pulled { shipper, id, mut offer, result } = pulled;
+        let key = shipper.key();
+        if !self.seen.get_mut(&key).is_some_and(|seen| seen.pulled(id)) {
+            return;
+        }
+        self.readiness.ready(&self.pull_item(&key));
+        match result {
+            Ok(mut component) => {
+                offer.payload.component = std::mem::take(&mut component.bytes);
+                self.admit(&shipper, offer).await;
+                drop(component);
+            }
+            Err(error) => {
+                let payload = &offer.payload;
+                let reference = payload.reference.as_ref().map(ToString::to_string).unwrap_or_default();
+                let message = format!(
+                    "plugin {}: cannot pull {reference}: {error}; trying again every {} s{}",
+                    payload.name,
+                    PULL_RETRY.as_secs(),
+                    self.keeps(&key)
+                );
+                self.retry_after(&key, PULL_RETRY);
+                self.rejected(&key, "PullFailed", &message).await;
+            }
+        }
+    }
+
+    /// Checks and loads the component an object ships, whole (its bytes pulled if it named a
+    /// reference).
+    async fn admit(&mut self, shipper: &Shipper, mut offer: Offer) {
+        let key = shipper.key();
+        let source = self.source(&key);
+        if offer.payload.track == Track::Superseded {
+            // It loads nothing, so there is nothing to check.
+            return self.retire(&key, offer.said).await;
+        }
+        if let Err(message) = self.signed_by(&offer) {
+            let message = format!("plugin {}: {message}{}", offer.payload.name, self.keeps(&key));
+            return self.rejected(&key, "SignatureRejected", &message).await;
+        }
+        let payload = &mut offer.payload;
+        let (pin, signature, trusted) = (payload.pin.clone(), payload.signature.clone(), self.trusted.clone());
+        let component = std::mem::take(&mut payload.component);
+        // Hashing and verifying up to 64 MiB is blocking work: off the runtime's threads.
+        let (component, checked) = tokio::task::spawn_blocking(move || {
+            let checked = pinning::check(&component, pin.as_deref(), signature.as_deref(), trusted.as_deref());
+            (component, checked)
+        })
+        .await
+        .expect("checking a pin does not panic");
+        payload.component = component;
+        if let Err(error) = checked {
+            let message = format!("plugin {}: {error}{}", payload.name, self.keeps(&key));
+            return self.rejected(&key, error.reason(), &message).await;
+        }
+        if payload.track == Track::Shadow {
+            return self.offer_shadow(shipper, source, offer.payload).await;
+        }
+        tracing::info!(%source, plugin = %payload.name, "loading the plugin this object ships");
+        let account = match offer.account {
+            // The ServiceAccount is always in the object's namespace: whoever may write plugins
+            // there chooses among that namespace's accounts, as a pod's author chooses among
+            // its namespace's.
+            Some(named) => match ServiceAccount::new(&self.namespace, &named) {
+                Ok(account) => AccountChoice::Named(account),
+                Err(error) => {
+                    let field = match key.kind {
+                        Kind::ConfigMap => format!("the {SERVICE_ACCOUNT_ANNOTATION} annotation"),
+                        Kind::WasmPlugin => "spec.serviceAccountName".to_owned(),
+                    };
+                    let message = format!(
+                        "{field}: {error}; name a ServiceAccount of namespace {}{}",
+                        self.namespace,
+                        self.keeps(&key)
+                    );
+                    return self.rejected(&key, invalid(key.kind), &message).await;
+                }
+            },
+            None => AccountChoice::LikePlugin { namespace: self.namespace.to_string() },
+        };
+        let candidate = self.candidate(source, offer.payload, account);
+        self.start_load(shipper.clone(), candidate);
+    }
+
+    /// `signature.keyRef`'s demand: the host trusts keys, that key among them, and it signed
+    /// the component (whose signature [`pinning::check`] then verifies).
+    fn signed_by(&self, offer: &Offer) -> Result<(), String> {
+        let Some(wanted) = &offer.signer else { return Ok(()) };
+        let Some(trusted) = &self.trusted else {
+            return Err(format!(
+                "spec.signature.keyRef asks for a signature by key {wanted}, and the host trusts no keys; start it with --trusted-keys"
+            ));
+        };
+        if !trusted.ids().split(", ").any(|id| id == wanted) {
+            return Err(format!(
+                "spec.signature.keyRef names key {wanted}, which the host does not trust (trusted: {}); name one of them, or add the key to --trusted-keys",
+                trusted.ids()
+            ));
+        }
+        let signer = offer.payload.signature.as_deref().and_then(pinning::signature_key_id);
+        match signer {
+            Some(signer) if signer == *wanted => Ok(()),
+            Some(signer) => Err(format!(
+                "the component is signed by key {signer}, and spec.signature.keyRef asks for key {wanted}; sign it with that key, or name {signer}"
+            )),
+            None => Err(format!(
+                "spec.signature.keyRef asks for a signature by key {wanted}, and the ConfigMap has none in data[\"{}\"]; bundle it with `--signature plugin.wasm.minisig`",
+                pinning::SIGNATURE_KEY
+            )),
+        }
+    }
+
+    /// The version `payload` ships from source `source` of this namespace, acting as `account`.
+    fn candidate(&self, source: String, payload: PluginPayload, account: AccountChoice) -> Candidate {
+        Candidate {
+            source,
+            realm: Some(self.namespace.clone()),
+            expected_name: Some(payload.name),
+            bytes: payload.component.into(),
+            config: payload.config,
+            account,
+        }
+    }
+
+    /// Offers `candidate` to the registry in a task of its own, which reports to
+    /// [`Self::finished`]; until then, the object's events wait.
+    fn start_load(&mut self, shipper: Shipper, candidate: Candidate) {
+        let key = shipper.key();
+        let id = self.loads_started;
+        self.loads_started += 1;
+        if !self.listed.contains(&key.kind) {
+            // A host that starts is ready once it serves what its objects name.
+            self.readiness.pending(&self.load_item(&key), "loading the plugin it ships");
+        }
+        let (registry, finish, origin) = (self.registry.clone(), self.finish.clone(), candidate.source.clone());
+        tokio::spawn(async move {
+            let loading = registry.upsert(candidate);
+            // A panic must still report, or the object would wait for this load forever.
+            let result = std::panic::AssertUnwindSafe(loading).catch_unwind().await.unwrap_or_else(|_| {
+                let message = "the load panicked (a bug in the host; the log has it)".to_owned();
+                Err(RegistryError::Load { source: LoadError::Panicked { origin, message }, running: None })
+            });
+            let _ = finish.send(Finished { shipper, id, result });
+        });
+        self.seen.entry(key).or_default().load_started(id);
+    }
+
+    fn load_item(&self, key: &Key) -> String {
+        format!("{}: load", self.source(key))
+    }
+
+    /// A load finished: what it did is carried on, then whatever came for its object meanwhile
+    /// is handled.
+    async fn finished(&mut self, finished: Finished) {
+        let Finished { shipper, id, result } = finished;
+        let key = shipper.key();
+        let Some(waiting) = self.seen.get_mut(&key).and_then(|seen| seen.load_finished(id)) else { return };
+        self.readiness.ready(&self.load_item(&key));
+        match result {
+            Ok(loaded) => self.loaded(&key, &loaded),
+            Err(error) => {
+                if matches!(error, RegistryError::Start { .. }) {
+                    // A kind that is not served yet may be soon (a CRD applied after the
+                    // plugin).
+                    self.retry_after(&key, START_RETRY);
+                }
+                self.rejected(&key, error.reason(), &error.to_string()).await;
+            }
+        }
+        match waiting {
+            Some(Waiting::Offer(shipper)) => self.offer(&shipper).await,
+            Some(Waiting::Delete) => self.unload(&key).await,
+            None => {}
+        }
+    }
+
+    /// Offers object `key` again after `delay`: one retry at a time, whatever the watch brings
+    /// meanwhile.
+    fn retry_after(&mut self, key: &Key, delay: Duration) {
+        if !self.seen.entry(key.clone()).or_default().schedule_retry() {
+            return;
+        }
+        let (retry, again) = (self.retry.clone(), key.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let _ = retry.send(again);
+        });
+    }
+
+    /// What keeps serving from object `key` when its newest offer is refused, as the refusal's
+    /// last words; under `failurePolicy: Stop`, nothing does ([`Self::rejected`] says so).
+    fn keeps(&self, key: &Key) -> String {
+        if self.seen.get(key).is_some_and(|seen| seen.stop) {
+            return String::new();
+        }
+        match self.registry.serving(&self.source(key)) {
+            Some((id, version)) => format!(" (plugin {} {version} keeps serving)", wasmloop_sandbox::name_in_id(&id)),
+            None => String::new(),
+        }
+    }
+
+    /// A version this object offered was taken (the registry reports it; the status writer
+    /// shows it, and marks the object a promotion superseded).
+    fn loaded(&mut self, key: &Key, loaded: &Loaded) {
+        tracing::info!(source = %self.source(key), digest = loaded.digest(), "{loaded}");
+        self.seen.entry(key.clone()).or_default().refused = false;
+    }
+
+    /// Refuses object `key`'s newest offer: logged here, shown by the status writer. Under
+    /// `failurePolicy: Stop` what served from it stops.
+    async fn rejected(&mut self, key: &Key, reason: &str, message: &str) {
+        let source = self.source(key);
+        // Refusals quote what others wrote (a registry, a manifest, a compiler on a component).
+        let message = wasmloop_contract::validate::cut(message.to_owned(), MAX_REFUSAL);
+        tracing::error!(%source, reason, "{message}");
+        let stop = self.seen.get(key).is_some_and(|seen| seen.stop);
+        // Stopped before it counts as refused: what the stop unblocks is retried, not itself.
+        let stopped = if stop { self.stop_serving(&source).await } else { None };
+        self.seen.entry(key.clone()).or_default().refused = true;
+        if let Some(plugin) = stopped {
+            let message = wasmloop_contract::validate::cut(
+                format!(
+                    "{message} (failurePolicy Stop: plugin {plugin} stopped; fix the version, or set failurePolicy to KeepPrevious)"
+                ),
+                MAX_REFUSAL,
+            );
+            self.reporter.publish(Report::new(source, Reported::Stopped { reason: reason.to_owned(), message }));
+            return;
+        }
+        self.reporter.publish(Report::new(source, Reported::Refused { reason: reason.to_owned(), message }));
+    }
+
+    /// Stops what serves or shadows from `source`: the plugin that stopped, if any did.
+    async fn stop_serving(&mut self, source: &str) -> Option<String> {
+        let unshadowed = self.registry.unshadow(source);
+        let removed = self.registry.remove(source).await;
+        if removed.is_some() || !unshadowed.is_empty() {
+            self.retry_blocked();
+        }
+        removed.or_else(|| unshadowed.into_iter().next())
+    }
+
+    /// A suspended `WasmPlugin` serves nothing until it is resumed.
+    async fn suspend(&mut self, key: &Key) {
+        let source = self.source(key);
+        if let Some(plugin) = self.stop_serving(&source).await {
+            tracing::info!(%source, plugin, "WasmPlugin suspended: plugin stopped");
+        }
+        self.seen.entry(key.clone()).or_default().refused = false;
+        let message =
+            "spec.suspend is true: the plugin is stopped; set it to false, or remove it, to resume".to_owned();
+        self.reporter.publish(Report::new(source, Reported::Stopped { reason: "Suspended".to_owned(), message }));
+    }
+
+    async fn unload(&mut self, key: &Key) {
+        match self.seen.get_mut(key).map(Seen::delete) {
+            Some(DeleteStep::Wait) => return,
+            Some(DeleteStep::Unload { abandoned }) => self.abandoned(key, abandoned),
+            None => {}
+        }
+        self.seen.remove(key);
+        if key.kind == Kind::WasmPlugin {
+            self.latest.remove(&key.name);
+            self.generations.remove(&key.name);
+        }
+        let source = self.source(key);
+        let unshadowed = self.registry.unshadow(&source);
+        for plugin in &unshadowed {
+            tracing::info!(%source, plugin, "deleted: shadow removed");
+        }
+        let removed = self.registry.remove(&source).await;
+        if let Some(plugin) = &removed {
+            tracing::info!(%source, plugin, "deleted: plugin unloaded");
+        }
+        // Reported once what it served and shadowed is gone: nothing about it comes after.
+        self.reporter.publish(Report::new(source, Reported::Removed));
+        if removed.is_some() || !unshadowed.is_empty() {
+            self.retry_blocked();
+        }
+    }
+
+    /// Offers again every object refused while another held its plugin or its shadow seat (a
+    /// rename, a second candidate, a promotion another replica saw first, a plugin moving from
+    /// a ConfigMap to a `WasmPlugin`): it may load now.
+    fn retry_blocked(&self) {
+        for (other, seen) in &self.seen {
+            // The registry is asked only about the refused: a deletion costs one pass.
+            if seen.refused && seen.blocked(self.registry.serving(&self.source(other)).is_some()) {
+                let _ = self.retry.send(other.clone());
+            }
+        }
+    }
+
+    /// An object marked superseded loads nothing: what it served or shadowed stops, and
+    /// whatever waited for its plugin may load. `said`: what its status says already.
+    async fn retire(&mut self, key: &Key, said: Option<String>) {
+        let source = self.source(key);
+        self.registry.unshadow(&source);
+        if let Some(plugin) = self.registry.remove(&source).await {
+            tracing::info!(%source, plugin, "marked superseded: plugin unloaded");
+            self.retry_blocked();
+        }
+        self.seen.entry(key.clone()).or_default().refused = false;
+        self.reporter.publish(Report::new(source, Reported::Retired { said }));
+    }
+
+    /// Seats the candidate a shadow ships; the registry reports the seating and what it finds.
+    async fn offer_shadow(&mut self, shipper: &Shipper, source: String, payload: PluginPayload) {
+        let key = shipper.key();
+        if let Some((serving, _)) = self.registry.serving(&source) {
+            let how = match key.kind {
+                Kind::ConfigMap => format!(
+                    "a shadow is a second ConfigMap (`wasmloop bundle --shadow`): remove the {TRACK_ANNOTATION} annotation here"
+                ),
+                Kind::WasmPlugin => "a shadow is a second WasmPlugin: set track.mode back to serving here".to_owned(),
+            };
+            let message = format!(
+                "this {} serves plugin {}; {how}{}",
+                key.kind.word(),
+                wasmloop_sandbox::name_in_id(&serving),
+                self.keeps(&key)
+            );
+            return self.rejected(&key, invalid(key.kind), &message).await;
+        }
+        tracing::info!(%source, plugin = %payload.name, "seating the shadow this object ships");
+        let account = AccountChoice::LikePlugin { namespace: self.namespace.to_string() };
+        let candidate = self.candidate(source, payload, account);
+        match self.registry.shadow(candidate).await {
+            Ok(Shadowed::Unchanged { .. } | Shadowed::Seated { .. }) => {
+                self.seen.entry(key).or_default().refused = false;
+            }
+            Err(error) => self.rejected(&key, error.reason(), &error.to_string()).await,
+        }
+    }
+}
+
+/// The reason of a refusal of what an object of `kind` says.
+fn invalid(kind: Kind) -> &'static str {
+    match kind {
+        Kind::ConfigMap => "InvalidConfigMap",
+        Kind::WasmPlugin => "InvalidWasmPlugin",
+    }
+}
+
+/// What a superseded ConfigMap's status annotation says already: the promotion's own words,
+/// after a restart.
+fn said_in_annotation(cm: &ConfigMap) -> Option<String> {
+    cm.annotations()
+        .get(STATUS_ANNOTATION)
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(text).ok())
+        .and_then(|status| {
+            status["lastError"].as_str().map(|said| wasmloop_contract::validate::cut(said.to_owned(), MAX_REFUSAL))
+        })
+}
+
+/// What pins a payload's component, as the `Pinned` condition says it: an image's digest, a
+/// digest pin, or both.
+fn pin_of(payload: &PluginPayload) -> Option<String> {
+    let image = payload.reference.as_ref().map(|r| format!("image {r}"));
+    let pin = payload.pin.as_ref().map(|pin| format!("component {pin}"));
+    match (image, pin) {
+        (Some(image), Some(pin)) => Some(format!("{image}, {pin}")),
+        (one, other) => one.or(other),
+    }
+}
+
+/// What an object offers, as far as loading goes. A pinned reference names its content as
+/// surely as a digest of the bytes would, so an echo of the host's own status write pulls
+/// nothing.
+fn content_of(offer: &Offer) -> Content {
+    let payload = &offer.payload;
+    let digest = match &payload.reference {
+        Some(reference) => reference.to_string(),
+        None => wasmloop_sandbox::digest(&payload.component),
+    };
+    Content {
+        digest,
+        config: payload.config.clone(),
+        account: offer.account.clone(),
+        pin: payload.pin.clone(),
+        signature: payload.signature.clone(),
+        track: payload.track,
+        pull_secret: payload.pull_secret.clone(),
+        signer: offer.signer.clone(),
+        suspend: offer.suspend,
+    }
+}

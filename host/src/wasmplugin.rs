@@ -1,0 +1,504 @@
+//! The `WasmPlugin` kind (`wasmloop.dev/v1alpha1`, installed by
+//! `deploy/base/wasmplugin-crd.yaml`): a plugin as an object of its own, with status conditions
+//! that `kubectl wait`, Argo CD and Flux read.
+//!
+//! A `WasmPlugin` is outside text like any other: the API server checks the CRD's schema and
+//! CEL rules, but a CRD installed without them, or an older one, checks nothing. So the spec
+//! reaches the host as JSON ([`WasmPlugin::spec`]) and becomes a [`Spec`] here, each field parsed
+//! into the host's own types; a spec that does not parse is refused with the field's name.
+//!
+//! ```
+//! use wasmloop::wasmplugin::{Source, Spec, WasmPlugin};
+//! let plugin: WasmPlugin = serde_json::from_value(serde_json::json!({
+//!     "metadata": {"name": "hello", "namespace": "team-a", "generation": 1},
+//!     "spec": {"configMapRef": {"name": "hello-component"}, "failurePolicy": "Stop"},
+//! })).unwrap();
+//! let spec = Spec::parse(&plugin).unwrap();
+//! assert_eq!(spec.plugin, "hello");
+//! assert!(matches!(&spec.source, Source::ConfigMap(name) if name.as_str() == "hello-component"));
+//! assert!(spec.stop_on_failure);
+//! ```
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::ResourceExt;
+use serde::{Deserialize, Serialize};
+use wasmloop_contract::names::Name;
+use wasmloop_contract::validate;
+
+use crate::oci::PluginRef;
+use crate::plugin_configmap::{PLUGIN_LABEL, PluginPayload, Track, component_of};
+
+/// The kind's API group.
+pub const GROUP: &str = "wasmloop.dev";
+/// The kind's version.
+pub const VERSION: &str = "v1alpha1";
+/// How [`crate::plugin_configmap::source_of`]'s counterpart names a `WasmPlugin` source.
+const SOURCE_PREFIX: &str = "WasmPlugin ";
+
+/// A `WasmPlugin` as the API server serves it. The spec and status stay JSON until
+/// [`Spec::parse`] reads them: one malformed object must not break the watch of all.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct WasmPlugin {
+    /// Its metadata.
+    pub metadata: ObjectMeta,
+    /// Its spec, unread.
+    #[serde(default)]
+    pub spec: serde_json::Value,
+    /// Its status, as the host last wrote it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<serde_json::Value>,
+}
+
+impl k8s_openapi::Resource for WasmPlugin {
+    const API_VERSION: &'static str = "wasmloop.dev/v1alpha1";
+    const GROUP: &'static str = GROUP;
+    const KIND: &'static str = "WasmPlugin";
+    const VERSION: &'static str = VERSION;
+    const URL_PATH_SEGMENT: &'static str = "wasmplugins";
+    type Scope = k8s_openapi::NamespaceResourceScope;
+}
+
+impl k8s_openapi::Metadata for WasmPlugin {
+    type Ty = ObjectMeta;
+
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+/// How the registry and its reports name the plugin source that `WasmPlugin`
+/// `namespace/name` is.
+///
+/// ```
+/// use wasmloop::wasmplugin::{source_of, wasmplugin_of};
+/// let (namespace, name) = wasmplugin_of(&source_of("team-a", "hello")).unwrap();
+/// assert_eq!((namespace.as_str(), name.as_str()), ("team-a", "hello"));
+/// assert!(wasmplugin_of("ConfigMap team-a/hello").is_none());
+/// ```
+pub fn source_of(namespace: &str, name: &str) -> String {
+    format!("{SOURCE_PREFIX}{namespace}/{name}")
+}
+
+/// The `WasmPlugin` (namespace, name) a source names, parsed, when it names one.
+pub fn wasmplugin_of(source: &str) -> Option<(wasmloop_contract::names::Namespace, Name)> {
+    let (namespace, name) = source.strip_prefix(SOURCE_PREFIX)?.split_once('/')?;
+    Some((wasmloop_contract::names::Namespace::parse(namespace).ok()?, Name::parse(name).ok()?))
+}
+
+/// Where a `WasmPlugin`'s component comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Source {
+    /// A ConfigMap of its namespace, as `wasmloop bundle --wasmplugin` writes it.
+    ConfigMap(Name),
+    /// An OCI registry, pinned by digest, with a pull Secret of its namespace.
+    Image {
+        /// The reference.
+        reference: PluginRef,
+        /// The pull Secret.
+        pull_secret: Option<Name>,
+    },
+}
+
+/// What `spec.signature` asks for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Signature {
+    /// The minisign key id that must have signed the component.
+    pub key: Option<String>,
+    /// The component's digest, `sha256:<hex>`.
+    pub digest: Option<String>,
+}
+
+/// A `WasmPlugin`'s spec, parsed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spec {
+    /// The plugin it serves (its own name) or shadows (`track.shadows`).
+    pub plugin: String,
+    /// Where the component comes from.
+    pub source: Source,
+    /// The ServiceAccount of its namespace the plugin acts as.
+    pub account: Option<Name>,
+    /// The configuration, as JSON text.
+    pub config: Option<String>,
+    /// Serving or shadow.
+    pub track: Track,
+    /// `failurePolicy: Stop`: a version that fails to load stops the one serving.
+    pub stop_on_failure: bool,
+    /// The signature and digest the component must have.
+    pub signature: Option<Signature>,
+    /// `suspend: true`.
+    pub suspend: bool,
+}
+
+/// The spec as the CRD's schema gives it: every field optional, checked by [`Spec::parse`].
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawSpec {
+    config_map_ref: Option<RawRef>,
+    image: Option<RawImage>,
+    service_account_name: Option<String>,
+    settings: Option<serde_json::Map<String, serde_json::Value>>,
+    config: Option<serde_json::Value>,
+    track: Option<RawTrack>,
+    failure_policy: Option<String>,
+    signature: Option<RawSignature>,
+    suspend: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRef {
+    name: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawImage {
+    reference: String,
+    pull_secret_name: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTrack {
+    mode: Option<String>,
+    shadows: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawSignature {
+    key_ref: Option<String>,
+    digest: Option<String>,
+}
+
+/// Outside text quoted in a refusal: cut, and escaped by `{:?}`.
+fn quoted(text: &str) -> String {
+    format!("{:?}", validate::cut(text.to_owned(), 128))
+}
+
+/// `reference` as a plugin reference URL: `oci://` is implied, as in a pod's `image`.
+fn oci_url(reference: &str) -> String {
+    match reference.starts_with("oci://") {
+        true => reference.to_owned(),
+        false => format!("oci://{reference}"),
+    }
+}
+
+impl Spec {
+    /// Reads `plugin`'s spec.
+    ///
+    /// # Errors
+    /// A sentence naming the field that is wrong and what to write there.
+    pub fn parse(plugin: &WasmPlugin) -> Result<Spec, String> {
+        let raw: RawSpec = serde_json::from_value(plugin.spec.clone()).map_err(|e| {
+            format!("spec: {}; see deploy/base/wasmplugin-crd.yaml for the fields", validate::cut(e.to_string(), 256))
+        })?;
+        let name = plugin.metadata.name.as_deref().unwrap_or_default();
+        let source = match (raw.config_map_ref, raw.image) {
+            (Some(reference), None) => {
+                Source::ConfigMap(Name::parse(&reference.name).map_err(|_| {
+                    format!("spec.configMapRef.name {} is not a ConfigMap name", quoted(&reference.name))
+                })?)
+            }
+            (None, Some(image)) => Source::Image {
+                reference: PluginRef::parse(&oci_url(image.reference.trim()))
+                    .and_then(PluginRef::pinned)
+                    .map_err(|e| format!("spec.image.reference: {e}"))?,
+                pull_secret: image
+                    .pull_secret_name
+                    .map(|named| {
+                        Name::parse(&named)
+                            .map_err(|_| format!("spec.image.pullSecretName {} is not a Secret name", quoted(&named)))
+                    })
+                    .transpose()?,
+            },
+            _ => return Err("give exactly one of spec.configMapRef and spec.image".to_owned()),
+        };
+        let (mode, shadows) = raw.track.map(|t| (t.mode, t.shadows)).unwrap_or_default();
+        let track = match mode.as_deref() {
+            None | Some("serving") => Track::Serving,
+            Some("shadow") => Track::Shadow,
+            Some(other) => return Err(format!("spec.track.mode is {}; it is serving or shadow", quoted(other))),
+        };
+        let plugin = match (track, shadows) {
+            (Track::Shadow, Some(shadows)) => shadows,
+            (Track::Shadow, None) => {
+                return Err("spec.track: a shadow names the plugin it shadows (track.shadows)".to_owned());
+            }
+            (_, Some(_)) => {
+                return Err("spec.track.shadows: only a shadow names a plugin; set track.mode to shadow".to_owned());
+            }
+            (_, None) => name.to_owned(),
+        };
+        // The plugin name labels metrics and logs before the manifest is read.
+        validate::plugin_name(&plugin).map_err(|rule| match track {
+            Track::Shadow => format!("spec.track.shadows: {rule}"),
+            _ => format!(
+                "the WasmPlugin's name is its plugin's name, and {rule}; name the WasmPlugin as the component's manifest names the plugin"
+            ),
+        })?;
+        if raw.settings.is_some_and(|settings| !settings.is_empty()) {
+            return Err(
+                "spec.settings is not applied by this host yet; remove it, and set the plugin's limits in the host's configuration (host.yaml plugins.NAMESPACE/NAME)"
+                    .to_owned(),
+            );
+        }
+        let stop_on_failure = match raw.failure_policy.as_deref() {
+            None | Some("KeepPrevious") => false,
+            Some("Stop") => true,
+            Some(other) => {
+                return Err(format!("spec.failurePolicy is {}; it is KeepPrevious or Stop", quoted(other)));
+            }
+        };
+        let account = raw
+            .service_account_name
+            .map(|named| {
+                // A DNS-1123 subdomain, as the API server requires: no ':' to smuggle a user name.
+                match validate::is_dns1123_subdomain(&named) {
+                    true => Name::parse(&named).map_err(|e| e.to_string()),
+                    false => Err(String::new()),
+                }
+                .map_err(|_| format!("spec.serviceAccountName {} is not a ServiceAccount name", quoted(&named)))
+            })
+            .transpose()?;
+        let signature = raw.signature.map(|s| Signature { key: s.key_ref, digest: s.digest });
+        if let Some(key) = signature.as_ref().and_then(|s| s.key.as_deref()) {
+            if key.is_empty() || key.len() > 16 || !key.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(format!("spec.signature.keyRef {} is not a minisign key id (16 hex digits)", quoted(key)));
+            }
+            if matches!(source, Source::Image { .. }) {
+                return Err("spec.signature.keyRef: the host reads a component's signature from its ConfigMap (plugin.wasm.minisig); ship a signed component with spec.configMapRef, or pin the image by its digest alone".to_owned());
+            }
+        }
+        Ok(Spec {
+            plugin,
+            source,
+            account,
+            config: raw.config.map(|config| config.to_string()),
+            track,
+            stop_on_failure,
+            signature,
+            suspend: raw.suspend.unwrap_or(false),
+        })
+    }
+}
+
+impl Spec {
+    /// The ConfigMap `spec.configMapRef` names, if it names one.
+    pub fn configmap(&self) -> Option<&Name> {
+        match &self.source {
+            Source::ConfigMap(name) => Some(name),
+            Source::Image { .. } => None,
+        }
+    }
+
+    /// What this spec offers, with `configmap`, the ConfigMap `spec.configMapRef` names as it
+    /// was read (none when it does not exist), in `namespace`.
+    ///
+    /// # Errors
+    /// A sentence naming what is wrong and what to do: the ConfigMap is missing, ships no
+    /// component, ships its own configuration, or is a plugin ConfigMap of its own.
+    pub fn payload(&self, namespace: &str, configmap: Option<&ConfigMap>) -> Result<PluginPayload, String> {
+        let mut payload = PluginPayload {
+            name: self.plugin.clone(),
+            component: Vec::new(),
+            reference: None,
+            pull_secret: None,
+            config: self.config.clone(),
+            pin: self.signature.as_ref().and_then(|s| s.digest.clone()),
+            signature: None,
+            track: self.track,
+        };
+        match (&self.source, configmap) {
+            (Source::Image { reference, pull_secret }, _) => {
+                payload.reference = Some(reference.clone());
+                payload.pull_secret = pull_secret.clone();
+            }
+            (Source::ConfigMap(name), None) => {
+                return Err(format!(
+                    "spec.configMapRef names ConfigMap {namespace}/{name}, which does not exist; create it with `wasmloop bundle PLUGIN.wasm --wasmplugin`"
+                ));
+            }
+            (Source::ConfigMap(name), Some(cm)) => {
+                if cm.labels().contains_key(PLUGIN_LABEL) {
+                    return Err(format!(
+                        "spec.configMapRef names ConfigMap {namespace}/{name}, which is labelled {PLUGIN_LABEL} and so ships a plugin of its own; remove the label, or delete this WasmPlugin"
+                    ));
+                }
+                if cm.data.as_ref().is_some_and(|d| d.contains_key("config.yaml") || d.contains_key("config.json")) {
+                    return Err(format!(
+                        "ConfigMap {namespace}/{name} holds a configuration (config.yaml or config.json); a WasmPlugin's configuration is its spec.config: move it there"
+                    ));
+                }
+                let (component, reference, pull_secret) = component_of(cm).map_err(|e| e.to_string())?;
+                (payload.component, payload.reference, payload.pull_secret) = (component, reference, pull_secret);
+                payload.signature = cm.data.as_ref().and_then(|d| d.get(crate::pinning::SIGNATURE_KEY)).cloned();
+            }
+        }
+        Ok(payload)
+    }
+}
+
+/// Whether the host marked this generation of `plugin` superseded (a promoted shadow serves its
+/// plugin from another `WasmPlugin`): its status says so, for this very generation, so a
+/// restart does not bring the old version back, and an edit of its spec offers it again.
+pub fn superseded(plugin: &WasmPlugin) -> Option<String> {
+    let status = plugin.status.as_ref()?;
+    let ready = status["conditions"].as_array()?.iter().find(|c| c["type"] == "Ready")?;
+    let current = ready["reason"] == SUPERSEDED
+        && ready["observedGeneration"].as_i64().is_some()
+        && ready["observedGeneration"].as_i64() == plugin.metadata.generation;
+    current.then(|| validate::cut(ready["message"].as_str().unwrap_or_default().to_owned(), 4096))
+}
+
+/// The `Ready` condition's reason on a `WasmPlugin` a promoted shadow replaced.
+pub const SUPERSEDED: &str = "Superseded";
+
+/// The suffix of the ConfigMap `wasmloop bundle --wasmplugin` ships a component in.
+pub const COMPONENT_SUFFIX: &str = "-component";
+
+/// What `wasmloop bundle --wasmplugin` writes for plugin `name`: the ConfigMap holding the
+/// component, unless it was pushed, and the `WasmPlugin` naming it (or the image), pinned to
+/// the component's digest, with its configuration and, when signed, the signing key.
+/// `configmap` is a ConfigMap [`crate::plugin_configmap::build`] made for the component.
+///
+/// # Errors
+/// When the configuration is not JSON-shaped YAML.
+pub fn build(
+    configmap: ConfigMap,
+    name: &str,
+    track: Track,
+    config: Option<&str>,
+    pushed: Option<crate::plugin_configmap::Pushed<'_>>,
+) -> anyhow::Result<(Option<ConfigMap>, serde_json::Value)> {
+    use serde_json::json;
+    let namespace = configmap.metadata.namespace.clone().unwrap_or_default();
+    let object = configmap.metadata.name.clone().unwrap_or_else(|| name.to_owned());
+    let pin = configmap.annotations().get(crate::pinning::DIGEST_ANNOTATION).cloned();
+    let signer = configmap
+        .data
+        .as_ref()
+        .and_then(|d| d.get(crate::pinning::SIGNATURE_KEY))
+        .and_then(|s| crate::pinning::signature_key_id(s));
+    let mut spec = json!({});
+    let component = match pushed {
+        Some(pushed) => {
+            spec["image"] = json!({"reference": pushed.reference.to_string()});
+            if let Some(secret) = pushed.pull_secret {
+                spec["image"]["pullSecretName"] = json!(secret);
+            }
+            None
+        }
+        None => {
+            // The component's ConfigMap ships no plugin of its own: no label, no annotations.
+            let mut component = configmap;
+            let component_name = format!("{object}{COMPONENT_SUFFIX}");
+            component.metadata.name = Some(component_name.clone());
+            (component.metadata.labels, component.metadata.annotations) = (None, None);
+            if let Some(data) = component.data.as_mut() {
+                data.remove("config.yaml");
+            }
+            spec["configMapRef"] = json!({"name": component_name});
+            Some(component)
+        }
+    };
+    if let Some(text) = config {
+        let value = serde_saphyr::from_str_with_options::<serde_json::Value>(text, crate::input::yaml_options())
+            .map_err(|e| {
+                anyhow::anyhow!("the configuration is not valid YAML or JSON: {}", crate::input::yaml_error(&e))
+            })?;
+        spec["config"] = value;
+    }
+    spec["signature"] = json!({"digest": pin});
+    if let Some(key) = signer {
+        spec["signature"]["keyRef"] = json!(key);
+    }
+    if track == Track::Shadow {
+        spec["track"] = json!({"mode": "shadow", "shadows": name});
+    }
+    let plugin = json!({
+        "apiVersion": format!("{GROUP}/{VERSION}"),
+        "kind": "WasmPlugin",
+        "metadata": {"name": object, "namespace": namespace},
+        "spec": spec,
+    });
+    Ok((component, plugin))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn plugin(name: &str, spec: serde_json::Value) -> WasmPlugin {
+        serde_json::from_value(
+            json!({"metadata": {"name": name, "namespace": "team-a", "generation": 1}, "spec": spec}),
+        )
+        .unwrap()
+    }
+
+    const IMAGE: &str = "127.0.0.1:5000/hello@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn a_spec_the_schema_would_refuse_is_refused_naming_the_field() {
+        let cases = [
+            (json!({}), "give exactly one of spec.configMapRef and spec.image"),
+            (json!({"configMapRef": {"name": "a"}, "image": {"reference": IMAGE}}), "exactly one"),
+            (json!({"image": {"reference": "127.0.0.1:5000/hello:latest"}}), "spec.image.reference"),
+            (json!({"configMapRef": {"name": "Not/A/Name"}}), "spec.configMapRef.name"),
+            (json!({"configMapRef": {"name": "a"}, "track": {"mode": "shadow"}}), "track.shadows"),
+            (json!({"configMapRef": {"name": "a"}, "track": {"shadows": "x"}}), "only a shadow"),
+            (json!({"configMapRef": {"name": "a"}, "track": {"mode": "canary"}}), "spec.track.mode"),
+            (json!({"configMapRef": {"name": "a"}, "failurePolicy": "Ignore"}), "spec.failurePolicy"),
+            (json!({"configMapRef": {"name": "a"}, "serviceAccountName": "system:admin"}), "spec.serviceAccountName"),
+            (json!({"configMapRef": {"name": "a"}, "settings": {"deadlineMs": 5}}), "spec.settings"),
+            (json!({"configMapRef": {"name": "a"}, "signature": {"keyRef": "zz"}}), "spec.signature.keyRef"),
+            (json!({"image": {"reference": IMAGE}, "signature": {"keyRef": "0123456789ABCDEF"}}), "from its ConfigMap"),
+            (json!({"configMapRef": {"name": "a"}, "unknown": 1}), "unknown field"),
+            (json!({"configMapRef": {"name": "a"}, "suspend": "yes"}), "spec:"),
+        ];
+        for (spec, expected) in cases {
+            let error = Spec::parse(&plugin("hello", spec.clone())).expect_err(&spec.to_string());
+            assert!(error.contains(expected), "{spec}: {error}");
+        }
+    }
+
+    #[test]
+    fn the_wasmplugin_s_name_is_its_plugin_s_unless_it_shadows_one() {
+        let serving = Spec::parse(&plugin("hello", json!({"image": {"reference": IMAGE}}))).unwrap();
+        assert_eq!((serving.plugin.as_str(), serving.track), ("hello", Track::Serving));
+        let shadow = json!({"image": {"reference": IMAGE}, "track": {"mode": "shadow", "shadows": "hello"}});
+        let shadow = Spec::parse(&plugin("hello-canary", shadow)).unwrap();
+        assert_eq!((shadow.plugin.as_str(), shadow.track), ("hello", Track::Shadow));
+        let error = Spec::parse(&plugin("hello.v2", json!({"image": {"reference": IMAGE}}))).unwrap_err();
+        assert!(error.contains("the WasmPlugin's name is its plugin's name"), "{error}");
+    }
+
+    #[test]
+    fn a_configmap_that_ships_a_plugin_of_its_own_or_a_configuration_is_refused() {
+        let spec = Spec::parse(&plugin("hello", json!({"configMapRef": {"name": "hello-wasm"}}))).unwrap();
+        let labelled: ConfigMap = serde_json::from_value(json!({
+            "metadata": {"name": "hello-wasm", "labels": {PLUGIN_LABEL: "hello"}},
+            "binaryData": {"plugin.wasm": "AGFzbQ=="},
+        }))
+        .unwrap();
+        assert!(spec.payload("team-a", Some(&labelled)).unwrap_err().contains("ships a plugin of its own"));
+        let configured: ConfigMap = serde_json::from_value(json!({
+            "metadata": {"name": "hello-wasm"}, "binaryData": {"plugin.wasm": "AGFzbQ=="}, "data": {"config.yaml": "a: 1"},
+        }))
+        .unwrap();
+        assert!(spec.payload("team-a", Some(&configured)).unwrap_err().contains("spec.config"));
+        assert!(spec.payload("team-a", None).unwrap_err().contains("does not exist"));
+        let plain: ConfigMap = serde_json::from_value(json!({
+            "metadata": {"name": "hello-wasm"}, "binaryData": {"plugin.wasm": "AGFzbQ=="},
+        }))
+        .unwrap();
+        assert_eq!(spec.payload("team-a", Some(&plain)).unwrap().component, b"\0asm");
+    }
+}

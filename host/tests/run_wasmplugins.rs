@@ -1,0 +1,411 @@
+//! Plugins as `WasmPlugin`s (`wasmloop.dev/v1alpha1`, `deploy/base/wasmplugin-crd.yaml`),
+//! made with `wasmloop bundle --wasmplugin`, on the real control plane: they serve, their
+//! conditions are what `kubectl wait` reads, a bad update keeps or stops the old version as the
+//! failure policy says, quarantines and shadows show in conditions, and one tenant's
+//! `WasmPlugin` is its own plugin, acting as its own namespace's ServiceAccount.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use common::{FOO_CRD, Host, component, create_configmap, deployment_with, foo, replicas};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use wasmloop_testenv::{TestNamespace, eventually, shared, wait_for_event};
+
+const WASMPLUGIN_CRD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/base/wasmplugin-crd.yaml");
+
+/// `wasmloop bundle <component> --name <name> --namespace <ns> --wasmplugin [extra]`: the
+/// component's ConfigMap, if any, and the `WasmPlugin`.
+fn bundle(component_name: &str, name: &str, namespace: &str, extra: &[&str]) -> (Option<ConfigMap>, DynamicObject) {
+    let out = Command::new(env!("CARGO_BIN_EXE_wasmloop"))
+        .arg("bundle")
+        .arg(component(component_name))
+        .args(["--name", name, "--namespace", namespace, "--wasmplugin"])
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "bundle failed: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut documents: Vec<Value> =
+        serde_saphyr::from_multiple_with_options(&text, wasmloop::input::yaml_options()).expect("bundle prints YAML");
+    let plugin = serde_json::from_value(documents.pop().expect("a WasmPlugin")).unwrap();
+    let configmap = documents.pop().map(|cm| serde_json::from_value(cm).unwrap());
+    (configmap, plugin)
+}
+
+/// Creates what `bundle` printed.
+async fn apply(ns: &TestNamespace, plugins: &Api<DynamicObject>, bundled: (Option<ConfigMap>, DynamicObject)) {
+    if let Some(configmap) = bundled.0 {
+        ns.api::<ConfigMap>().create(&PostParams::default(), &configmap).await.unwrap();
+    }
+    plugins.create(&PostParams::default(), &bundled.1).await.unwrap();
+}
+
+/// Waits until the `WasmPlugin`'s status passes `check`, and returns it.
+async fn status(api: &Api<DynamicObject>, name: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+    eventually(Duration::from_secs(90), what, || {
+        let api = api.clone();
+        let check = &check;
+        async move {
+            let plugin = api.get(name).await.map_err(|e| e.to_string())?;
+            let status = plugin.data.get("status").cloned().unwrap_or_default();
+            if check(&status) { Ok(status) } else { Err(status.to_string()) }
+        }
+    })
+    .await
+}
+
+/// The condition of type `type_` in `status`.
+fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
+    status["conditions"].as_array().and_then(|c| c.iter().find(|c| c["type"] == type_)).unwrap_or(&Value::Null)
+}
+
+/// Whether condition `type_` has status `holds` and reason `reason`.
+fn is(status: &Value, type_: &str, holds: &str, reason: &str) -> bool {
+    let condition = condition(status, type_);
+    condition["status"] == holds && condition["reason"] == reason
+}
+
+/// The real `kubectl wait --for=condition=Ready` on `wasmplugin/NAME`.
+fn kubectl_wait_ready(namespace: &str, name: &str) -> std::process::Output {
+    let kubectl = shared().kubectl().expect("the control-plane binaries include kubectl");
+    Command::new(kubectl)
+        .args(["wait", "--for=condition=Ready", &format!("wasmplugin/{name}"), "-n", namespace, "--timeout=120s"])
+        .env("KUBECONFIG", shared().kubeconfig())
+        .output()
+        .unwrap()
+}
+
+/// A host serving the plugins of `plugins`, each confined to `apps`; `extra` arguments last.
+fn host(
+    plugins: &[&TestNamespace],
+    apps: &TestNamespace,
+    names: &[&str],
+    extra: &[&str],
+) -> (Host, tempfile::NamedTempFile) {
+    let yaml = tempfile::NamedTempFile::new().unwrap();
+    let mut settings = String::from("plugins:\n");
+    for ns in plugins {
+        for name in names {
+            settings.push_str(&format!("  {}/{name}: {{namespace: {}}}\n", ns.name, apps.name));
+        }
+    }
+    std::fs::write(yaml.path(), settings).unwrap();
+    let mut args = vec!["--log-format", "json", "run", "--config", yaml.path().to_str().unwrap()];
+    for ns in plugins {
+        args.extend(["--plugin-namespace", ns.name.as_str()]);
+    }
+    args.extend(extra);
+    (Host::start(args), yaml)
+}
+
+async fn event_on(ns: &TestNamespace, kind: &'static str, reason: &'static str, containing: &'static str) {
+    let events: Api<Event> = ns.api();
+    wait_for_event(&events, Duration::from_secs(60), reason, move |e| {
+        e.reason.as_deref() == Some(reason)
+            && e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some(kind)
+            && e.note.as_deref().is_some_and(|n| n.contains(containing))
+    })
+    .await;
+}
+
+/// A Foo in `apps` and the Deployment the plugin makes of it.
+async fn serves_foo(apps: &TestNamespace, foos: &Api<DynamicObject>, name: &str) {
+    foos.create(&PostParams::default(), &foo(name, &format!("{name}-web"), 2)).await.unwrap();
+    let deployments: Api<Deployment> = apps.api();
+    deployment_with(&deployments, &format!("{name}-web"), "the Deployment of the Foo", |d| replicas(d) == Some(2))
+        .await;
+}
+
+#[tokio::test]
+async fn a_wasmplugin_naming_a_configmap_serves_foo_deployment_and_kubectl_wait_sees_it_ready() {
+    let plugins = shared().namespace("wp-plugins").await.unwrap();
+    let apps = shared().namespace("wp-apps").await.unwrap();
+    let (foos, wasmplugins) =
+        (apps.install_crd(Path::new(FOO_CRD)).await, plugins.install_crd(Path::new(WASMPLUGIN_CRD)).await);
+    let (_host, _yaml) = host(&[&plugins], &apps, &["foo-deployment"], &[]);
+    let bundled = bundle("foo_deployment", "foo-deployment", &plugins.name, &[]);
+    let configmap = bundled.0.as_ref().expect("the component ships in a ConfigMap");
+    assert_eq!(configmap.metadata.name.as_deref(), Some("foo-deployment-component"));
+    assert!(configmap.metadata.labels.is_none(), "the component's ConfigMap is no plugin ConfigMap of its own");
+    apply(&plugins, &wasmplugins, bundled).await;
+
+    let waited = kubectl_wait_ready(&plugins.name, "foo-deployment");
+    assert!(waited.status.success(), "kubectl wait: {}", String::from_utf8_lossy(&waited.stderr));
+    let plugin = wasmplugins.get("foo-deployment").await.unwrap();
+    let status = &plugin.data["status"];
+    assert_eq!(status["observedGeneration"], json!(plugin.metadata.generation), "{status:#}");
+    assert!(is(status, "Loaded", "True", "Loaded") && is(status, "Degraded", "False", "AsExpected"), "{status:#}");
+    assert!(is(status, "Pinned", "True", "Digest"), "bundle pins the component's digest: {status:#}");
+    assert_eq!(condition(status, "Ready")["observedGeneration"], json!(plugin.metadata.generation));
+    assert!(status["version"].is_string() && status["digest"].as_str().is_some_and(|d| d.len() == 64), "{status:#}");
+    serves_foo(&apps, &foos, "made").await;
+    event_on(&plugins, "WasmPlugin", "PluginLoaded", "plugin foo-deployment").await;
+}
+
+#[tokio::test]
+async fn a_wasmplugin_naming_an_image_serves_foo_deployment_and_kubectl_wait_sees_it_ready() {
+    let registry = wasmloop_testenv::registry::shared();
+    let plugins = shared().namespace("wp-image").await.unwrap();
+    let apps = shared().namespace("wp-image-apps").await.unwrap();
+    let (foos, wasmplugins) =
+        (apps.install_crd(Path::new(FOO_CRD)).await, plugins.install_crd(Path::new(WASMPLUGIN_CRD)).await);
+    let file = component("foo_deployment");
+    let pushed = Command::new(env!("CARGO_BIN_EXE_wasmloop"))
+        .args([
+            "push",
+            file.to_str().unwrap(),
+            &format!("oci://{}/plugins/wp-foo:1.0", registry.address),
+            "--plain-http",
+        ])
+        .args(["--username", &registry.username, "--password-stdin"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write as _;
+            child.stdin.take().unwrap().write_all(format!("{}\n", registry.password).as_bytes())?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    assert!(pushed.status.success(), "push: {}", String::from_utf8_lossy(&pushed.stderr));
+    let reference = String::from_utf8(pushed.stdout).unwrap().trim().to_owned();
+    pull_secret(&plugins, "registry-creds", registry).await;
+    let (_host, _yaml) = host(&[&plugins], &apps, &["foo-deployment"], &["--insecure-registry", &registry.address]);
+    let bundled = bundle(
+        "foo_deployment",
+        "foo-deployment",
+        &plugins.name,
+        &["--ref", &reference, "--pull-secret", "registry-creds"],
+    );
+    assert!(bundled.0.is_none(), "an image needs no ConfigMap");
+    assert_eq!(bundled.1.data["spec"]["image"]["reference"], json!(reference));
+    apply(&plugins, &wasmplugins, bundled).await;
+
+    let waited = kubectl_wait_ready(&plugins.name, "foo-deployment");
+    assert!(waited.status.success(), "kubectl wait: {}", String::from_utf8_lossy(&waited.stderr));
+    let status = wasmplugins.get("foo-deployment").await.unwrap().data["status"].clone();
+    let pinned = condition(&status, "Pinned")["message"].as_str().unwrap_or_default().to_owned();
+    assert!(pinned.contains(&reference), "pinned by the image's digest: {status:#}");
+    serves_foo(&apps, &foos, "pulled").await;
+}
+
+/// A `kubernetes.io/dockerconfigjson` Secret with the test registry's credentials.
+async fn pull_secret(ns: &TestNamespace, name: &str, registry: &wasmloop_testenv::registry::TestRegistry) {
+    use base64::Engine as _;
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", registry.username, registry.password));
+    let config = json!({"auths": {registry.address.clone(): {"auth": auth}}});
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "type": "kubernetes.io/dockerconfigjson",
+        "data": {".dockerconfigjson": base64::engine::general_purpose::STANDARD.encode(config.to_string())},
+    }))
+    .unwrap();
+    ns.api::<Secret>().create(&PostParams::default(), &secret).await.unwrap();
+}
+
+/// Points WasmPlugin foo-deployment at a new ConfigMap holding a component built for a
+/// contract the host does not serve, pinned as a user would pin it: a version that fails to
+/// load.
+async fn bad_update(plugins: &TestNamespace, wasmplugins: &Api<DynamicObject>) {
+    let future = std::fs::read(component("future_contract_plugin")).unwrap();
+    let digest = format!("sha256:{}", wasmloop_sandbox::digest(&future));
+    let configmap: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "foo-deployment-bad"},
+        "binaryData": {"plugin.wasm": k8s_openapi::ByteString(future)},
+    }))
+    .unwrap();
+    plugins.api::<ConfigMap>().create(&PostParams::default(), &configmap).await.unwrap();
+    let patch = json!({"spec": {"configMapRef": {"name": "foo-deployment-bad"}, "signature": {"digest": digest}}});
+    wasmplugins.patch("foo-deployment", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+}
+
+/// A WasmPlugin serving foo-deployment under `policy`, ready, in a namespace of its own.
+async fn serving_under(
+    prefix: &str,
+    policy: &str,
+) -> (TestNamespace, Api<DynamicObject>, Host, tempfile::NamedTempFile) {
+    let plugins = shared().namespace(prefix).await.unwrap();
+    let apps = shared().namespace(&format!("{prefix}-apps")).await.unwrap();
+    let (_, wasmplugins) =
+        (apps.install_crd(Path::new(FOO_CRD)).await, plugins.install_crd(Path::new(WASMPLUGIN_CRD)).await);
+    let (host, yaml) = host(&[&plugins], &apps, &["foo-deployment"], &[]);
+    let (configmap, mut plugin) = bundle("foo_deployment", "foo-deployment", &plugins.name, &[]);
+    plugin.data["spec"]["failurePolicy"] = json!(policy);
+    apply(&plugins, &wasmplugins, (configmap, plugin)).await;
+    status(&wasmplugins, "foo-deployment", "the first version ready", |s| is(s, "Ready", "True", "Serving")).await;
+    (plugins, wasmplugins, host, yaml)
+}
+
+#[tokio::test]
+async fn a_bad_update_under_keep_previous_keeps_the_old_version_serving_ready_and_degraded() {
+    let (plugins, wasmplugins, _host, _yaml) = serving_under("wp-keep", "KeepPrevious").await;
+    let before = wasmplugins.get("foo-deployment").await.unwrap().data["status"]["version"].clone();
+    bad_update(&plugins, &wasmplugins).await;
+    let generation = wasmplugins.get("foo-deployment").await.unwrap().metadata.generation;
+    let degraded = status(&wasmplugins, "foo-deployment", "the bad version refused", |s| {
+        s["observedGeneration"] == json!(generation) && is(s, "Degraded", "True", "IncompatibleContract")
+    })
+    .await;
+    assert!(is(&degraded, "Ready", "True", "Serving"), "the old version serves: {degraded:#}");
+    assert_eq!(degraded["version"], before, "{degraded:#}");
+    let message = condition(&degraded, "Degraded")["message"].as_str().unwrap_or_default();
+    assert!(message.contains("was built for contract") && message.contains("keeps serving"), "{degraded:#}");
+    let waited = kubectl_wait_ready(&plugins.name, "foo-deployment");
+    assert!(waited.status.success(), "still ready for kubectl: {}", String::from_utf8_lossy(&waited.stderr));
+}
+
+#[tokio::test]
+async fn a_bad_update_under_stop_stops_the_plugin_with_ready_false_and_the_reason() {
+    let (plugins, wasmplugins, host, _yaml) = serving_under("wp-stop", "Stop").await;
+    bad_update(&plugins, &wasmplugins).await;
+    let stopped = status(&wasmplugins, "foo-deployment", "the plugin stopped", |s| {
+        is(s, "Ready", "False", "IncompatibleContract")
+    })
+    .await;
+    assert!(is(&stopped, "Loaded", "False", "IncompatibleContract"), "{stopped:#}");
+    assert!(stopped["version"].is_null(), "nothing serves: {stopped:#}");
+    assert!(condition(&stopped, "Ready")["message"].as_str().unwrap_or_default().contains("failurePolicy Stop"));
+    host.metric_until("wasmloop_plugins_active", "the plugin unloaded", |n| n == 0.0).await;
+    event_on(&plugins, "WasmPlugin", "PluginStopped", "failurePolicy Stop").await;
+}
+
+#[tokio::test]
+async fn a_wasmplugin_in_another_namespace_neither_takes_over_a_plugin_nor_acts_as_its_service_account() {
+    let tenant_a = shared().namespace("wp-tenant-a").await.unwrap();
+    let tenant_b = shared().namespace("wp-tenant-b").await.unwrap();
+    let apps = shared().namespace("wp-tenant-apps").await.unwrap();
+    let foos = apps.install_crd(Path::new(FOO_CRD)).await;
+    let a_plugins = tenant_a.install_crd(Path::new(WASMPLUGIN_CRD)).await;
+    let b_plugins: Api<DynamicObject> =
+        Api::namespaced_with(tenant_b.client.clone(), &tenant_b.name, &a_plugins_resource());
+    // Tenant A's ServiceAccount, marked for plugin use and bound to what foo-deployment does.
+    let account =
+        json!({"metadata": {"name": "foo-deployment", "annotations": {"wasmloop.dev/plugin-identity": "true"}}});
+    tenant_a
+        .api::<k8s_openapi::api::core::v1::ServiceAccount>()
+        .create(&PostParams::default(), &serde_json::from_value(account).unwrap())
+        .await
+        .unwrap();
+    let user = format!("system:serviceaccount:{}:foo-deployment", tenant_a.name);
+    let rules = json!([
+        {"apiGroups": ["samplecontroller.k8s.io"], "resources": ["foos", "foos/status"], "verbs": ["get", "list", "watch", "update", "patch"]},
+        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+        {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+    ]);
+    common::grant_user(&apps, "tenant-a-foo", &user, rules).await;
+    let (host, _yaml) = host(
+        &[&tenant_a, &tenant_b],
+        &apps,
+        &["foo-deployment"],
+        &["--plugin-identity", "impersonate", "--plugin-identity-namespace", &tenant_a.name],
+    );
+    let (configmap, mut plugin) = bundle("foo_deployment", "foo-deployment", &tenant_a.name, &[]);
+    plugin.data["spec"]["serviceAccountName"] = json!("foo-deployment");
+    apply(&tenant_a, &a_plugins, (configmap, plugin)).await;
+    let a_ready =
+        status(&a_plugins, "foo-deployment", "tenant A's plugin ready", |s| is(s, "Ready", "True", "Serving")).await;
+
+    // Tenant B ships a plugin of the same name, naming A's ServiceAccount's name.
+    let (configmap, mut plugin) = bundle("foo_deployment", "foo-deployment", &tenant_b.name, &[]);
+    plugin.data["spec"]["serviceAccountName"] = json!("foo-deployment");
+    apply(&tenant_b, &b_plugins, (configmap, plugin)).await;
+    let b_status = status(&b_plugins, "foo-deployment", "tenant B's plugin refused", |s| {
+        condition(s, "Ready")["status"] == "False"
+            && condition(s, "Ready")["message"].as_str().is_some_and(|m| m.contains("does not exist"))
+    })
+    .await;
+    let said = condition(&b_status, "Ready")["message"].as_str().unwrap_or_default().to_owned();
+    assert!(said.contains(&format!("{}/foo-deployment", tenant_b.name)), "B's own account is named: {b_status:#}");
+    assert!(!said.contains(&tenant_a.name), "B's plugin is never A's: {b_status:#}");
+
+    // A's plugin is untouched: the same version and transition, and it still serves.
+    let a_after = a_plugins.get("foo-deployment").await.unwrap().data["status"].clone();
+    assert_eq!(a_after["digest"], a_ready["digest"]);
+    assert_eq!(condition(&a_after, "Ready")["lastTransitionTime"], condition(&a_ready, "Ready")["lastTransitionTime"]);
+    assert_eq!(host.metric("wasmloop_plugins_active").await, 1.0, "only A's plugin runs");
+    serves_foo(&apps, &foos, "tenant-a").await;
+}
+
+fn a_plugins_resource() -> kube::api::ApiResource {
+    let gvk = kube::api::GroupVersionKind::gvk("wasmloop.dev", "v1alpha1", "WasmPlugin");
+    kube::api::ApiResource::from_gvk_with_plural(&gvk, "wasmplugins")
+}
+
+#[tokio::test]
+async fn a_quarantined_wasmplugin_says_so_in_its_conditions_with_the_time_the_metric_shows() {
+    let plugins = shared().namespace("wp-quarantine").await.unwrap();
+    let apps = shared().namespace("wp-quarantine-apps").await.unwrap();
+    let wasmplugins = plugins.install_crd(Path::new(WASMPLUGIN_CRD)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let host_yaml = dir.path().join("host.yaml");
+    let settings = format!(
+        "quarantine: {{afterSeconds: 1, minFailures: 3, firstProbeSeconds: 1, maxProbeSeconds: 2}}\nplugins:\n  {}/hostile: {{namespace: {}}}\n",
+        plugins.name, apps.name
+    );
+    std::fs::write(&host_yaml, settings).unwrap();
+    let host =
+        Host::start(["run", "--plugin-namespace", plugins.name.as_str(), "--config", host_yaml.to_str().unwrap()]);
+    let (configmap, mut plugin) = bundle("hostile_plugin", "hostile", &plugins.name, &[]);
+    plugin.data["spec"]["config"] = json!({"mode": "panic-until-healed"});
+    apply(&plugins, &wasmplugins, (configmap, plugin)).await;
+    create_configmap(&apps, "sick").await;
+
+    let series = format!(r#"wasmloop_plugin_quarantined{{plugin="{}/hostile"}}"#, plugins.name);
+    host.metric_until(&series, "the quarantine metric", |q| q == 1.0).await;
+    let sick =
+        status(&wasmplugins, "hostile", "the Quarantined condition", |s| is(s, "Quarantined", "True", "FailureRate"))
+            .await;
+    assert!(is(&sick, "Ready", "False", "Quarantined"), "{sick:#}");
+    let message = condition(&sick, "Quarantined")["message"].as_str().unwrap_or_default();
+    assert!(message.contains("until a probe call succeeds") && message.contains("calls failed"), "{sick:#}");
+    let since = condition(&sick, "Quarantined")["lastTransitionTime"].as_str().unwrap_or_default().to_owned();
+
+    let healed = json!({"metadata": {"labels": {"wasmloop.dev/healed": "true"}}});
+    apps.api::<ConfigMap>().patch("sick", &PatchParams::default(), &Patch::Merge(&healed)).await.unwrap();
+    host.metric_until(&series, "the quarantine lifted in the metric", |q| q == 0.0).await;
+    let well =
+        status(&wasmplugins, "hostile", "the quarantine lifted", |s| is(s, "Quarantined", "False", "Healthy")).await;
+    assert!(is(&well, "Ready", "True", "Serving"), "{well:#}");
+    let lifted = condition(&well, "Quarantined")["lastTransitionTime"].as_str().unwrap_or_default().to_owned();
+    assert!(lifted >= since, "the lift comes after the quarantine: {since} then {lifted}");
+}
+
+#[tokio::test]
+async fn a_shadow_wasmplugin_counts_same_and_differing_calls_as_the_metrics_do() {
+    let plugins = shared().namespace("wp-shadow").await.unwrap();
+    let apps = shared().namespace("wp-shadow-apps").await.unwrap();
+    let (foos, wasmplugins) =
+        (apps.install_crd(Path::new(FOO_CRD)).await, plugins.install_crd(Path::new(WASMPLUGIN_CRD)).await);
+    let (host, _yaml) = host(&[&plugins], &apps, &["foo-deployment"], &[]);
+    apply(&plugins, &wasmplugins, bundle("foo_deployment", "foo-deployment", &plugins.name, &[])).await;
+    status(&wasmplugins, "foo-deployment", "the serving version ready", |s| is(s, "Ready", "True", "Serving")).await;
+    let candidate = bundle("foo_deployment_next", "foo-deployment", &plugins.name, &["--shadow"]);
+    assert_eq!(candidate.1.metadata.name.as_deref(), Some("foo-deployment-shadow"));
+    apply(&plugins, &wasmplugins, candidate).await;
+    let waited = kubectl_wait_ready(&plugins.name, "foo-deployment-shadow");
+    assert!(waited.status.success(), "a seated shadow is ready: {}", String::from_utf8_lossy(&waited.stderr));
+
+    for name in ["one", "two", "three"] {
+        serves_foo(&apps, &foos, name).await;
+    }
+    let series = |result: &str| {
+        format!(r#"wasmloop_shadow_reconciles_total{{plugin="{}/foo-deployment",result="{result}"}}"#, plugins.name)
+    };
+    let differing = host.metric_until(&series("differing"), "three differences", |n| n >= 3.0).await;
+    let shown = status(&wasmplugins, "foo-deployment-shadow", "the counts shown", |s| {
+        s["shadow"]["findings"]["differing"].as_f64() == Some(differing)
+    })
+    .await;
+    assert!(is(&shown, "Shadowing", "True", "Differing"), "{shown:#}");
+    let same = host.metric_or_zero(&series("same")).await;
+    let message = condition(&shown, "Shadowing")["message"].as_str().unwrap_or_default();
+    assert!(message.contains(&format!("{same} same, {differing} differing")), "as the metrics count: {shown:#}");
+}

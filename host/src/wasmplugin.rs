@@ -195,7 +195,7 @@ impl Spec {
     /// # Errors
     /// A sentence naming the field that is wrong and what to write there.
     pub fn parse(plugin: &WasmPlugin) -> Result<Spec, String> {
-        let raw: RawSpec = serde_json::from_value(plugin.spec.clone()).map_err(|e| {
+        let raw = RawSpec::deserialize(&plugin.spec).map_err(|e| {
             format!("spec: {}; see deploy/base/wasmplugin-crd.yaml for the fields", validate::cut(e.to_string(), 256))
         })?;
         let name = plugin.metadata.name.as_deref().unwrap_or_default();
@@ -272,8 +272,11 @@ impl Spec {
                 return Err(format!("spec.signature.keyRef {} is not a minisign key id (16 hex digits)", quoted(key)));
             }
             if matches!(source, Source::Image { .. }) {
-                return Err("spec.signature.keyRef: the host reads a component's signature from its ConfigMap (plugin.wasm.minisig); ship a signed component with spec.configMapRef, or pin the image by its digest alone".to_owned());
+                return Err("spec.signature.keyRef: the host reads a component's signature from its ConfigMap (plugin.wasm.minisig); ship a signed component with spec.configMapRef (a host run with --trusted-keys loads only signed components, so an image alone does not load there)".to_owned());
             }
+        }
+        if raw.config.as_ref().is_some_and(|config| !config.is_object()) {
+            return Err("spec.config is not an object; give the plugin's configuration as a mapping".to_owned());
         }
         Ok(Spec {
             plugin,
@@ -289,6 +292,20 @@ impl Spec {
 }
 
 impl Spec {
+    /// What this spec offers without its component: enough to stop or retire what it served.
+    pub fn bare_payload(&self) -> PluginPayload {
+        PluginPayload {
+            name: self.plugin.clone(),
+            component: Vec::new(),
+            reference: None,
+            pull_secret: None,
+            config: self.config.clone(),
+            pin: self.signature.as_ref().and_then(|s| s.digest.clone()),
+            signature: None,
+            track: self.track,
+        }
+    }
+
     /// The ConfigMap `spec.configMapRef` names, if it names one.
     pub fn configmap(&self) -> Option<&Name> {
         match &self.source {
@@ -304,16 +321,7 @@ impl Spec {
     /// A sentence naming what is wrong and what to do: the ConfigMap is missing, ships no
     /// component, ships its own configuration, or is a plugin ConfigMap of its own.
     pub fn payload(&self, namespace: &str, configmap: Option<&ConfigMap>) -> Result<PluginPayload, String> {
-        let mut payload = PluginPayload {
-            name: self.plugin.clone(),
-            component: Vec::new(),
-            reference: None,
-            pull_secret: None,
-            config: self.config.clone(),
-            pin: self.signature.as_ref().and_then(|s| s.digest.clone()),
-            signature: None,
-            track: self.track,
-        };
+        let mut payload = self.bare_payload();
         match (&self.source, configmap) {
             (Source::Image { reference, pull_secret }, _) => {
                 payload.reference = Some(reference.clone());

@@ -35,11 +35,27 @@ fn commands_under(markdown: &str, heading: &str) -> String {
         .1
 }
 
+/// The second `sh` block under "## On a cluster": waiting on the example WasmPlugins, which
+/// `run_incluster` runs as written once its in-cluster host serves them.
+fn waits_on_a_cluster(markdown: &str) -> String {
+    let (_, after) = markdown.split_once("\n## On a cluster\n").expect("an \"On a cluster\" section");
+    let section = after.split("\n## ").next().unwrap();
+    blocks(section).into_iter().filter(|(info, _)| info == "sh").nth(1).expect("a second sh block").1
+}
+
 /// Every `sh` block of the README, each run by a test or by CI as written.
 #[test]
 fn every_command_block_of_the_readme_is_one_that_a_test_or_ci_runs() {
     let text = readme();
-    let known = ["## Try it", "## One plugin, three languages", "## On a cluster"].map(|h| commands_under(&text, h));
+    let mut known =
+        ["## Try it", "## One plugin, three languages", "## On a cluster"].map(|h| commands_under(&text, h)).to_vec();
+    known.push(waits_on_a_cluster(&text));
+    assert!(
+        std::fs::read_to_string(workspace().join("host/tests/run_incluster.rs"))
+            .unwrap()
+            .contains("waits_on_a_cluster"),
+        "run_incluster runs the README's wait block"
+    );
     for (info, body) in blocks(&text) {
         let language = info.split_whitespace().next().unwrap_or_default();
         if ["sh", "bash", "shell", "console", "zsh", "shell-session"].contains(&language) {

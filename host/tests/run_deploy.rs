@@ -120,16 +120,23 @@ async fn failed_creates(events: &Api<Event>, replicaset: Option<&str>) -> Vec<St
 }
 
 #[tokio::test]
-async fn the_example_overlay_ships_the_four_plugins_as_labelled_configmaps() {
+async fn the_example_overlay_ships_the_four_plugins_as_wasmplugins_naming_their_components() {
     let client = applied().await;
-    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), SYSTEM);
-    let shipped = configmaps.list(&ListParams::default().labels("wasmloop.dev/plugin")).await.unwrap();
-    let mut names: Vec<String> = shipped.items.iter().filter_map(|c| c.metadata.name.clone()).collect();
+    let plugins = wasmplugins(&client, SYSTEM).await;
+    let shipped = plugins.list(&ListParams::default()).await.unwrap();
+    let mut names: Vec<String> = shipped.items.iter().filter_map(|p| p.metadata.name.clone()).collect();
     names.sort();
     assert_eq!(names, ["configmap-mirror", "foo-deployment", "node-image-watch", "pod-logger"]);
-    for configmap in &shipped.items {
-        let component = configmap.binary_data.as_ref().and_then(|d| d.get("plugin.wasm")).expect("a component");
-        assert!(component.0.starts_with(b"\0asm"), "{:?} holds no WebAssembly", configmap.metadata.name);
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), SYSTEM);
+    for plugin in &names {
+        let shipped = plugins.get(plugin).await.unwrap();
+        let component = shipped.data["spec"]["configMapRef"]["name"].as_str().unwrap().to_owned();
+        assert_eq!(shipped.data["spec"]["serviceAccountName"], serde_json::json!(plugin), "acts as its own account");
+        let configmap = configmaps.get(&component).await.unwrap();
+        let bytes = configmap.binary_data.as_ref().and_then(|d| d.get("plugin.wasm")).expect("a component");
+        assert!(bytes.0.starts_with(b"\0asm"), "{component} holds no WebAssembly");
+        let labels = configmap.metadata.labels.unwrap_or_default();
+        assert!(!labels.contains_key("wasmloop.dev/plugin"), "{component} would ship a plugin of its own");
     }
     let deployment = Api::<Deployment>::namespaced(client, SYSTEM).get("wasmloop").await.unwrap();
     assert_eq!(deployment.spec.replicas, Some(2));

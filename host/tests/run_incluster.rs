@@ -14,7 +14,7 @@ use std::time::Duration;
 use common::{Host, component};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
-use k8s_openapi::api::core::v1::{ConfigMap, Node, ServiceAccount};
+use k8s_openapi::api::core::v1::{Node, ServiceAccount};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
@@ -72,7 +72,12 @@ async fn apply_all(objects: &[DynamicObject]) {
     for object in objects {
         let types = object.types.as_ref().expect("rendered objects have apiVersion and kind");
         let gvk = GroupVersionKind::try_from(types).unwrap();
-        let (resource, capabilities) = pinned_kind(&client, &gvk).await.unwrap();
+        // A kind whose CRD was applied a moment ago (WasmPlugin) is served once established.
+        let (resource, capabilities) = eventually(Duration::from_secs(30), &format!("{} served", types.kind), || {
+            let (client, gvk) = (client.clone(), gvk.clone());
+            async move { pinned_kind(&client, &gvk).await.map_err(|e| e.to_string()) }
+        })
+        .await;
         let api: Api<DynamicObject> = match &object.metadata.namespace {
             Some(ns) if capabilities.scope == kube::discovery::Scope::Namespaced => {
                 Api::namespaced_with(client.clone(), ns, &resource)
@@ -206,19 +211,26 @@ async fn deploy_and_its_example_plugins_overlay_are_accepted_by_the_api_server_a
 
     let host = in_cluster_host(secrets.path(), home.path(), &["--plugin-namespace", SYSTEM, "--leader-elect"]);
     host.logged("acquired the leader Lease").await;
-    let configmaps: Api<ConfigMap> = Api::namespaced(shared().client().await.unwrap(), SYSTEM);
+    let gvk = kube::api::GroupVersionKind::gvk("wasmloop.dev", "v1alpha1", "WasmPlugin");
+    let resource = kube::api::ApiResource::from_gvk_with_plural(&gvk, "wasmplugins");
+    let wasmplugins: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(shared().client().await.unwrap(), SYSTEM, &resource);
     for plugin in ["foo-deployment", "pod-logger", "node-image-watch", "configmap-mirror"] {
-        eventually(Duration::from_secs(60), &format!("{plugin} loaded from its ConfigMap"), || {
-            let configmaps = configmaps.clone();
+        eventually(Duration::from_secs(60), &format!("{plugin} ready from its WasmPlugin"), || {
+            let wasmplugins = wasmplugins.clone();
             async move {
-                let cm = configmaps.get(plugin).await.map_err(|e| e.to_string())?;
-                let status =
-                    cm.metadata.annotations.unwrap_or_default().remove("wasmloop.dev/status").ok_or("no status")?;
-                if status.contains("\"activeDigest\":\"") { Ok(()) } else { Err(status) }
+                let status = wasmplugins.get(plugin).await.map_err(|e| e.to_string())?.data["status"].clone();
+                let ready =
+                    status["conditions"].as_array().and_then(|c| c.iter().find(|c| c["type"] == "Ready")).cloned();
+                let serving = ready.as_ref().is_some_and(|r| r["status"] == "True" && r["reason"] == "Serving");
+                if serving { Ok(()) } else { Err(status.to_string()) }
             }
         })
         .await;
     }
+
+    // README's wait on the example plugins, as written, with the plane's kubectl.
+    waits_on_a_cluster();
 
     // foo-deployment, with its role: a Foo gets its Deployment.
     let ns = shared().namespace("incluster").await.unwrap();
@@ -276,7 +288,7 @@ async fn deploy_and_its_example_plugins_overlay_are_accepted_by_the_api_server_a
     .await;
     let note = refused.note.unwrap();
     for part in [
-        // A plugin ConfigMap's plugin is named NAMESPACE/NAME.
+        // A plugin namespace's plugin is named NAMESPACE/NAME.
         "plugin wasmloop-system/node-image-watch",
         "failed as ServiceAccount wasmloop-system/node-image-watch",
         "system:serviceaccount:wasmloop-system:node-image-watch",
@@ -313,4 +325,32 @@ async fn denied_patching_nodes(user: &str) {
         }
     })
     .await;
+}
+
+/// README's second command block under "On a cluster" (`kubectl wait` on the example
+/// WasmPlugins, `kubectl get wasmplugins`), run as written with the plane's kubectl first on
+/// the PATH.
+fn waits_on_a_cluster() {
+    let readme = std::fs::read_to_string(Path::new(REPO).join("README.md")).unwrap();
+    let (_, after) = readme.split_once("\n## On a cluster\n").expect("an \"On a cluster\" section");
+    let section = after.split("\n## ").next().unwrap();
+    let block = section.split("```sh\n").nth(2).expect("a second sh block").split("```").next().unwrap();
+    let kubectl = shared().kubectl().expect("the control-plane binaries include kubectl");
+    let path = format!("{}:{}", kubectl.parent().unwrap().display(), std::env::var("PATH").unwrap_or_default());
+    let out = Command::new("bash")
+        .args(["-euo", "pipefail", "-c", block])
+        .env("PATH", path)
+        .env("KUBECONFIG", shared().kubeconfig())
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "README's wait failed:\n{block}\n{printed}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(printed.contains("wasmplugin.wasmloop.dev/foo-deployment condition met"), "{printed}");
+    let header: Vec<&str> =
+        printed.lines().find(|l| l.starts_with("NAME")).unwrap_or_default().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "READY", "VERSION", "REPLICA", "ERRORS", "AGE"], "{printed}");
 }

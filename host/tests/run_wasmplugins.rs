@@ -409,3 +409,48 @@ async fn a_shadow_wasmplugin_counts_same_and_differing_calls_as_the_metrics_do()
     let message = condition(&shown, "Shadowing")["message"].as_str().unwrap_or_default();
     assert!(message.contains(&format!("{same} same, {differing} differing")), "as the metrics count: {shown:#}");
 }
+
+#[tokio::test]
+async fn a_wasmplugin_follows_edits_of_the_configmap_it_names() {
+    let plugins = shared().namespace("wp-follow").await.unwrap();
+    let apps = shared().namespace("wp-follow-apps").await.unwrap();
+    let (_, wasmplugins) =
+        (apps.install_crd(Path::new(FOO_CRD)).await, plugins.install_crd(Path::new(WASMPLUGIN_CRD)).await);
+    let (_host, _yaml) = host(&[&plugins], &apps, &["foo-deployment"], &[]);
+    let (configmap, mut plugin) = bundle("foo_deployment", "foo-deployment", &plugins.name, &[]);
+    // Unpinned: the ConfigMap alone says which component serves.
+    plugin.data["spec"].as_object_mut().unwrap().remove("signature");
+    apply(&plugins, &wasmplugins, (configmap, plugin)).await;
+    let first =
+        status(&wasmplugins, "foo-deployment", "the first version", |s| is(s, "Ready", "True", "Serving")).await;
+    assert!(is(&first, "Pinned", "False", "NotPinned"), "{first:#}");
+
+    let next = std::fs::read(component("foo_deployment_next")).unwrap();
+    let patch = json!({"binaryData": {"plugin.wasm": k8s_openapi::ByteString(next)}});
+    plugins
+        .api::<ConfigMap>()
+        .patch("foo-deployment-component", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let swapped = status(&wasmplugins, "foo-deployment", "the ConfigMap's new component serving", |s| {
+        s["digest"] != first["digest"] && is(s, "Ready", "True", "Serving")
+    })
+    .await;
+    assert_eq!(swapped["observedGeneration"], first["observedGeneration"], "the WasmPlugin itself did not change");
+}
+
+#[tokio::test]
+async fn a_suspended_wasmplugin_stops_its_plugin_until_it_is_resumed() {
+    let (plugins, wasmplugins, host, _yaml) = serving_under("wp-suspend", "KeepPrevious").await;
+    let suspend = |on: bool| json!({"spec": {"suspend": on}});
+    wasmplugins.patch("foo-deployment", &PatchParams::default(), &Patch::Merge(&suspend(true))).await.unwrap();
+    let suspended =
+        status(&wasmplugins, "foo-deployment", "the plugin suspended", |s| is(s, "Ready", "False", "Suspended")).await;
+    assert!(suspended["version"].is_null(), "{suspended:#}");
+    host.metric_until("wasmloop_plugins_active", "the plugin unloaded", |n| n == 0.0).await;
+    event_on(&plugins, "WasmPlugin", "PluginStopped", "spec.suspend is true").await;
+
+    wasmplugins.patch("foo-deployment", &PatchParams::default(), &Patch::Merge(&suspend(false))).await.unwrap();
+    status(&wasmplugins, "foo-deployment", "the plugin resumed", |s| is(s, "Ready", "True", "Serving")).await;
+    host.metric_until("wasmloop_plugins_active", "the plugin loaded again", |n| n == 1.0).await;
+}

@@ -144,6 +144,23 @@ pub(super) fn carried_over(previous: &[Condition], mut fresh: Vec<Condition>) ->
     fresh
 }
 
+/// `conditions` with the transition time of each condition whose type and status `written`
+/// (a `conditions` list as the API server holds it, written before this process started) has
+/// too: a restart or a new leader changes no transition time.
+pub(super) fn adopted(mut conditions: Vec<Condition>, written: &serde_json::Value) -> Vec<Condition> {
+    let Some(written) = written.as_array() else { return conditions };
+    for condition in &mut conditions {
+        let before = written.iter().find(|w| w["type"] == condition.type_ && w["status"] == condition.status);
+        if let Some(time) = before.and_then(|w| w["lastTransitionTime"].as_str()) {
+            // Outside text, kept only when it is the time the schema admits.
+            if time.len() <= 64 && time.parse::<k8s_openapi::jiff::Timestamp>().is_ok() {
+                condition.last_transition_time = time.to_owned();
+            }
+        }
+    }
+    conditions
+}
+
 /// The status subresource of a `WasmPlugin` showing `shown`, its conditions made already. With
 /// `--shard`, `replica` names the replica that runs it.
 pub(super) fn status(shown: &Shown, replica: Option<&str>) -> serde_json::Value {

@@ -16,7 +16,7 @@
 //! it, and the loop closes through the cluster as an executor's writes do: the source retires
 //! that object.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -56,6 +56,8 @@ pub struct StatusWriter {
     recorders: Recorders,
     apis: HashMap<Namespace, Api<ConfigMap>>,
     wasmplugins: HashMap<Namespace, Api<WasmPlugin>>,
+    /// `WasmPlugin`s whose status this process wrote, so their transition times are its own.
+    seeded: HashSet<ObjectKey>,
 }
 
 impl StatusWriter {
@@ -75,6 +77,7 @@ impl StatusWriter {
             statuses: Statuses::new(None),
             apis: HashMap::new(),
             wasmplugins: HashMap::new(),
+            seeded: HashSet::new(),
         }
     }
 
@@ -151,12 +154,26 @@ impl StatusWriter {
 
     /// Writes a `WasmPlugin`'s status subresource, whole (a merge patch: the conditions list is
     /// replaced, the fields set to null removed).
-    async fn write_wasmplugin_status(&mut self, object: &ObjectKey, status: serde_json::Value) {
+    async fn write_wasmplugin_status(&mut self, object: &ObjectKey, mut status: serde_json::Value) {
+        let api = self.wasmplugins(&object.namespace);
+        if self.seeded.insert(object.clone()) {
+            // The first write of this process: the conditions' transition times are those the
+            // status holds already, where the status is the same.
+            if let Ok(Some(written)) = api.get_opt(&object.name).await {
+                let conditions = written.status.as_ref().map(|s| s["conditions"].clone()).unwrap_or_default();
+                status = self.statuses.adopt_times(object, &conditions).unwrap_or(status);
+            }
+        }
         let patch = json!({"status": status});
         let params = PatchParams { field_manager: Some(MANAGER.into()), ..PatchParams::default() };
-        match self.wasmplugins(&object.namespace).patch_status(&object.name, &params, &Patch::Merge(&patch)).await {
+        match api.patch_status(&object.name, &params, &Patch::Merge(&patch)).await {
             Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.is_not_found() => {}
+            Err(kube::Error::Api(status)) if status.is_not_found() => {
+                // Gone meanwhile, or a kind installed without its status subresource.
+                if matches!(api.get_opt(&object.name).await, Ok(Some(_))) {
+                    tracing::warn!(object = %object.source(), "cannot write the WasmPlugin's status: the kind has no status subresource; apply deploy/base/wasmplugin-crd.yaml");
+                }
+            }
             Err(error) => {
                 tracing::warn!(object = %object.source(), %error, "cannot write the WasmPlugin's status; grant the host patch on wasmplugins/status in this namespace (deploy/base/rbac.yaml)")
             }

@@ -219,6 +219,16 @@ impl Statuses {
         effects
     }
 
+    /// Takes the transition times of `written` (the conditions a `WasmPlugin`'s status held
+    /// before this process wrote it) where a condition's status is the same, and returns the
+    /// status to write instead: a restart or a new leader changes no transition time.
+    pub(super) fn adopt_times(&mut self, object: &ObjectKey, written: &serde_json::Value) -> Option<serde_json::Value> {
+        let replica = self.replica.clone();
+        let shown = self.shown.get_mut(object)?;
+        shown.conditions = conditions::adopted(std::mem::take(&mut shown.conditions), written);
+        Some(conditions::status(shown, replica.as_deref()))
+    }
+
     fn shown(&mut self, object: &ObjectKey) -> &mut Shown {
         self.shown.entry(object.clone()).or_default()
     }
@@ -262,7 +272,13 @@ impl Statuses {
                 return Vec::new();
             }
             // Back to what serves after a refusal (as the refusal advised): the error is over.
-            Loaded::Unchanged { .. } => return self.error_over(object, now),
+            // What pins it may have changed (a pin added to the same component).
+            Loaded::Unchanged { .. } => {
+                if let (Some(pin), Some(shown)) = (pin, self.shown.get_mut(&object)) {
+                    shown.pinned = pin;
+                }
+                return self.error_over(object, now);
+            }
         };
         let plugin = wasmloop_sandbox::name_in_id(id).to_owned();
         let mut effects = Vec::new();
@@ -359,9 +375,14 @@ impl Statuses {
         if shown.last_error.as_deref().is_some_and(|e| e.starts_with("superseded")) {
             return Vec::new();
         }
-        let message = format!(
-            "superseded ({TRACK_ANNOTATION}: superseded): this ConfigMap loads nothing; delete it, or remove the annotation to offer it again"
-        );
+        let message = match object.kind {
+            ObjectKind::ConfigMap => format!(
+                "superseded ({TRACK_ANNOTATION}: superseded): this ConfigMap loads nothing; delete it, or remove the annotation to offer it again"
+            ),
+            ObjectKind::WasmPlugin => {
+                "superseded: this WasmPlugin loads nothing; delete it, or edit its spec to offer it again".to_owned()
+            }
+        };
         (shown.last_error, shown.last_error_at) = (Some(message.clone()), Some(now.to_owned()));
         vec![self.status(&object, now), event(&object, Kind::Normal, "Superseded", "LoadPlugin", message)]
     }
@@ -928,6 +949,28 @@ mod tests {
         let status = last_status(&mut statuses, vec![wasmplugin_refused("LoadFailed")], LATER);
         assert_eq!(condition(&status, "Ready")["lastTransitionTime"], NOW, "still ready");
         assert_eq!(condition(&status, "Degraded")["lastTransitionTime"], LATER, "degraded since the refusal");
+    }
+
+    #[test]
+    fn a_restarted_writer_keeps_the_transition_times_the_status_held() {
+        let mut statuses = Statuses::new(None);
+        last_status(&mut statuses, vec![wasmplugin_loaded("1.0.0")], LATER);
+        let written = json!([
+            {"type": "Ready", "status": "True", "lastTransitionTime": NOW},
+            {"type": "Degraded", "status": "True", "lastTransitionTime": NOW},
+            {"type": "Loaded", "status": "True", "lastTransitionTime": "not a time"},
+        ]);
+        let key = ObjectKey {
+            kind: ObjectKind::WasmPlugin,
+            namespace: Namespace::parse("team-a").unwrap(),
+            name: Name::parse("hello").unwrap(),
+        };
+        let status = statuses.adopt_times(&key, &written).unwrap();
+        assert_eq!(condition(&status, "Ready")["lastTransitionTime"], NOW, "the same status: its time");
+        assert_eq!(condition(&status, "Degraded")["lastTransitionTime"], LATER, "another status: now");
+        assert_eq!(condition(&status, "Loaded")["lastTransitionTime"], LATER, "no time: now");
+        let next = last_status(&mut statuses, vec![wasmplugin_refused("LoadFailed")], LATER);
+        assert_eq!(condition(&next, "Ready")["lastTransitionTime"], NOW, "adopted for good");
     }
 
     #[test]

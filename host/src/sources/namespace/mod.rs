@@ -85,6 +85,24 @@ struct Offer {
     said: Option<String>,
 }
 
+/// Why an object offers nothing usable.
+struct Unread {
+    /// The refusal's CamelCase word.
+    reason: &'static str,
+    message: String,
+    /// The spec's `failurePolicy: Stop`, when the spec itself was read.
+    stop: bool,
+    /// The host failed, not the object (a ConfigMap it names could not be read): tried again,
+    /// and never a reason to stop what serves.
+    ours: bool,
+}
+
+impl Unread {
+    fn invalid(reason: &'static str, message: String, stop: bool) -> Unread {
+        Unread { reason, message, stop, ours: false }
+    }
+}
+
 /// A finished pull: the object it was for, which pull it was, and the component or why not.
 struct Pulled {
     shipper: Shipper,
@@ -172,8 +190,15 @@ fn unreadable_secret(at: &str, name: &str, namespace: &str, error: &kube::Error)
 enum Watched {
     /// A plugin ConfigMap's or a `WasmPlugin`'s.
     Shipper(Kind, Result<watcher::Event<Shipper>, watcher::Error>),
-    /// Another ConfigMap of the namespace changed or went: its name.
-    Named(Result<Option<String>, watcher::Error>),
+    /// Another ConfigMap of the namespace changed or went.
+    Named(Result<Option<Named>, watcher::Error>),
+}
+
+/// A change of a ConfigMap that is no plugin ConfigMap: one a `WasmPlugin` may name.
+struct Named {
+    name: String,
+    /// Its resourceVersion; none when it went.
+    version: Option<String>,
 }
 
 /// `event` with its object made a [`Shipper`] by `make`.
@@ -199,11 +224,15 @@ pub struct NamespaceSource {
     reporter: Reporter,
     readiness: Arc<Readiness>,
     seen: HashMap<Key, Seen>,
-    /// The newest of each `WasmPlugin`, offered again when the ConfigMap it names changes.
+    /// The newest of each `WasmPlugin` (without its managed fields), offered again when the
+    /// ConfigMap it names changes.
     latest: HashMap<String, WasmPlugin>,
-    /// The generation of each `WasmPlugin` handled last: an update that changes only its
-    /// status or metadata offers nothing new.
-    generations: HashMap<String, i64>,
+    /// The UID and generation of each `WasmPlugin` handled last: an update that changes only
+    /// its status or metadata offers nothing new; one recreated under its name does.
+    generations: HashMap<String, (Option<String>, i64)>,
+    /// The `WasmPlugin`s naming each ConfigMap (`spec.configMapRef`), and the ConfigMap's
+    /// resourceVersion last seen: a relist of an unchanged one offers nothing again.
+    naming: HashMap<String, (HashSet<String>, Option<String>)>,
     /// Objects to offer again (a start failure's retry, or one another object blocked).
     retry: mpsc::UnboundedSender<Key>,
     retries: Option<mpsc::UnboundedReceiver<Key>>,
@@ -267,6 +296,7 @@ impl NamespaceSource {
             seen: HashMap::new(),
             latest: HashMap::new(),
             generations: HashMap::new(),
+            naming: HashMap::new(),
         }
     }
 
@@ -302,9 +332,10 @@ impl NamespaceSource {
             .default_backoff()
             .map(|event| {
                 Watched::Named(event.map(|e| match e {
-                    watcher::Event::Apply(meta) | watcher::Event::Delete(meta) | watcher::Event::InitApply(meta) => {
-                        Some(meta.name_any())
+                    watcher::Event::Apply(meta) | watcher::Event::InitApply(meta) => {
+                        Some(Named { name: meta.name_any(), version: meta.resource_version() })
                     }
+                    watcher::Event::Delete(meta) => Some(Named { name: meta.name_any(), version: None }),
                     watcher::Event::Init | watcher::Event::InitDone => None,
                 }))
             });
@@ -324,7 +355,7 @@ impl NamespaceSource {
                 Some(done) = finished.recv() => self.finished(done).await,
                 event = events.next() => match event {
                     Some(Watched::Shipper(kind, event)) => self.watched(kind, event, &mut listing).await,
-                    Some(Watched::Named(Ok(Some(name)))) => self.named_changed(&name).await,
+                    Some(Watched::Named(Ok(Some(named)))) => self.named_changed(named).await,
                     Some(Watched::Named(Ok(None))) => {}
                     Some(Watched::Named(Err(error))) => tracing::warn!(namespace = %self.namespace, %error, "watching the ConfigMaps WasmPlugins name failed; retrying with backoff (check that the host may list and watch ConfigMaps here)"),
                     None => return,
@@ -391,29 +422,45 @@ impl NamespaceSource {
     async fn arrived(&mut self, shipper: Shipper) {
         if let Shipper::WasmPlugin(plugin) = &shipper {
             let name = plugin.name_any();
-            self.latest.insert(name.clone(), plugin.clone());
-            if plugin.metadata.generation.is_some()
-                && self.generations.get(&name) == plugin.metadata.generation.as_ref()
-            {
+            self.index(&name, plugin);
+            let mut kept = plugin.clone();
+            kept.metadata.managed_fields = None;
+            self.latest.insert(name.clone(), kept);
+            let handled = self.generations.get(&name);
+            let current = plugin.metadata.generation.map(|g| (plugin.metadata.uid.clone(), g));
+            if current.is_some() && handled == current.as_ref() {
                 return;
             }
         }
         self.offer(&shipper).await;
     }
 
-    /// ConfigMap `name` changed or went: the `WasmPlugin`s that name it offer it again.
-    async fn named_changed(&mut self, name: &str) {
-        let naming: Vec<WasmPlugin> = self
-            .latest
-            .values()
-            .filter(|plugin| {
-                wasmplugin::Spec::parse(plugin)
-                    .ok()
-                    .is_some_and(|spec| spec.configmap().is_some_and(|c| c.as_str() == name))
-            })
-            .cloned()
-            .collect();
-        for plugin in naming {
+    /// Notes which ConfigMap `WasmPlugin` `name` names, if any.
+    fn index(&mut self, name: &str, plugin: &WasmPlugin) {
+        self.unindex(name);
+        let Some(configmap) = wasmplugin::Spec::parse(plugin).ok().and_then(|spec| spec.configmap().cloned()) else {
+            return;
+        };
+        self.naming.entry(configmap.to_string()).or_default().0.insert(name.to_owned());
+    }
+
+    fn unindex(&mut self, name: &str) {
+        self.naming.retain(|_, (plugins, _)| {
+            plugins.remove(name);
+            !plugins.is_empty()
+        });
+    }
+
+    /// ConfigMap `named` changed or went: the `WasmPlugin`s that name it offer it again,
+    /// unless it is the version seen already (a relist).
+    async fn named_changed(&mut self, named: Named) {
+        let Some((plugins, seen)) = self.naming.get_mut(&named.name) else { return };
+        if named.version.is_some() && *seen == named.version {
+            return;
+        }
+        seen.clone_from(&named.version);
+        let plugins: Vec<WasmPlugin> = plugins.iter().filter_map(|p| self.latest.get(p)).cloned().collect();
+        for plugin in plugins {
             self.offer(&Shipper::WasmPlugin(plugin)).await;
         }
     }
@@ -437,61 +484,65 @@ impl NamespaceSource {
         }
     }
 
-    /// What `shipper` offers, or why it offers nothing usable (the reason's word and the
-    /// message).
-    async fn read(&self, shipper: &Shipper) -> Result<Offer, (&'static str, String)> {
+    /// What `shipper` offers, or why it offers nothing usable.
+    async fn read(&self, shipper: &Shipper) -> Result<Offer, Unread> {
         match shipper {
             Shipper::ConfigMap(cm) => {
-                let payload = plugin_configmap::read(cm).map_err(|e| ("InvalidConfigMap", e.to_string()))?;
+                let payload = plugin_configmap::read(cm)
+                    .map_err(|e| Unread::invalid("InvalidConfigMap", e.to_string(), false))?;
                 let said = (payload.track == Track::Superseded).then(|| said_in_annotation(cm)).flatten();
                 let account = cm.annotations().get(SERVICE_ACCOUNT_ANNOTATION).cloned();
                 Ok(Offer { payload, account, signer: None, stop: false, suspend: false, said })
             }
             Shipper::WasmPlugin(plugin) => {
-                let invalid = |message: String| ("InvalidWasmPlugin", message);
-                let spec = wasmplugin::Spec::parse(plugin).map_err(invalid)?;
+                // An unreadable spec stops nothing: its failure policy is unknown.
+                let spec =
+                    wasmplugin::Spec::parse(plugin).map_err(|m| Unread::invalid("InvalidWasmPlugin", m, false))?;
+                let mut offer = Offer {
+                    payload: spec.bare_payload(),
+                    account: spec.account.as_ref().map(ToString::to_string),
+                    signer: spec.signature.as_ref().and_then(|s| s.key.as_ref()).map(|key| key.to_ascii_uppercase()),
+                    stop: spec.stop_on_failure,
+                    suspend: spec.suspend,
+                    said: wasmplugin::superseded(plugin),
+                };
+                // Suspended or superseded, it loads nothing, whatever its ConfigMap holds.
+                if offer.said.is_some() {
+                    offer.payload.track = Track::Superseded;
+                    return Ok(offer);
+                }
+                if offer.suspend {
+                    return Ok(offer);
+                }
                 let configmap = match spec.configmap() {
                     Some(name) => self.read_configmap(name).await?,
                     None => None,
                 };
-                let mut payload = spec.payload(&self.namespace, configmap.as_ref()).map_err(invalid)?;
-                let said = wasmplugin::superseded(plugin);
-                if said.is_some() {
-                    payload.track = Track::Superseded;
-                }
-                Ok(Offer {
-                    payload,
-                    account: spec.account.map(|a| a.to_string()),
-                    signer: spec.signature.and_then(|s| s.key).map(|key| key.to_ascii_uppercase()),
-                    stop: spec.stop_on_failure,
-                    suspend: spec.suspend,
-                    said,
-                })
+                offer.payload = spec
+                    .payload(&self.namespace, configmap.as_ref())
+                    .map_err(|m| Unread::invalid("InvalidWasmPlugin", m, spec.stop_on_failure))?;
+                Ok(offer)
             }
         }
     }
 
     /// ConfigMap `name` of this namespace, as a `WasmPlugin` names it; none when it does not
     /// exist.
-    async fn read_configmap(&self, name: &Name) -> Result<Option<ConfigMap>, (&'static str, String)> {
+    async fn read_configmap(&self, name: &Name) -> Result<Option<ConfigMap>, Unread> {
         let at = format!("{}/{name}", self.namespace);
-        match tokio::time::timeout(READ_TIMEOUT, self.configmaps.get_opt(name)).await {
-            Ok(Ok(found)) => Ok(found),
-            Ok(Err(error)) => Err((
-                "ConfigMapUnreadable",
-                format!(
-                    "cannot read ConfigMap {at}, which spec.configMapRef names ({}); the host needs get on ConfigMaps in {}",
-                    wasmloop_contract::validate::cut(error.to_string(), 512),
-                    self.namespace
-                ),
-            )),
-            Err(_) => Err((
-                "ConfigMapUnreadable",
-                format!(
-                    "reading ConfigMap {at}, which spec.configMapRef names, took longer than {READ_TIMEOUT:?}; check the API server"
-                ),
-            )),
-        }
+        let message = match tokio::time::timeout(READ_TIMEOUT, self.configmaps.get_opt(name)).await {
+            Ok(Ok(found)) => return Ok(found),
+            Ok(Err(error)) => format!(
+                "cannot read ConfigMap {at}, which spec.configMapRef names ({}); the host needs get on ConfigMaps in {}",
+                wasmloop_contract::validate::cut(error.to_string(), 512),
+                self.namespace
+            ),
+            Err(_) => format!(
+                "reading ConfigMap {at}, which spec.configMapRef names, took longer than {READ_TIMEOUT:?}; check the API server"
+            ),
+        };
+        let message = format!("{message}; trying again in {} s", START_RETRY.as_secs());
+        Err(Unread { reason: "ConfigMapUnreadable", message, stop: false, ours: true })
     }
 
     async fn offer(&mut self, shipper: &Shipper) {
@@ -501,23 +552,25 @@ impl NamespaceSource {
             return;
         }
         let generation = match shipper {
-            Shipper::WasmPlugin(plugin) => plugin.metadata.generation,
+            Shipper::WasmPlugin(plugin) => plugin.metadata.generation.map(|g| (plugin.metadata.uid.clone(), g)),
             Shipper::ConfigMap(_) => None,
         };
         let read = self.read(shipper).await;
         let content = match &read {
             Ok(offer) => content_of(offer),
-            Err((_, error)) => Content { config: Some(error.clone()), ..Content::default() },
+            Err(unread) => Content { config: Some(unread.message.clone()), ..Content::default() },
         };
         let seen = self.seen.entry(key.clone()).or_default();
         let step = seen.offer(shipper, content);
-        if let Ok(offer) = &read {
-            seen.stop = offer.stop;
-        }
-        let settled = !matches!(step, OfferStep::New { .. });
-        if let (Some(generation), false) = (generation, matches!(step, OfferStep::Wait)) {
+        seen.stop = match &read {
+            Ok(offer) => offer.stop,
+            Err(unread) => unread.stop,
+        };
+        // Nothing more comes for this generation only when nothing is under way for it.
+        let settled = matches!(step, OfferStep::Same) && seen.idle();
+        if let (Some((uid, generation)), false) = (generation, matches!(step, OfferStep::Wait)) {
             // The outcome about to be reported is this generation's (or, settled, the one shown).
-            self.generations.insert(key.name.clone(), generation);
+            self.generations.insert(key.name.clone(), (uid, generation));
             let pin = read.as_ref().ok().and_then(|offer| pin_of(&offer.payload));
             self.reporter.publish(Report::new(self.source(&key), Reported::Observed { generation, pin, settled }));
         }
@@ -527,7 +580,15 @@ impl NamespaceSource {
         }
         let offer = match read {
             Ok(offer) => offer,
-            Err((reason, error)) => return self.rejected(&key, reason, &format!("{error}{}", self.keeps(&key))).await,
+            Err(unread) => {
+                if unread.ours {
+                    let message = format!("{}{}", unread.message, self.keeps_anyway(&key));
+                    self.retry_after(&key, START_RETRY);
+                    return self.refused(&key, unread.reason, &message);
+                }
+                let message = format!("{}{}", unread.message, self.keeps(&key));
+                return self.rejected(&key, unread.reason, &message).await;
+            }
         };
         if offer.suspend {
             return self.suspend(&key).await;
@@ -794,6 +855,11 @@ impl NamespaceSource {
         if self.seen.get(key).is_some_and(|seen| seen.stop) {
             return String::new();
         }
+        self.keeps_anyway(key)
+    }
+
+    /// What keeps serving from object `key`, whatever its failure policy.
+    fn keeps_anyway(&self, key: &Key) -> String {
         match self.registry.serving(&self.source(key)) {
             Some((id, version)) => format!(" (plugin {} {version} keeps serving)", wasmloop_sandbox::name_in_id(&id)),
             None => String::new(),
@@ -831,6 +897,16 @@ impl NamespaceSource {
         self.reporter.publish(Report::new(source, Reported::Refused { reason: reason.to_owned(), message }));
     }
 
+    /// Refuses object `key`'s newest offer for a failure of the host's, not the object's (a
+    /// ConfigMap it names could not be read): what serves keeps serving, whatever the failure
+    /// policy, and the offer is tried again.
+    fn refused(&mut self, key: &Key, reason: &str, message: &str) {
+        let source = self.source(key);
+        let message = wasmloop_contract::validate::cut(message.to_owned(), MAX_REFUSAL);
+        tracing::warn!(%source, reason, "{message}");
+        self.reporter.publish(Report::new(source, Reported::Refused { reason: reason.to_owned(), message }));
+    }
+
     /// Stops what serves or shadows from `source`: the plugin that stopped, if any did.
     async fn stop_serving(&mut self, source: &str) -> Option<String> {
         let unshadowed = self.registry.unshadow(source);
@@ -863,6 +939,7 @@ impl NamespaceSource {
         if key.kind == Kind::WasmPlugin {
             self.latest.remove(&key.name);
             self.generations.remove(&key.name);
+            self.unindex(&key.name);
         }
         let source = self.source(key);
         let unshadowed = self.registry.unshadow(&source);
@@ -984,5 +1061,6 @@ fn content_of(offer: &Offer) -> Content {
         pull_secret: payload.pull_secret.clone(),
         signer: offer.signer.clone(),
         suspend: offer.suspend,
+        stop: offer.stop,
     }
 }

@@ -151,6 +151,8 @@ pub(super) struct Content {
     pub(super) signer: Option<String>,
     /// Suspended: it serves nothing.
     pub(super) suspend: bool,
+    /// `failurePolicy: Stop`: an edit of it alone is a generation to show as handled.
+    pub(super) stop: bool,
 }
 
 /// What to do with content an object offers.
@@ -229,6 +231,11 @@ impl Seen {
         }
         self.handled = None;
         RetryStep::Offer
+    }
+
+    /// Nothing is under way for it: no pull, no load.
+    pub(super) fn idle(&self) -> bool {
+        matches!(self.work, Work::Idle)
     }
 
     /// Whether a retry may be scheduled now: one at a time, whatever the watch brings.

@@ -123,13 +123,29 @@ async fn serves_foo(apps: &TestNamespace, foos: &Api<DynamicObject>, name: &str)
         .await;
 }
 
+/// Namespaces `PREFIX-…` for plugins and `PREFIX-…-apps` for Foos, with the Foo and WasmPlugin
+/// kinds, and a host serving foo-deployment from the first, confined to the second.
+struct Stage {
+    plugins: TestNamespace,
+    apps: TestNamespace,
+    foos: Api<DynamicObject>,
+    wasmplugins: Api<DynamicObject>,
+    host: Host,
+    _settings: tempfile::NamedTempFile,
+}
+
+async fn stage(prefix: &str, extra: &[&str]) -> Stage {
+    let plugins = shared().namespace(prefix).await.unwrap();
+    let apps = shared().namespace(&format!("{prefix}-apps")).await.unwrap();
+    let foos = apps.install_crd(Path::new(FOO_CRD)).await;
+    let wasmplugins = plugins.install_crd(Path::new(WASMPLUGIN_CRD)).await;
+    let (host, _settings) = host(&[&plugins], &apps, &["foo-deployment"], extra);
+    Stage { plugins, apps, foos, wasmplugins, host, _settings }
+}
+
 #[tokio::test]
 async fn a_wasmplugin_naming_a_configmap_serves_foo_deployment_and_kubectl_wait_sees_it_ready() {
-    let plugins = shared().namespace("wp-plugins").await.unwrap();
-    let apps = shared().namespace("wp-apps").await.unwrap();
-    let (foos, wasmplugins) =
-        (apps.install_crd(Path::new(FOO_CRD)).await, plugins.install_crd(Path::new(WASMPLUGIN_CRD)).await);
-    let (_host, _yaml) = host(&[&plugins], &apps, &["foo-deployment"], &[]);
+    let Stage { plugins, apps, foos, wasmplugins, .. } = &stage("wp-plugins", &[]).await;
     let bundled = bundle("foo_deployment", "foo-deployment", &plugins.name, &[]);
     let configmap = bundled.0.as_ref().expect("the component ships in a ConfigMap");
     assert_eq!(configmap.metadata.name.as_deref(), Some("foo-deployment-component"));
@@ -152,10 +168,6 @@ async fn a_wasmplugin_naming_a_configmap_serves_foo_deployment_and_kubectl_wait_
 #[tokio::test]
 async fn a_wasmplugin_naming_an_image_serves_foo_deployment_and_kubectl_wait_sees_it_ready() {
     let registry = wasmloop_testenv::registry::shared();
-    let plugins = shared().namespace("wp-image").await.unwrap();
-    let apps = shared().namespace("wp-image-apps").await.unwrap();
-    let (foos, wasmplugins) =
-        (apps.install_crd(Path::new(FOO_CRD)).await, plugins.install_crd(Path::new(WASMPLUGIN_CRD)).await);
     let file = component("foo_deployment");
     let pushed = Command::new(env!("CARGO_BIN_EXE_wasmloop"))
         .args([
@@ -177,8 +189,9 @@ async fn a_wasmplugin_naming_an_image_serves_foo_deployment_and_kubectl_wait_see
         .unwrap();
     assert!(pushed.status.success(), "push: {}", String::from_utf8_lossy(&pushed.stderr));
     let reference = String::from_utf8(pushed.stdout).unwrap().trim().to_owned();
-    pull_secret(&plugins, "registry-creds", registry).await;
-    let (_host, _yaml) = host(&[&plugins], &apps, &["foo-deployment"], &["--insecure-registry", &registry.address]);
+    let extra = ["--insecure-registry", registry.address.as_str()];
+    let Stage { plugins, apps, foos, wasmplugins, .. } = &stage("wp-image", &extra).await;
+    pull_secret(plugins, "registry-creds", registry).await;
     let bundled = bundle(
         "foo_deployment",
         "foo-deployment",
@@ -228,25 +241,19 @@ async fn bad_update(plugins: &TestNamespace, wasmplugins: &Api<DynamicObject>) {
 }
 
 /// A WasmPlugin serving foo-deployment under `policy`, ready, in a namespace of its own.
-async fn serving_under(
-    prefix: &str,
-    policy: &str,
-) -> (TestNamespace, Api<DynamicObject>, Host, tempfile::NamedTempFile) {
-    let plugins = shared().namespace(prefix).await.unwrap();
-    let apps = shared().namespace(&format!("{prefix}-apps")).await.unwrap();
-    let (_, wasmplugins) =
-        (apps.install_crd(Path::new(FOO_CRD)).await, plugins.install_crd(Path::new(WASMPLUGIN_CRD)).await);
-    let (host, yaml) = host(&[&plugins], &apps, &["foo-deployment"], &[]);
-    let (configmap, mut plugin) = bundle("foo_deployment", "foo-deployment", &plugins.name, &[]);
+async fn serving_under(prefix: &str, policy: &str) -> Stage {
+    let stage = stage(prefix, &[]).await;
+    let (configmap, mut plugin) = bundle("foo_deployment", "foo-deployment", &stage.plugins.name, &[]);
     plugin.data["spec"]["failurePolicy"] = json!(policy);
-    apply(&plugins, &wasmplugins, (configmap, plugin)).await;
-    status(&wasmplugins, "foo-deployment", "the first version ready", |s| is(s, "Ready", "True", "Serving")).await;
-    (plugins, wasmplugins, host, yaml)
+    apply(&stage.plugins, &stage.wasmplugins, (configmap, plugin)).await;
+    status(&stage.wasmplugins, "foo-deployment", "the first version ready", |s| is(s, "Ready", "True", "Serving"))
+        .await;
+    stage
 }
 
 #[tokio::test]
 async fn a_bad_update_under_keep_previous_keeps_the_old_version_serving_ready_and_degraded() {
-    let (plugins, wasmplugins, _host, _yaml) = serving_under("wp-keep", "KeepPrevious").await;
+    let Stage { plugins, wasmplugins, .. } = &serving_under("wp-keep", "KeepPrevious").await;
     let before = wasmplugins.get("foo-deployment").await.unwrap().data["status"]["version"].clone();
     bad_update(&plugins, &wasmplugins).await;
     let generation = wasmplugins.get("foo-deployment").await.unwrap().metadata.generation;
@@ -264,7 +271,7 @@ async fn a_bad_update_under_keep_previous_keeps_the_old_version_serving_ready_an
 
 #[tokio::test]
 async fn a_bad_update_under_stop_stops_the_plugin_with_ready_false_and_the_reason() {
-    let (plugins, wasmplugins, host, _yaml) = serving_under("wp-stop", "Stop").await;
+    let Stage { plugins, wasmplugins, host, .. } = &serving_under("wp-stop", "Stop").await;
     bad_update(&plugins, &wasmplugins).await;
     let stopped = status(&wasmplugins, "foo-deployment", "the plugin stopped", |s| {
         is(s, "Ready", "False", "IncompatibleContract")
@@ -380,11 +387,7 @@ async fn a_quarantined_wasmplugin_says_so_in_its_conditions_with_the_time_the_me
 
 #[tokio::test]
 async fn a_shadow_wasmplugin_counts_same_and_differing_calls_as_the_metrics_do() {
-    let plugins = shared().namespace("wp-shadow").await.unwrap();
-    let apps = shared().namespace("wp-shadow-apps").await.unwrap();
-    let (foos, wasmplugins) =
-        (apps.install_crd(Path::new(FOO_CRD)).await, plugins.install_crd(Path::new(WASMPLUGIN_CRD)).await);
-    let (host, _yaml) = host(&[&plugins], &apps, &["foo-deployment"], &[]);
+    let Stage { plugins, apps, foos, wasmplugins, host, .. } = &stage("wp-shadow", &[]).await;
     apply(&plugins, &wasmplugins, bundle("foo_deployment", "foo-deployment", &plugins.name, &[])).await;
     status(&wasmplugins, "foo-deployment", "the serving version ready", |s| is(s, "Ready", "True", "Serving")).await;
     let candidate = bundle("foo_deployment_next", "foo-deployment", &plugins.name, &["--shadow"]);
@@ -412,11 +415,7 @@ async fn a_shadow_wasmplugin_counts_same_and_differing_calls_as_the_metrics_do()
 
 #[tokio::test]
 async fn a_wasmplugin_follows_edits_of_the_configmap_it_names() {
-    let plugins = shared().namespace("wp-follow").await.unwrap();
-    let apps = shared().namespace("wp-follow-apps").await.unwrap();
-    let (_, wasmplugins) =
-        (apps.install_crd(Path::new(FOO_CRD)).await, plugins.install_crd(Path::new(WASMPLUGIN_CRD)).await);
-    let (_host, _yaml) = host(&[&plugins], &apps, &["foo-deployment"], &[]);
+    let Stage { plugins, wasmplugins, .. } = &stage("wp-follow", &[]).await;
     let (configmap, mut plugin) = bundle("foo_deployment", "foo-deployment", &plugins.name, &[]);
     // Unpinned: the ConfigMap alone says which component serves.
     plugin.data["spec"].as_object_mut().unwrap().remove("signature");
@@ -441,7 +440,7 @@ async fn a_wasmplugin_follows_edits_of_the_configmap_it_names() {
 
 #[tokio::test]
 async fn a_suspended_wasmplugin_stops_its_plugin_until_it_is_resumed() {
-    let (plugins, wasmplugins, host, _yaml) = serving_under("wp-suspend", "KeepPrevious").await;
+    let Stage { plugins, wasmplugins, host, .. } = &serving_under("wp-suspend", "KeepPrevious").await;
     let suspend = |on: bool| json!({"spec": {"suspend": on}});
     wasmplugins.patch("foo-deployment", &PatchParams::default(), &Patch::Merge(&suspend(true))).await.unwrap();
     let suspended =

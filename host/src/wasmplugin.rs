@@ -132,6 +132,8 @@ pub struct Spec {
     pub signature: Option<Signature>,
     /// `suspend: true`.
     pub suspend: bool,
+    /// The writer's settings over the plugin's proposals, held to the host's ceilings.
+    pub settings: Option<wasmloop_sandbox::Settings>,
 }
 
 /// The spec as the CRD's schema gives it: every field optional, checked by [`Spec::parse`].
@@ -141,12 +143,22 @@ struct RawSpec {
     config_map_ref: Option<RawRef>,
     image: Option<RawImage>,
     service_account_name: Option<String>,
-    settings: Option<serde_json::Map<String, serde_json::Value>>,
+    settings: Option<RawSettings>,
     config: Option<serde_json::Value>,
     track: Option<RawTrack>,
     failure_policy: Option<String>,
     signature: Option<RawSignature>,
     suspend: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawSettings {
+    max_concurrent_reconciles: Option<u32>,
+    deadline_ms: Option<u32>,
+    memory_limit_bytes: Option<u64>,
+    response_limit_bytes: Option<u64>,
+    resync_seconds: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -242,11 +254,27 @@ impl Spec {
                 "the WasmPlugin's name is its plugin's name, and {rule}; name the WasmPlugin as the component's manifest names the plugin"
             ),
         })?;
-        if raw.settings.is_some_and(|settings| !settings.is_empty()) {
-            return Err(
-                "spec.settings is not applied by this host yet; remove it, and set the plugin's limits in the host's configuration (host.yaml plugins.NAMESPACE/NAME)"
-                    .to_owned(),
-            );
+        let settings = raw.settings.map(|r| wasmloop_sandbox::Settings {
+            max_concurrent_reconciles: r.max_concurrent_reconciles,
+            deadline_ms: r.deadline_ms,
+            memory_limit_bytes: r.memory_limit_bytes,
+            response_limit_bytes: r.response_limit_bytes,
+            resync_seconds: r.resync_seconds,
+        });
+        // Settings that override nothing are none: the same version as without them.
+        let settings = settings.filter(|s| *s != wasmloop_sandbox::Settings::default());
+        // Zero would mean no time, no memory, no worker: the schema's minimum is 1.
+        if let Some(s) = &settings {
+            let zero = [
+                s.max_concurrent_reconciles.map(u64::from),
+                s.deadline_ms.map(u64::from),
+                s.memory_limit_bytes,
+                s.response_limit_bytes,
+                s.resync_seconds.map(u64::from),
+            ];
+            if zero.contains(&Some(0)) {
+                return Err("spec.settings: every setting is at least 1".to_owned());
+            }
         }
         let stop_on_failure = match raw.failure_policy.as_deref() {
             None | Some("KeepPrevious") => false,
@@ -287,6 +315,7 @@ impl Spec {
             stop_on_failure,
             signature,
             suspend: raw.suspend.unwrap_or(false),
+            settings,
         })
     }
 }
@@ -465,7 +494,8 @@ mod tests {
             (json!({"configMapRef": {"name": "a"}, "track": {"mode": "canary"}}), "spec.track.mode"),
             (json!({"configMapRef": {"name": "a"}, "failurePolicy": "Ignore"}), "spec.failurePolicy"),
             (json!({"configMapRef": {"name": "a"}, "serviceAccountName": "system:admin"}), "spec.serviceAccountName"),
-            (json!({"configMapRef": {"name": "a"}, "settings": {"deadlineMs": 5}}), "spec.settings"),
+            (json!({"configMapRef": {"name": "a"}, "settings": {"deadlineMs": 0}}), "spec.settings"),
+            (json!({"configMapRef": {"name": "a"}, "settings": {"cpu": 5}}), "unknown field"),
             (json!({"configMapRef": {"name": "a"}, "signature": {"keyRef": "zz"}}), "spec.signature.keyRef"),
             (json!({"image": {"reference": IMAGE}, "signature": {"keyRef": "0123456789ABCDEF"}}), "from its ConfigMap"),
             (json!({"configMapRef": {"name": "a"}, "unknown": 1}), "unknown field"),

@@ -453,3 +453,126 @@ async fn a_suspended_wasmplugin_stops_its_plugin_until_it_is_resumed() {
     status(&wasmplugins, "foo-deployment", "the plugin resumed", |s| is(s, "Ready", "True", "Serving")).await;
     host.metric_until("wasmloop_plugins_active", "the plugin loaded again", |n| n == 1.0).await;
 }
+
+fn minisign(dir: &Path, args: &[&str]) {
+    let out = Command::new("minisign")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run minisign ({e}): install it (Debian: apt-get install minisign)"));
+    assert!(out.status.success(), "minisign {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// The key id minisign wrote in the first line of public key file `name`.
+fn key_id(dir: &Path, name: &str) -> String {
+    let text = std::fs::read_to_string(dir.join(name)).unwrap();
+    text.lines().next().unwrap().rsplit(' ').next().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn a_signed_wasmplugin_loads_only_when_signed_by_the_key_its_key_ref_names() {
+    let keys = tempfile::tempdir().unwrap();
+    let dir = keys.path();
+    minisign(dir, &["-G", "-W", "-p", "first.pub", "-s", "first.key"]);
+    minisign(dir, &["-G", "-W", "-p", "second.pub", "-s", "second.key"]);
+    std::fs::copy(component("foo_deployment"), dir.join("plugin.wasm")).unwrap();
+    minisign(dir, &["-S", "-s", "first.key", "-m", "plugin.wasm", "-x", "first.minisig"]);
+    minisign(dir, &["-S", "-s", "second.key", "-m", "plugin.wasm", "-x", "second.minisig"]);
+    let both = [
+        std::fs::read_to_string(dir.join("first.pub")).unwrap(),
+        std::fs::read_to_string(dir.join("second.pub")).unwrap(),
+    ];
+    std::fs::write(dir.join("trusted.pub"), both.concat()).unwrap();
+    let (first, second) = (key_id(dir, "first.pub"), key_id(dir, "second.pub"));
+    let trusted = dir.join("trusted.pub");
+    let Stage { plugins, wasmplugins, .. } = &stage("wp-signed", &["--trusted-keys", trusted.to_str().unwrap()]).await;
+
+    // Signed by a trusted key, but not the one keyRef names: refused, naming both.
+    let signed_by_second = dir.join("second.minisig");
+    let (configmap, mut plugin) =
+        bundle("foo_deployment", "foo-deployment", &plugins.name, &["--signature", signed_by_second.to_str().unwrap()]);
+    assert_eq!(plugin.data["spec"]["signature"]["keyRef"], json!(second), "bundle names the signing key");
+    plugin.data["spec"]["signature"]["keyRef"] = json!(first);
+    apply(plugins, wasmplugins, (configmap, plugin)).await;
+    let refused = status(wasmplugins, "foo-deployment", "the wrong signer refused", |s| {
+        is(s, "Ready", "False", "SignatureRejected")
+    })
+    .await;
+    let message = condition(&refused, "Ready")["message"].as_str().unwrap_or_default();
+    assert!(message.contains(&format!("signed by key {second}")) && message.contains(&first), "{refused:#}");
+
+    // The signature of the key named: it serves.
+    let good = std::fs::read_to_string(dir.join("first.minisig")).unwrap();
+    let patch = json!({"data": {"plugin.wasm.minisig": good}});
+    plugins
+        .api::<ConfigMap>()
+        .patch("foo-deployment-component", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let serving =
+        status(wasmplugins, "foo-deployment", "the right signer serving", |s| is(s, "Ready", "True", "Serving")).await;
+    assert!(is(&serving, "Pinned", "True", "Digest"), "{serving:#}");
+}
+
+#[tokio::test]
+async fn failed_reconciles_show_in_the_errors_column_and_degrade_the_wasmplugin() {
+    let plugins = shared().namespace("wp-errors").await.unwrap();
+    let apps = shared().namespace("wp-errors-apps").await.unwrap();
+    let wasmplugins = plugins.install_crd(Path::new(WASMPLUGIN_CRD)).await;
+    let (host, _settings) = host(&[&plugins], &apps, &["hostile"], &[]);
+    let (configmap, mut plugin) = bundle("hostile_plugin", "hostile", &plugins.name, &[]);
+    plugin.data["spec"]["config"] = json!({"mode": "panic-until-healed"});
+    apply(&plugins, &wasmplugins, (configmap, plugin)).await;
+    status(&wasmplugins, "hostile", "the plugin serving", |s| is(s, "Ready", "True", "Serving")).await;
+    create_configmap(&apps, "sick").await;
+
+    let failing =
+        status(&wasmplugins, "hostile", "failures counted", |s| s["errors"].as_u64().is_some_and(|n| n > 0)).await;
+    assert!(is(&failing, "Degraded", "True", "ReconcileErrors"), "{failing:#}");
+    let errors = failing["errors"].as_u64().unwrap();
+    let series =
+        |result: &str| format!(r#"wasmloop_reconciles_total{{plugin="{}/hostile",result="{result}"}}"#, plugins.name);
+    let counted = host.metric_or_zero(&series("retry")).await + host.metric_or_zero(&series("failed")).await;
+    assert!(errors as f64 <= counted, "{errors} errors shown, {counted} failures counted by the metrics");
+
+    let kubectl = shared().kubectl().expect("the control-plane binaries include kubectl");
+    let out = Command::new(kubectl)
+        .args(["get", "wasmplugin", "hostile", "-n", &plugins.name, "-o", "custom-columns=ERRORS:.status.errors"])
+        .env("KUBECONFIG", shared().kubeconfig())
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout).lines().nth(1).unwrap_or_default().trim().parse::<u64>();
+    assert!(printed.is_ok_and(|n| n >= errors), "kubectl shows the count: {}", String::from_utf8_lossy(&out.stdout));
+}
+
+#[tokio::test]
+async fn a_wasmplugin_s_settings_set_its_plugin_s_deadline_and_a_settings_edit_is_a_new_version() {
+    let plugins = shared().namespace("wp-settings").await.unwrap();
+    let apps = shared().namespace("wp-settings-apps").await.unwrap();
+    let wasmplugins = plugins.install_crd(Path::new(WASMPLUGIN_CRD)).await;
+    let (_host, _settings) = host(&[&plugins], &apps, &["hostile"], &[]);
+    let (configmap, mut plugin) = bundle("hostile_plugin", "hostile", &plugins.name, &[]);
+    plugin.data["spec"]["config"] = json!({"mode": "loop"});
+    plugin.data["spec"]["settings"] = json!({"deadlineMs": 300});
+    apply(&plugins, &wasmplugins, (configmap, plugin)).await;
+    let first = status(&wasmplugins, "hostile", "the plugin serving", |s| is(s, "Ready", "True", "Serving")).await;
+    create_configmap(&apps, "spin").await;
+    let events: Api<Event> = apps.api();
+    wait_for_event(&events, Duration::from_secs(60), "the deadline the settings set", |e| {
+        e.note.as_deref().is_some_and(|n| n.contains("ran past its 300 ms deadline"))
+    })
+    .await;
+
+    let patch = json!({"spec": {"settings": {"deadlineMs": 400}}});
+    wasmplugins.patch("hostile", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    let generation = wasmplugins.get("hostile").await.unwrap().metadata.generation;
+    let edited = status(&wasmplugins, "hostile", "the new settings serving", |s| {
+        s["observedGeneration"] == json!(generation) && s["digest"] != first["digest"]
+    })
+    .await;
+    assert!(is(&edited, "Ready", "True", "Serving"), "{edited:#}");
+    wait_for_event(&events, Duration::from_secs(60), "the deadline the new settings set", |e| {
+        e.note.as_deref().is_some_and(|n| n.contains("ran past its 400 ms deadline"))
+    })
+    .await;
+}

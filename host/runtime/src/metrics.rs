@@ -135,6 +135,28 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Reconciles of plugin `plugin` that failed so far, retried or given up (the `retry` and
+    /// `failed` series of `wasmloop_reconciles_total`); none when it has neither series (not
+    /// loaded). Reading makes no series.
+    ///
+    /// ```
+    /// use wasmloop_runtime::metrics::{Metrics, Outcome};
+    /// let metrics = Metrics::new();
+    /// assert_eq!(metrics.failures("hello"), None);
+    /// metrics.plugin("hello").reconciled(Outcome::Retry, std::time::Duration::ZERO);
+    /// assert_eq!(metrics.failures("hello"), Some(1));
+    /// ```
+    pub fn failures(&self, plugin: &str) -> Option<u64> {
+        let count = |result: &str| {
+            let labels = ResultLabels { plugin: plugin.to_owned(), result: result.to_owned() };
+            self.reconciles.get(&labels).map(|counter| counter.get())
+        };
+        match (count("retry"), count("failed")) {
+            (None, None) => None,
+            (retried, failed) => Some(retried.unwrap_or(0) + failed.unwrap_or(0)),
+        }
+    }
+
     /// Every family, registered and at zero.
     pub fn new() -> Metrics {
         let mut m = Metrics {

@@ -317,6 +317,8 @@ pub(crate) struct PluginInner {
     pub(crate) manifest: Arc<Manifest>,
     pub(crate) digest: String,
     pub(crate) origin: String,
+    /// What [`Plugin::overridden`] put over its manifest's settings.
+    pub(crate) overrides: Option<Arc<crate::Settings>>,
     /// The plugin's share of the pool, when it has one (see [`crate::Sandbox::reserve`]):
     /// held, never read, so that dropping the last version hands the share back.
     pub(crate) _reservation: Option<Reservation>,
@@ -375,6 +377,7 @@ impl Plugin {
             manifest: self.inner.manifest.clone(),
             digest: self.inner.digest.clone(),
             origin: self.inner.origin.clone(),
+            overrides: self.inner.overrides.clone(),
             _reservation: reservation,
         })
     }
@@ -385,6 +388,33 @@ impl Plugin {
     pub fn with_limits(&self, limits: Limits) -> Plugin {
         let pool = &self.inner.setup.pool;
         self.derive(limits.clamp_to(&pool.config), pool.loading.clone(), None)
+    }
+
+    /// The same plugin with `overrides` (a `WasmPlugin`'s `settings`: its writer's choices)
+    /// over the settings its manifest proposes, each limit held to the pool's ceilings as a
+    /// proposal is; [`Plugin::overrides`] says which. Holds no instance quota, as
+    /// [`Plugin::with_limits`].
+    #[must_use]
+    pub fn overridden(&self, overrides: &crate::Settings) -> Plugin {
+        let config = &self.inner.setup.pool.config;
+        let limits = Limits::resolve(self.limits(), overrides, &config.ceilings);
+        let mut manifest = Manifest::clone(&self.inner.manifest);
+        let proposed = &mut manifest.settings;
+        proposed.max_concurrent_reconciles = overrides.max_concurrent_reconciles.or(proposed.max_concurrent_reconciles);
+        proposed.deadline_ms = overrides.deadline_ms.or(proposed.deadline_ms);
+        proposed.memory_limit_bytes = overrides.memory_limit_bytes.or(proposed.memory_limit_bytes);
+        proposed.response_limit_bytes = overrides.response_limit_bytes.or(proposed.response_limit_bytes);
+        proposed.resync_seconds = overrides.resync_seconds.or(proposed.resync_seconds);
+        let mut plugin = self.with_limits(limits);
+        let inner = Arc::get_mut(&mut plugin.inner).expect("a plugin just derived has no other holder");
+        inner.manifest = Arc::new(manifest);
+        inner.overrides = Some(Arc::new(overrides.clone()));
+        plugin
+    }
+
+    /// The settings [`Plugin::overridden`] put over its manifest's, if any.
+    pub fn overrides(&self) -> Option<&crate::Settings> {
+        self.inner.overrides.as_deref()
     }
 
     /// The same plugin as a source of `realm` offers it (a plugin ConfigMap's namespace; none

@@ -170,6 +170,7 @@ impl Sandbox {
             manifest: Arc::new(manifest),
             digest,
             origin: origin_owned(),
+            overrides: None,
             _reservation: None,
         }))
     }

@@ -52,6 +52,7 @@ async fn reload(host: &Host, source: &PathSource, last: &mut String) -> bool {
         bytes: bytes.into(),
         config: None,
         account: host.file_account(),
+        settings: None,
     };
     match host.registry.upsert(candidate).await {
         Ok(loaded) => {

@@ -145,7 +145,8 @@ impl Host {
         }
         let registry = Arc::new(registry);
         // The one writer of what the registry reports, on every replica (the leader's writes).
-        let mut writer = StatusWriter::new(client.clone(), reports, quarantines, election.leading());
+        let mut writer =
+            StatusWriter::new(client.clone(), reports, quarantines, election.leading()).metrics(metrics.clone());
         if args.leader.shard {
             writer = writer.replica(crate::leader::identity());
         }

@@ -6,7 +6,8 @@
 //! |---------------|--------------------------------------------------------------------|
 //! | `Ready`       | a version serves and is not quarantined, or a shadow is seated     |
 //! | `Loaded`      | a version serves or shadows from it                                |
-//! | `Degraded`    | its newest version was refused while an older one keeps serving    |
+//! | `Degraded`    | its newest version was refused while an older one keeps serving,   |
+//! |               | or its reconciles failed over the error window ([`super::errors`]) |
 //! | `Quarantined` | its calls failed at the quarantine policy's rate: probes only      |
 //! | `Shadowing`   | it is a seated shadow; the message counts same and differing calls |
 //! | `Pinned`      | what serves was pinned by digest (an image's, `signature.digest`)  |
@@ -91,11 +92,21 @@ pub(super) fn of(shown: &Shown, now: &str) -> Vec<Condition> {
         ),
         (None, None, _) => condition("Ready", false, not_loaded_reason, not_loaded),
     };
-    let degraded = match (&shown.last_error, running) {
-        (Some(error), Some(v)) => {
+    let window = super::errors::WINDOW.as_secs();
+    let degraded = match (&shown.last_error, running, shown.errors.filter(|n| *n > 0)) {
+        (Some(error), Some(v), _) => {
             condition("Degraded", true, failure(), format!("{error} (version {} still runs)", v.version))
         }
-        _ => condition("Degraded", false, "AsExpected".into(), "no refused version".into()),
+        (None, Some(v), Some(errors)) => condition(
+            "Degraded",
+            true,
+            "ReconcileErrors".into(),
+            format!(
+                "{errors} reconciles of plugin {} {} failed in the last {window} s (wasmloop_reconciles_total)",
+                v.plugin, v.version
+            ),
+        ),
+        _ => condition("Degraded", false, "AsExpected".into(), "no refused version, no failed reconciles".into()),
     };
     let quarantined = match &shown.quarantined {
         Some(why) => condition(
@@ -176,6 +187,7 @@ pub(super) fn status(shown: &Shown, replica: Option<&str>) -> serde_json::Value 
         status["observedGeneration"] = json!(generation);
     }
     status["replica"] = json!(replica.filter(|_| serving.is_some()));
+    status["errors"] = json!(shown.errors.filter(|_| serving.is_some()));
     if let Some(shadow) = &shown.shadow {
         status["shadow"] = json!({"plugin": shadow.loaded.plugin, "findings": shadow.findings});
     } else {

@@ -29,6 +29,7 @@ use tokio::sync::watch;
 use wasmloop_contract::names::Namespace;
 use wasmloop_runtime::api;
 use wasmloop_runtime::events::Recorders;
+use wasmloop_runtime::metrics::Metrics;
 use wasmloop_runtime::quarantine::Board;
 use wasmloop_runtime::registry::reports::Reports;
 
@@ -36,6 +37,7 @@ use crate::plugin_configmap::{STATUS_ANNOTATION, TRACK_ANNOTATION};
 use crate::wasmplugin::WasmPlugin;
 
 mod conditions;
+pub mod errors;
 mod plan;
 
 use plan::{Effect, Kind, ObjectKey, ObjectKind, Statuses, coalesced};
@@ -58,6 +60,9 @@ pub struct StatusWriter {
     wasmplugins: HashMap<Namespace, Api<WasmPlugin>>,
     /// `WasmPlugin`s whose status this process wrote, so their transition times are its own.
     seeded: HashSet<ObjectKey>,
+    /// The counters the failures over the error window are sampled from.
+    metrics: Option<Arc<Metrics>>,
+    window: errors::ErrorWindow,
 }
 
 impl StatusWriter {
@@ -78,6 +83,8 @@ impl StatusWriter {
             apis: HashMap::new(),
             wasmplugins: HashMap::new(),
             seeded: HashSet::new(),
+            metrics: None,
+            window: errors::ErrorWindow::new(errors::WINDOW),
         }
     }
 
@@ -89,10 +96,28 @@ impl StatusWriter {
         self
     }
 
+    /// Shows each `WasmPlugin`'s failed reconciles over the error window, from `metrics`.
+    #[must_use]
+    pub fn metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// Failures over the window of each plugin serving from a `WasmPlugin`, sampled now.
+    fn sample_errors(&mut self) -> Vec<Effect> {
+        let Some(metrics) = &self.metrics else { return Vec::new() };
+        let serving = self.statuses.serving_wasmplugins();
+        let totals = serving.into_iter().filter_map(|id| metrics.failures(&id).map(|n| (id, n))).collect();
+        let counts = self.window.observe(std::time::Instant::now(), totals);
+        self.statuses.errors(&counts, &Timestamp::now().to_string())
+    }
+
     /// Runs until the stream ends (the registry gone, the host stopping). Reports that came
     /// while it wrote are taken together, so a burst about one ConfigMap costs one status write.
     pub async fn run(mut self) {
         let mut quarantines = self.quarantines.subscribe();
+        let mut sampling = tokio::time::interval(errors::SAMPLE_EVERY);
+        sampling.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
             let effects = tokio::select! {
                 report = self.reports.recv() => match report {
@@ -107,6 +132,7 @@ impl StatusWriter {
                     }
                     None => return,
                 },
+                _ = sampling.tick() => self.sample_errors(),
                 Ok(()) = quarantines.changed() => {
                     let board = quarantines.borrow_and_update().clone();
                     self.statuses.quarantines(&board, &Timestamp::now().to_string())

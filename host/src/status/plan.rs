@@ -84,6 +84,8 @@ pub(super) struct Shown {
     pub(super) pinned: Option<String>,
     /// The conditions last written (a `WasmPlugin`'s), whose transition times carry over.
     pub(super) conditions: Vec<Condition>,
+    /// Failed reconciles of the version serving over the error window (a `WasmPlugin`'s).
+    pub(super) errors: Option<u64>,
 }
 
 /// The kinds of object whose status the writer shows.
@@ -229,6 +231,30 @@ impl Statuses {
         Some(conditions::status(shown, replica.as_deref()))
     }
 
+    /// The plugins serving from `WasmPlugin`s: those whose failures the writer samples.
+    pub(super) fn serving_wasmplugins(&self) -> Vec<String> {
+        let serving = self.shown.iter().filter(|(object, _)| object.kind == ObjectKind::WasmPlugin);
+        serving.filter_map(|(_, shown)| shown.active.as_ref().map(|a| a.id.clone())).collect()
+    }
+
+    /// Shows each `WasmPlugin`'s failed reconciles over the error window: `counts` maps a
+    /// serving plugin to its count.
+    pub(super) fn errors(&mut self, counts: &BTreeMap<String, u64>, now: &str) -> Vec<Effect> {
+        let mut effects = Vec::new();
+        for (object, shown) in &mut self.shown {
+            let Some(active) = shown.active.as_ref().filter(|_| object.kind == ObjectKind::WasmPlugin) else {
+                continue;
+            };
+            let count = counts.get(&active.id).copied();
+            if count.is_some() && count != shown.errors {
+                shown.errors = count;
+                effects.push(status_effect(object, shown, self.replica.as_deref(), now));
+            }
+        }
+        effects.sort_by(|a, b| object_key(a).cmp(object_key(b)));
+        effects
+    }
+
     fn shown(&mut self, object: &ObjectKey) -> &mut Shown {
         self.shown.entry(object.clone()).or_default()
     }
@@ -309,7 +335,7 @@ impl Statuses {
         // Serving now: whatever this object shadowed before is unseated. A new version starts
         // healthy.
         shown.active = Some(Active { id: id.clone(), loaded: loaded_version });
-        (shown.shadow, shown.quarantined) = (None, None);
+        (shown.shadow, shown.quarantined, shown.errors) = (None, None, None);
         (shown.last_error, shown.last_error_at, shown.reason) = (None, None, None);
         if let Some(pin) = pin {
             shown.pinned = pin;
@@ -354,7 +380,7 @@ impl Statuses {
         if !was_running && shown.last_error.as_deref() == Some(message.as_str()) {
             return Vec::new();
         }
-        (shown.active, shown.shadow, shown.quarantined, shown.pinned) = (None, None, None, None);
+        (shown.active, shown.shadow, shown.quarantined, shown.pinned, shown.errors) = (None, None, None, None, None);
         (shown.last_error, shown.last_error_at) = (Some(message.clone()), Some(now.to_owned()));
         shown.reason = Some(reason.clone());
         let kind = if reason == "Suspended" { Kind::Normal } else { Kind::Warning };
@@ -949,6 +975,27 @@ mod tests {
         let status = last_status(&mut statuses, vec![wasmplugin_refused("LoadFailed")], LATER);
         assert_eq!(condition(&status, "Ready")["lastTransitionTime"], NOW, "still ready");
         assert_eq!(condition(&status, "Degraded")["lastTransitionTime"], LATER, "degraded since the refusal");
+    }
+
+    #[test]
+    fn failed_reconciles_show_as_errors_and_degrade_a_wasmplugin_until_the_window_forgets_them() {
+        let mut statuses = Statuses::new(None);
+        last_status(&mut statuses, vec![wasmplugin_loaded("1.0.0")], NOW);
+        assert_eq!(statuses.serving_wasmplugins(), ["team-a/hello"]);
+        let failing = BTreeMap::from([("team-a/hello".to_owned(), 4)]);
+        let effects = statuses.errors(&failing, LATER);
+        let shown = status(&effects[0]);
+        assert_eq!(shown["errors"], 4);
+        assert!(is(shown, "Degraded", "True", "ReconcileErrors") && is(shown, "Ready", "True", "Serving"), "{shown}");
+        assert!(statuses.errors(&failing, LATER).is_empty(), "shown already");
+        let healed = statuses.errors(&BTreeMap::from([("team-a/hello".to_owned(), 0)]), LATER);
+        assert!(is(status(&healed[0]), "Degraded", "False", "AsExpected"));
+        assert_eq!(status(&healed[0])["errors"], 0);
+    }
+
+    fn is(status: &serde_json::Value, type_: &str, holds: &str, reason: &str) -> bool {
+        let found = condition(status, type_);
+        found["status"] == holds && found["reason"] == reason
     }
 
     #[test]

@@ -49,6 +49,7 @@ fn noop_from(ns: &TestNamespace, bytes: &Arc<[u8]>) -> Candidate {
         bytes: bytes.clone(),
         config: None,
         account: AccountChoice::Operator { namespace: ns.name.clone() },
+        settings: None,
     }
 }
 

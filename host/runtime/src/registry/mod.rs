@@ -13,7 +13,7 @@
 //! use wasmloop_runtime::registry::Candidate;
 //! use wasmloop_runtime::identity::AccountChoice;
 //! let account = AccountChoice::Operator { namespace: "wasmloop-system".into() };
-//! let candidate = Candidate { source: "file labeler.wasm".into(), realm: None, expected_name: None, bytes: bytes.into(), config: None, account };
+//! let candidate = Candidate { source: "file labeler.wasm".into(), realm: None, expected_name: None, bytes: bytes.into(), config: None, account, settings: None };
 //! match registry.upsert(candidate).await {
 //!     Ok(loaded) => println!("{loaded}"),
 //!     Err(error) => eprintln!("{error}"), // the previous version, if any, still serves
@@ -72,6 +72,10 @@ pub struct Candidate {
     pub config: Option<String>,
     /// Which ServiceAccount the plugin acts as, when plugins act as their own.
     pub account: AccountChoice,
+    /// Its writer's settings over those the manifest proposes (a `WasmPlugin`'s), held to the
+    /// operator's ceilings ([`wasmloop_sandbox::Plugin::overridden`]): other settings are
+    /// another version.
+    pub settings: Option<wasmloop_sandbox::Settings>,
 }
 
 impl Candidate {
@@ -82,7 +86,7 @@ impl Candidate {
         let component = tokio::task::spawn_blocking(move || wasmloop_sandbox::digest(&bytes))
             .await
             .expect("hashing does not panic");
-        version_digest(&component, self.config.as_deref())
+        with_overrides(version_digest(&component, self.config.as_deref()), self.settings.as_ref())
     }
 }
 
@@ -316,6 +320,20 @@ pub enum Shadowed {
 
 /// What identifies a serving version: the component's SHA-256 (as the sandbox computes it)
 /// and the configuration it runs with.
+/// What names the version `plugin` is, with `config`: its digest, its configuration's and its
+/// overrides'.
+fn plugin_version_digest(plugin: &Plugin, config: Option<&str>) -> String {
+    with_overrides(version_digest(plugin.digest(), config), plugin.overrides())
+}
+
+/// `digest` with `overrides` folded in, when there are any.
+fn with_overrides(digest: String, overrides: Option<&wasmloop_sandbox::Settings>) -> String {
+    match overrides.and_then(|o| serde_json::to_string(o).ok()) {
+        None => digest,
+        Some(settings) => wasmloop_sandbox::digest(format!("{digest}\0{settings}").as_bytes()),
+    }
+}
+
 fn version_digest(component: &str, config: Option<&str>) -> String {
     match config {
         None => component.to_owned(),
@@ -545,7 +563,7 @@ impl Registry {
     fn parked_same(&self, candidate: &Candidate, digest: &str) -> Option<String> {
         let gate = self.gate.as_ref()?.lock().expect("lock");
         let parked = gate.parked.get(&candidate.source)?;
-        let same = version_digest(parked.plugin.digest(), parked.config.as_deref()) == digest
+        let same = plugin_version_digest(&parked.plugin, parked.config.as_deref()) == digest
             && parked.offer.account == candidate.account;
         same.then(|| parked.plugin.manifest().id())
     }
@@ -593,7 +611,7 @@ impl Registry {
         config: Option<String>,
     ) -> Result<Loaded, RegistryError> {
         let plugin = plugin.in_realm(offer.realm.clone());
-        let digest = version_digest(plugin.digest(), config.as_deref());
+        let digest = plugin_version_digest(&plugin, config.as_deref());
         // The plugin's own name (its ServiceAccount's, its seat's) and what the host knows it
         // by: names are unique within a realm, not across realms.
         let (name, id) = (plugin.manifest().name.clone(), plugin.manifest().id());
@@ -654,7 +672,7 @@ impl Registry {
                 g.parked.iter().find(|(s, p)| *s != source && p.plugin.manifest().id() == id).map(|(s, _)| s.clone())
             }),
             shadows_this: self.seated(offer.realm.as_ref(), name).is_some_and(|shadow| {
-                shadow.source() == source && version_digest(shadow.plugin().digest(), shadow.config()) == digest
+                shadow.source() == source && plugin_version_digest(shadow.plugin(), shadow.config()) == digest
             }),
         };
         (view, running_version(&slots, source))
@@ -748,7 +766,7 @@ impl Registry {
     /// Keeps `plugin` for when its name is admitted. What the source served before (`stop`, a
     /// plugin of another name) stops: the source offers this one now.
     async fn park(&self, offer: Offer, plugin: Plugin, config: Option<String>, stop: Option<String>) -> Loaded {
-        let (name, digest) = (plugin.manifest().id(), version_digest(plugin.digest(), config.as_deref()));
+        let (name, digest) = (plugin.manifest().id(), plugin_version_digest(&plugin, config.as_deref()));
         if let Some((old_name, old)) = stop.and_then(|old| self.take_slot(&old).map(|slot| (old, slot))) {
             let handover = old.controller.shut_down(self.drain).await;
             self.retire(&old_name, handover);
@@ -798,7 +816,7 @@ impl Registry {
                 let holder = current.source().to_owned();
                 return Err(RegistryError::ShadowTaken { origin, name, holder });
             }
-            if version_digest(current.plugin().digest(), current.config()) == digest {
+            if plugin_version_digest(current.plugin(), current.config()) == digest {
                 self.reporter.publish(Report::new(origin, Reported::ShadowUnchanged));
                 return Ok(Shadowed::Unchanged { name });
             }
@@ -832,7 +850,7 @@ impl Registry {
         if let Some(holder) = self.seated(realm, &name).map(|s| s.source().to_owned()).filter(|h| *h != origin) {
             return Err(RegistryError::ShadowTaken { origin, name, holder });
         }
-        let digest = version_digest(plugin.digest(), config.as_deref());
+        let digest = plugin_version_digest(&plugin, config.as_deref());
         let found = plugin.manifest().name.clone();
         if found != name {
             self.context.metrics.plugin_rejected(&id, "NameMismatch");
@@ -902,7 +920,10 @@ impl Registry {
         let load = (self.loader)(candidate.bytes.clone(), candidate.source.clone());
         // A panic while loading one candidate is that candidate's failure, not the source's end.
         match std::panic::AssertUnwindSafe(load).catch_unwind().await {
-            Ok(result) => result,
+            Ok(result) => result.map(|plugin| match &candidate.settings {
+                Some(settings) => plugin.overridden(settings),
+                None => plugin,
+            }),
             Err(panic) => {
                 let what = panic
                     .downcast_ref::<&str>()

@@ -83,6 +83,8 @@ struct Offer {
     suspend: bool,
     /// What the status says already, for a superseded object.
     said: Option<String>,
+    /// A `WasmPlugin`'s `settings`.
+    settings: Option<wasmloop_sandbox::Settings>,
 }
 
 /// Why an object offers nothing usable.
@@ -492,7 +494,7 @@ impl NamespaceSource {
                     .map_err(|e| Unread::invalid("InvalidConfigMap", e.to_string(), false))?;
                 let said = (payload.track == Track::Superseded).then(|| said_in_annotation(cm)).flatten();
                 let account = cm.annotations().get(SERVICE_ACCOUNT_ANNOTATION).cloned();
-                Ok(Offer { payload, account, signer: None, stop: false, suspend: false, said })
+                Ok(Offer { payload, account, signer: None, stop: false, suspend: false, said, settings: None })
             }
             Shipper::WasmPlugin(plugin) => {
                 // An unreadable spec stops nothing: its failure policy is unknown.
@@ -505,6 +507,7 @@ impl NamespaceSource {
                     stop: spec.stop_on_failure,
                     suspend: spec.suspend,
                     said: wasmplugin::superseded(plugin),
+                    settings: spec.settings.clone(),
                 };
                 // Suspended or superseded, it loads nothing, whatever its ConfigMap holds.
                 if offer.said.is_some() {
@@ -716,7 +719,7 @@ impl NamespaceSource {
             return self.rejected(&key, error.reason(), &message).await;
         }
         if payload.track == Track::Shadow {
-            return self.offer_shadow(shipper, source, offer.payload).await;
+            return self.offer_shadow(shipper, source, offer.payload, offer.settings).await;
         }
         tracing::info!(%source, plugin = %payload.name, "loading the plugin this object ships");
         let account = match offer.account {
@@ -740,7 +743,7 @@ impl NamespaceSource {
             },
             None => AccountChoice::LikePlugin { namespace: self.namespace.to_string() },
         };
-        let candidate = self.candidate(source, offer.payload, account);
+        let candidate = self.candidate(source, offer.payload, account, offer.settings);
         self.start_load(shipper.clone(), candidate);
     }
 
@@ -773,8 +776,15 @@ impl NamespaceSource {
     }
 
     /// The version `payload` ships from source `source` of this namespace, acting as `account`.
-    fn candidate(&self, source: String, payload: PluginPayload, account: AccountChoice) -> Candidate {
+    fn candidate(
+        &self,
+        source: String,
+        payload: PluginPayload,
+        account: AccountChoice,
+        settings: Option<wasmloop_sandbox::Settings>,
+    ) -> Candidate {
         Candidate {
+            settings,
             source,
             realm: Some(self.namespace.clone()),
             expected_name: Some(payload.name),
@@ -983,7 +993,13 @@ impl NamespaceSource {
     }
 
     /// Seats the candidate a shadow ships; the registry reports the seating and what it finds.
-    async fn offer_shadow(&mut self, shipper: &Shipper, source: String, payload: PluginPayload) {
+    async fn offer_shadow(
+        &mut self,
+        shipper: &Shipper,
+        source: String,
+        payload: PluginPayload,
+        settings: Option<wasmloop_sandbox::Settings>,
+    ) {
         let key = shipper.key();
         if let Some((serving, _)) = self.registry.serving(&source) {
             let how = match key.kind {
@@ -1002,7 +1018,7 @@ impl NamespaceSource {
         }
         tracing::info!(%source, plugin = %payload.name, "seating the shadow this object ships");
         let account = AccountChoice::LikePlugin { namespace: self.namespace.to_string() };
-        let candidate = self.candidate(source, payload, account);
+        let candidate = self.candidate(source, payload, account, settings);
         match self.registry.shadow(candidate).await {
             Ok(Shadowed::Unchanged { .. } | Shadowed::Seated { .. }) => {
                 self.seen.entry(key).or_default().refused = false;
@@ -1062,5 +1078,6 @@ fn content_of(offer: &Offer) -> Content {
         signer: offer.signer.clone(),
         suspend: offer.suspend,
         stop: offer.stop,
+        settings: offer.settings.as_ref().and_then(|s| serde_json::to_string(s).ok()),
     }
 }

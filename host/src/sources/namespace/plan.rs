@@ -153,6 +153,8 @@ pub(super) struct Content {
     pub(super) suspend: bool,
     /// `failurePolicy: Stop`: an edit of it alone is a generation to show as handled.
     pub(super) stop: bool,
+    /// A `WasmPlugin`'s `settings`, as JSON: other settings are another version.
+    pub(super) settings: Option<String>,
 }
 
 /// What to do with content an object offers.

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::{
     FOO_CRD, Host, component, create_configmap, create_deployment, deployment_with, foo, grant_user, kubeconfig_as,
-    labelled, replicas,
+    labelled, minisign, replicas,
 };
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -419,16 +419,6 @@ async fn a_second_source_of_a_served_plugin_is_refused_and_the_first_keeps_servi
     let still = configmaps.get("configmap-mirror").await.unwrap().metadata.annotations.unwrap_or_default();
     let still: Value = serde_json::from_str(&still["wasmloop.dev/status"]).unwrap();
     assert_eq!((&still["activeDigest"], &still["lastError"]), (&serving["activeDigest"], &Value::Null), "{still}");
-}
-
-/// Runs the real `minisign` with `args` in `dir`.
-fn minisign(dir: &Path, args: &[&str]) {
-    let out = std::process::Command::new("minisign")
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run minisign ({e}): install it (Debian: apt-get install minisign)"));
-    assert!(out.status.success(), "minisign {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// A host loading plugins from `plugins`, pod-logger confined to `apps`, with `extra` flags.

@@ -9,7 +9,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use base64::Engine as _;
-use common::{FOO_CRD, Host, deployment_with, foo, replicas};
+use common::{FOO_CRD, Host, deployment_with, foo, minisign, replicas};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
 use k8s_openapi::api::events::v1::Event;
@@ -233,16 +233,6 @@ async fn a_pull_secret_the_host_may_not_read_is_refused_naming_the_role_to_chang
         "{error}"
     );
     assert!(error.contains("add team-creds to the resourceNames of Role wasmloop's rule on Secrets"), "{error}");
-}
-
-/// Runs the real `minisign` with `args` in `dir`.
-fn minisign(dir: &Path, args: &[&str]) {
-    let out = Command::new("minisign")
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run minisign ({e}): install it (Debian: apt-get install minisign)"));
-    assert!(out.status.success(), "minisign {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
 #[tokio::test]

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{FOO_CRD, Host, component, create_configmap, deployment_with, foo, replicas};
+use common::{FOO_CRD, Host, component, create_configmap, deployment_with, foo, minisign, replicas};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::events::v1::Event;
@@ -454,15 +454,6 @@ async fn a_suspended_wasmplugin_stops_its_plugin_until_it_is_resumed() {
     host.metric_until("wasmloop_plugins_active", "the plugin loaded again", |n| n == 1.0).await;
 }
 
-fn minisign(dir: &Path, args: &[&str]) {
-    let out = Command::new("minisign")
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run minisign ({e}): install it (Debian: apt-get install minisign)"));
-    assert!(out.status.success(), "minisign {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-}
-
 /// The key id minisign wrote in the first line of public key file `name`.
 fn key_id(dir: &Path, name: &str) -> String {
     let text = std::fs::read_to_string(dir.join(name)).unwrap();
@@ -514,17 +505,30 @@ async fn a_signed_wasmplugin_loads_only_when_signed_by_the_key_its_key_ref_names
     assert!(is(&serving, "Pinned", "True", "Digest"), "{serving:#}");
 }
 
-#[tokio::test]
-async fn failed_reconciles_show_in_the_errors_column_and_degrade_the_wasmplugin() {
-    let plugins = shared().namespace("wp-errors").await.unwrap();
-    let apps = shared().namespace("wp-errors-apps").await.unwrap();
+/// A host serving the hostile test plugin from a WasmPlugin of namespace `PREFIX-…`, confined
+/// to `PREFIX-…-apps`, its spec's `config` and `settings` given; once it serves.
+async fn hostile(prefix: &str, config: Value, settings: Option<Value>) -> Stage {
+    let plugins = shared().namespace(prefix).await.unwrap();
+    let apps = shared().namespace(&format!("{prefix}-apps")).await.unwrap();
     let wasmplugins = plugins.install_crd(Path::new(WASMPLUGIN_CRD)).await;
     let (host, _settings) = host(&[&plugins], &apps, &["hostile"], &[]);
     let (configmap, mut plugin) = bundle("hostile_plugin", "hostile", &plugins.name, &[]);
-    plugin.data["spec"]["config"] = json!({"mode": "panic-until-healed"});
+    plugin.data["spec"]["config"] = config;
+    if let Some(settings) = settings {
+        plugin.data["spec"]["settings"] = settings;
+    }
     apply(&plugins, &wasmplugins, (configmap, plugin)).await;
     status(&wasmplugins, "hostile", "the plugin serving", |s| is(s, "Ready", "True", "Serving")).await;
-    create_configmap(&apps, "sick").await;
+    // Foos are not its kind, but a Stage has their API: the kind is installed once per plane.
+    let foos = apps.install_crd(Path::new(FOO_CRD)).await;
+    Stage { plugins, apps, foos, wasmplugins, host, _settings }
+}
+
+#[tokio::test]
+async fn failed_reconciles_show_in_the_errors_column_and_degrade_the_wasmplugin() {
+    let Stage { plugins, apps, wasmplugins, host, .. } =
+        &hostile("wp-errors", json!({"mode": "panic-until-healed"}), None).await;
+    create_configmap(apps, "sick").await;
 
     let failing =
         status(&wasmplugins, "hostile", "failures counted", |s| s["errors"].as_u64().is_some_and(|n| n > 0)).await;
@@ -547,16 +551,10 @@ async fn failed_reconciles_show_in_the_errors_column_and_degrade_the_wasmplugin(
 
 #[tokio::test]
 async fn a_wasmplugin_s_settings_set_its_plugin_s_deadline_and_a_settings_edit_is_a_new_version() {
-    let plugins = shared().namespace("wp-settings").await.unwrap();
-    let apps = shared().namespace("wp-settings-apps").await.unwrap();
-    let wasmplugins = plugins.install_crd(Path::new(WASMPLUGIN_CRD)).await;
-    let (_host, _settings) = host(&[&plugins], &apps, &["hostile"], &[]);
-    let (configmap, mut plugin) = bundle("hostile_plugin", "hostile", &plugins.name, &[]);
-    plugin.data["spec"]["config"] = json!({"mode": "loop"});
-    plugin.data["spec"]["settings"] = json!({"deadlineMs": 300});
-    apply(&plugins, &wasmplugins, (configmap, plugin)).await;
-    let first = status(&wasmplugins, "hostile", "the plugin serving", |s| is(s, "Ready", "True", "Serving")).await;
-    create_configmap(&apps, "spin").await;
+    let Stage { apps, wasmplugins, .. } =
+        &hostile("wp-settings", json!({"mode": "loop"}), Some(json!({"deadlineMs": 300}))).await;
+    let first = wasmplugins.get("hostile").await.unwrap().data["status"].clone();
+    create_configmap(apps, "spin").await;
     let events: Api<Event> = apps.api();
     wait_for_event(&events, Duration::from_secs(60), "the deadline the settings set", |e| {
         e.note.as_deref().is_some_and(|n| n.contains("ran past its 300 ms deadline"))

@@ -559,3 +559,13 @@ pub async fn sample_controller_parity(namespace: &str, plugin: &Path) {
     })
     .await;
 }
+
+/// Runs the real `minisign` with `args` in `dir`.
+pub fn minisign(dir: &Path, args: &[&str]) {
+    let out = Command::new("minisign")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run minisign ({e}): install it (Debian: apt-get install minisign)"));
+    assert!(out.status.success(), "minisign {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}

@@ -508,6 +508,14 @@ mod tests {
     }
 
     #[test]
+    fn settings_that_override_nothing_are_none() {
+        let empty = Spec::parse(&plugin("hello", json!({"image": {"reference": IMAGE}, "settings": {}}))).unwrap();
+        assert_eq!(empty.settings, None, "the same version as without settings");
+        let set = json!({"image": {"reference": IMAGE}, "settings": {"deadlineMs": 300}});
+        assert_eq!(Spec::parse(&plugin("hello", set)).unwrap().settings.unwrap().deadline_ms, Some(300));
+    }
+
+    #[test]
     fn the_wasmplugin_s_name_is_its_plugin_s_unless_it_shadows_one() {
         let serving = Spec::parse(&plugin("hello", json!({"image": {"reference": IMAGE}}))).unwrap();
         assert_eq!((serving.plugin.as_str(), serving.track), ("hello", Track::Serving));

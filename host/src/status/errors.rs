@@ -37,6 +37,19 @@ impl ErrorWindow {
         ErrorWindow { window, samples: HashMap::new() }
     }
 
+    /// Takes the counter of each plugin not sampled yet as of `now`, as the start of its window:
+    /// a version that just loaded counts its failures from its load, not from its first sample.
+    pub fn prime(&mut self, now: Instant, totals: BTreeMap<String, u64>) {
+        for (plugin, total) in totals {
+            self.samples.entry(plugin).or_insert_with(|| VecDeque::from([(now, total)]));
+        }
+    }
+
+    /// Whether `plugin` is sampled already.
+    pub fn knows(&self, plugin: &str) -> bool {
+        self.samples.contains_key(plugin)
+    }
+
     /// Takes each plugin's failure counter as of `now`, and returns each one's failures over
     /// the window: the counter now less the oldest sample within it (the first sample counts
     /// from itself). A plugin missing from `totals` is forgotten.

@@ -103,13 +103,23 @@ impl StatusWriter {
         self
     }
 
-    /// Failures over the window of each plugin serving from a `WasmPlugin`, sampled now.
+    /// Failures over the window of each version serving from a `WasmPlugin`, sampled now.
     fn sample_errors(&mut self) -> Vec<Effect> {
         let Some(metrics) = &self.metrics else { return Vec::new() };
         let serving = self.statuses.serving_wasmplugins();
-        let totals = serving.into_iter().filter_map(|id| metrics.failures(&id).map(|n| (id, n))).collect();
+        let totals =
+            serving.into_iter().filter_map(|(id, version)| metrics.failures(&id).map(|n| (version, n))).collect();
         let counts = self.window.observe(std::time::Instant::now(), totals);
         self.statuses.errors(&counts, &Timestamp::now().to_string())
+    }
+
+    /// Starts the window of each version that loaded since the last sample at its counter now.
+    fn prime_errors(&mut self) {
+        let Some(metrics) = &self.metrics else { return };
+        let serving = self.statuses.serving_wasmplugins();
+        let fresh = serving.into_iter().filter(|(_, version)| !self.window.knows(version));
+        let totals = fresh.filter_map(|(id, version)| metrics.failures(&id).map(|n| (version, n))).collect();
+        self.window.prime(std::time::Instant::now(), totals);
     }
 
     /// Runs until the stream ends (the registry gone, the host stopping). Reports that came
@@ -118,6 +128,7 @@ impl StatusWriter {
         let mut quarantines = self.quarantines.subscribe();
         let mut sampling = tokio::time::interval(errors::SAMPLE_EVERY);
         sampling.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut leadership = self.leading.clone();
         loop {
             let effects = tokio::select! {
                 report = self.reports.recv() => match report {
@@ -128,11 +139,19 @@ impl StatusWriter {
                             let Ok(more) = self.reports.try_recv() else { break };
                             effects.extend(self.statuses.report(more, &now));
                         }
+                        self.prime_errors();
                         coalesced(effects)
                     }
                     None => return,
                 },
                 _ = sampling.tick() => self.sample_errors(),
+                Ok(()) = leadership.changed() => {
+                    // A new leader's counts are its own: each is written at the next sample.
+                    if *leadership.borrow_and_update() {
+                        self.statuses.forget_errors();
+                    }
+                    Vec::new()
+                }
                 Ok(()) = quarantines.changed() => {
                     let board = quarantines.borrow_and_update().clone();
                     self.statuses.quarantines(&board, &Timestamp::now().to_string())

@@ -51,6 +51,13 @@ pub(super) struct Active {
     pub(super) loaded: Version,
 }
 
+impl Active {
+    /// This version, and when it loaded: a reload of the same digest is a new version too.
+    fn version_key(&self) -> String {
+        format!("{}@{}@{}", self.id, self.loaded.digest, self.loaded.loaded_at)
+    }
+}
+
 /// A candidate shadowing from a ConfigMap, and what it found.
 #[derive(Debug)]
 pub(super) struct Shadowing {
@@ -231,21 +238,31 @@ impl Statuses {
         Some(conditions::status(shown, replica.as_deref()))
     }
 
-    /// The plugins serving from `WasmPlugin`s: those whose failures the writer samples.
-    pub(super) fn serving_wasmplugins(&self) -> Vec<String> {
+    /// The plugins serving from `WasmPlugin`s, whose failures the writer samples: each as
+    /// (plugin, version), the version being what [`Statuses::errors`] counts by, so a new version
+    /// starts from none.
+    pub(super) fn serving_wasmplugins(&self) -> Vec<(String, String)> {
         let serving = self.shown.iter().filter(|(object, _)| object.kind == ObjectKind::WasmPlugin);
-        serving.filter_map(|(_, shown)| shown.active.as_ref().map(|a| a.id.clone())).collect()
+        serving.filter_map(|(_, shown)| shown.active.as_ref().map(|a| (a.id.clone(), a.version_key()))).collect()
+    }
+
+    /// Forgets the counts shown: the next ones are written whatever they are (a new leader's,
+    /// whose counters are not the old leader's).
+    pub(super) fn forget_errors(&mut self) {
+        for shown in self.shown.values_mut() {
+            shown.errors = None;
+        }
     }
 
     /// Shows each `WasmPlugin`'s failed reconciles over the error window: `counts` maps a
-    /// serving plugin to its count.
+    /// serving version ([`Statuses::serving_wasmplugins`]) to its count.
     pub(super) fn errors(&mut self, counts: &BTreeMap<String, u64>, now: &str) -> Vec<Effect> {
         let mut effects = Vec::new();
         for (object, shown) in &mut self.shown {
             let Some(active) = shown.active.as_ref().filter(|_| object.kind == ObjectKind::WasmPlugin) else {
                 continue;
             };
-            let count = counts.get(&active.id).copied();
+            let count = counts.get(&active.version_key()).copied();
             if count.is_some() && count != shown.errors {
                 shown.errors = count;
                 effects.push(status_effect(object, shown, self.replica.as_deref(), now));
@@ -981,14 +998,15 @@ mod tests {
     fn failed_reconciles_show_as_errors_and_degrade_a_wasmplugin_until_the_window_forgets_them() {
         let mut statuses = Statuses::new(None);
         last_status(&mut statuses, vec![wasmplugin_loaded("1.0.0")], NOW);
-        assert_eq!(statuses.serving_wasmplugins(), ["team-a/hello"]);
-        let failing = BTreeMap::from([("team-a/hello".to_owned(), 4)]);
+        assert_eq!(statuses.serving_wasmplugins()[0].0, "team-a/hello");
+        let version = statuses.serving_wasmplugins()[0].1.clone();
+        let failing = BTreeMap::from([(version.clone(), 4)]);
         let effects = statuses.errors(&failing, LATER);
         let shown = status(&effects[0]);
         assert_eq!(shown["errors"], 4);
         assert!(is(shown, "Degraded", "True", "ReconcileErrors") && is(shown, "Ready", "True", "Serving"), "{shown}");
         assert!(statuses.errors(&failing, LATER).is_empty(), "shown already");
-        let healed = statuses.errors(&BTreeMap::from([("team-a/hello".to_owned(), 0)]), LATER);
+        let healed = statuses.errors(&BTreeMap::from([(version, 0)]), LATER);
         assert!(is(status(&healed[0]), "Degraded", "False", "AsExpected"));
         assert_eq!(status(&healed[0])["errors"], 0);
     }

@@ -27,7 +27,7 @@ fn registry(client: kube::Client) -> Registry {
     let sandbox = Sandbox::new(SandboxConfig::default().cache_dir(None)).unwrap();
     let loader: Loader = {
         let sandbox = sandbox.clone();
-        Arc::new(move |bytes: Arc<[u8]>, origin: String| {
+        Arc::new(move |bytes: Arc<[u8]>, origin: String, _| {
             let sandbox = sandbox.clone();
             async move { sandbox.load(&bytes, &origin).await }.boxed()
         })

@@ -47,7 +47,11 @@ use reports::{Report, Reported, Reporter};
 
 /// Compiles and validates a component (its bytes, its source): the sandbox with the
 /// operator's limits applied.
-pub type Loader = Arc<dyn Fn(Arc<[u8]>, String) -> BoxFuture<'static, Result<Plugin, LoadError>> + Send + Sync>;
+pub type Loader = Arc<
+    dyn Fn(Arc<[u8]>, String, Option<wasmloop_sandbox::Settings>) -> BoxFuture<'static, Result<Plugin, LoadError>>
+        + Send
+        + Sync,
+>;
 
 /// The operator's controller settings for a plugin, by its realm (empty for the operator's
 /// files, the plugin namespace for ConfigMaps) and name: never by name alone, so a plugin
@@ -72,9 +76,9 @@ pub struct Candidate {
     pub config: Option<String>,
     /// Which ServiceAccount the plugin acts as, when plugins act as their own.
     pub account: AccountChoice,
-    /// Its writer's settings over those the manifest proposes (a `WasmPlugin`'s), held to the
-    /// operator's ceilings ([`wasmloop_sandbox::Plugin::overridden`]): other settings are
-    /// another version.
+    /// Its writer's settings over those the manifest proposes (a `WasmPlugin`'s), handed to the
+    /// [`Loader`], which holds them to the operator's limits
+    /// ([`wasmloop_sandbox::Plugin::overridden`]): other settings are another version.
     pub settings: Option<wasmloop_sandbox::Settings>,
 }
 
@@ -917,13 +921,10 @@ impl Registry {
     }
 
     async fn compile(&self, candidate: &Candidate) -> Result<Plugin, LoadError> {
-        let load = (self.loader)(candidate.bytes.clone(), candidate.source.clone());
+        let load = (self.loader)(candidate.bytes.clone(), candidate.source.clone(), candidate.settings.clone());
         // A panic while loading one candidate is that candidate's failure, not the source's end.
         match std::panic::AssertUnwindSafe(load).catch_unwind().await {
-            Ok(result) => result.map(|plugin| match &candidate.settings {
-                Some(settings) => plugin.overridden(settings),
-                None => plugin,
-            }),
+            Ok(result) => result,
             Err(panic) => {
                 let what = panic
                     .downcast_ref::<&str>()

@@ -437,13 +437,17 @@ impl NamespaceSource {
         self.offer(&shipper).await;
     }
 
-    /// Notes which ConfigMap `WasmPlugin` `name` names, if any.
+    /// Notes which ConfigMap `WasmPlugin` `name` names, if any; one it named already keeps the
+    /// resourceVersion seen.
     fn index(&mut self, name: &str, plugin: &WasmPlugin) {
-        self.unindex(name);
-        let Some(configmap) = wasmplugin::Spec::parse(plugin).ok().and_then(|spec| spec.configmap().cloned()) else {
+        let named = wasmplugin::Spec::parse(plugin).ok().and_then(|spec| spec.configmap().map(ToString::to_string));
+        if named.as_ref().and_then(|c| self.naming.get(c)).is_some_and(|(plugins, _)| plugins.contains(name)) {
             return;
-        };
-        self.naming.entry(configmap.to_string()).or_default().0.insert(name.to_owned());
+        }
+        self.unindex(name);
+        if let Some(configmap) = named {
+            self.naming.entry(configmap).or_default().0.insert(name.to_owned());
+        }
     }
 
     fn unindex(&mut self, name: &str) {
@@ -497,9 +501,13 @@ impl NamespaceSource {
                 Ok(Offer { payload, account, signer: None, stop: false, suspend: false, said, settings: None })
             }
             Shipper::WasmPlugin(plugin) => {
-                // An unreadable spec stops nothing: its failure policy is unknown.
-                let spec =
-                    wasmplugin::Spec::parse(plugin).map_err(|m| Unread::invalid("InvalidWasmPlugin", m, false))?;
+                // An unreadable spec stops nothing (its failure policy is unknown), unless it
+                // asks to be suspended: that it can always ask.
+                let spec = match wasmplugin::Spec::parse(plugin) {
+                    Ok(spec) => spec,
+                    Err(_) if plugin.spec["suspend"] == true => return Ok(suspended(plugin)),
+                    Err(message) => return Err(Unread::invalid("InvalidWasmPlugin", message, false)),
+                };
                 let mut offer = Offer {
                     payload: spec.bare_payload(),
                     account: spec.account.as_ref().map(ToString::to_string),
@@ -521,9 +529,12 @@ impl NamespaceSource {
                     Some(name) => self.read_configmap(name).await?,
                     None => None,
                 };
-                offer.payload = spec
-                    .payload(&self.namespace, configmap.as_ref())
-                    .map_err(|m| Unread::invalid("InvalidWasmPlugin", m, spec.stop_on_failure))?;
+                // Unzipping up to 64 MiB is blocking work: off the runtime's threads.
+                let (namespace, stop) = (self.namespace.to_string(), spec.stop_on_failure);
+                let payload = tokio::task::spawn_blocking(move || spec.payload(&namespace, configmap.as_ref()))
+                    .await
+                    .expect("reading a component does not panic");
+                offer.payload = payload.map_err(|m| Unread::invalid("InvalidWasmPlugin", m, stop))?;
                 Ok(offer)
             }
         }
@@ -559,10 +570,16 @@ impl NamespaceSource {
             Shipper::ConfigMap(_) => None,
         };
         let read = self.read(shipper).await;
-        let content = match &read {
-            Ok(offer) => content_of(offer),
-            Err(unread) => Content { config: Some(unread.message.clone()), ..Content::default() },
-        };
+        // Hashing up to 64 MiB is blocking work: off the runtime's threads.
+        let (read, content) = tokio::task::spawn_blocking(move || {
+            let content = match &read {
+                Ok(offer) => content_of(offer),
+                Err(unread) => Content { config: Some(unread.message.clone()), ..Content::default() },
+            };
+            (read, content)
+        })
+        .await
+        .expect("hashing does not panic");
         let seen = self.seen.entry(key.clone()).or_default();
         let step = seen.offer(shipper, content);
         seen.stop = match &read {
@@ -1045,6 +1062,21 @@ fn said_in_annotation(cm: &ConfigMap) -> Option<String> {
         .and_then(|status| {
             status["lastError"].as_str().map(|said| wasmloop_contract::validate::cut(said.to_owned(), MAX_REFUSAL))
         })
+}
+
+/// What a `WasmPlugin` whose spec does not parse offers when it asks to be suspended: nothing.
+fn suspended(plugin: &WasmPlugin) -> Offer {
+    let payload = PluginPayload {
+        name: wasmloop_contract::validate::cut(plugin.name_any(), 253),
+        component: Vec::new(),
+        reference: None,
+        pull_secret: None,
+        config: None,
+        pin: None,
+        signature: None,
+        track: Track::Serving,
+    };
+    Offer { payload, account: None, signer: None, stop: false, suspend: true, said: None, settings: None }
 }
 
 /// What pins a payload's component, as the `Pinned` condition says it: an image's digest, a

@@ -188,11 +188,6 @@ struct RawSignature {
     digest: Option<String>,
 }
 
-/// Outside text quoted in a refusal: cut, and escaped by `{:?}`.
-fn quoted(text: &str) -> String {
-    format!("{:?}", validate::cut(text.to_owned(), 128))
-}
-
 /// `reference` as a plugin reference URL: `oci://` is implied, as in a pod's `image`.
 fn oci_url(reference: &str) -> String {
     match reference.starts_with("oci://") {
@@ -208,15 +203,13 @@ impl Spec {
     /// A sentence naming the field that is wrong and what to write there.
     pub fn parse(plugin: &WasmPlugin) -> Result<Spec, String> {
         let raw = RawSpec::deserialize(&plugin.spec).map_err(|e| {
-            format!("spec: {}; see deploy/base/wasmplugin-crd.yaml for the fields", validate::cut(e.to_string(), 256))
+            format!("spec: {}; see deploy/base/wasmplugin-crd.yaml for the fields", validate::quoted(&e.to_string()))
         })?;
         let name = plugin.metadata.name.as_deref().unwrap_or_default();
         let source = match (raw.config_map_ref, raw.image) {
-            (Some(reference), None) => {
-                Source::ConfigMap(Name::parse(&reference.name).map_err(|_| {
-                    format!("spec.configMapRef.name {} is not a ConfigMap name", quoted(&reference.name))
-                })?)
-            }
+            (Some(reference), None) => Source::ConfigMap(Name::parse(&reference.name).map_err(|_| {
+                format!("spec.configMapRef.name {} is not a ConfigMap name", validate::quoted(&reference.name))
+            })?),
             (None, Some(image)) => Source::Image {
                 reference: PluginRef::parse(&oci_url(image.reference.trim()))
                     .and_then(PluginRef::pinned)
@@ -224,8 +217,9 @@ impl Spec {
                 pull_secret: image
                     .pull_secret_name
                     .map(|named| {
-                        Name::parse(&named)
-                            .map_err(|_| format!("spec.image.pullSecretName {} is not a Secret name", quoted(&named)))
+                        Name::parse(&named).map_err(|_| {
+                            format!("spec.image.pullSecretName {} is not a Secret name", validate::quoted(&named))
+                        })
                     })
                     .transpose()?,
             },
@@ -235,7 +229,9 @@ impl Spec {
         let track = match mode.as_deref() {
             None | Some("serving") => Track::Serving,
             Some("shadow") => Track::Shadow,
-            Some(other) => return Err(format!("spec.track.mode is {}; it is serving or shadow", quoted(other))),
+            Some(other) => {
+                return Err(format!("spec.track.mode is {}; it is serving or shadow", validate::quoted(other)));
+            }
         };
         let plugin = match (track, shadows) {
             (Track::Shadow, Some(shadows)) => shadows,
@@ -280,7 +276,7 @@ impl Spec {
             None | Some("KeepPrevious") => false,
             Some("Stop") => true,
             Some(other) => {
-                return Err(format!("spec.failurePolicy is {}; it is KeepPrevious or Stop", quoted(other)));
+                return Err(format!("spec.failurePolicy is {}; it is KeepPrevious or Stop", validate::quoted(other)));
             }
         };
         let account = raw
@@ -291,13 +287,18 @@ impl Spec {
                     true => Name::parse(&named).map_err(|e| e.to_string()),
                     false => Err(String::new()),
                 }
-                .map_err(|_| format!("spec.serviceAccountName {} is not a ServiceAccount name", quoted(&named)))
+                .map_err(|_| {
+                    format!("spec.serviceAccountName {} is not a ServiceAccount name", validate::quoted(&named))
+                })
             })
             .transpose()?;
         let signature = raw.signature.map(|s| Signature { key: s.key_ref, digest: s.digest });
         if let Some(key) = signature.as_ref().and_then(|s| s.key.as_deref()) {
             if key.is_empty() || key.len() > 16 || !key.bytes().all(|b| b.is_ascii_hexdigit()) {
-                return Err(format!("spec.signature.keyRef {} is not a minisign key id (16 hex digits)", quoted(key)));
+                return Err(format!(
+                    "spec.signature.keyRef {} is not a minisign key id (16 hex digits)",
+                    validate::quoted(key)
+                ));
             }
             if matches!(source, Source::Image { .. }) {
                 return Err("spec.signature.keyRef: the host reads a component's signature from its ConfigMap (plugin.wasm.minisig); ship a signed component with spec.configMapRef (a host run with --trusted-keys loads only signed components, so an image alone does not load there)".to_owned());
@@ -504,6 +505,29 @@ mod tests {
         for (spec, expected) in cases {
             let error = Spec::parse(&plugin("hello", spec.clone())).expect_err(&spec.to_string());
             assert!(error.contains(expected), "{spec}: {error}");
+        }
+    }
+
+    #[test]
+    fn the_worst_values_come_back_cut() {
+        let huge = format!("\u{1b}[31m{}", "x".repeat(5 << 20));
+        let specs = [
+            json!({"image": {"reference": huge}}),
+            json!({"configMapRef": {"name": huge}}),
+            json!({"image": {"reference": IMAGE, "pullSecretName": huge}}),
+            json!({"image": {"reference": IMAGE}, "serviceAccountName": huge}),
+            json!({"image": {"reference": IMAGE}, "failurePolicy": huge}),
+            json!({"image": {"reference": IMAGE}, "track": {"mode": huge}}),
+            json!({"image": {"reference": IMAGE}, (huge.clone()): 1}),
+        ];
+        for spec in specs {
+            let error = Spec::parse(&plugin("hello", spec)).unwrap_err();
+            assert!(
+                error.len() < 1024 && !error.contains('\u{1b}'),
+                "{} bytes: {}",
+                error.len(),
+                &error[..200.min(error.len())]
+            );
         }
     }
 

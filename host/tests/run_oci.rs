@@ -8,9 +8,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use base64::Engine as _;
-use common::{FOO_CRD, Host, deployment_with, foo, minisign, replicas};
-use k8s_openapi::ByteString;
+use common::{FOO_CRD, Host, deployment_with, foo, minisign, pull_secret, replicas};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
@@ -64,19 +62,6 @@ fn bundle_ref(component: &Path, name: &str, namespace: &str, reference: &str, se
     let out = wasmloop(&args, "");
     assert!(out.status.success(), "bundle failed: {}", String::from_utf8_lossy(&out.stderr));
     serde_saphyr::from_slice_with_options(&out.stdout, wasmloop::input::yaml_options()).expect("a ConfigMap")
-}
-
-/// A `kubernetes.io/dockerconfigjson` Secret with the test registry's credentials.
-async fn pull_secret(ns: &TestNamespace, name: &str, registry: &TestRegistry) {
-    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", registry.username, registry.password));
-    let config = json!({"auths": {registry.address.clone(): {"auth": auth}}});
-    let secret = Secret {
-        metadata: ObjectMeta { name: Some(name.into()), ..ObjectMeta::default() },
-        type_: Some("kubernetes.io/dockerconfigjson".into()),
-        data: Some([(".dockerconfigjson".to_owned(), ByteString(config.to_string().into_bytes()))].into()),
-        ..Secret::default()
-    };
-    ns.api::<Secret>().create(&PostParams::default(), &secret).await.unwrap();
 }
 
 /// Waits until the ConfigMap's status annotation passes `check`, and returns it.

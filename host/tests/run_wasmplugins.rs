@@ -10,9 +10,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{FOO_CRD, Host, component, create_configmap, deployment_with, foo, minisign, replicas};
+use common::{FOO_CRD, Host, component, create_configmap, deployment_with, foo, minisign, pull_secret, replicas};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -208,20 +208,6 @@ async fn a_wasmplugin_naming_an_image_serves_foo_deployment_and_kubectl_wait_see
     let pinned = condition(&status, "Pinned")["message"].as_str().unwrap_or_default().to_owned();
     assert!(pinned.contains(&reference), "pinned by the image's digest: {status:#}");
     serves_foo(&apps, &foos, "pulled").await;
-}
-
-/// A `kubernetes.io/dockerconfigjson` Secret with the test registry's credentials.
-async fn pull_secret(ns: &TestNamespace, name: &str, registry: &wasmloop_testenv::registry::TestRegistry) {
-    use base64::Engine as _;
-    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", registry.username, registry.password));
-    let config = json!({"auths": {registry.address.clone(): {"auth": auth}}});
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "type": "kubernetes.io/dockerconfigjson",
-        "data": {".dockerconfigjson": base64::engine::general_purpose::STANDARD.encode(config.to_string())},
-    }))
-    .unwrap();
-    ns.api::<Secret>().create(&PostParams::default(), &secret).await.unwrap();
 }
 
 /// Points WasmPlugin foo-deployment at a new ConfigMap holding a component built for a

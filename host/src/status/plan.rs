@@ -215,12 +215,21 @@ impl Statuses {
     /// Shows each serving plugin's quarantine, entered or lifted: `board` maps a quarantined
     /// plugin to why.
     pub(super) fn quarantines(&mut self, board: &BTreeMap<String, String>, now: &str) -> Vec<Effect> {
+        self.restate(now, |_, shown| {
+            let Some(active) = &shown.active else { return false };
+            let quarantined = board.get(&active.id).cloned();
+            let changed = quarantined != shown.quarantined;
+            shown.quarantined = quarantined;
+            changed
+        })
+    }
+
+    /// Lets `change` update what each object serving a version shows, and returns, in key
+    /// order, the status of each it changed (it says so).
+    fn restate(&mut self, now: &str, mut change: impl FnMut(&ObjectKey, &mut Shown) -> bool) -> Vec<Effect> {
         let mut effects = Vec::new();
         for (object, shown) in &mut self.shown {
-            let Some(active) = &shown.active else { continue };
-            let quarantined = board.get(&active.id).cloned();
-            if quarantined != shown.quarantined {
-                shown.quarantined = quarantined;
+            if shown.active.is_some() && change(object, shown) {
                 effects.push(status_effect(object, shown, self.replica.as_deref(), now));
             }
         }
@@ -257,19 +266,17 @@ impl Statuses {
     /// Shows each `WasmPlugin`'s failed reconciles over the error window: `counts` maps a
     /// serving version ([`Statuses::serving_wasmplugins`]) to its count.
     pub(super) fn errors(&mut self, counts: &BTreeMap<String, u64>, now: &str) -> Vec<Effect> {
-        let mut effects = Vec::new();
-        for (object, shown) in &mut self.shown {
+        self.restate(now, |object, shown| {
             let Some(active) = shown.active.as_ref().filter(|_| object.kind == ObjectKind::WasmPlugin) else {
-                continue;
+                return false;
             };
             let count = counts.get(&active.version_key()).copied();
-            if count.is_some() && count != shown.errors {
+            let changed = count.is_some() && count != shown.errors;
+            if changed {
                 shown.errors = count;
-                effects.push(status_effect(object, shown, self.replica.as_deref(), now));
             }
-        }
-        effects.sort_by(|a, b| object_key(a).cmp(object_key(b)));
-        effects
+            changed
+        })
     }
 
     fn shown(&mut self, object: &ObjectKey) -> &mut Shown {

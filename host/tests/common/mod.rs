@@ -569,3 +569,22 @@ pub fn minisign(dir: &Path, args: &[&str]) {
         .unwrap_or_else(|e| panic!("cannot run minisign ({e}): install it (Debian: apt-get install minisign)"));
     assert!(out.status.success(), "minisign {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// A `kubernetes.io/dockerconfigjson` Secret with the test registry's credentials.
+pub async fn pull_secret(
+    ns: &wasmloop_testenv::TestNamespace,
+    name: &str,
+    registry: &wasmloop_testenv::registry::TestRegistry,
+) {
+    use base64::Engine as _;
+    use k8s_openapi::api::core::v1::Secret;
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", registry.username, registry.password));
+    let config = json!({"auths": {registry.address.clone(): {"auth": auth}}});
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "type": "kubernetes.io/dockerconfigjson",
+        "data": {".dockerconfigjson": base64::engine::general_purpose::STANDARD.encode(config.to_string())},
+    }))
+    .unwrap();
+    ns.api::<Secret>().create(&PostParams::default(), &secret).await.unwrap();
+}

@@ -424,7 +424,6 @@ impl NamespaceSource {
     async fn arrived(&mut self, shipper: Shipper) {
         if let Shipper::WasmPlugin(plugin) = &shipper {
             let name = plugin.name_any();
-            self.index(&name, plugin);
             let mut kept = plugin.clone();
             kept.metadata.managed_fields = None;
             self.latest.insert(name.clone(), kept);
@@ -433,6 +432,8 @@ impl NamespaceSource {
             if current.is_some() && handled == current.as_ref() {
                 return;
             }
+            // Only a new spec can name another ConfigMap.
+            self.index(&name, plugin);
         }
         self.offer(&shipper).await;
     }

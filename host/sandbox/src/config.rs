@@ -18,6 +18,9 @@ pub struct Limits {
     /// Instances of this plugin alive at once: one per worker of its controller. Calls past it
     /// wait for a slot of their own plugin.
     pub instances: usize,
+    /// The plugin's weight in the host's CPU budget: running beside others, it gets this many
+    /// parts of the guests' CPU for each part a plugin of weight 1 gets.
+    pub cpu_weight: u32,
 }
 
 impl Default for Limits {
@@ -28,6 +31,7 @@ impl Default for Limits {
             response_bytes: 4 << 20,
             max_actions: 10_000,
             instances: 5,
+            cpu_weight: 1,
         }
     }
 }
@@ -68,6 +72,13 @@ impl Limits {
         self
     }
 
+    /// Sets the CPU weight (at least 1).
+    #[must_use]
+    pub fn cpu_weight(mut self, weight: u32) -> Self {
+        self.cpu_weight = weight.max(1);
+        self
+    }
+
     /// Within what the sandbox can hold: memory within a pool slot, at least one instance and
     /// no more than the pool.
     pub(crate) fn clamp_to(mut self, config: &SandboxConfig) -> Limits {
@@ -81,6 +92,57 @@ impl Limits {
         }
         self.instances = self.instances.clamp(1, config.max_instances as usize);
         self
+    }
+}
+
+/// How a plugin's limits were cut to fit the host's guest memory budget: its memory ceiling
+/// times its instances must fit, or the plugin alone could fill the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capped {
+    /// The budget, in bytes.
+    pub budget: u64,
+    /// The memory ceiling asked for, and given.
+    pub memory_bytes: (usize, usize),
+    /// The instances (workers) asked for, and given.
+    pub instances: (usize, usize),
+}
+
+impl std::fmt::Display for Capped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mib = |bytes: usize| bytes >> 20;
+        let ((memory, memory_given), (instances, instances_given)) = (self.memory_bytes, self.instances);
+        write!(
+            f,
+            "its memory limit of {} MiB times {instances} concurrent reconciles exceeds the host's guest memory budget of {} MiB, so it runs with ",
+            mib(memory),
+            self.budget >> 20
+        )?;
+        if memory_given < memory {
+            write!(f, "a memory limit of {} MiB and ", mib(memory_given))?;
+        }
+        write!(
+            f,
+            "{instances_given} concurrent reconcile{}; lower memoryLimitBytes or maxConcurrentReconciles, or give the host more memory",
+            if instances_given == 1 { "" } else { "s" }
+        )
+    }
+}
+
+impl Limits {
+    /// These limits within a guest memory budget of `budget` bytes: the memory ceiling no
+    /// more than the budget, and no more instances than ceilings that fit in it (at least one).
+    /// Says what was cut, when anything was.
+    pub fn fit(self, budget: u64) -> (Limits, Option<Capped>) {
+        let budget_bytes = usize::try_from(budget).unwrap_or(usize::MAX);
+        let memory = self.memory_bytes.min(budget_bytes).max(1);
+        let instances = self.instances.min(budget_bytes / memory).max(1);
+        let fitted = Limits { memory_bytes: memory, instances, ..self };
+        let capped = (fitted != self).then_some(Capped {
+            budget,
+            memory_bytes: (self.memory_bytes, memory),
+            instances: (self.instances, instances),
+        });
+        (fitted, capped)
     }
 }
 
@@ -113,6 +175,14 @@ pub struct SandboxConfig {
     /// most [`MAX_KEEP_RESIDENT_BYTES`]; 64 KiB by default (`docs/benchmarks.md` measures
     /// others).
     pub keep_resident_bytes: usize,
+    /// The bytes of linear memory all instances alive together may hold (see
+    /// [`crate::MemoryBudget`]); none sets no host-wide bound (offline commands, tests).
+    pub guest_memory_bytes: Option<u64>,
+    /// How long a growth waits for room in the guest memory budget before its call fails as
+    /// host pressure.
+    pub guest_memory_wait: Duration,
+    /// The CPUs guest code may use, all plugins together (see [`crate::CpuBudget`]).
+    pub guest_cpus: f64,
 }
 
 impl Default for SandboxConfig {
@@ -130,9 +200,13 @@ impl Default for SandboxConfig {
                 response_bytes: 16 << 20,
                 max_actions: 10_000,
                 instances: 17,
+                cpu_weight: 1,
             },
             compile_timeout: Duration::from_secs(60),
             keep_resident_bytes: 64 << 10,
+            guest_memory_bytes: None,
+            guest_memory_wait: Duration::from_secs(30),
+            guest_cpus: 1.0,
         }
     }
 }
@@ -191,6 +265,20 @@ impl SandboxConfig {
         self.max_instances * 2
     }
 
+    /// Sets the guest memory budget: none for no host-wide bound.
+    #[must_use]
+    pub fn guest_memory_bytes(mut self, bytes: Option<u64>) -> Self {
+        self.guest_memory_bytes = bytes;
+        self
+    }
+
+    /// Sets the CPUs guest code may use, all plugins together.
+    #[must_use]
+    pub fn guest_cpus(mut self, cpus: f64) -> Self {
+        self.guest_cpus = cpus;
+        self
+    }
+
     /// Sets how many instances may be alive at once.
     #[must_use]
     pub fn max_instances(mut self, n: u32) -> Self {
@@ -224,5 +312,41 @@ impl SandboxConfig {
             .epoch_interruption(true)
             .allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
         config
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: usize = 1 << 20;
+
+    #[test]
+    fn limits_are_cut_to_what_the_guest_memory_budget_holds() {
+        let limits = |memory, instances| Limits::default().memory_bytes(memory).instances(instances);
+        let cases = [
+            // What fits is left alone.
+            (limits(64 * MIB, 4), 384, limits(64 * MIB, 4)),
+            (limits(96 * MIB, 4), 384, limits(96 * MIB, 4)),
+            // Too many ceilings: fewer instances.
+            (limits(256 * MIB, 4), 384, limits(256 * MIB, 1)),
+            (limits(100 * MIB, 5), 384, limits(100 * MIB, 3)),
+            // One ceiling past the budget: the ceiling is the budget, one instance.
+            (limits(256 * MIB, 4), 200, limits(200 * MIB, 1)),
+        ];
+        for (asked, budget_mib, expected) in cases {
+            let (fitted, capped) = asked.fit(budget_mib << 20);
+            assert_eq!(fitted, expected, "{asked:?} in {budget_mib} MiB");
+            assert_eq!(capped.is_some(), asked != expected, "{asked:?} in {budget_mib} MiB");
+        }
+    }
+
+    #[test]
+    fn a_cut_says_what_it_cut_and_what_to_do() {
+        let (_, capped) = Limits::default().memory_bytes(256 * MIB).instances(4).fit(384 << 20);
+        assert_eq!(
+            capped.unwrap().to_string(),
+            "its memory limit of 256 MiB times 4 concurrent reconciles exceeds the host's guest memory budget of 384 MiB, so it runs with 1 concurrent reconcile; lower memoryLimitBytes or maxConcurrentReconciles, or give the host more memory"
+        );
     }
 }

@@ -251,6 +251,12 @@ pub enum CallFailure {
         "cannot instantiate the guest: {0:#}; if the instance pool is exhausted, lower concurrency or raise the sandbox's max instances"
     )]
     Instantiate(wasmtime::Error),
+    /// The host had no room for the call: its guest memory budget, shared by every plugin,
+    /// was full. The host's load, not the plugin's doing: never counted against the plugin.
+    #[error(
+        "{0}; other plugins' calls hold the host's memory, and the object is tried again shortly (if this persists, raise the host pod's memory limit or --guest-memory-budget, or lower the plugins' memory limits)"
+    )]
+    HostPressure(crate::memory_budget::Pressure),
 }
 
 impl CallFailure {
@@ -270,8 +276,15 @@ impl CallFailure {
             CallFailure::Trap { .. }
             | CallFailure::Deadline { .. }
             | CallFailure::MemoryLimit { .. }
-            | CallFailure::Instantiate(_) => true,
+            | CallFailure::Instantiate(_)
+            | CallFailure::HostPressure(_) => true,
         }
+    }
+
+    /// True when the host, not the plugin, failed the call (its shared budgets were full): the
+    /// failure counts toward neither the plugin's quarantine nor its error rate.
+    pub fn is_host_pressure(&self) -> bool {
+        matches!(self, CallFailure::HostPressure(_))
     }
 
     /// The reason label of `wasmloop_reconcile_errors_total` for this failure: one of a fixed
@@ -288,6 +301,7 @@ impl CallFailure {
             CallFailure::UndeclaredKind { .. } => "PluginUndeclaredKind",
             CallFailure::NotGranted(_) => "PluginNotGranted",
             CallFailure::Instantiate(_) => "PluginInstantiateFailed",
+            CallFailure::HostPressure(_) => "HostPressure",
         }
     }
 

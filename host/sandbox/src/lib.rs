@@ -26,12 +26,14 @@
 mod action;
 mod adapter;
 mod bindings;
+mod call_clock;
 pub mod capability;
 mod compile_cache;
 mod config;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod contract;
+pub mod cpu_budget;
 pub mod disk_budget;
 mod error;
 #[cfg(feature = "fuzzing")]
@@ -39,6 +41,7 @@ pub mod fuzzing;
 mod host_services;
 mod lift;
 mod manifest;
+pub mod memory_budget;
 mod object;
 mod plugin;
 mod pool;
@@ -51,7 +54,9 @@ pub use wasmloop_contract::validate;
 
 pub use bindings::{Gvk, Object, Phase, Request};
 pub use compile_cache::{BUDGET as COMPILE_CACHE_BUDGET, CompileCache, digest};
-pub use config::{Limits, MAX_KEEP_RESIDENT_BYTES, SandboxConfig};
+pub use config::{Capped, Limits, MAX_KEEP_RESIDENT_BYTES, SandboxConfig};
+pub use cpu_budget::CpuBudget;
+pub use memory_budget::{MemoryBudget, Pressure};
 pub use contract::{CONTRACT_PACKAGE, CONTRACT_VERSION, LEGACY_CONTRACT_VERSION};
 pub use error::{CallError, CallFailure, LoadError};
 pub use host_services::{CacheDenied, EmptyHost, HostServices, ListKey, ListPage, LogLevel};

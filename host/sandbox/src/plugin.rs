@@ -8,13 +8,16 @@
 //!   thread for longer than a tick.
 //! - **A call waits for its own plugin's slot**, never for another plugin's: each plugin
 //!   holds a quota of instances ([`Limits::instances`]).
+//! - **The host's budgets hold across plugins.** Every growth of an instance's memory is
+//!   charged to the host's guest memory budget ([`crate::MemoryBudget`]), every tick of guest
+//!   code to its CPU budget ([`crate::CpuBudget`]). Waiting on either is the host's time: it
+//!   moves the call's deadline out (`call_clock`), and a call the memory budget cannot fit
+//!   fails as host pressure, never as the plugin's fault.
 //! - **Responses are bounded** in entries and bytes (see `lift` for what is checked when).
 
-use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use tokio::sync::Semaphore;
 use wasmloop_contract::names::Namespace;
 use wasmtime::component::{Component, ComponentExportIndex, ComponentNamedList, Instance, Lift, Lower};
@@ -22,6 +25,7 @@ use wasmtime::{Store, UpdateDeadline};
 
 use crate::action;
 use crate::bindings::{Object, Request, wit};
+use crate::call_clock::CallClock;
 use crate::config::Limits;
 use crate::error::{CallError, CallFailure};
 use crate::host_services::HostServices;
@@ -29,7 +33,7 @@ use crate::lift::{self, Budget, IntoWit};
 use crate::manifest::{Contract, Manifest};
 use crate::pool::{Pool, Reservation};
 use crate::response::{ObjectRef, Response};
-use crate::state::State;
+use crate::state::{MemoryLimiter, State};
 
 /// Manifest lists (owns, watches, reads together) hold at most this many kinds.
 const MAX_MANIFEST_KINDS: usize = 256;
@@ -76,21 +80,8 @@ pub(crate) struct CallSetup {
     pub(crate) name: Arc<str>,
     /// The plugin's instance quota: one permit per instance alive at once.
     pub(crate) slots: Arc<Semaphore>,
-    /// The plugin's CPU budget, in epoch ticks of guest code: one core's worth per second,
-    /// across all its calls. A guest that finds it spent waits at its next tick, so a plugin
-    /// whose every call spins leaves the other cores to the other plugins (and, on a shared
-    /// node, to the API server).
-    pub(crate) cpu: Arc<DefaultDirectRateLimiter>,
     /// The contract the component was built for: which types its exports lift into.
     pub(crate) contract: Contract,
-}
-
-/// A CPU budget of one core: as many epoch ticks per second as fit in one, and a second's
-/// worth of burst.
-pub(crate) fn one_core(epoch_tick: Duration) -> Arc<DefaultDirectRateLimiter> {
-    let per_second = (Duration::from_secs(1).as_nanos() / epoch_tick.as_nanos().max(1)).clamp(1, u128::from(u32::MAX));
-    let per_second = NonZeroU32::new(per_second as u32).unwrap_or(NonZeroU32::MIN);
-    Arc::new(RateLimiter::direct(Quota::per_second(per_second).allow_burst(per_second)))
 }
 
 /// What one guest-to-host transfer (an import call's arguments, or a call's results) may make
@@ -104,7 +95,7 @@ fn hostcall_fuel(limits: &Limits) -> usize {
     limits.response_bytes.saturating_add(limits.max_actions.saturating_mul(ENTRY)).saturating_add(1 << 20)
 }
 
-/// Where the host's time went in one reconcile, for benchmarks.
+/// Where the host's time went in one reconcile, for benchmarks and metrics.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StageTimings {
     /// New Store and instance.
@@ -113,6 +104,11 @@ pub struct StageTimings {
     pub call: Duration,
     /// Checking and parsing the response on the host.
     pub host_decode: Duration,
+    /// Growths that waited for room in the host's guest memory budget.
+    pub memory_waits: u32,
+    /// How long the host made the guest wait (for memory, for its CPU share), in all: time
+    /// not counted against the deadline.
+    pub host_waited: Duration,
 }
 
 /// A failure inside a call, before it is classified against the Store's state.
@@ -154,36 +150,37 @@ impl CallSetup {
         &self,
         manifest: Option<Arc<Manifest>>,
         services: Arc<dyn HostServices>,
-        deadline: Instant,
+        clock: Arc<CallClock>,
     ) -> Store<State> {
-        let state = State::new(self.name.clone(), manifest, services, self.limits.memory_bytes);
+        let charge = self.pool.memory.as_ref().map(|budget| budget.open(self.name.clone()));
+        let limiter =
+            MemoryLimiter { limit: self.limits.memory_bytes, refused: None, charge, pressure: None, clock: clock.clone() };
+        let state = State::new(self.name.clone(), manifest, services, limiter);
         let mut store = Store::new(&self.pool.engine, state);
-        store.limiter(|s| &mut s.limiter);
+        store.limiter_async(|s| &mut s.limiter);
         store.set_hostcall_fuel(hostcall_fuel(&self.limits));
         // Every tick, a guest in wasm code yields to the executor (so a loop cannot hold a
         // runtime thread), and stops once its deadline has passed.
         store.set_epoch_deadline(1);
-        let (cpu, tick) = (self.cpu.clone(), self.pool.config.epoch_tick);
+        let (cpu, tick, account) = (self.pool.cpu.clone(), self.pool.config.epoch_tick, self.name.clone());
         store.epoch_deadline_callback(move |mut store| {
-            if Instant::now() >= deadline {
+            if clock.expired(tokio::time::Instant::now()) {
                 return Ok(UpdateDeadline::Interrupt);
             }
             // This tick of guest code, and the ticks the host spent in its imports since the
             // last: work done for a plugin inside a host call is the plugin's CPU too.
             let host = store.data_mut().take_host_ticks(tick);
-            let ticks = NonZeroU32::new(host.saturating_add(1)).unwrap_or(NonZeroU32::MIN);
-            let wait = match cpu.check_n(ticks) {
-                Ok(Ok(_)) => return Ok(UpdateDeadline::Yield(1)),
-                Ok(Err(_)) => ticks,
-                // More than a second's worth at once: wait for a full second's.
-                Err(governor::InsufficientCapacity(most)) => NonZeroU32::new(most).unwrap_or(NonZeroU32::MIN),
+            let Some(until) = cpu.charge(&account, u64::from(host) + 1) else {
+                return Ok(UpdateDeadline::Yield(1));
             };
-            // Over its CPU budget: wait for the ticks it owes (the call's timeout still applies).
-            let cpu = cpu.clone();
+            // Past its share while others run: it waits for its next window, on the host's
+            // time, not the guest's.
+            let clock = clock.clone();
             Ok(UpdateDeadline::YieldCustom(
                 1,
                 Box::pin(async move {
-                    let _ = cpu.until_n_ready(wait).await;
+                    let _held = clock.hold();
+                    tokio::time::sleep(until.saturating_duration_since(Instant::now())).await;
                 }),
             ))
         });
@@ -192,7 +189,11 @@ impl CallSetup {
 
     fn classify(&self, store: &Store<State>, error: wasmtime::Error, elapsed: Duration) -> CallFailure {
         let state = store.data();
-        // The deadline first: a guest may have survived a refused growth and then looped.
+        // The host's budget first: whatever the guest did after, the host refused it room.
+        if let Some(pressure) = state.limiter.pressure {
+            return CallFailure::HostPressure(pressure);
+        }
+        // The deadline next: a guest may have survived a refused growth and then looped.
         if error.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt) {
             return CallFailure::Deadline { deadline: self.limits.deadline, elapsed };
         }
@@ -223,13 +224,15 @@ impl CallSetup {
         let mut timings = StageTimings::default();
         // Waiting for a slot is not the guest's time: the deadline starts once it has one.
         let _slot = self.slots.acquire().await.expect("the plugin's slots are never closed");
+        let _running = self.pool.cpu.running(self.name.clone(), self.limits.cpu_weight);
         let started = Instant::now();
-        let deadline = started + self.limits.deadline;
-        let mut store = self.store(manifest, services, deadline);
+        let clock = Arc::new(CallClock::start(self.limits.deadline));
+        let mut store = self.store(manifest, services, clock.clone());
         let work = async {
             let instance = self.pre.instantiate_async(&mut store).await.map_err(|e| {
                 // A start function can trap or run out of memory; anything else (an exhausted
-                // pool) keeps wasmtime's own error.
+                // pool, or no room in the host's budget, told apart below) keeps wasmtime's
+                // own error.
                 if e.downcast_ref::<wasmtime::Trap>().is_some() {
                     Fail::Wasm(e)
                 } else {
@@ -239,18 +242,26 @@ impl CallSetup {
             timings.instantiate = started.elapsed();
             body(&mut store, instance, &self.exports).await
         };
-        let out = tokio::time::timeout_at(deadline.into(), work).await;
+        let out = clock.within(work).await;
         let elapsed = started.elapsed();
         timings.call = elapsed.saturating_sub(timings.instantiate);
+        timings.host_waited = clock.waited();
         let out = match out {
-            Err(_) => Err(CallFailure::Deadline { deadline: self.limits.deadline, elapsed }),
-            Ok(Err(Fail::Wasm(e))) => Err(self.classify(&store, e, elapsed)),
-            Ok(Err(Fail::Failure(f))) => Err(f),
-            Ok(Ok(v)) => match store.data_mut().undeclared.take() {
+            None => Err(CallFailure::Deadline { deadline: self.limits.deadline, elapsed }),
+            Some(Err(Fail::Wasm(e))) => Err(self.classify(&store, e, elapsed)),
+            Some(Err(Fail::Failure(f))) => Err(f),
+            Some(Ok(v)) => match store.data_mut().undeclared.take() {
                 Some((verb, kind)) => Err(CallFailure::UndeclaredKind { verb, kind }),
                 None => Ok(v),
             },
         };
+        // The budget refused room while the instance was made: that is the host's, whatever
+        // form the error took.
+        let out = match (out, store.data().limiter.pressure) {
+            (Err(_), Some(pressure)) => Err(CallFailure::HostPressure(pressure)),
+            (out, _) => out,
+        };
+        timings.memory_waits = store.data().limiter.charge.as_ref().map_or(0, |c| c.waits().0);
         (out, timings)
     }
 
@@ -369,7 +380,6 @@ impl Plugin {
             slots,
             limits,
             name: setup.name.clone(),
-            cpu: one_core(setup.pool.config.epoch_tick),
             contract: setup.contract,
         };
         Plugin::new(PluginInner {

@@ -1,5 +1,5 @@
-//! What a sandbox shares with the plugins it loaded: the Engine, the configuration and the
-//! instance pool. Kept apart from `sandbox` so that a plugin holds only this, not the linker
+//! What a sandbox shares with the plugins it loaded: the Engine, the configuration, the
+//! instance pool and the host-wide budgets of guest memory and CPU. Kept apart from `sandbox` so that a plugin holds only this, not the linker
 //! and the compile cache, and `plugin` need not reach back into `sandbox`.
 
 use std::sync::{Arc, Mutex};
@@ -8,6 +8,8 @@ use tokio::sync::Semaphore;
 use wasmtime::Engine;
 
 use crate::config::SandboxConfig;
+use crate::cpu_budget::CpuBudget;
+use crate::memory_budget::MemoryBudget;
 
 /// The Engine and the instance pool, shared by a sandbox and every plugin it loaded.
 pub(crate) struct Pool {
@@ -17,6 +19,10 @@ pub(crate) struct Pool {
     pub(crate) loading: Arc<Semaphore>,
     /// Instances of the pool that no plugin has reserved.
     free: Mutex<usize>,
+    /// What all instances' memories together may hold, when bounded.
+    pub(crate) memory: Option<MemoryBudget>,
+    /// What all guest code together may run.
+    pub(crate) cpu: Arc<CpuBudget>,
 }
 
 impl Pool {
@@ -28,6 +34,8 @@ impl Pool {
             engine,
             free: Mutex::new((config.max_instances - loading) as usize),
             loading: Arc::new(Semaphore::new(loading as usize)),
+            memory: config.guest_memory_bytes.map(|bytes| MemoryBudget::new(bytes, config.guest_memory_wait)),
+            cpu: Arc::new(CpuBudget::new(config.guest_cpus, config.epoch_tick)),
             config,
         }
     }

@@ -140,7 +140,6 @@ impl Sandbox {
             limits: config.default_limits,
             name: Arc::from(origin),
             slots: self.inner.pool.loading.clone(),
-            cpu: crate::plugin::one_core(config.epoch_tick),
             contract,
         };
         let raw = setup
@@ -173,6 +172,25 @@ impl Sandbox {
             overrides: None,
             _reservation: None,
         }))
+    }
+
+    /// `limits` within the host's guest memory budget ([`Limits::fit`]); unchanged when the
+    /// sandbox has no budget.
+    pub fn fit(&self, limits: Limits) -> (Limits, Option<crate::Capped>) {
+        match &self.inner.pool.memory {
+            Some(budget) => limits.fit(budget.total()),
+            None => (limits, None),
+        }
+    }
+
+    /// The host's guest memory budget, when it has one.
+    pub fn memory_budget(&self) -> Option<&crate::MemoryBudget> {
+        self.inner.pool.memory.as_ref()
+    }
+
+    /// The host's CPU budget for guest code.
+    pub fn cpu_budget(&self) -> &crate::CpuBudget {
+        &self.inner.pool.cpu
     }
 
     /// Reserves `plugin`'s instance quota ([`Limits::instances`]) from the pool: calls of the

@@ -9,6 +9,8 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use crate::Selector;
 use crate::bindings::wit::{CacheError, Page};
+use crate::call_clock::CallClock;
+use crate::memory_budget::{Charge, Pressure};
 use crate::bindings::{Gvk, Object, parse_gvk, wit};
 use crate::host_services::{CacheDenied, HostServices};
 use crate::manifest::Manifest;
@@ -18,23 +20,52 @@ use wasmloop_contract::names::{Name, Namespace};
 /// Captured guest stderr is capped: it only has to hold a panic message.
 const GUEST_OUTPUT_CAP: usize = 16 << 10;
 
-/// Denies growth past the limit and remembers that it did, so the resulting trap (the guest
-/// aborts when allocation fails) is reported as a memory limit, not as a bug.
+/// Holds each instance to the plugin's memory ceiling, and every growth to the host's guest
+/// memory budget when there is one. A growth past the ceiling is denied (the guest aborts,
+/// and the call is reported as a memory limit, not a bug); one that finds no room in the
+/// budget fails the call as host pressure.
 pub(crate) struct MemoryLimiter {
     pub(crate) limit: usize,
     pub(crate) refused: Option<usize>,
+    /// The call's account with the host's budget.
+    pub(crate) charge: Option<Charge>,
+    /// Why the budget refused a growth, when it did.
+    pub(crate) pressure: Option<Pressure>,
+    /// A wait for room is the host's time: it moves the call's deadline.
+    pub(crate) clock: Arc<CallClock>,
 }
 
-impl wasmtime::ResourceLimiter for MemoryLimiter {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+#[async_trait::async_trait]
+impl wasmtime::ResourceLimiterAsync for MemoryLimiter {
+    async fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         if desired > self.limit {
             self.refused = Some(desired);
             return Ok(false);
         }
-        Ok(true)
+        let Some(charge) = &mut self.charge else { return Ok(true) };
+        let grown = u64::try_from(desired.saturating_sub(current)).unwrap_or(u64::MAX);
+        let clock = self.clock.clone();
+        let _held = clock.hold();
+        match charge.grow(grown).await {
+            Ok(()) => Ok(true),
+            Err(pressure) => {
+                self.pressure = Some(pressure);
+                Err(wasmtime::Error::msg(pressure.to_string()))
+            }
+        }
     }
 
-    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    async fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         Ok(desired <= 100_000)
     }
 }
@@ -63,7 +94,7 @@ impl State {
         plugin: Arc<str>,
         manifest: Option<Arc<Manifest>>,
         services: Arc<dyn HostServices>,
-        memory_limit: usize,
+        limiter: MemoryLimiter,
     ) -> State {
         let stderr = MemoryOutputPipe::new(GUEST_OUTPUT_CAP);
         // No preopens, no environment, no network: the builder grants none by default.
@@ -72,7 +103,7 @@ impl State {
             wasi,
             table: ResourceTable::new(),
             stderr,
-            limiter: MemoryLimiter { limit: memory_limit, refused: None },
+            limiter,
             services,
             manifest,
             plugin,
@@ -336,7 +367,9 @@ mod tests {
     fn state(count: usize) -> State {
         let configmap = Gvk::new("", "v1", "ConfigMap").unwrap();
         let manifest = Manifest::declaring("lister", configmap);
-        State::new("lister".into(), Some(Arc::new(manifest)), Arc::new(ManyConfigMaps(count)), 64 << 20)
+        let clock = Arc::new(CallClock::start(std::time::Duration::from_secs(1)));
+        let limiter = MemoryLimiter { limit: 64 << 20, refused: None, charge: None, pressure: None, clock };
+        State::new("lister".into(), Some(Arc::new(manifest)), Arc::new(ManyConfigMaps(count)), limiter)
     }
 
     fn configmaps() -> wit::Gvk {

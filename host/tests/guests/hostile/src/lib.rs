@@ -27,6 +27,12 @@ struct Config {
     /// The page size `list-pages` asks for.
     #[serde(default)]
     limit: u32,
+    /// How many bytes `hold` fills.
+    #[serde(default)]
+    bytes: usize,
+    /// How long `hold` keeps them, and how long `spin` computes, in milliseconds.
+    #[serde(default)]
+    ms: u64,
 }
 
 fn default_interval() -> u64 {
@@ -92,6 +98,27 @@ impl Reconciler for Hostile {
                 }
             }
             "ok" => Ok(Vec::new()),
+            "hold" => {
+                // Fills `bytes` of memory, every page touched, holds it `ms` on a WASI clock,
+                // and succeeds: within its limits, never a failure.
+                let mut held = vec![0u8; config.bytes];
+                for page in held.chunks_mut(4096) {
+                    page[0] = 1;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(config.ms));
+                wasmloop_sdk::info!("held {} bytes for {}", std::hint::black_box(&held).len(), request.object.name);
+                Ok(Vec::new())
+            }
+            "spin" => {
+                // Computes for `ms` and succeeds: a plugin that is slow, not broken.
+                let until = std::time::Instant::now() + std::time::Duration::from_millis(config.ms);
+                let mut n = 0u64;
+                while std::time::Instant::now() < until {
+                    n = std::hint::black_box(n.wrapping_add(1));
+                }
+                wasmloop_sdk::info!("spun on {}", request.object.name);
+                Ok(Vec::new())
+            }
             "remember" => {
                 // Module state: under a fresh instance per call it holds only this call's name.
                 static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());

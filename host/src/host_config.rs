@@ -63,6 +63,10 @@ pub struct QuarantineSettings {
     pub max_probe_seconds: Option<u64>,
 }
 
+/// The largest CPU weight a plugin may be given: a hundred times another's share is as far as a
+/// fair share goes.
+const MAX_CPU_WEIGHT: u32 = 100;
+
 /// The longest any quarantine duration may be: a day.
 const MAX_QUARANTINE_SECONDS: u64 = 86_400;
 
@@ -182,6 +186,11 @@ pub struct PluginSettings {
     /// `limits.minRequeueAfterMs`).
     #[serde(default)]
     pub min_requeue_after_ms: Option<u64>,
+    /// This plugin's weight in the host's CPU budget (1 to 100, default 1): running beside
+    /// others, it gets this many parts of the guests' CPU for each part a plugin of weight 1
+    /// gets. Its shadow draws from its share.
+    #[serde(default)]
+    pub cpu_weight: Option<std::num::NonZeroU32>,
 }
 
 impl HostConfig {
@@ -207,6 +216,9 @@ impl HostConfig {
             check_plugin_key(plugin).map_err(|e| format!(": plugins.{e}"))?;
             if let Some(account) = &settings.service_account {
                 account.parse::<ServiceAccount>().map_err(|e| format!(": plugins.{plugin}.serviceAccount: {e}"))?;
+            }
+            if let Some(weight) = settings.cpu_weight.filter(|w| w.get() > MAX_CPU_WEIGHT) {
+                return Err(format!(": plugins.{plugin}.cpuWeight: {weight} is not between 1 and {MAX_CPU_WEIGHT}"));
             }
         }
         Ok(config)

@@ -24,6 +24,8 @@ pub mod pinning;
 #[cfg(feature = "cluster")]
 pub mod plugin_configmap;
 #[cfg(feature = "cluster")]
+pub mod pod_limits;
+#[cfg(feature = "cluster")]
 pub mod recording;
 #[cfg(feature = "cluster")]
 pub mod replay;

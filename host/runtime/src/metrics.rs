@@ -16,15 +16,17 @@
 //! ```
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use wasmloop_sandbox::{CpuBudget, MemoryBudget};
 
 /// A plugin.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -107,6 +109,7 @@ pub struct Metrics {
     shard_members: Gauge,
     shard_running: Family<ShardLabels, Gauge>,
     shard_moves: Family<ResultLabels, Counter>,
+    memory_waits: Family<PluginLabels, Counter>,
     /// The label values each plugin's series were made with beyond the fixed ones, so that
     /// [`Metrics::forget_plugin`] can remove every one of them.
     seen: Mutex<HashMap<String, Seen>>,
@@ -185,10 +188,15 @@ impl Metrics {
             shard_members: Gauge::default(),
             shard_running: Family::default(),
             shard_moves: Family::default(),
+            memory_waits: Family::default(),
             seen: Mutex::default(),
         };
         let r = &mut m.registry;
-        r.register("reconciles", "Reconciles by plugin and result (success, retry, failed)", m.reconciles.clone());
+        r.register(
+            "reconciles",
+            "Reconciles by plugin and result (success, retry, failed, and deferred: the host's budgets had no room, not counted against the plugin)",
+            m.reconciles.clone(),
+        );
         r.register(
             "reconcile_errors",
             "Failed reconciles by plugin and reason (the Warning Event's reason)",
@@ -268,7 +276,21 @@ impl Metrics {
             "Plugins this replica took (result=in) or handed over (result=out) (--shard)",
             m.shard_moves.clone(),
         );
+        r.register(
+            "guest_memory_waits",
+            "Growths of a plugin's guest memory that waited for room in the host's guest memory budget",
+            m.memory_waits.clone(),
+        );
         m
+    }
+
+    /// These metrics with the host's guest budgets, read at each scrape: the memory budget
+    /// (`wasmloop_guest_memory_budget_bytes`, `_used_bytes`, `_waiting_calls`), when there
+    /// is one, and the CPU budget (`wasmloop_guest_cpu_budget_cores`).
+    #[must_use]
+    pub fn budgets(mut self, memory: Option<MemoryBudget>, cpu: Arc<CpuBudget>) -> Metrics {
+        self.registry.register_collector(Box::new(Budgets { memory, cpu }));
+        self
     }
 
     /// The OpenMetrics text of every series.
@@ -300,10 +322,13 @@ impl Metrics {
             success: result(Outcome::Success),
             retry: result(Outcome::Retry),
             failed: result(Outcome::Failed),
+            deferred: result(Outcome::Deferred),
             map_duration: self.map_duration.get_or_create(&labels).clone(),
             map_success: map(Outcome::Success),
             map_retry: map(Outcome::Retry),
             map_failed: map(Outcome::Failed),
+            map_deferred: map(Outcome::Deferred),
+            memory_waits: self.memory_waits.get_or_create(&labels).clone(),
         }
     }
 
@@ -339,14 +364,14 @@ impl Metrics {
         for family in [&self.in_flight, &self.queue_depth, &self.quarantined] {
             family.remove(&labels);
         }
-        for family in [&self.overlaps, &self.queue_retries, &self.plugin_loads, &self.writes_throttled] {
+        for family in [&self.overlaps, &self.queue_retries, &self.plugin_loads, &self.writes_throttled, &self.memory_waits] {
             family.remove(&labels);
         }
         for family in [&self.reconcile_duration, &self.map_duration, &self.instantiate] {
             family.remove(&labels);
         }
         let result = |result: &str| ResultLabels { plugin: plugin.to_owned(), result: result.to_owned() };
-        for outcome in [Outcome::Success, Outcome::Retry, Outcome::Failed] {
+        for outcome in [Outcome::Success, Outcome::Retry, Outcome::Failed, Outcome::Deferred] {
             self.reconciles.remove(&result(outcome.label()));
             self.maps.remove(&result(outcome.label()));
         }
@@ -466,6 +491,9 @@ pub enum Outcome {
     Retry,
     /// Failed permanently; the key waits for a change.
     Failed,
+    /// The host's budgets had no room for the call: the key comes back shortly, and nothing
+    /// is counted against the plugin.
+    Deferred,
 }
 
 impl Outcome {
@@ -474,7 +502,44 @@ impl Outcome {
             Outcome::Success => "success",
             Outcome::Retry => "retry",
             Outcome::Failed => "failed",
+            Outcome::Deferred => "deferred",
         }
+    }
+}
+
+/// The host's guest budgets, read at each scrape.
+struct Budgets {
+    memory: Option<MemoryBudget>,
+    cpu: Arc<CpuBudget>,
+}
+
+impl std::fmt::Debug for Budgets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Budgets").field("cpus", &self.cpu.cores()).finish_non_exhaustive()
+    }
+}
+
+impl Collector for Budgets {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut gauge = |name: &str, help: &str, value: f64| {
+            let gauge = ConstGauge::new(value);
+            gauge.encode(encoder.encode_descriptor(name, help, None, gauge.metric_type())?)
+        };
+        if let Some(memory) = &self.memory {
+            let bytes = |n: u64| n as f64;
+            gauge(
+                "guest_memory_budget_bytes",
+                "What every guest instance's memory together may hold",
+                bytes(memory.total()),
+            )?;
+            gauge("guest_memory_used_bytes", "Guest memory held now, all plugins", bytes(memory.used()))?;
+            gauge(
+                "guest_memory_waiting_calls",
+                "Calls waiting now for room in the guest memory budget",
+                memory.waiting() as f64,
+            )?;
+        }
+        gauge("guest_cpu_budget_cores", "The CPUs guest code may use, all plugins together", self.cpu.cores())
     }
 }
 
@@ -490,10 +555,13 @@ pub struct PluginMetrics {
     success: Counter,
     retry: Counter,
     failed: Counter,
+    deferred: Counter,
     map_duration: Histogram,
     map_success: Counter,
     map_retry: Counter,
     map_failed: Counter,
+    map_deferred: Counter,
+    memory_waits: Counter,
 }
 
 impl PluginMetrics {
@@ -523,6 +591,7 @@ impl PluginMetrics {
             Outcome::Success => &self.success,
             Outcome::Retry => &self.retry,
             Outcome::Failed => &self.failed,
+            Outcome::Deferred => &self.deferred,
         }
         .inc();
         self.duration.observe(took.as_secs_f64());
@@ -534,6 +603,7 @@ impl PluginMetrics {
             Outcome::Success => &self.map_success,
             Outcome::Retry => &self.map_retry,
             Outcome::Failed => &self.map_failed,
+            Outcome::Deferred => &self.map_deferred,
         }
         .inc();
         self.map_duration.observe(took.as_secs_f64());
@@ -542,6 +612,11 @@ impl PluginMetrics {
     /// A guest instance took `took` to create.
     pub fn instantiated(&self, took: Duration) {
         self.instantiate.observe(took.as_secs_f64());
+    }
+
+    /// A call's memory growths waited `waits` times for room in the guest memory budget.
+    pub fn memory_waited(&self, waits: u32) {
+        self.memory_waits.inc_by(u64::from(waits));
     }
 }
 
@@ -577,5 +652,15 @@ mod tests {
             metrics.forget_plugin(&name);
         }
         assert!(!metrics.encode().contains("made-up-"));
+    }
+
+    #[test]
+    fn the_guest_budgets_are_read_at_each_scrape() {
+        let memory = MemoryBudget::new(384 << 20, Duration::from_secs(1));
+        let cpu = Arc::new(CpuBudget::new(0.75, Duration::from_millis(5)));
+        let text = Metrics::new().budgets(Some(memory), cpu).encode();
+        assert!(text.contains("wasmloop_guest_memory_budget_bytes 402653184"), "{text}");
+        assert!(text.contains("wasmloop_guest_memory_used_bytes 0"), "{text}");
+        assert!(text.contains("wasmloop_guest_cpu_budget_cores 0.75"), "{text}");
     }
 }

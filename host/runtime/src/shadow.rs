@@ -249,7 +249,13 @@ impl Shadow {
             if let Some(config) = &shadow.config {
                 request.config.clone_from(config);
             }
-            let now = record::outcome(&shadow.plugin.reconcile(&request, cache).await);
+            let called = shadow.plugin.reconcile(&request, cache).await;
+            if called.as_ref().is_err_and(|e| e.failure.is_host_pressure()) {
+                // The host had no room for the shadow's call: nothing was compared.
+                shadow.count(ShadowResult::Skipped, &object, None);
+                return;
+            }
+            let now = record::outcome(&called);
             let result = ShadowResult::of(compare::judge(&serving, &now, &[]), &now);
             let diff =
                 (result != ShadowResult::Same).then(|| cut(compare::diff(&serving, &now, ("serving", "shadow"))));

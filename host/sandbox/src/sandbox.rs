@@ -189,8 +189,8 @@ impl Sandbox {
     }
 
     /// The host's CPU budget for guest code.
-    pub fn cpu_budget(&self) -> &crate::CpuBudget {
-        &self.inner.pool.cpu
+    pub fn cpu_budget(&self) -> Arc<crate::CpuBudget> {
+        self.inner.pool.cpu.clone()
     }
 
     /// Reserves `plugin`'s instance quota ([`Limits::instances`]) from the pool: calls of the

@@ -35,6 +35,15 @@ pub(crate) struct MemoryLimiter {
     pub(crate) clock: Arc<CallClock>,
 }
 
+impl MemoryLimiter {
+    /// A limiter of `limit` bytes per memory, charging no budget: for Stores that only serve
+    /// imports (the conformance suite, tests).
+    pub(crate) fn unbudgeted(limit: usize) -> MemoryLimiter {
+        let clock = Arc::new(CallClock::start(std::time::Duration::from_secs(1)));
+        MemoryLimiter { limit, refused: None, charge: None, pressure: None, clock }
+    }
+}
+
 #[async_trait::async_trait]
 impl wasmtime::ResourceLimiterAsync for MemoryLimiter {
     async fn memory_growing(
@@ -367,8 +376,7 @@ mod tests {
     fn state(count: usize) -> State {
         let configmap = Gvk::new("", "v1", "ConfigMap").unwrap();
         let manifest = Manifest::declaring("lister", configmap);
-        let clock = Arc::new(CallClock::start(std::time::Duration::from_secs(1)));
-        let limiter = MemoryLimiter { limit: 64 << 20, refused: None, charge: None, pressure: None, clock };
+        let limiter = MemoryLimiter::unbudgeted(64 << 20);
         State::new("lister".into(), Some(Arc::new(manifest)), Arc::new(ManyConfigMaps(count)), limiter)
     }
 

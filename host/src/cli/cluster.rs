@@ -278,10 +278,51 @@ pub struct HostArgs {
     /// Bytes `--record-dir` may hold; the oldest cases go first.
     #[arg(long, default_value_t = 256 << 20, value_parser = clap::value_parser!(u64).range((1 << 20)..=(1 << 40)))]
     pub record_max_bytes: u64,
+    /// Bytes of memory every plugin's guest instances together may hold (Ki, Mi and Gi
+    /// allowed) [default: the container's memory limit less what the host keeps for itself
+    /// (192 MiB, or a quarter of a larger limit), or half the machine's memory without a
+    /// limit]. A call that finds no room waits, and is tried again later if none comes; a
+    /// plugin whose memory limit times its concurrency exceeds it runs with fewer workers.
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    pub guest_memory_budget: Option<u64>,
+    /// CPUs every plugin's guest code together may use (0.5, or 500m), shared among the plugins
+    /// with calls running by fair share [default: three quarters of the container's CPU
+    /// quota, or of the machine's CPUs without one].
+    #[arg(long, value_name = "CPUS", value_parser = parse_cpus)]
+    pub guest_cpu_budget: Option<f64>,
     /// Leader election.
     #[command(flatten)]
     pub leader: LeaderArgs,
     /// Sandbox options.
     #[command(flatten)]
     pub sandbox: SandboxArgs,
+}
+
+/// A byte count: digits, optionally followed by Ki, Mi or Gi.
+fn parse_bytes(text: &str) -> Result<u64, String> {
+    let (digits, shift) = match text.trim() {
+        t if t.ends_with("Ki") => (&t[..t.len() - 2], 10),
+        t if t.ends_with("Mi") => (&t[..t.len() - 2], 20),
+        t if t.ends_with("Gi") => (&t[..t.len() - 2], 30),
+        t => (t, 0),
+    };
+    let n: u64 = digits.parse().map_err(|_| "expected a byte count: digits, optionally followed by Ki, Mi or Gi")?;
+    let bytes = n.checked_shl(shift).filter(|b| b >> shift == n).ok_or("too large")?;
+    if bytes < 16 << 20 {
+        return Err("at least 16Mi: one small plugin's instance".to_owned());
+    }
+    Ok(bytes)
+}
+
+/// A CPU count: a decimal (0.5) or millicores (500m).
+fn parse_cpus(text: &str) -> Result<f64, String> {
+    let text = text.trim();
+    let cpus = match text.strip_suffix('m') {
+        Some(milli) => milli.parse::<u32>().map(|m| f64::from(m) / 1000.0).ok(),
+        None => text.parse::<f64>().ok(),
+    };
+    match cpus {
+        Some(cpus) if cpus.is_finite() && (0.01..=1024.0).contains(&cpus) => Ok(cpus),
+        _ => Err("expected CPUs between 0.01 and 1024: a decimal such as 0.5, or millicores such as 500m".to_owned()),
+    }
 }

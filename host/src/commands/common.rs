@@ -22,6 +22,15 @@ pub(super) fn block_on<F: std::future::Future>(work: F) -> anyhow::Result<F::Out
 
 /// The sandbox, its pool sized from the host configuration.
 pub(super) fn sandbox(args: &SandboxArgs, pool: Option<u32>) -> anyhow::Result<Sandbox> {
+    sandbox_with(args, pool, |config| config)
+}
+
+/// [`sandbox`], its configuration finished by `finish` (the host-wide budgets of `run`).
+pub(super) fn sandbox_with(
+    args: &SandboxArgs,
+    pool: Option<u32>,
+    finish: impl FnOnce(SandboxConfig) -> SandboxConfig,
+) -> anyhow::Result<Sandbox> {
     let mut config = SandboxConfig::default();
     if let Some(n) = pool {
         config = config.max_instances(n);
@@ -41,7 +50,7 @@ pub(super) fn sandbox(args: &SandboxArgs, pool: Option<u32>) -> anyhow::Result<S
     } else if let Some(dir) = &args.cache_dir {
         config = config.cache_dir(Some(dir.clone()));
     }
-    Sandbox::new(config).map_err(|e| anyhow::anyhow!("cannot start the wasm sandbox: {e:#}"))
+    Sandbox::new(finish(config)).map_err(|e| anyhow::anyhow!("cannot start the wasm sandbox: {e:#}"))
 }
 
 /// Loads a plugin file, applying the command line's limits over the plugin's own.

@@ -6,7 +6,6 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use wasmloop_runtime::registry::{Candidate, RegistryError};
 
-use super::common;
 use super::host::{Host, Shutdown};
 use crate::cli::{DevArgs, PluginIdentity, RecordArgs};
 use crate::host_config::HostConfig;
@@ -112,7 +111,7 @@ async fn reload_unless_signalled(host: &Host, source: &PathSource, last: &mut St
 async fn serve(args: &DevArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
     let mut shutdown = Shutdown::listen()?;
     let source = PathSource::new(&args.path)?;
-    let sandbox = common::sandbox(&args.host.sandbox, config.sandbox.max_instances)?;
+    let sandbox = super::host::sandbox(&args.host, &config)?;
     let item = source.label();
     let dry_run = args.dry_run.then(crate::dry_run::to_stdout);
     if dry_run.is_some() {

@@ -65,8 +65,27 @@ fn controller_config(config: &HostConfig, realm: &str, plugin: &str) -> Controll
             .or(config.limits.min_requeue_after_ms)
             .map_or(defaults.min_requeue, Duration::from_millis),
         quarantine: config.quarantine.policy(),
+        cpu_weight: settings.and_then(|s| s.cpu_weight).map_or(defaults.cpu_weight, std::num::NonZeroU32::get),
         ..ControllerConfig::default()
     }
+}
+
+/// The sandbox of a host that serves plugins: its pool sized from the host configuration, and
+/// its guest budgets from the container's limits ([`crate::pod_limits`]) unless set by hand.
+pub(super) fn sandbox(args: &HostArgs, config: &HostConfig) -> anyhow::Result<Sandbox> {
+    let pod = crate::pod_limits::PodLimits::read();
+    let memory = args.guest_memory_budget.unwrap_or_else(|| crate::pod_limits::guest_memory(&pod));
+    let cpus = args.guest_cpu_budget.unwrap_or_else(|| crate::pod_limits::guest_cpus(&pod));
+    tracing::info!(
+        memory_limit = pod.memory,
+        cpu_quota = pod.cpus,
+        guest_memory_budget = memory,
+        guest_cpu_budget = cpus,
+        "guest budgets, shared by every plugin"
+    );
+    common::sandbox_with(&args.sandbox, config.sandbox.max_instances, |sandbox| {
+        sandbox.guest_memory_bytes(Some(memory)).guest_cpus(cpus)
+    })
 }
 
 /// The host's own ServiceAccount, as the downward API gives it to a pod of `deploy/`.
@@ -88,7 +107,7 @@ impl Host {
         default_identity: PluginIdentity,
     ) -> anyhow::Result<Host> {
         let identity = args.plugin_identity.unwrap_or(default_identity);
-        let metrics = Arc::new(Metrics::new());
+        let metrics = Arc::new(Metrics::new().budgets(sandbox.memory_budget().cloned(), sandbox.cpu_budget()));
         let quarantines = Arc::new(Board::default());
         let readiness = Arc::new(Readiness::new(quarantines.clone()));
         for what in pending {

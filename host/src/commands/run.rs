@@ -111,7 +111,7 @@ struct Start {
 }
 
 async fn start(args: &RunArgs, config: HostConfig) -> anyhow::Result<(Host, Start)> {
-    let sandbox = common::sandbox(&args.host.sandbox, config.sandbox.max_instances)?;
+    let sandbox = super::host::sandbox(&args.host, &config)?;
     // Read before anything connects: a bad keys file fails the command at once.
     let trusted = args.trusted_keys.as_deref().map(TrustedKeys::read).transpose()?.map(Arc::new);
     if let Some(keys) = &trusted {

@@ -7,7 +7,8 @@
 //! | `Ready`       | a version serves and is not quarantined, or a shadow is seated     |
 //! | `Loaded`      | a version serves or shadows from it                                |
 //! | `Degraded`    | its newest version was refused while an older one keeps serving,   |
-//! |               | or its reconciles failed over the error window ([`super::errors`]) |
+//! |               | its reconciles failed over the error window ([`super::errors`]),   |
+//! |               | or it runs capped to fit the host's guest memory budget            |
 //! | `Quarantined` | its calls failed at the quarantine policy's rate: probes only      |
 //! | `Shadowing`   | it is a seated shadow; the message counts same and differing calls |
 //! | `Pinned`      | what serves was pinned by digest (an image's, `signature.digest`)  |
@@ -105,6 +106,12 @@ pub(super) fn of(shown: &Shown, now: &str) -> Vec<Condition> {
                 "{errors} reconciles of plugin {} {} failed in the last {window} s (wasmloop_reconciles_total)",
                 v.plugin, v.version
             ),
+        ),
+        (None, Some(_), None) if serving.is_some() && shown.capped.is_some() => condition(
+            "Degraded",
+            true,
+            "CappedToMemoryBudget".into(),
+            shown.capped.clone().unwrap_or_default(),
         ),
         _ => condition("Degraded", false, "AsExpected".into(), "no refused version, no failed reconciles".into()),
     };

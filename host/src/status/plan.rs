@@ -93,6 +93,8 @@ pub(super) struct Shown {
     pub(super) conditions: Vec<Condition>,
     /// Failed reconciles of the version serving over the error window (a `WasmPlugin`'s).
     pub(super) errors: Option<u64>,
+    /// What the host's guest memory budget cut of the serving version's settings, if anything.
+    pub(super) capped: Option<String>,
 }
 
 /// The kinds of object whose status the writer shows.
@@ -181,6 +183,7 @@ impl Statuses {
             Reported::Observed { .. }
                 | Reported::ShadowFindings { .. }
                 | Reported::Removed
+                | Reported::Capped { .. }
                 | Reported::Loaded(Loaded::Parked { .. })
         );
         let settled = if outcome { self.shown.get_mut(&object).and_then(Shown::settle) } else { None };
@@ -203,6 +206,7 @@ impl Statuses {
                 self.shown.remove(&object);
                 Vec::new()
             }
+            Reported::Capped { message } => self.capped(object.clone(), message, now),
         };
         // A generation settled with nothing else to write still shows that it was observed.
         let written = effects.iter().any(|e| !matches!(e, Effect::Event { .. }) && *object_key(e) == object);
@@ -359,7 +363,7 @@ impl Statuses {
         // Serving now: whatever this object shadowed before is unseated. A new version starts
         // healthy.
         shown.active = Some(Active { id: id.clone(), loaded: loaded_version });
-        (shown.shadow, shown.quarantined, shown.errors) = (None, None, None);
+        (shown.shadow, shown.quarantined, shown.errors, shown.capped) = (None, None, None, None);
         (shown.last_error, shown.last_error_at, shown.reason) = (None, None, None);
         if let Some(pin) = pin {
             shown.pinned = pin;
@@ -368,6 +372,16 @@ impl Statuses {
         let note = format!("plugin {plugin} {version} serving (sha256 {})", short(loaded.digest()));
         effects.push(event(&object, Kind::Normal, "PluginLoaded", "LoadPlugin", note));
         effects
+    }
+
+    /// The version just loaded runs with less than its settings ask, to fit the host's guest
+    /// memory budget.
+    fn capped(&mut self, object: ObjectKey, message: String, now: &str) -> Vec<Effect> {
+        let Some(shown) = self.shown.get_mut(&object).filter(|shown| shown.active.is_some()) else {
+            return Vec::new();
+        };
+        shown.capped = Some(validate::cut(message, MAX_LAST_ERROR));
+        vec![self.status(&object, now)]
     }
 
     /// A refusal is over: what serves (or shadows) is what the source offers.
@@ -574,6 +588,9 @@ pub(super) fn status_of(shown: &Shown, replica: Option<&str>) -> serde_json::Val
     }
     if let Some(reason) = &shown.quarantined {
         status["quarantined"] = json!(reason);
+    }
+    if let (Some(_), Some(capped)) = (&shown.active, &shown.capped) {
+        status["capped"] = json!(capped);
     }
     status
 }
@@ -1016,6 +1033,29 @@ mod tests {
         let healed = statuses.errors(&BTreeMap::from([(version, 0)]), LATER);
         assert!(is(status(&healed[0]), "Degraded", "False", "AsExpected"));
         assert_eq!(status(&healed[0])["errors"], 0);
+    }
+
+    fn capped(source: String) -> Report {
+        Report::new(source, Reported::Capped { message: "runs with 1 concurrent reconcile".into() })
+    }
+
+    #[test]
+    fn a_version_capped_to_the_memory_budget_degrades_a_wasmplugin_until_a_version_is_not() {
+        let mut statuses = Statuses::new(None);
+        let status = last_status(&mut statuses, vec![wasmplugin_loaded("1.0.0"), capped(plugin_source("hello"))], NOW);
+        assert!(is(&status, "Degraded", "True", "CappedToMemoryBudget"), "{status}");
+        assert_eq!(condition(&status, "Degraded")["message"], "runs with 1 concurrent reconcile");
+        assert!(is(&status, "Ready", "True", "Serving"), "it serves, with less");
+        let status = last_status(&mut statuses, vec![wasmplugin_loaded("1.0.1")], LATER);
+        assert!(is(&status, "Degraded", "False", "AsExpected"), "{status}");
+    }
+
+    #[test]
+    fn a_capped_version_shows_in_its_configmap_s_annotation() {
+        let mut statuses = Statuses::new(None);
+        let status = last_status(&mut statuses, vec![loaded("hello", started("1.0.0", "d1")), capped(source("hello"))], NOW);
+        assert_eq!(status["capped"], "runs with 1 concurrent reconcile");
+        assert!(statuses.report(capped(source("gone")), NOW).is_empty(), "nothing is made for what serves nothing");
     }
 
     fn is(status: &serde_json::Value, type_: &str, holds: &str, reason: &str) -> bool {

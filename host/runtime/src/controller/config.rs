@@ -50,6 +50,8 @@ pub struct ControllerConfig {
     pub min_requeue: Duration,
     /// When the plugin is quarantined, and how it is probed.
     pub quarantine: QuarantinePolicy,
+    /// The plugin's weight in the host's CPU budget (the operator's; 1 unless set).
+    pub cpu_weight: u32,
 }
 
 /// The default floor on `requeue_after`.
@@ -85,6 +87,7 @@ impl Default for ControllerConfig {
             write_budget: WriteBudget::default(),
             min_requeue: DEFAULT_MIN_REQUEUE,
             quarantine: QuarantinePolicy::default(),
+            cpu_weight: 1,
         }
     }
 }

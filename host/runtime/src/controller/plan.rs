@@ -156,6 +156,9 @@ pub(super) enum Outcome {
     RetryAfter(Duration),
     /// Do not retry until something changes.
     Wait,
+    /// The host's budgets had no room for the call (host pressure): come back after this
+    /// delay, with nothing counted against the plugin.
+    Deferred(Duration),
 }
 
 impl Outcome {
@@ -164,9 +167,13 @@ impl Outcome {
 
     /// True when the key comes back for another attempt at the same work.
     pub(super) fn retries(self) -> bool {
-        matches!(self, Outcome::Retry | Outcome::RetryAfter(_))
+        matches!(self, Outcome::Retry | Outcome::RetryAfter(_) | Outcome::Deferred(_))
     }
 }
+
+/// How long a key whose call the host had no room for waits before it comes back: long
+/// enough for a call holding the room to end, short beside a backoff's ceiling.
+pub(super) const HOST_PRESSURE_RETRY: Duration = Duration::from_secs(2);
 
 /// How a failure is retried: a permanent one waits for a change; a transient one backs off,
 /// or waits the delay the plugin asked for, held to the requeue floor.
@@ -189,6 +196,8 @@ pub(super) enum Requeue {
     Backoff,
     /// Count a failure and come back after this delay (held to the backoff ceiling).
     RetryAfter(Duration),
+    /// Come back after this delay, the failures counted so far kept and none added.
+    Defer(Duration),
 }
 
 /// The queue's disposal of an outcome, with `floor` the shortest requeue a plugin gets.
@@ -198,6 +207,7 @@ pub(super) fn requeue(outcome: Outcome, floor: Duration) -> Requeue {
         Outcome::Done { requeue_after: None, .. } | Outcome::Wait => Requeue::Forget,
         Outcome::Retry => Requeue::Backoff,
         Outcome::RetryAfter(after) => Requeue::RetryAfter(after),
+        Outcome::Deferred(after) => Requeue::Defer(after),
     }
 }
 
@@ -393,6 +403,7 @@ mod tests {
             (Outcome::Wait, Requeue::Forget),
             (Outcome::Retry, Requeue::Backoff),
             (Outcome::RetryAfter(ms(2_000)), Requeue::RetryAfter(ms(2_000))),
+            (Outcome::Deferred(ms(2_000)), Requeue::Defer(ms(2_000))),
         ];
         for (outcome, expected) in cases {
             assert_eq!(requeue(outcome, floor), expected, "{outcome:?}");

@@ -143,11 +143,13 @@ fn requeue(shared: &Shared, work: Work, outcome: Outcome) -> MetricOutcome {
             shared.queue.add_retry_after(work, after);
             shared.plugin_metrics.retried();
         }
+        Requeue::Defer(after) => shared.queue.add_after(work, after),
     }
     match outcome {
         Outcome::Done { .. } => MetricOutcome::Success,
         Outcome::Retry | Outcome::RetryAfter(_) => MetricOutcome::Retry,
         Outcome::Wait => MetricOutcome::Failed,
+        Outcome::Deferred(_) => MetricOutcome::Deferred,
     }
 }
 
@@ -182,6 +184,11 @@ async fn map_related(shared: &Arc<Shared>, related: &Related) {
             let queued = keys.len();
             keys.into_iter().for_each(|key| shared.enqueue(Work::Reconcile(key)));
             Outcome::Done { actions: queued, requeue_after: None }
+        }
+        Ok(Err(error)) if error.failure.is_host_pressure() => {
+            span.in_scope(|| tracing::info!("map deferred: {error}"));
+            shared.memory.keep_related(related, entry);
+            Outcome::Deferred(plan::HOST_PRESSURE_RETRY)
         }
         Ok(Err(error)) => {
             let transient = error.failure.is_transient();
@@ -271,6 +278,15 @@ async fn call(shared: &Arc<Shared>, key: &Key, entry: Arc<Entry>, phase: Phase, 
     // A future on this task: the guest's log lines stay in the reconcile's span, and the
     // deadline holds even while the guest waits in a host call.
     let (result, timings) = shared.plugin.reconcile_timed(&request, services).await;
+    shared.plugin_metrics.memory_waited(timings.memory_waits);
+    if let Err(error) = &result
+        && error.failure.is_host_pressure()
+    {
+        // The host had no room for it: not the plugin's doing, so it is neither recorded, nor
+        // compared with a shadow, nor counted against the plugin; the key comes back shortly.
+        tracing::info!(plugin = %shared.id, %key, "deferred: {error}");
+        return Outcome::Deferred(plan::HOST_PRESSURE_RETRY);
+    }
     if let (Some(sink), Some(recording)) = (&shared.record, recording) {
         sink(record::case(&shared.plugin, &request, &recording, &result));
     }

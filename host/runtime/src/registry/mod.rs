@@ -643,7 +643,18 @@ impl Registry {
             Decision::Park { stop } => Ok(self.park(offer, plugin, config, stop).await),
             Decision::Install { promote, replace } => {
                 let install = Install { offer, plugin, config, digest, promote, replace, running };
-                self.start(install).await.map_err(reject)
+                match self.start(install).await {
+                    Ok((loaded, capped)) => {
+                        let result = self.reported(&source, Ok(loaded));
+                        if let Some(capped) = capped {
+                            let message = capped.to_string();
+                            tracing::warn!(%source, plugin = %id, "{message}");
+                            self.reporter.publish(Report::new(source, Reported::Capped { message }));
+                        }
+                        return result;
+                    }
+                    Err(error) => Err(reject(error)),
+                }
             }
         };
         self.reported(&source, result)
@@ -684,8 +695,9 @@ impl Registry {
 
     /// Prepares the new version's controller while what it replaces still serves, with no
     /// registry-wide lock held (its caches may take two minutes to sync), then stops the old
-    /// version and starts the new one.
-    async fn start(&self, install: Install) -> Result<Loaded, RegistryError> {
+    /// version and starts the new one. Says what of its limits the host's guest memory budget
+    /// cut, if anything.
+    async fn start(&self, install: Install) -> Result<(Loaded, Option<wasmloop_sandbox::Capped>), RegistryError> {
         let Install { offer, plugin, config, digest, promote, replace, running } = install;
         let Offer { source, realm, account, .. } = offer;
         let (name, id) = (plugin.manifest().name.clone(), plugin.manifest().id());
@@ -703,16 +715,21 @@ impl Registry {
                 },
             )?;
         // One instance per worker (workers make the `map` calls too): a call never waits for
-        // another plugin. A promoted shadow keeps the instances it reserved, the same number:
-        // a full pool does not stop a promotion.
-        let concurrency = controller_config.concurrency_for(plugin.manifest().settings.max_concurrent_reconciles);
-        let plugin = match &promoted {
-            Some(shadow) => shadow.plugin().clone(),
-            None => self
-                .sandbox
-                .reserve(&plugin.with_limits(plugin.limits().instances(concurrency)))
-                .map_err(|source| RegistryError::Load { source, running: running.clone() })?,
+        // another plugin. Ceilings times workers must fit the host's guest memory budget, or
+        // the plugin alone could fill the host: fewer workers if not. A promoted shadow keeps
+        // the instances it reserved, fitted the same way: a full pool does not stop a promotion.
+        let (plugin, capped) = match &promoted {
+            Some(shadow) => (shadow.plugin().clone(), None),
+            None => {
+                let (limits, capped) = self.fitted(&plugin, &controller_config);
+                let reserved = self
+                    .sandbox
+                    .reserve(&plugin.with_limits(limits))
+                    .map_err(|source| RegistryError::Load { source, running: running.clone() })?;
+                (reserved, capped)
+            }
         };
+        controller_config.concurrency_override = Some(plugin.limits().instances);
         let version = plugin.manifest().version.clone();
         let prepared = {
             let _preparing = Preparing::enter(&self.preparing, &id);
@@ -752,11 +769,19 @@ impl Registry {
         }
         self.context.metrics.plugin_loaded(&id);
         let name = id;
-        Ok(match previous {
+        let loaded = match previous {
             _ if promoted.is_some() => Loaded::Promoted { name, version, previous, superseded, digest },
             Some(previous) => Loaded::Replaced { name, version, previous, digest },
             None => Loaded::Started { name, version, digest },
-        })
+        };
+        Ok((loaded, capped))
+    }
+
+    /// `plugin`'s limits as it runs under `config`: one instance per worker, the operator's CPU
+    /// weight, within the host's guest memory budget ([`Sandbox::fit`]).
+    fn fitted(&self, plugin: &Plugin, config: &ControllerConfig) -> (wasmloop_sandbox::Limits, Option<wasmloop_sandbox::Capped>) {
+        let concurrency = config.concurrency_for(plugin.manifest().settings.max_concurrent_reconciles);
+        self.sandbox.fit(plugin.limits().instances(concurrency).cpu_weight(config.cpu_weight))
     }
 
     /// Takes plugin `name`'s slot out, to stop it.
@@ -868,13 +893,15 @@ impl Registry {
                 return Err(mismatch(origin, name, reason));
             }
         }
-        let concurrency = (self.settings)(realm_text(realm), &name)
-            .concurrency_for(plugin.manifest().settings.max_concurrent_reconciles);
-        let plugin =
-            self.sandbox.reserve(&plugin.with_limits(plugin.limits().instances(concurrency))).map_err(|source| {
-                self.context.metrics.plugin_rejected(&id, source.reason());
-                RegistryError::Load { source, running: None }
-            })?;
+        let (limits, capped) = self.fitted(&plugin, &(self.settings)(realm_text(realm), &name));
+        if let Some(capped) = capped {
+            tracing::warn!(source = %origin, plugin = %id, "shadow: {capped}");
+        }
+        let concurrency = limits.instances;
+        let plugin = self.sandbox.reserve(&plugin.with_limits(limits)).map_err(|source| {
+            self.context.metrics.plugin_rejected(&id, source.reason());
+            RegistryError::Load { source, running: None }
+        })?;
         let version = plugin.manifest().version.clone();
         let metrics = self.context.metrics.clone();
         let (shadow, findings) = Shadow::new(plugin, origin.clone(), config, concurrency, metrics);

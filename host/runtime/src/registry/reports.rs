@@ -86,6 +86,13 @@ pub enum Reported {
         /// Why, and what to do, cut as outside text is.
         message: String,
     },
+    /// The version just loaded (the [`Reported::Loaded`] before this) runs with less than its
+    /// settings ask: its memory limit times its concurrency would not fit the host's guest
+    /// memory budget ([`wasmloop_sandbox::Capped`]).
+    Capped {
+        /// What was cut, and what to do, in a sentence.
+        message: String,
+    },
     /// The source began handling generation `generation` of its object (a `WasmPlugin`'s
     /// `metadata.generation`): the next outcome reported for it is that generation's, and
     /// `settled` says there is none to wait for (what it offers is what it offered).

@@ -10,6 +10,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use common::wasmplugin::{WASMPLUGIN_CRD, apply, bundle, condition, is, status, wasmplugins_resource};
 use common::{FOO_CRD, Host, component, create_configmap, deployment_with, foo, minisign, pull_secret, replicas};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -17,60 +18,6 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use wasmloop_testenv::{TestNamespace, eventually, shared, wait_for_event};
-
-const WASMPLUGIN_CRD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/base/wasmplugin-crd.yaml");
-
-/// `wasmloop bundle <component> --name <name> --namespace <ns> --wasmplugin [extra]`: the
-/// component's ConfigMap, if any, and the `WasmPlugin`.
-fn bundle(component_name: &str, name: &str, namespace: &str, extra: &[&str]) -> (Option<ConfigMap>, DynamicObject) {
-    let out = Command::new(env!("CARGO_BIN_EXE_wasmloop"))
-        .arg("bundle")
-        .arg(component(component_name))
-        .args(["--name", name, "--namespace", namespace, "--wasmplugin"])
-        .args(extra)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "bundle failed: {}", String::from_utf8_lossy(&out.stderr));
-    let text = String::from_utf8(out.stdout).unwrap();
-    let mut documents: Vec<Value> =
-        serde_saphyr::from_multiple_with_options(&text, wasmloop::input::yaml_options()).expect("bundle prints YAML");
-    let plugin = serde_json::from_value(documents.pop().expect("a WasmPlugin")).unwrap();
-    let configmap = documents.pop().map(|cm| serde_json::from_value(cm).unwrap());
-    (configmap, plugin)
-}
-
-/// Creates what `bundle` printed.
-async fn apply(ns: &TestNamespace, plugins: &Api<DynamicObject>, bundled: (Option<ConfigMap>, DynamicObject)) {
-    if let Some(configmap) = bundled.0 {
-        ns.api::<ConfigMap>().create(&PostParams::default(), &configmap).await.unwrap();
-    }
-    plugins.create(&PostParams::default(), &bundled.1).await.unwrap();
-}
-
-/// Waits until the `WasmPlugin`'s status passes `check`, and returns it.
-async fn status(api: &Api<DynamicObject>, name: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
-    eventually(Duration::from_secs(90), what, || {
-        let api = api.clone();
-        let check = &check;
-        async move {
-            let plugin = api.get(name).await.map_err(|e| e.to_string())?;
-            let status = plugin.data.get("status").cloned().unwrap_or_default();
-            if check(&status) { Ok(status) } else { Err(status.to_string()) }
-        }
-    })
-    .await
-}
-
-/// The condition of type `type_` in `status`.
-fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
-    status["conditions"].as_array().and_then(|c| c.iter().find(|c| c["type"] == type_)).unwrap_or(&Value::Null)
-}
-
-/// Whether condition `type_` has status `holds` and reason `reason`.
-fn is(status: &Value, type_: &str, holds: &str, reason: &str) -> bool {
-    let condition = condition(status, type_);
-    condition["status"] == holds && condition["reason"] == reason
-}
 
 /// The real `kubectl wait --for=condition=Ready` on `wasmplugin/NAME`.
 fn kubectl_wait_ready(namespace: &str, name: &str) -> std::process::Output {
@@ -278,7 +225,7 @@ async fn a_wasmplugin_in_another_namespace_neither_takes_over_a_plugin_nor_acts_
     let foos = apps.install_crd(Path::new(FOO_CRD)).await;
     let a_plugins = tenant_a.install_crd(Path::new(WASMPLUGIN_CRD)).await;
     let b_plugins: Api<DynamicObject> =
-        Api::namespaced_with(tenant_b.client.clone(), &tenant_b.name, &a_plugins_resource());
+        Api::namespaced_with(tenant_b.client.clone(), &tenant_b.name, &wasmplugins_resource());
     // Tenant A's ServiceAccount, marked for plugin use and bound to what foo-deployment does.
     let account =
         json!({"metadata": {"name": "foo-deployment", "annotations": {"wasmloop.dev/plugin-identity": "true"}}});
@@ -325,11 +272,6 @@ async fn a_wasmplugin_in_another_namespace_neither_takes_over_a_plugin_nor_acts_
     assert_eq!(condition(&a_after, "Ready")["lastTransitionTime"], condition(&a_ready, "Ready")["lastTransitionTime"]);
     assert_eq!(host.metric("wasmloop_plugins_active").await, 1.0, "only A's plugin runs");
     serves_foo(&apps, &foos, "tenant-a").await;
-}
-
-fn a_plugins_resource() -> kube::api::ApiResource {
-    let gvk = kube::api::GroupVersionKind::gvk("wasmloop.dev", "v1alpha1", "WasmPlugin");
-    kube::api::ApiResource::from_gvk_with_plural(&gvk, "wasmplugins")
 }
 
 #[tokio::test]

@@ -3,6 +3,9 @@
 
 #![allow(dead_code)] // each test binary uses its own part
 
+pub mod cgroup;
+pub mod wasmplugin;
+
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -48,6 +51,23 @@ fn collect(stream: impl std::io::Read + Send + 'static, sink: Arc<Mutex<String>>
     });
 }
 
+/// `args` as the tests run the host: `run`, `dev` and `record` get their metrics and probes on
+/// one loopback port, and `run` acts as the host (the test's admin) unless the arguments say
+/// `--plugin-identity`: the tests of impersonation (`run_identity`) say so, the others test
+/// something else.
+fn host_args(args: impl IntoIterator<Item = impl AsRef<OsStr>>) -> Vec<OsString> {
+    let mut args: Vec<OsString> = args.into_iter().map(|a| a.as_ref().to_owned()).collect();
+    let identity_given = args.iter().any(|a| a.to_string_lossy().starts_with("--plugin-identity"));
+    if let Some(run) = args.iter().position(|a| a == "run" || a == "dev" || a == "record") {
+        let endpoints = ["--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0"];
+        args.splice(run + 1..run + 1, endpoints.map(OsString::from));
+        if args[run] == "run" && !identity_given {
+            args.splice(run + 1..run + 1, ["--plugin-identity", "host"].map(OsString::from));
+        }
+    }
+    args
+}
+
 impl Host {
     /// `wasmloop run --plugin <component>...`.
     pub fn run(plugins: &[&str]) -> Host {
@@ -59,9 +79,7 @@ impl Host {
         Host::start(std::iter::once(PathBuf::from("run")).chain(args))
     }
 
-    /// `wasmloop <args>`; `run`, `dev` and `record` get their metrics and probes on one loopback port.
-    /// `run` acts as the host (the test's admin) unless the arguments say `--plugin-identity`:
-    /// the tests of impersonation (`run_identity`) say so, the others test something else.
+    /// `wasmloop <args>`, as [`host_args`] completes them.
     pub fn start(args: impl IntoIterator<Item = impl AsRef<OsStr>>) -> Host {
         Host::start_with(shared().kubeconfig(), args)
     }
@@ -81,18 +99,16 @@ impl Host {
         env: &[(&str, &str)],
         args: impl IntoIterator<Item = impl AsRef<OsStr>>,
     ) -> Host {
-        let mut args: Vec<OsString> = args.into_iter().map(|a| a.as_ref().to_owned()).collect();
-        let identity_given = args.iter().any(|a| a.to_string_lossy().starts_with("--plugin-identity"));
-        if let Some(run) = args.iter().position(|a| a == "run" || a == "dev" || a == "record") {
-            let endpoints = ["--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0"];
-            args.splice(run + 1..run + 1, endpoints.map(OsString::from));
-            if args[run] == "run" && !identity_given {
-                args.splice(run + 1..run + 1, ["--plugin-identity", "host"].map(OsString::from));
-            }
-        }
         let mut command = Command::new(env!("CARGO_BIN_EXE_wasmloop"));
-        command.args(args).env("KUBECONFIG", kubeconfig).env("WASMLOOP_LOG", "info");
+        command.args(host_args(args)).env("KUBECONFIG", kubeconfig).env("WASMLOOP_LOG", "info");
         command.envs(env.iter().copied());
+        Host::spawn(command)
+    }
+
+    /// As [`Host::start`], inside `cgroup`: held to the limits of the host's pod.
+    pub fn start_in(cgroup: &cgroup::PodCgroup, args: impl IntoIterator<Item = impl AsRef<OsStr>>) -> Host {
+        let mut command = cgroup.command(Path::new(env!("CARGO_BIN_EXE_wasmloop")), &host_args(args));
+        command.env("KUBECONFIG", shared().kubeconfig()).env("WASMLOOP_LOG", "info");
         Host::spawn(command)
     }
 

@@ -4,14 +4,19 @@
 //! B is the labeler test plugin; one sample is the time from creating a Deployment to seeing
 //! B's label on it through a watch, one Deployment at a time. A is the hostile test plugin
 //! confined to a namespace of its own holding `OBJECTS` ConfigMaps, misbehaving on each: a
-//! WASI sleep, a busy loop, allocating without end, a flood of Events, and a requeue storm
-//! (asking to requeue after 1 ms). Each scenario starts a fresh `wasmloop run` (release build)
-//! with both plugins and default settings, waits until A is busy on its objects, then samples
-//! B. `scripts/bench-fairness` runs it. Knobs: `SAMPLES` (default 100), `OBJECTS` (default 50).
+//! WASI sleep, a busy loop, spinning 900 ms of its 1 s deadline and succeeding, allocating
+//! without end, a flood of Events, and a requeue storm (asking to requeue after 1 ms). Each
+//! scenario starts a fresh `wasmloop run` (release build) with both plugins and default
+//! settings, inside a cgroup with the memory limit and CPU quota of `deploy/`'s pod (1 CPU),
+//! waits until A is busy on its objects, then samples B. `scripts/bench-fairness` runs it.
+//! Knobs: `SAMPLES` (default 100), `OBJECTS` (default 50).
 
 mod common;
+#[allow(dead_code)]
+#[path = "../tests/common/cgroup.rs"]
+mod cgroup;
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{JsonLog, component};
@@ -28,6 +33,7 @@ struct HostProcess {
     child: Child,
     log: JsonLog,
     _config: tempfile::NamedTempFile,
+    _cgroup: cgroup::PodCgroup,
 }
 
 impl Drop for HostProcess {
@@ -40,17 +46,22 @@ impl Drop for HostProcess {
 fn start(apps: &TestNamespace, hostile: Option<(&TestNamespace, &str)>) -> HostProcess {
     let config = tempfile::NamedTempFile::new().unwrap();
     let mut yaml = format!("plugins:\n  labeler: {{namespace: {}}}\n", apps.name);
-    let mut args = vec!["--plugin".into(), component("labeler_plugin").into_os_string()];
+    let mut args: Vec<std::ffi::OsString> = vec!["--plugin".into(), component("labeler_plugin").into_os_string()];
     if let Some((ns, mode)) = hostile {
         yaml.push_str(&format!("  hostile: {{namespace: {}, config: {{{mode}}}}}\n", ns.name));
         args.extend(["--plugin".into(), component("hostile_plugin").into_os_string()]);
     }
     std::fs::write(config.path(), yaml).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_wasmloop"))
-        .args(["--log-format", "json", "run", "--plugin-identity", "host", "--health-probe-bind-address", "0"])
-        .arg("--config")
-        .arg(config.path())
-        .args(args)
+    let mut all: Vec<std::ffi::OsString> =
+        ["--log-format", "json", "run", "--plugin-identity", "host", "--health-probe-bind-address", "0", "--config"]
+            .map(Into::into)
+            .into();
+    all.push(config.path().into());
+    all.extend(args);
+    // The pod's limits, as the kubelet would set them: one cgroup per scenario.
+    let cgroup = cgroup::PodCgroup::like_the_pod(&format!("fairness-{}", apps.name));
+    let mut child = cgroup
+        .command(std::path::Path::new(env!("CARGO_BIN_EXE_wasmloop")), &all)
         .env("KUBECONFIG", shared().kubeconfig())
         .env("WASMLOOP_LOG", "info")
         .stdout(Stdio::null())
@@ -58,7 +69,7 @@ fn start(apps: &TestNamespace, hostile: Option<(&TestNamespace, &str)>) -> HostP
         .spawn()
         .unwrap();
     let log = JsonLog::capture(child.stderr.take().unwrap());
-    HostProcess { child, log, _config: config }
+    HostProcess { child, log, _config: config, _cgroup: cgroup }
 }
 
 fn deployment(name: &str) -> Deployment {
@@ -104,10 +115,11 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 async fn main() {
     let samples: usize = std::env::var("SAMPLES").ok().and_then(|v| v.parse().ok()).unwrap_or(100);
     let objects: usize = std::env::var("OBJECTS").ok().and_then(|v| v.parse().ok()).unwrap_or(50);
-    let scenarios: [(&str, Option<&str>, &str); 6] = [
+    let scenarios: [(&str, Option<&str>, &str); 7] = [
         ("solo", None, ""),
         ("sleep", Some("mode: sleep"), "sleeping on"),
         ("loop", Some("mode: loop"), "ran past its"),
+        ("spin, succeeding", Some("mode: spin, ms: 900"), "spun on"),
         ("alloc", Some("mode: alloc"), "memory"),
         // No log line: the flood waits on its write budget, silently.
         ("flood", Some("mode: flood, count: 5000"), ""),
@@ -141,7 +153,11 @@ async fn main() {
         drop(host);
     }
     let (_, solo50, solo99) = rows[0];
-    println!("\nplugin B (labeler) latency, create to labelled, beside hostile plugin A on {objects} objects:");
+    let (memory, millicores) = cgroup::deploy_limits();
+    println!(
+        "\nplugin B (labeler) latency, create to labelled, beside hostile plugin A on {objects} objects, the host in a cgroup of {} MiB and {millicores}m CPU:",
+        memory >> 20
+    );
     println!("| A's mode | B p50 | B p99 | p50 / solo | p99 / solo |\n|---|---|---|---|---|");
     for (name, p50, p99) in rows {
         println!("| {name} | {p50:.1} ms | {p99:.1} ms | {:.2}× | {:.2}× |", p50 / solo50, p99 / solo99);

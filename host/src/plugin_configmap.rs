@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 
+use bytes::Bytes;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -71,8 +72,9 @@ pub fn configmap_of(source: &str) -> Option<(Namespace, Name)> {
 pub struct PluginPayload {
     /// The plugin name from the label.
     pub name: String,
-    /// The component; empty until pulled when the ConfigMap names it by `reference`.
-    pub component: Vec<u8>,
+    /// The component, as stored: nothing until pulled when the ConfigMap names it by
+    /// `reference`.
+    pub component: Stored,
     /// Where to pull the component from, pinned by digest.
     pub reference: Option<PluginRef>,
     /// The Secret holding the registry's credentials.
@@ -85,6 +87,85 @@ pub struct PluginPayload {
     pub signature: Option<String>,
     /// Whether it serves or shadows.
     pub track: Track,
+}
+
+/// A component as a ConfigMap stores it, nothing expanded yet. Its digest names what is stored,
+/// so an update that changes nothing of it (an annotation, the host's own status write) is
+/// known for the same by hashing at most a ConfigMap's bytes; a gzip stream that expands to
+/// 64 MiB is expanded only for content that is new ([`Stored::unpack`]).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Stored {
+    /// No bytes: named by reference, not pulled yet.
+    #[default]
+    Nothing,
+    /// The component itself (`binaryData["plugin.wasm"]`, pulled, or expanded).
+    Plain(Bytes),
+    /// `binaryData["plugin.wasm.gz"]`, still compressed.
+    Gzip(Bytes),
+}
+
+impl Stored {
+    /// What names the stored bytes: their SHA-256, with how they are stored.
+    pub fn digest(&self) -> String {
+        match self {
+            Stored::Nothing => String::new(),
+            Stored::Plain(bytes) => format!("plain:{}", wasmloop_sandbox::digest(bytes)),
+            Stored::Gzip(bytes) => format!("gzip:{}", wasmloop_sandbox::digest(bytes)),
+        }
+    }
+
+    /// The most bytes the component expands to: what holding it will take. A gzip stream says
+    /// how long it expands to in its last four bytes, which [`Stored::unpack`] holds it to.
+    pub fn expanded_size(&self) -> u64 {
+        match self {
+            Stored::Nothing => 0,
+            Stored::Plain(bytes) => bytes.len() as u64,
+            Stored::Gzip(bytes) => gzip_size(bytes).min(MAX_COMPONENT),
+        }
+    }
+
+    /// Whether it holds no component.
+    pub fn is_empty(&self) -> bool {
+        match self {
+            Stored::Nothing => true,
+            Stored::Plain(bytes) | Stored::Gzip(bytes) => bytes.is_empty(),
+        }
+    }
+
+    /// The component, expanded: blocking work for a gzip stream, to run off the async runtime's
+    /// threads. `at` names the ConfigMap in errors.
+    ///
+    /// # Errors
+    /// When the gzip stream is broken, expands past [`MAX_COMPONENT`], or past what it says it
+    /// expands to.
+    pub fn unpack(self, at: &str) -> Result<Bytes, PayloadError> {
+        match self {
+            Stored::Nothing => Ok(Bytes::new()),
+            Stored::Plain(bytes) => Ok(bytes),
+            Stored::Gzip(packed) => {
+                let said = gzip_size(&packed).min(MAX_COMPONENT);
+                let mut out = Vec::with_capacity(usize::try_from(said).unwrap_or(0));
+                flate2::read::GzDecoder::new(&packed[..])
+                    .take(said + 1)
+                    .read_to_end(&mut out)
+                    .map_err(|e| PayloadError::BadGzip(at.to_owned(), e))?;
+                match out.len() as u64 {
+                    n if n > said && said >= MAX_COMPONENT => Err(PayloadError::TooLarge(at.to_owned())),
+                    n if n > said => Err(PayloadError::Misstated(at.to_owned(), said)),
+                    _ => Ok(out.into()),
+                }
+            }
+        }
+    }
+}
+
+/// The size a gzip stream says it expands to (its ISIZE, the length modulo 2^32): a stream of
+/// more than 4 GiB, which says less, is refused for expanding past what it said.
+fn gzip_size(packed: &[u8]) -> u64 {
+    match packed.len().checked_sub(4).map(|at| &packed[at..]) {
+        Some(&[a, b, c, d]) => u64::from(u32::from_le_bytes([a, b, c, d])),
+        _ => 0,
+    }
 }
 
 /// Whether a plugin ConfigMap serves its plugin or shadows it.
@@ -116,6 +197,11 @@ pub enum PayloadError {
     /// A gzip bomb.
     #[error("ConfigMap {0}: binaryData[\"plugin.wasm.gz\"] expands beyond {limit} MiB; that is not a plugin", limit = MAX_COMPONENT >> 20)]
     TooLarge(String),
+    /// A gzip stream longer than its trailer says: its memory was reserved by what it said.
+    #[error(
+        "ConfigMap {0}: binaryData[\"plugin.wasm.gz\"] expands beyond the {1} bytes its gzip trailer says; recreate it with `wasmloop bundle`"
+    )]
+    Misstated(String, u64),
     /// A configuration that does not parse.
     #[error("ConfigMap {0}: data[\"{1}\"] is not valid YAML/JSON ({2}); fix the plugin configuration")]
     BadConfig(String, &'static str, String),
@@ -203,7 +289,7 @@ pub fn read(cm: &ConfigMap) -> Result<PluginPayload, PayloadError> {
 ///
 /// # Errors
 /// When it holds no component, two, broken gzip, or a bad reference or pull Secret name.
-pub fn component_of(cm: &ConfigMap) -> Result<(Vec<u8>, Option<PluginRef>, Option<Name>), PayloadError> {
+pub fn component_of(cm: &ConfigMap) -> Result<(Stored, Option<PluginRef>, Option<Name>), PayloadError> {
     let binary = cm.binary_data.as_ref();
     let data = cm.data.as_ref();
     let at = display(cm);
@@ -223,19 +309,11 @@ pub fn component_of(cm: &ConfigMap) -> Result<(Vec<u8>, Option<PluginRef>, Optio
         .map(|named| Name::parse(named).map_err(|_| PayloadError::BadPullSecret(at.clone(), quoted(named))))
         .transpose()?;
     let component = if reference.is_some() {
-        Vec::new()
+        Stored::Nothing
     } else if let Some(plain) = binary.and_then(|b| b.get(WASM_KEY)) {
-        plain.0.clone()
+        Stored::Plain(Bytes::copy_from_slice(&plain.0))
     } else if let Some(packed) = binary.and_then(|b| b.get(WASM_GZ_KEY)) {
-        let mut out = Vec::new();
-        flate2::read::GzDecoder::new(packed.0.as_slice())
-            .take(MAX_COMPONENT + 1)
-            .read_to_end(&mut out)
-            .map_err(|e| PayloadError::BadGzip(at.clone(), e))?;
-        if out.len() as u64 > MAX_COMPONENT {
-            return Err(PayloadError::TooLarge(at));
-        }
-        out
+        Stored::Gzip(Bytes::copy_from_slice(&packed.0))
     } else {
         return Err(PayloadError::NoComponent(at));
     };
@@ -368,7 +446,7 @@ mod tests {
             payload,
             PluginPayload {
                 name: "p".into(),
-                component: b"\0asm-bytes".to_vec(),
+                component: Stored::Plain(Bytes::from_static(b"\0asm-bytes")),
                 reference: None,
                 pull_secret: None,
                 config: Some(r#"{"level":3}"#.into()),
@@ -400,7 +478,32 @@ mod tests {
         let component = vec![7u8; 3 * CONFIGMAP_LIMIT];
         let cm = build("p", "ns", &component, None, None, Track::Serving, None).unwrap();
         assert!(cm.binary_data.as_ref().unwrap().contains_key(WASM_GZ_KEY));
-        assert_eq!(read(&cm).unwrap().component, component);
+        let stored = read(&cm).unwrap().component;
+        assert_eq!(stored.expanded_size(), component.len() as u64, "the gzip says what it expands to");
+        assert_eq!(stored.unpack("ns/p").unwrap(), component);
+    }
+
+    #[test]
+    fn the_stored_digest_names_what_is_stored_without_expanding_it() {
+        let component = vec![7u8; 3 * CONFIGMAP_LIMIT];
+        let mut cm = build("p", "ns", &component, None, None, Track::Serving, None).unwrap();
+        let before = read(&cm).unwrap().component.digest();
+        cm.metadata.annotations.get_or_insert_default().insert(STATUS_ANNOTATION.into(), "{}".into());
+        assert_eq!(read(&cm).unwrap().component.digest(), before, "an annotation changes nothing stored");
+        let other = build("p", "ns", &vec![8u8; 3 * CONFIGMAP_LIMIT], None, None, Track::Serving, None).unwrap();
+        assert_ne!(read(&other).unwrap().component.digest(), before);
+    }
+
+    #[test]
+    fn a_gzip_stream_that_expands_past_what_it_says_is_refused() {
+        let component = vec![7u8; 3 * CONFIGMAP_LIMIT];
+        let mut cm = build("p", "ns", &component, None, None, Track::Serving, None).unwrap();
+        let packed = &mut cm.binary_data.as_mut().unwrap().get_mut(WASM_GZ_KEY).unwrap().0;
+        // The trailer says 1 KiB; the stream holds 3 MiB.
+        let at = packed.len() - 4;
+        packed[at..].copy_from_slice(&1024u32.to_le_bytes());
+        let error = read(&cm).unwrap().component.unpack("ns/p").unwrap_err().to_string();
+        assert!(error.contains("expands beyond the 1024 bytes its gzip trailer says"), "{error}");
     }
 
     #[test]

@@ -326,7 +326,7 @@ impl Spec {
     pub fn bare_payload(&self) -> PluginPayload {
         PluginPayload {
             name: self.plugin.clone(),
-            component: Vec::new(),
+            component: crate::plugin_configmap::Stored::Nothing,
             reference: None,
             pull_secret: None,
             config: self.config.clone(),
@@ -569,6 +569,7 @@ mod tests {
             "metadata": {"name": "hello-wasm"}, "binaryData": {"plugin.wasm": "AGFzbQ=="},
         }))
         .unwrap();
-        assert_eq!(spec.payload("team-a", Some(&plain)).unwrap().component, b"\0asm");
+        let component = spec.payload("team-a", Some(&plain)).unwrap().component;
+        assert_eq!(component.unpack("team-a/hello-wasm").unwrap(), &b"\0asm"[..]);
     }
 }

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use tokio::sync::Semaphore;
 use wasmtime::Engine;
 use wasmtime::component::{HasSelf, Linker};
@@ -82,12 +83,12 @@ impl Sandbox {
     /// a pulled component may weigh 64 MiB).
     async fn compile(
         &self,
-        bytes: &[u8],
+        bytes: &Bytes,
         origin: &str,
     ) -> Result<(wasmtime::component::Component, compile_cache::CacheOutcome, String), LoadError> {
         let permit = self.inner.compiling.clone().acquire_owned().await.expect("never closed");
         let (engine, cache) = (self.inner.pool.engine.clone(), self.inner.cache.clone());
-        let bytes = bytes.to_vec();
+        let bytes = bytes.clone();
         let task = tokio::task::spawn_blocking(move || {
             let _permit = permit;
             let digest = compile_cache::digest(&bytes);
@@ -112,14 +113,26 @@ impl Sandbox {
     /// # Errors
     /// A [`LoadError`] naming `origin`, the problem and the fix.
     pub async fn load(&self, bytes: &[u8], origin: &str) -> Result<Plugin, LoadError> {
+        self.load_shared(Bytes::copy_from_slice(bytes), origin).await
+    }
+
+    /// [`Sandbox::load`] of bytes shared with the caller: nothing is copied, and the caller's
+    /// bytes go when both let go of them (a host of many loads holds each component once).
+    ///
+    /// # Errors
+    /// As [`Sandbox::load`].
+    pub async fn load_shared(&self, bytes: Bytes, origin: &str) -> Result<Plugin, LoadError> {
         let started = Instant::now();
         let origin_owned = || origin.to_owned();
-        match contract::classify(bytes) {
+        match contract::classify(&bytes) {
             Binary::Component => {}
             Binary::CoreModule => return Err(LoadError::CoreModule { origin: origin_owned() }),
             Binary::NotWasm => return Err(LoadError::NotWasm { origin: origin_owned() }),
         }
-        let (component, cached, digest) = self.compile(bytes, origin).await?;
+        let (component, cached, digest) = self.compile(&bytes, origin).await?;
+        // Compiled: the bytes are not needed any more, and a load that now waits (its manifest
+        // call, a cache sync) must not hold them.
+        drop(bytes);
         let (interface, contract) = contract::check(&self.inner.pool.engine, &component).map_err(|m| match m {
             Mismatch::Version { found } => LoadError::IncompatibleContract { origin: origin_owned(), found },
             Mismatch::Mixed { found } => LoadError::MixedContract { origin: origin_owned(), found },

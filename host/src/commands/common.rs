@@ -73,19 +73,19 @@ pub(super) async fn load_bytes(
     origin: &str,
     args: &SandboxArgs,
 ) -> Result<Plugin, LoadError> {
-    load_overridden(sandbox, bytes, origin, None, args).await
+    load_overridden(sandbox, bytes::Bytes::copy_from_slice(bytes), origin, None, args).await
 }
 
 /// [`load_bytes`], with `settings` (a `WasmPlugin`'s) over what the plugin proposes first: the
 /// command line's limits win over both, as they win over a proposal.
 pub(super) async fn load_overridden(
     sandbox: &Sandbox,
-    bytes: &[u8],
+    bytes: bytes::Bytes,
     origin: &str,
     settings: Option<&wasmloop_sandbox::Settings>,
     args: &SandboxArgs,
 ) -> Result<Plugin, LoadError> {
-    let plugin = sandbox.load(bytes, origin).await?;
+    let plugin = sandbox.load_shared(bytes, origin).await?;
     let plugin = match settings {
         Some(settings) => plugin.overridden(settings),
         None => plugin,

@@ -49,6 +49,7 @@ async fn reload(host: &Host, source: &PathSource, last: &mut String) -> bool {
         realm: None,
         expected_name: None,
         bytes: bytes.into(),
+        held: None,
         config: None,
         account: host.file_account(),
         settings: None,

@@ -150,10 +150,10 @@ impl Host {
         let drain = Duration::from_secs(config.shutdown_timeout_seconds.unwrap_or(30));
         let loader: Loader = {
             let (sandbox, limits) = (sandbox.clone(), args.sandbox.clone());
-            Arc::new(move |bytes: Arc<[u8]>, origin: String, settings: Option<wasmloop_sandbox::Settings>| {
+            Arc::new(move |bytes: bytes::Bytes, origin: String, settings: Option<wasmloop_sandbox::Settings>| {
                 let (sandbox, limits) = (sandbox.clone(), limits.clone());
                 Box::pin(
-                    async move { common::load_overridden(&sandbox, &bytes, &origin, settings.as_ref(), &limits).await },
+                    async move { common::load_overridden(&sandbox, bytes, &origin, settings.as_ref(), &limits).await },
                 )
             })
         };

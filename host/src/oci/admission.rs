@@ -14,28 +14,31 @@ use crate::input::MAX_COMPONENT;
 /// multiply its pulls by naming registries.
 pub const PULLS_PER_NAMESPACE: usize = 2;
 
-/// How many MiB of pulled components may be held in memory at once, across namespaces, from
-/// the manifest's word on the layer's size until the component is loaded (compiling copies it
-/// twice more, one load at a time): within `deploy/`'s 512 MiB limit beside the serving plugins.
-pub const PULL_MEMORY_MIB: u32 = 128;
+/// How many MiB of components being loaded may be held in memory at once, across namespaces:
+/// a pull's from the manifest's word on the layer's size, a plugin ConfigMap's from before its
+/// gzip is expanded, until the component is compiled (what then waits for its caches to sync
+/// holds none). Within `deploy/`'s 512 MiB limit beside the serving plugins and the host's
+/// guest memory budget.
+pub const LOAD_MEMORY_MIB: u32 = 96;
 
-/// How many of [`PULL_MEMORY_MIB`] the pulls of one plugin namespace may hold: a registry that
+/// How many of [`LOAD_MEMORY_MIB`] the loads of one plugin namespace may hold: a registry that
 /// trickles bytes keeps its share for the whole pull, so one namespace never holds them all.
-pub const NAMESPACE_MEMORY_MIB: u32 = PULL_MEMORY_MIB / 2;
+pub const NAMESPACE_LOAD_MEMORY_MIB: u32 = 64;
 
 // A component of the largest size must fit in a namespace's share, and a share in the whole, or
 // a pull would wait for more permits than exist.
-const _: () = assert!(MAX_COMPONENT >> 20 <= NAMESPACE_MEMORY_MIB as u64 && NAMESPACE_MEMORY_MIB <= PULL_MEMORY_MIB);
+const _: () = assert!(MAX_COMPONENT >> 20 <= NAMESPACE_LOAD_MEMORY_MIB as u64 && NAMESPACE_LOAD_MEMORY_MIB <= LOAD_MEMORY_MIB);
 
-/// A pull's share of memory: its namespace's, then the whole host's.
+/// A load's share of memory: its namespace's, then the whole host's. Given back when dropped:
+/// it goes with the component's bytes, until they are compiled.
 #[derive(Debug)]
-pub(super) struct Memory {
+pub struct Memory {
     pub(super) _namespace: Turn,
     pub(super) _host: OwnedSemaphorePermit,
 }
 
-/// A component's share of [`PULL_MEMORY_MIB`].
-pub(super) fn mib(bytes: u64) -> u32 {
+/// A component's share of [`LOAD_MEMORY_MIB`].
+pub(crate) fn mib(bytes: u64) -> u32 {
     u32::try_from(bytes.min(MAX_COMPONENT).div_ceil(1 << 20).max(1)).expect("at most MAX_COMPONENT")
 }
 
@@ -50,7 +53,7 @@ pub(super) struct Turns {
 /// Permits of [`Turns`], or the wait for them. Owned, so that it can go with a pull's bytes into
 /// blocking work and outlive the pull's task.
 #[derive(Debug)]
-pub(super) struct Turn {
+pub struct Turn {
     turns: Arc<Turns>,
     key: String,
     semaphore: Arc<Semaphore>,

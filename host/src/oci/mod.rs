@@ -12,8 +12,9 @@
 //! operator names, the manifest no larger than [`MAX_MANIFEST`] (read by this module, since
 //! oci-client reads one whole), the layer no larger than [`MAX_COMPONENT`], the whole pull
 //! (waits included) no longer than the timeout, no more than [`PULLS_PER_NAMESPACE`] at once
-//! per plugin namespace, and no more than [`PULL_MEMORY_MIB`] held at once in all
-//! ([`NAMESPACE_MEMORY_MIB`] by one namespace), until the component is loaded. Pulled
+//! per plugin namespace, and no more than [`LOAD_MEMORY_MIB`] held at once in all
+//! ([`NAMESPACE_LOAD_MEMORY_MIB`] by one namespace, plugin ConfigMaps' components included),
+//! until the component is compiled. Pulled
 //! components are cached on disk by manifest digest, checked again when read back, and kept
 //! within [`CACHE_BUDGET`].
 //!
@@ -34,7 +35,7 @@ use std::time::Duration;
 use sha2::{Digest as _, Sha256};
 
 use crate::input::MAX_COMPONENT;
-pub use admission::{NAMESPACE_MEMORY_MIB, PULL_MEMORY_MIB, PULLS_PER_NAMESPACE};
+pub use admission::{LOAD_MEMORY_MIB, Memory, NAMESPACE_LOAD_MEMORY_MIB, PULLS_PER_NAMESPACE};
 pub use cache::CACHE_BUDGET;
 pub use credentials::credentials;
 pub use policy::{RegistryPolicy, install_tls_provider};

@@ -11,7 +11,7 @@ use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, RegistryOperation};
 use tokio::sync::Semaphore;
 
-use super::admission::{Memory, NAMESPACE_MEMORY_MIB, PULL_MEMORY_MIB, PULLS_PER_NAMESPACE, Turns, mib};
+use super::admission::{Memory, NAMESPACE_LOAD_MEMORY_MIB, LOAD_MEMORY_MIB, PULLS_PER_NAMESPACE, Turns, mib};
 use super::cache::{COMPONENT_FILE, cached, entry, store};
 use super::{LAYER_MEDIA_TYPE, LEGACY_LAYER_MEDIA_TYPE, MANIFEST_MEDIA_TYPE, MAX_MANIFEST, MAX_REGISTRY_MESSAGE};
 use super::{OciError, PluginRef, RegistryPolicy, cut, is_sha256, registry_error, sha256};
@@ -32,21 +32,28 @@ pub struct Puller {
     /// another; and by namespace, so that a tenant whose pull of a popular reference waits (for
     /// its memory share, say) holds up no other tenant's.
     same: Arc<Turns>,
-    /// MiB of components in memory, [`PULL_MEMORY_MIB`] in all.
+    /// MiB of components in memory, [`LOAD_MEMORY_MIB`] in all.
     memory: Arc<Semaphore>,
-    /// MiB of components in memory per plugin namespace, [`NAMESPACE_MEMORY_MIB`] each.
+    /// MiB of components in memory per plugin namespace, [`NAMESPACE_LOAD_MEMORY_MIB`] each.
     namespace_memory: Arc<Turns>,
     /// Reads manifests, bounded (oci-client reads the blobs).
     http: reqwest::Client,
 }
 
-/// A pulled component. It holds its share of the pulls' memory ([`PULL_MEMORY_MIB`]) until it
-/// is dropped, so a caller keeps it until the component is loaded.
+/// A pulled component. It holds its share of the loads' memory ([`LOAD_MEMORY_MIB`]) until it
+/// is dropped, so a caller keeps it, or its [`Memory`], until the component is compiled.
 #[derive(Debug)]
 pub struct Component {
     /// The component's bytes.
     pub bytes: Vec<u8>,
     _memory: Memory,
+}
+
+impl Component {
+    /// The bytes, and the share of memory that goes with them.
+    pub fn into_parts(self) -> (Vec<u8>, Memory) {
+        (self.bytes, self._memory)
+    }
 }
 
 /// What a pull was doing when its time ran out.
@@ -70,10 +77,10 @@ impl Stage {
             Stage::Same => "it waited for another ConfigMap's pull of the same reference in this namespace".to_owned(),
             Stage::Cache => "it was reading the disk cache".to_owned(),
             Stage::NamespaceMemory => format!(
-                "it waited for memory: the pulls of namespace {namespace} hold {NAMESPACE_MEMORY_MIB} MiB at most, together; other pulls of this namespace are slow"
+                "it waited for memory: the loads of namespace {namespace} hold {NAMESPACE_LOAD_MEMORY_MIB} MiB at most, together; other loads of this namespace are slow"
             ),
             Stage::Memory => format!(
-                "it waited for memory: pulled components not loaded yet hold {PULL_MEMORY_MIB} MiB at most, together"
+                "it waited for memory: components not compiled yet hold {LOAD_MEMORY_MIB} MiB at most, together"
             ),
             Stage::Registry => "check the registry, or raise --pull-timeout-seconds".to_owned(),
             Stage::Verify => {
@@ -94,8 +101,8 @@ impl Puller {
             cache,
             turns: Arc::new(Turns::new(PULLS_PER_NAMESPACE)),
             same: Arc::new(Turns::new(1)),
-            memory: Arc::new(Semaphore::new(PULL_MEMORY_MIB as usize)),
-            namespace_memory: Arc::new(Turns::new(NAMESPACE_MEMORY_MIB as usize)),
+            memory: Arc::new(Semaphore::new(LOAD_MEMORY_MIB as usize)),
+            namespace_memory: Arc::new(Turns::new(NAMESPACE_LOAD_MEMORY_MIB as usize)),
         }
     }
 
@@ -173,6 +180,13 @@ impl Puller {
         })
         .await;
         pulled.unwrap_or_else(|_| Err(OciError::Timeout(reference.to_string(), self.timeout, stage.waiting(namespace))))
+    }
+
+    /// Memory for `bytes` of a component of `namespace` being loaded from elsewhere (a plugin
+    /// ConfigMap's, before its gzip is expanded): the same shares a pull takes, held until
+    /// dropped.
+    pub async fn load_memory(&self, namespace: &str, bytes: u64) -> Memory {
+        self.memory(namespace, mib(bytes), &mut Stage::Memory).await
     }
 
     /// `mib` of memory for a pull of `namespace`: the namespace's share first, so that a
@@ -402,18 +416,18 @@ mod tests {
     async fn a_namespace_at_its_memory_share_waits_without_holding_the_host_s() {
         let puller = Puller::new(RegistryPolicy::default(), Duration::from_secs(1), None);
         let mut stage = Stage::Turn;
-        let held = puller.memory("tenant-a", NAMESPACE_MEMORY_MIB, &mut stage).await;
+        let held = puller.memory("tenant-a", NAMESPACE_LOAD_MEMORY_MIB, &mut stage).await;
         let waiting = tokio::time::timeout(Duration::from_millis(20), puller.memory("tenant-a", 1, &mut stage)).await;
         assert!(waiting.is_err(), "tenant-a holds its whole share");
         assert!(matches!(stage, Stage::NamespaceMemory), "{stage:?}");
         assert_eq!(
             puller.memory.available_permits(),
-            (PULL_MEMORY_MIB - NAMESPACE_MEMORY_MIB) as usize,
+            (LOAD_MEMORY_MIB - NAMESPACE_LOAD_MEMORY_MIB) as usize,
             "the waiting pull holds none of the host's memory"
         );
-        let other = puller.memory("tenant-b", NAMESPACE_MEMORY_MIB, &mut stage).await;
+        let other = puller.memory("tenant-b", LOAD_MEMORY_MIB - NAMESPACE_LOAD_MEMORY_MIB, &mut stage).await;
         drop((held, other));
-        assert_eq!(puller.memory.available_permits(), PULL_MEMORY_MIB as usize, "both shares went back");
+        assert_eq!(puller.memory.available_permits(), LOAD_MEMORY_MIB as usize, "both shares went back");
         assert_eq!(puller.namespace_memory.len(), 0, "and no namespace is remembered");
     }
 

@@ -27,9 +27,9 @@ fn registry(client: kube::Client) -> Registry {
     let sandbox = Sandbox::new(SandboxConfig::default().cache_dir(None)).unwrap();
     let loader: Loader = {
         let sandbox = sandbox.clone();
-        Arc::new(move |bytes: Arc<[u8]>, origin: String, _| {
+        Arc::new(move |bytes: bytes::Bytes, origin: String, _| {
             let sandbox = sandbox.clone();
-            async move { sandbox.load(&bytes, &origin).await }.boxed()
+            async move { sandbox.load_shared(bytes, &origin).await }.boxed()
         })
     };
     let settings: Settings = Arc::new(|realm: &str, _: &str| ControllerConfig {
@@ -41,12 +41,13 @@ fn registry(client: kube::Client) -> Registry {
 }
 
 /// The noop plugin (which reconciles ConfigMaps) offered from a ConfigMap in `ns`.
-fn noop_from(ns: &TestNamespace, bytes: &Arc<[u8]>) -> Candidate {
+fn noop_from(ns: &TestNamespace, bytes: &bytes::Bytes) -> Candidate {
     Candidate {
         source: format!("ConfigMap {}/noop", ns.name),
         realm: Some(ns.name.parse().unwrap()),
         expected_name: Some("noop".to_owned()),
         bytes: bytes.clone(),
+        held: None,
         config: None,
         account: AccountChoice::Operator { namespace: ns.name.clone() },
         settings: None,
@@ -63,7 +64,7 @@ async fn a_load_that_cannot_sync_holds_up_no_other_load() {
     let rules = json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list", "watch"]}]);
     grant_user(&free_ns, "read", &user, rules).await;
     let registry = Arc::new(registry(client_as(&user).await));
-    let noop: Arc<[u8]> = std::fs::read(wasmloop_testenv::components::component("noop_plugin")).unwrap().into();
+    let noop: bytes::Bytes = std::fs::read(wasmloop_testenv::components::component("noop_plugin")).unwrap().into();
 
     let stuck = tokio::spawn({
         let (registry, candidate) = (registry.clone(), noop_from(&stuck_ns, &noop));

@@ -13,7 +13,7 @@
 //! use wasmloop_runtime::registry::Candidate;
 //! use wasmloop_runtime::identity::AccountChoice;
 //! let account = AccountChoice::Operator { namespace: "wasmloop-system".into() };
-//! let candidate = Candidate { source: "file labeler.wasm".into(), realm: None, expected_name: None, bytes: bytes.into(), config: None, account, settings: None };
+//! let candidate = Candidate { source: "file labeler.wasm".into(), realm: None, expected_name: None, bytes: bytes.into(), held: None, config: None, account, settings: None };
 //! match registry.upsert(candidate).await {
 //!     Ok(loaded) => println!("{loaded}"),
 //!     Err(error) => eprintln!("{error}"), // the previous version, if any, still serves
@@ -31,6 +31,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use wasmloop_contract::names::Namespace;
@@ -48,7 +49,7 @@ use reports::{Report, Reported, Reporter};
 /// Compiles and validates a component (its bytes, its source): the sandbox with the
 /// operator's limits applied.
 pub type Loader = Arc<
-    dyn Fn(Arc<[u8]>, String, Option<wasmloop_sandbox::Settings>) -> BoxFuture<'static, Result<Plugin, LoadError>>
+    dyn Fn(Bytes, String, Option<wasmloop_sandbox::Settings>) -> BoxFuture<'static, Result<Plugin, LoadError>>
         + Send
         + Sync,
 >;
@@ -70,8 +71,12 @@ pub struct Candidate {
     pub realm: Option<Namespace>,
     /// The plugin name the source promises (a ConfigMap's label); the manifest must agree.
     pub expected_name: Option<String>,
-    /// The component.
-    pub bytes: Arc<[u8]>,
+    /// The component: dropped once compiled, so that a load waiting for its caches to sync
+    /// holds none of it.
+    pub bytes: Bytes,
+    /// What holds the component's share of the sources' memory for loads (a pull's permits, a
+    /// ConfigMap read's), given back with the bytes once the component is compiled.
+    pub held: Option<Arc<dyn std::any::Any + Send + Sync>>,
     /// The plugin's configuration as JSON text; none for the host configuration's.
     pub config: Option<String>,
     /// Which ServiceAccount the plugin acts as, when plugins act as their own.
@@ -526,7 +531,7 @@ impl Registry {
     }
 
     /// [`Registry::upsert`], its source's lane held.
-    async fn upsert_entered(&self, candidate: Candidate) -> Result<Loaded, RegistryError> {
+    async fn upsert_entered(&self, mut candidate: Candidate) -> Result<Loaded, RegistryError> {
         let digest = candidate.version_digest().await;
         let (running, serving) = {
             let slots = self.slots.lock().expect("lock");
@@ -540,7 +545,12 @@ impl Registry {
             let serving = slots.iter().find(|(_, s)| s.source == candidate.source).map(|(n, _)| n.clone());
             (running_version(&slots, &candidate.source), serving)
         };
-        let plugin = match self.compile(&candidate).await {
+        let compiled = self.compile(&candidate).await;
+        // Compiled or refused, the bytes and their share of the load memory go: what follows
+        // (a start waiting for its caches to sync) holds neither.
+        let Candidate { bytes, held, .. } = &mut candidate;
+        (*bytes, *held) = (Bytes::new(), None);
+        let plugin = match compiled {
             Ok(plugin) => plugin,
             Err(source) => {
                 // Name the plugin by what the source promised or what it serves now.

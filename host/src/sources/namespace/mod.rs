@@ -42,7 +42,7 @@ use wasmloop_contract::names::{Name, Namespace};
 use wasmloop_runtime::api;
 use wasmloop_runtime::identity::{AccountChoice, SERVICE_ACCOUNT_ANNOTATION, ServiceAccount};
 use wasmloop_runtime::registry::reports::{Report, Reported, Reporter};
-use wasmloop_runtime::registry::{Candidate, Loaded, Registry, RegistryError, Shadowed};
+use wasmloop_runtime::registry::{Candidate, Loaded, Registry, RegistryError};
 use wasmloop_sandbox::LoadError;
 
 use crate::endpoints::Readiness;
@@ -51,7 +51,7 @@ mod plan;
 
 use crate::oci::{self, OciError, PluginRef, Puller, RegistryPolicy};
 use crate::pinning::{self, TrustedKeys};
-use crate::plugin_configmap::{self, PLUGIN_LABEL, PluginPayload, STATUS_ANNOTATION, TRACK_ANNOTATION, Track};
+use crate::plugin_configmap::{self, PLUGIN_LABEL, PluginPayload, STATUS_ANNOTATION, Stored, TRACK_ANNOTATION, Track};
 use crate::wasmplugin::{self, WasmPlugin};
 use plan::{Content, DeleteStep, Key, Kind, OfferStep, RetryStep, Seen, Shipper, Waiting};
 
@@ -85,6 +85,9 @@ struct Offer {
     said: Option<String>,
     /// A `WasmPlugin`'s `settings`.
     settings: Option<wasmloop_sandbox::Settings>,
+    /// The ConfigMap holding the component, `NAMESPACE/NAME`, for what its bytes may be
+    /// refused for.
+    stored_in: String,
 }
 
 /// Why an object offers nothing usable.
@@ -120,7 +123,85 @@ struct Finished {
     shipper: Shipper,
     /// The load's id: a report of any other than the one under way for its object is stale.
     id: u64,
-    result: Result<Loaded, RegistryError>,
+    result: Result<Done, Failed>,
+}
+
+/// What a load did.
+enum Done {
+    /// The version serves (or is parked, or is what served already).
+    Loaded(Loaded),
+    /// The candidate shadows its plugin.
+    Seated,
+}
+
+/// Why a load did not.
+enum Failed {
+    /// Its bytes: a broken stream, a pin or a signature they do not match.
+    Bytes {
+        /// The plugin the object names.
+        plugin: String,
+        /// The refusal's CamelCase word.
+        reason: &'static str,
+        /// What is wrong, and what to do.
+        message: String,
+    },
+    /// The registry refused it.
+    Registry(RegistryError),
+}
+
+/// One object's version, checked as far as it can be without its bytes: what a load task
+/// expands, checks and offers the registry.
+struct Load {
+    /// The object, as the registry names it.
+    source: String,
+    realm: Namespace,
+    payload: PluginPayload,
+    /// The ConfigMap holding the component, for what its bytes may be refused for.
+    stored_in: String,
+    account: AccountChoice,
+    settings: Option<wasmloop_sandbox::Settings>,
+    trusted: Option<Arc<TrustedKeys>>,
+    /// The reason of a refusal of what the object holds (`InvalidConfigMap`, `InvalidWasmPlugin`).
+    invalid: &'static str,
+}
+
+impl Load {
+    /// Takes the component's share of the load memory (unless a pull brought one), expands and
+    /// checks its bytes off the runtime's threads, and offers it to the registry, which
+    /// compiles it and then lets go of the bytes and their share.
+    async fn run(self, registry: &Registry, puller: &Puller, memory: Option<oci::Memory>) -> Result<Done, Failed> {
+        let Load { source, realm, payload, stored_in, account, settings, trusted, invalid } = self;
+        let memory = match memory {
+            Some(memory) => memory,
+            None => puller.load_memory(&realm, payload.component.expanded_size()).await,
+        };
+        let plugin = payload.name.clone();
+        let (stored, pin, signature) = (payload.component, payload.pin.clone(), payload.signature.clone());
+        let checked = tokio::task::spawn_blocking(move || {
+            let bytes = stored.unpack(&stored_in).map_err(|e| (invalid, e.to_string()))?;
+            pinning::check(&bytes, pin.as_deref(), signature.as_deref(), trusted.as_deref())
+                .map_err(|e| (e.reason(), e.to_string()))?;
+            Ok::<_, (&'static str, String)>(bytes)
+        })
+        .await
+        .expect("expanding and checking a component does not panic");
+        let bytes = checked.map_err(|(reason, message)| Failed::Bytes { plugin: plugin.clone(), reason, message })?;
+        let shadow = payload.track == Track::Shadow;
+        let candidate = Candidate {
+            settings,
+            source,
+            realm: Some(realm),
+            expected_name: Some(plugin),
+            bytes,
+            held: Some(Arc::new(memory)),
+            config: payload.config,
+            account,
+        };
+        if shadow {
+            return registry.shadow(candidate).await.map(|_| Done::Seated).map_err(Failed::Registry);
+        }
+        registry.upsert(candidate).await.map(Done::Loaded).map_err(Failed::Registry)
+    }
 }
 
 /// The Secret types a pull secret may have: those `kubectl create secret docker-registry`
@@ -499,7 +580,8 @@ impl NamespaceSource {
                     .map_err(|e| Unread::invalid("InvalidConfigMap", e.to_string(), false))?;
                 let said = (payload.track == Track::Superseded).then(|| said_in_annotation(cm)).flatten();
                 let account = cm.annotations().get(SERVICE_ACCOUNT_ANNOTATION).cloned();
-                Ok(Offer { payload, account, signer: None, stop: false, suspend: false, said, settings: None })
+                let stored_in = format!("{}/{}", self.namespace, cm.name_any());
+                Ok(Offer { payload, account, signer: None, stop: false, suspend: false, said, settings: None, stored_in })
             }
             Shipper::WasmPlugin(plugin) => {
                 // An unreadable spec stops nothing (its failure policy is unknown), unless it
@@ -517,6 +599,7 @@ impl NamespaceSource {
                     suspend: spec.suspend,
                     said: wasmplugin::superseded(plugin),
                     settings: spec.settings.clone(),
+                    stored_in: spec.configmap().map(|name| format!("{}/{name}", self.namespace)).unwrap_or_default(),
                 };
                 // Suspended or superseded, it loads nothing, whatever its ConfigMap holds.
                 if offer.said.is_some() {
@@ -530,12 +613,9 @@ impl NamespaceSource {
                     Some(name) => self.read_configmap(name).await?,
                     None => None,
                 };
-                // Unzipping up to 64 MiB is blocking work: off the runtime's threads.
-                let (namespace, stop) = (self.namespace.to_string(), spec.stop_on_failure);
-                let payload = tokio::task::spawn_blocking(move || spec.payload(&namespace, configmap.as_ref()))
-                    .await
-                    .expect("reading a component does not panic");
-                offer.payload = payload.map_err(|m| Unread::invalid("InvalidWasmPlugin", m, stop))?;
+                // Nothing is expanded here: that waits until the content is known to be new.
+                let payload = spec.payload(&self.namespace, configmap.as_ref());
+                offer.payload = payload.map_err(|m| Unread::invalid("InvalidWasmPlugin", m, spec.stop_on_failure))?;
                 Ok(offer)
             }
         }
@@ -571,7 +651,8 @@ impl NamespaceSource {
             Shipper::ConfigMap(_) => None,
         };
         let read = self.read(shipper).await;
-        // Hashing up to 64 MiB is blocking work: off the runtime's threads.
+        // Hashing what is stored (up to a ConfigMap's size, never an expanded component) is
+        // blocking work all the same: off the runtime's threads.
         let (read, content) = tokio::task::spawn_blocking(move || {
             let content = match &read {
                 Ok(offer) => content_of(offer),
@@ -625,7 +706,7 @@ impl NamespaceSource {
                 }
                 self.start_pull(shipper.clone(), offer, reference);
             }
-            None => self.admit(shipper, offer).await,
+            None => self.admit(shipper, offer, None).await,
         }
     }
 
@@ -688,10 +769,11 @@ impl NamespaceSource {
         }
         self.readiness.ready(&self.pull_item(&key));
         match result {
-            Ok(mut component) => {
-                offer.payload.component = std::mem::take(&mut component.bytes);
-                self.admit(&shipper, offer).await;
-                drop(component);
+            Ok(component) => {
+                // The pull's share of the load memory goes with the bytes, until compiled.
+                let (bytes, memory) = component.into_parts();
+                offer.payload.component = Stored::Plain(bytes.into());
+                self.admit(&shipper, offer, Some(memory)).await;
             }
             Err(error) => {
                 let payload = &offer.payload;
@@ -708,9 +790,10 @@ impl NamespaceSource {
         }
     }
 
-    /// Checks and loads the component an object ships, whole (its bytes pulled if it named a
-    /// reference).
-    async fn admit(&mut self, shipper: &Shipper, mut offer: Offer) {
+    /// Loads the component an object ships (its bytes pulled if it named a reference, then
+    /// holding their share of the load memory), or seats it as a shadow, once what needs no
+    /// bytes is checked: its bytes are expanded and checked in the load's own task.
+    async fn admit(&mut self, shipper: &Shipper, offer: Offer, memory: Option<oci::Memory>) {
         let key = shipper.key();
         let source = self.source(&key);
         if offer.payload.track == Track::Superseded {
@@ -721,30 +804,29 @@ impl NamespaceSource {
             let message = format!("plugin {}: {message}{}", offer.payload.name, self.keeps(&key));
             return self.rejected(&key, "SignatureRejected", &message).await;
         }
-        let payload = &mut offer.payload;
-        let (pin, signature, trusted) = (payload.pin.clone(), payload.signature.clone(), self.trusted.clone());
-        let component = std::mem::take(&mut payload.component);
-        // Hashing and verifying up to 64 MiB is blocking work: off the runtime's threads.
-        let (component, checked) = tokio::task::spawn_blocking(move || {
-            let checked = pinning::check(&component, pin.as_deref(), signature.as_deref(), trusted.as_deref());
-            (component, checked)
-        })
-        .await
-        .expect("checking a pin does not panic");
-        payload.component = component;
-        if let Err(error) = checked {
-            let message = format!("plugin {}: {error}{}", payload.name, self.keeps(&key));
-            return self.rejected(&key, error.reason(), &message).await;
+        let shadow = offer.payload.track == Track::Shadow;
+        if shadow && let Some((serving, _)) = self.registry.serving(&source) {
+            let how = match key.kind {
+                Kind::ConfigMap => format!(
+                    "a shadow is a second ConfigMap (`wasmloop bundle --shadow`): remove the {TRACK_ANNOTATION} annotation here"
+                ),
+                Kind::WasmPlugin => "a shadow is a second WasmPlugin: set track.mode back to serving here".to_owned(),
+            };
+            let message = format!(
+                "this {} serves plugin {}; {how}{}",
+                key.kind.word(),
+                wasmloop_sandbox::name_in_id(&serving),
+                self.keeps(&key)
+            );
+            return self.rejected(&key, invalid(key.kind), &message).await;
         }
-        if payload.track == Track::Shadow {
-            return self.offer_shadow(shipper, source, offer.payload, offer.settings).await;
-        }
-        tracing::info!(%source, plugin = %payload.name, "loading the plugin this object ships");
-        let account = match offer.account {
+        let account = match (shadow, offer.account) {
+            // A shadow acts as nobody: it writes nothing.
+            (true, _) | (false, None) => AccountChoice::LikePlugin { namespace: self.namespace.to_string() },
             // The ServiceAccount is always in the object's namespace: whoever may write plugins
             // there chooses among that namespace's accounts, as a pod's author chooses among
             // its namespace's.
-            Some(named) => match ServiceAccount::new(&self.namespace, &named) {
+            (false, Some(named)) => match ServiceAccount::new(&self.namespace, &named) {
                 Ok(account) => AccountChoice::Named(account),
                 Err(error) => {
                     let field = match key.kind {
@@ -759,10 +841,20 @@ impl NamespaceSource {
                     return self.rejected(&key, invalid(key.kind), &message).await;
                 }
             },
-            None => AccountChoice::LikePlugin { namespace: self.namespace.to_string() },
         };
-        let candidate = self.candidate(source, offer.payload, account, offer.settings);
-        self.start_load(shipper.clone(), candidate);
+        let verb = if shadow { "seating the shadow" } else { "loading the plugin" };
+        tracing::info!(%source, plugin = %offer.payload.name, "{verb} this object ships");
+        let load = Load {
+            source,
+            realm: self.namespace.clone(),
+            payload: offer.payload,
+            stored_in: offer.stored_in,
+            account,
+            settings: offer.settings,
+            trusted: self.trusted.clone(),
+            invalid: invalid(key.kind),
+        };
+        self.start_load(shipper.clone(), load, memory);
     }
 
     /// `signature.keyRef`'s demand: the host trusts keys, that key among them, and it signed
@@ -793,28 +885,10 @@ impl NamespaceSource {
         }
     }
 
-    /// The version `payload` ships from source `source` of this namespace, acting as `account`.
-    fn candidate(
-        &self,
-        source: String,
-        payload: PluginPayload,
-        account: AccountChoice,
-        settings: Option<wasmloop_sandbox::Settings>,
-    ) -> Candidate {
-        Candidate {
-            settings,
-            source,
-            realm: Some(self.namespace.clone()),
-            expected_name: Some(payload.name),
-            bytes: payload.component.into(),
-            config: payload.config,
-            account,
-        }
-    }
-
-    /// Offers `candidate` to the registry in a task of its own, which reports to
-    /// [`Self::finished`]; until then, the object's events wait.
-    fn start_load(&mut self, shipper: Shipper, candidate: Candidate) {
+    /// Carries out `load` in a task of its own, which reports to [`Self::finished`]; until
+    /// then, the object's events wait. `memory` is a pull's share of the load memory; a
+    /// ConfigMap's component takes its share in the task, before it is expanded.
+    fn start_load(&mut self, shipper: Shipper, load: Load, memory: Option<oci::Memory>) {
         let key = shipper.key();
         let id = self.loads_started;
         self.loads_started += 1;
@@ -822,13 +896,14 @@ impl NamespaceSource {
             // A host that starts is ready once it serves what its objects name.
             self.readiness.pending(&self.load_item(&key), "loading the plugin it ships");
         }
-        let (registry, finish, origin) = (self.registry.clone(), self.finish.clone(), candidate.source.clone());
+        let (registry, puller, finish) = (self.registry.clone(), self.puller.clone(), self.finish.clone());
+        let origin = load.source.clone();
         tokio::spawn(async move {
-            let loading = registry.upsert(candidate);
+            let loading = load.run(&registry, &puller, memory);
             // A panic must still report, or the object would wait for this load forever.
             let result = std::panic::AssertUnwindSafe(loading).catch_unwind().await.unwrap_or_else(|_| {
                 let message = "the load panicked (a bug in the host; the log has it)".to_owned();
-                Err(RegistryError::Load { source: LoadError::Panicked { origin, message }, running: None })
+                Err(Failed::Registry(RegistryError::Load { source: LoadError::Panicked { origin, message }, running: None }))
             });
             let _ = finish.send(Finished { shipper, id, result });
         });
@@ -847,14 +922,19 @@ impl NamespaceSource {
         let Some(waiting) = self.seen.get_mut(&key).and_then(|seen| seen.load_finished(id)) else { return };
         self.readiness.ready(&self.load_item(&key));
         match result {
-            Ok(loaded) => self.loaded(&key, &loaded),
-            Err(error) => {
+            Ok(Done::Loaded(loaded)) => self.loaded(&key, &loaded),
+            Ok(Done::Seated) => self.seen.entry(key.clone()).or_default().refused = false,
+            Err(Failed::Registry(error)) => {
                 if matches!(error, RegistryError::Start { .. }) {
                     // A kind that is not served yet may be soon (a CRD applied after the
                     // plugin).
                     self.retry_after(&key, START_RETRY);
                 }
                 self.rejected(&key, error.reason(), &error.to_string()).await;
+            }
+            Err(Failed::Bytes { plugin, reason, message }) => {
+                let message = format!("plugin {plugin}: {message}{}", self.keeps(&key));
+                self.rejected(&key, reason, &message).await;
             }
         }
         match waiting {
@@ -1009,41 +1089,6 @@ impl NamespaceSource {
         self.seen.entry(key.clone()).or_default().refused = false;
         self.reporter.publish(Report::new(source, Reported::Retired { said }));
     }
-
-    /// Seats the candidate a shadow ships; the registry reports the seating and what it finds.
-    async fn offer_shadow(
-        &mut self,
-        shipper: &Shipper,
-        source: String,
-        payload: PluginPayload,
-        settings: Option<wasmloop_sandbox::Settings>,
-    ) {
-        let key = shipper.key();
-        if let Some((serving, _)) = self.registry.serving(&source) {
-            let how = match key.kind {
-                Kind::ConfigMap => format!(
-                    "a shadow is a second ConfigMap (`wasmloop bundle --shadow`): remove the {TRACK_ANNOTATION} annotation here"
-                ),
-                Kind::WasmPlugin => "a shadow is a second WasmPlugin: set track.mode back to serving here".to_owned(),
-            };
-            let message = format!(
-                "this {} serves plugin {}; {how}{}",
-                key.kind.word(),
-                wasmloop_sandbox::name_in_id(&serving),
-                self.keeps(&key)
-            );
-            return self.rejected(&key, invalid(key.kind), &message).await;
-        }
-        tracing::info!(%source, plugin = %payload.name, "seating the shadow this object ships");
-        let account = AccountChoice::LikePlugin { namespace: self.namespace.to_string() };
-        let candidate = self.candidate(source, payload, account, settings);
-        match self.registry.shadow(candidate).await {
-            Ok(Shadowed::Unchanged { .. } | Shadowed::Seated { .. }) => {
-                self.seen.entry(key).or_default().refused = false;
-            }
-            Err(error) => self.rejected(&key, error.reason(), &error.to_string()).await,
-        }
-    }
 }
 
 /// The reason of a refusal of what an object of `kind` says.
@@ -1069,7 +1114,7 @@ fn said_in_annotation(cm: &ConfigMap) -> Option<String> {
 fn suspended(plugin: &WasmPlugin) -> Offer {
     let payload = PluginPayload {
         name: wasmloop_contract::validate::cut(plugin.name_any(), 253),
-        component: Vec::new(),
+        component: Stored::Nothing,
         reference: None,
         pull_secret: None,
         config: None,
@@ -1077,7 +1122,7 @@ fn suspended(plugin: &WasmPlugin) -> Offer {
         signature: None,
         track: Track::Serving,
     };
-    Offer { payload, account: None, signer: None, stop: false, suspend: true, said: None, settings: None }
+    Offer { payload, account: None, signer: None, stop: false, suspend: true, said: None, settings: None, stored_in: String::new() }
 }
 
 /// What pins a payload's component, as the `Pinned` condition says it: an image's digest, a
@@ -1098,7 +1143,7 @@ fn content_of(offer: &Offer) -> Content {
     let payload = &offer.payload;
     let digest = match &payload.reference {
         Some(reference) => reference.to_string(),
-        None => wasmloop_sandbox::digest(&payload.component),
+        None => payload.component.digest(),
     };
     Content {
         digest,

@@ -151,7 +151,11 @@ impl Limits {
 pub struct SandboxConfig {
     /// Where compiled components are cached by content hash; none disables the disk cache.
     pub cache_dir: Option<PathBuf>,
-    /// How often the epoch ticks; deadlines are rounded up to whole ticks.
+    /// How often the epoch ticks; deadlines are rounded up to whole ticks. A guest in wasm code
+    /// yields to the async runtime at every tick, so this is the longest slice a spinning guest
+    /// holds a runtime thread: 1 ms, so that the host's own tasks (a watch event, a write's
+    /// reply), queued behind a few spinning guests, wait a few milliseconds at most on a
+    /// one-CPU pod (`docs/benchmarks.md`, fairness).
     pub epoch_tick: Duration,
     /// Guest instances that may be alive at once, across all plugins: the pool. Each plugin
     /// reserves its quota ([`Limits::instances`]) from it when it is given its limits, and
@@ -189,7 +193,7 @@ impl Default for SandboxConfig {
     fn default() -> Self {
         SandboxConfig {
             cache_dir: dirs::cache_dir().map(|d| d.join("wasmloop").join("components")),
-            epoch_tick: Duration::from_millis(5),
+            epoch_tick: Duration::from_millis(1),
             max_instances: 256,
             loading_instances: 4,
             max_memory_bytes: 256 << 20,

@@ -11,9 +11,9 @@
 //! use std::time::Duration;
 //! use wasmloop_sandbox::CpuBudget;
 //!
-//! // Three quarters of a one-CPU pod, at the default 5 ms tick.
-//! let budget = CpuBudget::new(0.75, Duration::from_millis(5));
-//! assert_eq!(budget.ticks_per_window(), 15);
+//! // Three quarters of a one-CPU pod, at the default 1 ms tick.
+//! let budget = CpuBudget::new(0.75, Duration::from_millis(1));
+//! assert_eq!(budget.ticks_per_window(), 75);
 //! ```
 
 mod shares;

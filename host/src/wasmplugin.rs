@@ -36,6 +36,11 @@ pub const VERSION: &str = "v1alpha1";
 /// How [`crate::plugin_configmap::source_of`]'s counterpart names a `WasmPlugin` source.
 const SOURCE_PREFIX: &str = "WasmPlugin ";
 
+/// The longest `spec.config` a `WasmPlugin` may give, as JSON: the kind's schema holds it to
+/// this too (`deploy/base/wasmplugin-crd.yaml`). The host keeps every `WasmPlugin`'s spec, and
+/// hands the configuration to every call.
+pub const MAX_CONFIG: usize = 64 << 10;
+
 /// A `WasmPlugin` as the API server serves it. The spec and status stay JSON until
 /// [`Spec::parse`] reads them: one malformed object must not break the watch of all.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
@@ -307,11 +312,19 @@ impl Spec {
         if raw.config.as_ref().is_some_and(|config| !config.is_object()) {
             return Err("spec.config is not an object; give the plugin's configuration as a mapping".to_owned());
         }
+        let config = raw.config.map(|config| config.to_string());
+        if let Some(length) = config.as_ref().map(String::len).filter(|length| *length > MAX_CONFIG) {
+            return Err(format!(
+                "spec.config is {} KiB as JSON, over the {} KiB a plugin's configuration may be; keep large data in objects the plugin reads",
+                length.div_ceil(1024),
+                MAX_CONFIG >> 10
+            ));
+        }
         Ok(Spec {
             plugin,
             source,
             account,
-            config: raw.config.map(|config| config.to_string()),
+            config,
             track,
             stop_on_failure,
             signature,
@@ -501,6 +514,7 @@ mod tests {
             (json!({"image": {"reference": IMAGE}, "signature": {"keyRef": "0123456789ABCDEF"}}), "from its ConfigMap"),
             (json!({"configMapRef": {"name": "a"}, "unknown": 1}), "unknown field"),
             (json!({"configMapRef": {"name": "a"}, "suspend": "yes"}), "spec:"),
+            (json!({"configMapRef": {"name": "a"}, "config": {"blob": "x".repeat(MAX_CONFIG)}}), "over the 64 KiB"),
         ];
         for (spec, expected) in cases {
             let error = Spec::parse(&plugin("hello", spec.clone())).expect_err(&spec.to_string());

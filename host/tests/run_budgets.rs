@@ -13,9 +13,10 @@ use std::time::{Duration, Instant};
 
 use common::cgroup::{PodCgroup, deploy_limits};
 use common::wasmplugin::{WASMPLUGIN_CRD, apply, bundle, condition, is, status, wasmplugins_resource};
-use common::{Host, create_configmap};
+use common::{Host, create_configmap, grant_user, kubeconfig_as};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject, PostParams, WatchEvent, WatchParams};
 use serde_json::json;
 use wasmloop_testenv::{TestNamespace, shared};
@@ -73,6 +74,7 @@ async fn a_tenant_filling_all_its_settings_allow_cannot_get_the_host_oom_killed(
     std::fs::write(settings.path(), confined).unwrap();
     let host = Host::start_in(
         &cgroup,
+        shared().kubeconfig(),
         [
             "run",
             "--config",
@@ -142,4 +144,141 @@ async fn a_tenant_filling_all_its_settings_allow_cannot_get_the_host_oom_killed(
         memory_limit >> 20,
         beside.len()
     );
+}
+
+/// `component` with a custom section of `bytes` zeros after it: a component as large as the
+/// host takes, yet a small ConfigMap once gzipped.
+fn padded(component: &[u8], bytes: usize) -> Vec<u8> {
+    fn leb128(out: &mut Vec<u8>, mut n: u64) {
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                return out.push(byte);
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    let name = b"padding";
+    let mut out = component.to_vec();
+    out.push(0);
+    leb128(&mut out, (1 + name.len() + bytes) as u64);
+    out.push(name.len() as u8);
+    out.extend_from_slice(name);
+    out.resize(out.len() + bytes, 0);
+    out
+}
+
+/// A plugin ConfigMap shipping `component` as plugin `name`, gzipped.
+fn gzipped_plugin(name: &str, component: &[u8]) -> ConfigMap {
+    use std::io::Write as _;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    encoder.write_all(component).unwrap();
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"wasmloop.dev/plugin": name}},
+        "binaryData": {"plugin.wasm.gz": k8s_openapi::ByteString(encoder.finish().unwrap())},
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn queued_loads_of_large_components_whose_caches_cannot_sync_hold_none_of_their_bytes() {
+    let plugins = shared().namespace("budget-loads").await.unwrap();
+    let apps = shared().namespace("budget-loads-apps").await.unwrap();
+    // The host may read its plugin ConfigMaps, and nothing in `apps`: the plugins' caches of
+    // `apps` never sync, and each load waits out its sync timeout, compiled.
+    let user = format!("host-{}", plugins.name);
+    let rules = json!([
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "patch"]},
+        {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+    ]);
+    grant_user(&plugins, "host", &user, rules).await;
+    let kubeconfig = kubeconfig_as(&user);
+    let names: Vec<String> = (0..8).map(|i| format!("stamp-load-{i}")).collect();
+    let settings = tempfile::NamedTempFile::new().unwrap();
+    let confined: String =
+        names.iter().map(|name| format!("  {}/{name}: {{namespace: {}}}\n", plugins.name, apps.name)).collect();
+    std::fs::write(settings.path(), format!("plugins:\n{confined}")).unwrap();
+    // Eight plugins of 60 MiB each (64 MiB is the most a component may be), about 60 KiB in
+    // their ConfigMaps.
+    let configmaps: Vec<ConfigMap> = names
+        .iter()
+        .map(|name| {
+            let built = wasmloop_testenv::components::component_named("stamp-plugin", "stamp_plugin", "STAMP_NAME", name);
+            gzipped_plugin(name, &padded(&std::fs::read(built).unwrap(), 60 * MIB as usize))
+        })
+        .collect();
+    let cgroup = PodCgroup::like_the_pod("loads");
+    let args = ["run", "--config", settings.path().to_str().unwrap(), "--plugin-namespace", &plugins.name];
+    let host = Host::start_in(&cgroup, kubeconfig.path(), args);
+    host.ready(Duration::from_secs(60), "the host ready, serving nothing").await;
+    let (idle_kib, _) = host.memory_kib();
+    host.reset_peak_memory();
+
+    let api: Api<ConfigMap> = plugins.api();
+    for configmap in &configmaps {
+        api.create(&PostParams::default(), configmap).await.unwrap();
+    }
+    host.metric_until("wasmloop_plugins_preparing", "all eight compiled, waiting for their caches", |n| n == 8.0).await;
+    let (_, peak_kib) = host.memory_kib();
+    let grew = (peak_kib.saturating_sub(idle_kib)) >> 10;
+    eprintln!("idle {} MiB, peak {} MiB while eight 60 MiB loads queued", idle_kib >> 10, peak_kib >> 10);
+    assert!(grew < 100, "the host grew {grew} MiB over its idle {} MiB: loads hold their bytes", idle_kib >> 10);
+    assert_eq!(cgroup.oom_kills(), 0);
+}
+
+/// The `wasmloop.dev/status` annotation of plugin ConfigMap `name`, once it passes `check`.
+async fn configmap_status(api: &Api<ConfigMap>, name: &str, what: &str, check: impl Fn(&serde_json::Value) -> bool) {
+    wasmloop_testenv::eventually(Duration::from_secs(90), what, || {
+        let (api, check) = (api.clone(), &check);
+        async move {
+            let cm = api.get(name).await.map_err(|e| e.to_string())?;
+            let text = cm.metadata.annotations.unwrap_or_default().remove("wasmloop.dev/status").unwrap_or_default();
+            let status: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+            if check(&status) { Ok(()) } else { Err(text) }
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_metadata_only_edit_of_a_plugin_configmap_holding_60_mib_expands_nothing() {
+    let plugins = shared().namespace("budget-edits").await.unwrap();
+    let apps = shared().namespace("budget-edits-apps").await.unwrap();
+    let settings = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(settings.path(), format!("plugins:\n  {}/stamp-edit: {{namespace: {}}}\n", plugins.name, apps.name))
+        .unwrap();
+    let host = Host::start([
+        "run",
+        "--config",
+        settings.path().to_str().unwrap(),
+        "--plugin-namespace",
+        &plugins.name,
+    ]);
+    let built = wasmloop_testenv::components::component_named("stamp-plugin", "stamp_plugin", "STAMP_NAME", "stamp-edit");
+    let configmap = gzipped_plugin("stamp-edit", &padded(&std::fs::read(built).unwrap(), 60 * MIB as usize));
+    let api: Api<ConfigMap> = plugins.api();
+    api.create(&PostParams::default(), &configmap).await.unwrap();
+    configmap_status(&api, "stamp-edit", "the plugin serving", |s| s["plugin"] == "stamp-edit").await;
+    let idle = host.cpu_time();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let idle_per_second = (host.cpu_time() - idle).as_secs_f64() / 5.0;
+
+    let (started, cpu) = (Instant::now(), host.cpu_time());
+    const EDITS: u32 = 20;
+    for i in 0..EDITS {
+        let patch = json!({"metadata": {"annotations": {"example.com/edited": i.to_string()}}});
+        api.patch("stamp-edit", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch)).await.unwrap();
+    }
+    // Then an edit the host answers: once its refusal shows, the edits before it were read.
+    let patch = json!({"metadata": {"annotations": {"wasmloop.dev/track": "caught-up"}}});
+    api.patch("stamp-edit", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch)).await.unwrap();
+    configmap_status(&api, "stamp-edit", "the last edit's refusal", |s| {
+        s["lastError"].as_str().is_some_and(|e| e.contains("caught-up"))
+    })
+    .await;
+    let spent = (host.cpu_time() - cpu).as_secs_f64() - idle_per_second * started.elapsed().as_secs_f64();
+    let per_edit_ms = 1000.0 * spent.max(0.0) / f64::from(EDITS + 1);
+    eprintln!("{per_edit_ms:.1} ms of host CPU per metadata-only edit ({idle_per_second:.3} s/s idle)");
+    assert!(per_edit_ms < 5.0, "{per_edit_ms:.1} ms of host CPU per metadata-only edit");
 }

@@ -530,3 +530,49 @@ async fn the_operator_s_command_line_limits_win_over_a_wasmplugin_s_settings() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_wasmplugin_wins_its_name_over_a_plugin_configmap_on_every_restart() {
+    let plugins = shared().namespace("wp-same-name").await.unwrap();
+    let apps = shared().namespace("wp-same-name-apps").await.unwrap();
+    let wasmplugins = plugins.install_crd(Path::new(WASMPLUGIN_CRD)).await;
+    let configmaps: Api<ConfigMap> = plugins.api();
+    // Both kinds ship plugin labeler in one namespace: a plugin ConfigMap and a WasmPlugin.
+    let bytes = std::fs::read(component("labeler_plugin")).unwrap();
+    let shipped = wasmloop::plugin_configmap::build(
+        "labeler",
+        &plugins.name,
+        &bytes,
+        None,
+        None,
+        wasmloop::plugin_configmap::Track::Serving,
+        None,
+    )
+    .unwrap();
+    configmaps.create(&PostParams::default(), &shipped).await.unwrap();
+    apply(&plugins, &wasmplugins, bundle("labeler_plugin", "labeler", &plugins.name, &[])).await;
+    for restart in 0..10 {
+        // Each start is judged by what it writes itself: the last start's statuses go first.
+        let cleared = json!({"metadata": {"annotations": {"wasmloop.dev/status": null}}});
+        configmaps.patch("labeler", &PatchParams::default(), &Patch::Merge(&cleared)).await.unwrap();
+        wasmplugins.patch_status("labeler", &PatchParams::default(), &Patch::Merge(json!({"status": null}))).await.unwrap();
+        let (host, _settings) = host(&[&plugins], &apps, &["labeler"], &[]);
+        status(&wasmplugins, "labeler", &format!("start {restart}: the WasmPlugin serving"), |s| {
+            is(s, "Ready", "True", "Serving")
+        })
+        .await;
+        eventually(Duration::from_secs(60), &format!("start {restart}: the ConfigMap refused, naming it"), || {
+            let configmaps = configmaps.clone();
+            async move {
+                let cm = configmaps.get("labeler").await.map_err(|e| e.to_string())?;
+                let text = cm.metadata.annotations.unwrap_or_default().remove("wasmloop.dev/status").unwrap_or_default();
+                let status: Value = serde_json::from_str(&text).unwrap_or_default();
+                let claimed = status["lastError"].as_str().is_some_and(|e| e.contains("claimed by WasmPlugin"));
+                if claimed && status["activeDigest"].is_null() { Ok(()) } else { Err(text) }
+            }
+        })
+        .await;
+        assert_eq!(host.metric("wasmloop_plugins_active").await, 1.0, "start {restart}: one plugin runs");
+        drop(host);
+    }
+}

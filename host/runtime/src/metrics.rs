@@ -101,6 +101,7 @@ pub struct Metrics {
     plugin_loads: Family<PluginLabels, Counter>,
     plugin_rejections: Family<ReasonLabels, Counter>,
     plugins_active: Gauge,
+    plugins_preparing: Gauge,
     writes_throttled: Family<PluginLabels, Counter>,
     quarantined: Family<PluginLabels, Gauge>,
     instantiate: HistogramFamily<PluginLabels>,
@@ -180,6 +181,7 @@ impl Metrics {
             plugin_loads: Family::default(),
             plugin_rejections: Family::default(),
             plugins_active: Gauge::default(),
+            plugins_preparing: Gauge::default(),
             writes_throttled: Family::default(),
             quarantined: Family::default(),
             instantiate: HistogramFamily::new_with_constructor(seconds_histogram),
@@ -240,6 +242,11 @@ impl Metrics {
         r.register("plugin_loads", "Plugin versions loaded", m.plugin_loads.clone());
         r.register("plugin_rejections", "Plugin versions refused, by plugin and reason", m.plugin_rejections.clone());
         r.register("plugins_active", "Plugins serving now", m.plugins_active.clone());
+        r.register(
+            "plugins_preparing",
+            "Plugin versions compiled and preparing now: their caches syncing before they serve",
+            m.plugins_preparing.clone(),
+        );
         r.register(
             "writes_throttled",
             "API writes a plugin made wait for its write budget (token bucket)",
@@ -460,6 +467,11 @@ impl Metrics {
     /// Plugins serving now.
     pub fn plugins_active(&self, count: usize) {
         self.plugins_active.set(count as i64);
+    }
+
+    /// Plugin versions preparing now.
+    pub fn plugins_preparing(&self, count: usize) {
+        self.plugins_preparing.set(i64::try_from(count).unwrap_or(i64::MAX));
     }
 
     /// Whether this host leads.

@@ -187,6 +187,10 @@ pub struct SandboxConfig {
     pub guest_memory_wait: Duration,
     /// The CPUs guest code may use, all plugins together (see [`crate::CpuBudget`]).
     pub guest_cpus: f64,
+    /// Run the calls of plugins seen to compute past an epoch tick on threads of their own, one
+    /// per CPU of [`SandboxConfig::guest_cpus`] (rounded up), apart from the caller's async
+    /// runtime: a host serving a cluster, whose own tasks must not queue behind guests.
+    pub guest_threads: bool,
 }
 
 impl Default for SandboxConfig {
@@ -211,6 +215,7 @@ impl Default for SandboxConfig {
             guest_memory_bytes: None,
             guest_memory_wait: Duration::from_secs(30),
             guest_cpus: 1.0,
+            guest_threads: false,
         }
     }
 }
@@ -280,6 +285,13 @@ impl SandboxConfig {
     #[must_use]
     pub fn guest_cpus(mut self, cpus: f64) -> Self {
         self.guest_cpus = cpus;
+        self
+    }
+
+    /// Runs computing guests on threads of their own ([`SandboxConfig::guest_threads`]).
+    #[must_use]
+    pub fn guest_threads(mut self, apart: bool) -> Self {
+        self.guest_threads = apart;
         self
     }
 

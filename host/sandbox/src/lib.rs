@@ -36,6 +36,7 @@ mod contract;
 pub mod cpu_budget;
 pub mod disk_budget;
 mod error;
+mod guest_threads;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 mod host_services;

@@ -16,6 +16,7 @@
 //! - **Responses are bounded** in entries and bytes (see `lift` for what is checked when).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
@@ -82,6 +83,9 @@ pub(crate) struct CallSetup {
     pub(crate) slots: Arc<Semaphore>,
     /// The contract the component was built for: which types its exports lift into.
     pub(crate) contract: Contract,
+    /// A call of this plugin ran past an epoch tick: its calls run on the guest threads from
+    /// now on (`guest_threads`), when the sandbox has them.
+    pub(crate) computes: Arc<AtomicBool>,
 }
 
 /// What one guest-to-host transfer (an import call's arguments, or a call's results) may make
@@ -163,7 +167,9 @@ impl CallSetup {
         // runtime thread), and stops once its deadline has passed.
         store.set_epoch_deadline(1);
         let (cpu, tick, account) = (self.pool.cpu.clone(), self.pool.config.epoch_tick, self.name.clone());
+        let computes = self.computes.clone();
         store.epoch_deadline_callback(move |mut store| {
+            computes.store(true, Ordering::Relaxed);
             if clock.expired(tokio::time::Instant::now()) {
                 return Ok(UpdateDeadline::Interrupt);
             }
@@ -381,6 +387,7 @@ impl Plugin {
             limits,
             name: setup.name.clone(),
             contract: setup.contract,
+            computes: setup.computes.clone(),
         };
         Plugin::new(PluginInner {
             setup,
@@ -466,6 +473,26 @@ impl Plugin {
         request: &Request,
         services: Arc<dyn HostServices>,
     ) -> (Result<Response, CallError>, StageTimings) {
+        if let Some(guests) = self.apart() {
+            let (plugin, request) = (self.clone(), request.clone());
+            return guests.run(async move { plugin.reconcile_here(&request, services).await }).await;
+        }
+        self.reconcile_here(request, services).await
+    }
+
+    /// The guest threads, when this plugin's calls run there: it computes, and the sandbox has
+    /// them.
+    fn apart(&self) -> Option<&crate::guest_threads::GuestThreads> {
+        let setup = &self.inner.setup;
+        setup.pool.guests.as_ref().filter(|_| setup.computes.load(Ordering::Relaxed))
+    }
+
+    /// [`Plugin::reconcile_timed`] on the caller's runtime.
+    async fn reconcile_here(
+        &self,
+        request: &Request,
+        services: Arc<dyn HostServices>,
+    ) -> (Result<Response, CallError>, StageTimings) {
         let setup = &self.inner.setup;
         let budget = Budget::new(setup.limits.max_actions, setup.limits.response_bytes, "actions");
         let lean = self.lean_request(request);
@@ -540,6 +567,20 @@ impl Plugin {
     /// # Errors
     /// A [`CallError`] naming the plugin and the related object.
     pub async fn map(
+        &self,
+        related: &Object,
+        config: &str,
+        services: Arc<dyn HostServices>,
+    ) -> Result<Vec<ObjectRef>, CallError> {
+        if let Some(guests) = self.apart() {
+            let (plugin, related, config) = (self.clone(), related.clone(), config.to_owned());
+            return guests.run(async move { plugin.map_here(&related, &config, services).await }).await;
+        }
+        self.map_here(related, config, services).await
+    }
+
+    /// [`Plugin::map`] on the caller's runtime.
+    async fn map_here(
         &self,
         related: &Object,
         config: &str,

@@ -9,6 +9,7 @@ use wasmtime::Engine;
 
 use crate::config::SandboxConfig;
 use crate::cpu_budget::CpuBudget;
+use crate::guest_threads::GuestThreads;
 use crate::memory_budget::MemoryBudget;
 
 /// The Engine and the instance pool, shared by a sandbox and every plugin it loaded.
@@ -23,21 +24,26 @@ pub(crate) struct Pool {
     pub(crate) memory: Option<MemoryBudget>,
     /// What all guest code together may run.
     pub(crate) cpu: Arc<CpuBudget>,
+    /// Where computing guests run, when apart from the caller's runtime.
+    pub(crate) guests: Option<GuestThreads>,
 }
 
 impl Pool {
     /// Sets aside the loading slots (at least one, at most the whole pool); the rest is free
     /// for plugins to reserve.
-    pub(crate) fn new(engine: Engine, config: SandboxConfig) -> Pool {
+    pub(crate) fn new(engine: Engine, config: SandboxConfig) -> std::io::Result<Pool> {
         let loading = config.loading_instances.clamp(1, config.max_instances);
-        Pool {
+        let threads = config.guest_cpus.ceil().clamp(1.0, 1024.0) as usize;
+        let guests = config.guest_threads.then(|| GuestThreads::new(threads)).transpose()?;
+        Ok(Pool {
             engine,
             free: Mutex::new((config.max_instances - loading) as usize),
             loading: Arc::new(Semaphore::new(loading as usize)),
             memory: config.guest_memory_bytes.map(|bytes| MemoryBudget::new(bytes, config.guest_memory_wait)),
             cpu: Arc::new(CpuBudget::new(config.guest_cpus, config.epoch_tick)),
+            guests,
             config,
-        }
+        })
     }
 
     /// Takes `wanted` instances from the free ones.

@@ -63,7 +63,7 @@ impl Sandbox {
         crate::bindings::v0_1::Reconciler::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
         let cache = Arc::new(CompileCache::new(config.cache_dir.clone()));
         let inner = SandboxInner {
-            pool: Arc::new(Pool::new(engine, config)),
+            pool: Arc::new(Pool::new(engine, config)?),
             linker,
             cache,
             compiling: Arc::new(Semaphore::new(1)),
@@ -154,6 +154,7 @@ impl Sandbox {
             name: Arc::from(origin),
             slots: self.inner.pool.loading.clone(),
             contract,
+            computes: Arc::default(),
         };
         let raw = setup
             .manifest(Arc::new(EmptyHost))

@@ -38,6 +38,7 @@ pub(crate) struct MemoryLimiter {
 impl MemoryLimiter {
     /// A limiter of `limit` bytes per memory, charging no budget: for Stores that only serve
     /// imports (the conformance suite, tests).
+    #[cfg(any(test, feature = "conformance"))]
     pub(crate) fn unbudgeted(limit: usize) -> MemoryLimiter {
         let clock = Arc::new(CallClock::start(std::time::Duration::from_secs(1)));
         MemoryLimiter { limit, refused: None, charge: None, pressure: None, clock }

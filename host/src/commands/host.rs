@@ -84,7 +84,7 @@ pub(super) fn sandbox(args: &HostArgs, config: &HostConfig) -> anyhow::Result<Sa
         "guest budgets, shared by every plugin"
     );
     common::sandbox_with(&args.sandbox, config.sandbox.max_instances, |sandbox| {
-        sandbox.guest_memory_bytes(Some(memory)).guest_cpus(cpus)
+        sandbox.guest_memory_bytes(Some(memory)).guest_cpus(cpus).guest_threads(true)
     })
 }
 

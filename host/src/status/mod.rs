@@ -140,6 +140,9 @@ impl StatusWriter {
                             effects.extend(self.statuses.report(more, &now));
                         }
                         self.prime_errors();
+                        // What shows nothing any more (its object gone) is not remembered either.
+                        let statuses = &self.statuses;
+                        self.seeded.retain(|object| statuses.shows(object));
                         coalesced(effects)
                     }
                     None => return,

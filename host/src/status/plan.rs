@@ -216,6 +216,11 @@ impl Statuses {
         effects
     }
 
+    /// Whether `object`'s status is shown here (it was reported on, and not removed since).
+    pub(super) fn shows(&self, object: &ObjectKey) -> bool {
+        self.shown.contains_key(object)
+    }
+
     /// Shows each serving plugin's quarantine, entered or lifted: `board` maps a quarantined
     /// plugin to why.
     pub(super) fn quarantines(&mut self, board: &BTreeMap<String, String>, now: &str) -> Vec<Effect> {

@@ -105,10 +105,14 @@ impl Host {
         Host::spawn(command)
     }
 
-    /// As [`Host::start`], inside `cgroup`: held to the limits of the host's pod.
-    pub fn start_in(cgroup: &cgroup::PodCgroup, args: impl IntoIterator<Item = impl AsRef<OsStr>>) -> Host {
+    /// As [`Host::start_with`], inside `cgroup`: held to the limits of the host's pod.
+    pub fn start_in(
+        cgroup: &cgroup::PodCgroup,
+        kubeconfig: &Path,
+        args: impl IntoIterator<Item = impl AsRef<OsStr>>,
+    ) -> Host {
         let mut command = cgroup.command(Path::new(env!("CARGO_BIN_EXE_wasmloop")), &host_args(args));
-        command.env("KUBECONFIG", shared().kubeconfig()).env("WASMLOOP_LOG", "info");
+        command.env("KUBECONFIG", kubeconfig).env("WASMLOOP_LOG", "info");
         Host::spawn(command)
     }
 
@@ -249,6 +253,16 @@ impl Host {
                 .unwrap_or_else(|| panic!("no {name} in {status}"))
         };
         (field("VmRSS:"), field("VmHWM:"))
+    }
+
+    /// The CPU time the host has used so far, all its threads, user and system
+    /// (`/proc/PID/stat`, in clock ticks of 10 ms).
+    pub fn cpu_time(&self) -> Duration {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap();
+        // The command name may hold spaces: fields are counted after its closing parenthesis.
+        let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+        let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+        Duration::from_millis(ticks * 10)
     }
 
     /// Starts the host's peak resident memory afresh from what it holds now.

@@ -274,22 +274,27 @@ struct Install {
     running: Option<String>,
 }
 
-/// A plugin noted as preparing while this lives.
+/// A plugin noted as preparing while this lives, and counted in `wasmloop_plugins_preparing`.
 struct Preparing<'a> {
     set: &'a std::sync::Mutex<BTreeSet<String>>,
+    metrics: &'a crate::metrics::Metrics,
     id: String,
 }
 
 impl<'a> Preparing<'a> {
-    fn enter(set: &'a std::sync::Mutex<BTreeSet<String>>, id: &str) -> Preparing<'a> {
-        set.lock().expect("lock").insert(id.to_owned());
-        Preparing { set, id: id.to_owned() }
+    fn enter(set: &'a std::sync::Mutex<BTreeSet<String>>, metrics: &'a crate::metrics::Metrics, id: &str) -> Self {
+        let mut preparing = set.lock().expect("lock");
+        preparing.insert(id.to_owned());
+        metrics.plugins_preparing(preparing.len());
+        Preparing { set, metrics, id: id.to_owned() }
     }
 }
 
 impl Drop for Preparing<'_> {
     fn drop(&mut self) {
-        self.set.lock().expect("lock").remove(&self.id);
+        let mut preparing = self.set.lock().expect("lock");
+        preparing.remove(&self.id);
+        self.metrics.plugins_preparing(preparing.len());
     }
 }
 
@@ -650,7 +655,10 @@ impl Registry {
             Decision::Refuse(Refusal::NameTaken { holder }) => {
                 Err(reject(RegistryError::NameTaken { origin, name: id.clone(), holder }))
             }
-            Decision::Park { stop } => Ok(self.park(offer, plugin, config, stop).await),
+            Decision::Park { stop } => match self.vouch(&offer, &plugin).await {
+                Ok(()) => Ok(self.park(offer, plugin, config, stop).await),
+                Err(source) => Err(reject(RegistryError::Start { source, running })),
+            },
             Decision::Install { promote, replace } => {
                 let install = Install { offer, plugin, config, digest, promote, replace, running };
                 match self.start(install).await {
@@ -742,7 +750,7 @@ impl Registry {
         controller_config.concurrency_override = Some(plugin.limits().instances);
         let version = plugin.manifest().version.clone();
         let prepared = {
-            let _preparing = Preparing::enter(&self.preparing, &id);
+            let _preparing = Preparing::enter(&self.preparing, &self.context.metrics, &id);
             Controller::prepare(plugin, &self.context, controller_config, seat.clone())
                 .await
                 .map_err(|source| RegistryError::Start { source, running: running.clone() })?
@@ -800,6 +808,22 @@ impl Registry {
         let slot = slots.remove(name)?;
         self.context.metrics.plugins_active(slots.len());
         Some(slot)
+    }
+
+    /// Checks that `plugin`, offered by `offer`, may act as whom it names, before it is parked: a
+    /// sharded host takes a fence Lease for every plugin it knows, so one whose identity would
+    /// be refused must not become one (two thousand such objects would be two thousand Leases
+    /// to renew).
+    async fn vouch(&self, offer: &Offer, plugin: &Plugin) -> Result<(), StartError> {
+        let (name, id) = (&plugin.manifest().name, plugin.manifest().id());
+        let configured = (self.settings)(realm_text(offer.realm.as_ref()), name).service_account;
+        let identities = &self.context.identities;
+        let refused = |source| StartError::Identity { plugin: id.clone(), source };
+        let identity = identities.identity_for(&offer.account, name, configured.as_ref()).map_err(refused)?;
+        if let crate::identity::Identity::ServiceAccount(account) = &identity {
+            identities.ensure_usable(account).await.map_err(refused)?;
+        }
+        Ok(())
     }
 
     /// Keeps `plugin` for when its name is admitted. What the source served before (`stop`, a

@@ -66,6 +66,9 @@ const PULL_RETRY: Duration = Duration::from_secs(30);
 /// again: the loop waits for the read.
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The annotation `kubectl apply` keeps the whole object in.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
 /// The longest refusal logged and reported.
 const MAX_REFUSAL: usize = 4096;
 
@@ -505,8 +508,13 @@ impl NamespaceSource {
     async fn arrived(&mut self, shipper: Shipper) {
         if let Shipper::WasmPlugin(plugin) = &shipper {
             let name = plugin.name_any();
+            // Kept to offer again when its ConfigMap changes: without what the host never reads,
+            // which can be as large as the spec.
             let mut kept = plugin.clone();
             kept.metadata.managed_fields = None;
+            if let Some(annotations) = kept.metadata.annotations.as_mut() {
+                annotations.remove(LAST_APPLIED);
+            }
             self.latest.insert(name.clone(), kept);
             let handled = self.generations.get(&name);
             let current = plugin.metadata.generation.map(|g| (plugin.metadata.uid.clone(), g));
@@ -681,7 +689,10 @@ impl NamespaceSource {
             OfferStep::New { abandoned } => self.abandoned(&key, abandoned),
         }
         let offer = match read {
-            Ok(offer) => offer,
+            Ok(offer) => {
+                self.seen.entry(key.clone()).or_default().plugin = Some(offer.payload.name.clone());
+                offer
+            }
             Err(unread) => {
                 if unread.ours {
                     let message = format!("{}{}", unread.message, self.keeps_anyway(&key));
@@ -820,6 +831,16 @@ impl NamespaceSource {
             );
             return self.rejected(&key, invalid(key.kind), &message).await;
         }
+        if !shadow {
+            match key.kind {
+                Kind::ConfigMap => {
+                    if let Some(message) = self.claimed(&offer.payload.name) {
+                        return self.rejected(&key, "NameTaken", &message).await;
+                    }
+                }
+                Kind::WasmPlugin => self.take_name(&offer.payload.name).await,
+            }
+        }
         let account = match (shadow, offer.account) {
             // A shadow acts as nobody: it writes nothing.
             (true, _) | (false, None) => AccountChoice::LikePlugin { namespace: self.namespace.to_string() },
@@ -922,8 +943,23 @@ impl NamespaceSource {
         let Some(waiting) = self.seen.get_mut(&key).and_then(|seen| seen.load_finished(id)) else { return };
         self.readiness.ready(&self.load_item(&key));
         match result {
-            Ok(Done::Loaded(loaded)) => self.loaded(&key, &loaded),
+            Ok(Done::Loaded(loaded)) => {
+                self.loaded(&key, &loaded);
+                // A WasmPlugin of the name came while this ConfigMap's version loaded: it wins.
+                let plugin = wasmloop_sandbox::name_in_id(loaded.name()).to_owned();
+                if key.kind == Kind::ConfigMap && self.claimed(&plugin).is_some() {
+                    self.take_name(&plugin).await;
+                    self.retry_blocked();
+                }
+            }
             Ok(Done::Seated) => self.seen.entry(key.clone()).or_default().refused = false,
+            Err(Failed::Registry(RegistryError::NameTaken { name, .. }))
+                if key.kind == Kind::WasmPlugin && self.yields_to_me(&name) =>
+            {
+                // A ConfigMap's version of the name loaded while this one did: it yields.
+                self.take_name(wasmloop_sandbox::name_in_id(&name)).await;
+                let _ = self.retry.send(key.clone());
+            }
             Err(Failed::Registry(error)) => {
                 if matches!(error, RegistryError::Start { .. }) {
                     // A kind that is not served yet may be soon (a CRD applied after the
@@ -971,6 +1007,47 @@ impl NamespaceSource {
         match self.registry.serving(&self.source(key)) {
             Some((id, version)) => format!(" (plugin {} {version} keeps serving)", wasmloop_sandbox::name_in_id(&id)),
             None => String::new(),
+        }
+    }
+
+    /// Why plugin `plugin` may not load from a plugin ConfigMap here: a `WasmPlugin` of this
+    /// namespace claims it ([`plan::claimant`]).
+    fn claimed(&self, plugin: &str) -> Option<String> {
+        let serving = self.latest.values().filter(|p| p.spec["track"]["mode"] != "shadow").map(|p| p.metadata.name.as_deref().unwrap_or_default());
+        let claimant = plan::claimant(plugin, serving)?;
+        Some(format!(
+            "plugin {plugin} is claimed by WasmPlugin {}/{claimant}: a WasmPlugin wins over a plugin ConfigMap of the same plugin name, on every replica and after every restart; delete this ConfigMap, or that WasmPlugin",
+            self.namespace
+        ))
+    }
+
+    /// Whether plugin `id` (`NAMESPACE/NAME`) is served or offered by a plugin ConfigMap here,
+    /// which a `WasmPlugin` of the name takes it from.
+    fn yields_to_me(&self, id: &str) -> bool {
+        !plan::yielding(wasmloop_sandbox::name_in_id(id), &self.seen).is_empty()
+    }
+
+    /// Stops what the plugin ConfigMaps offering plugin `plugin` serve: a `WasmPlugin` of the
+    /// name takes it. Each is refused, naming the `WasmPlugin`, and loads again once it goes.
+    async fn take_name(&mut self, plugin: &str) {
+        let Some(message) = self.claimed(plugin) else { return };
+        let yielding: Vec<Key> = plan::yielding(plugin, &self.seen).into_iter().cloned().collect();
+        for key in yielding {
+            let source = self.source(&key);
+            self.registry.unshadow(&source);
+            let stopped = self.registry.remove(&source).await;
+            self.seen.entry(key.clone()).or_default().refused = true;
+            let (reason, message) = ("NameTaken".to_owned(), wasmloop_contract::validate::cut(message.clone(), MAX_REFUSAL));
+            // What served from it stops, and its status says so; one that served nothing is
+            // refused.
+            let what = match stopped {
+                Some(plugin) => {
+                    tracing::info!(%source, plugin, "a WasmPlugin of the same name takes the plugin");
+                    Reported::Stopped { reason, message }
+                }
+                None => Reported::Refused { reason, message },
+            };
+            self.reporter.publish(Report::new(source, what));
         }
     }
 

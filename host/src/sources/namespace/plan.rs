@@ -97,6 +97,8 @@ pub(super) struct Seen {
     pub(super) stop: bool,
     /// A retry of a plugin that failed to start is scheduled.
     pub(super) retry_pending: bool,
+    /// The plugin its last offer named (a ConfigMap's label, a `WasmPlugin`'s name).
+    pub(super) plugin: Option<String>,
     /// What is under way for it.
     pub(super) work: Work,
 }
@@ -297,9 +299,53 @@ impl Seen {
     }
 }
 
+/// Which `WasmPlugin` of the namespace claims plugin `plugin` over a plugin ConfigMap that
+/// offers it, given the `WasmPlugin`s that serve (none shadows): the one of that name. A
+/// `WasmPlugin` wins over a ConfigMap of the same plugin name whichever came first, so every
+/// replica, and every restart, ends with the same one serving.
+pub(super) fn claimant<'a>(plugin: &str, serving_wasmplugins: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    serving_wasmplugins.into_iter().find(|name| *name == plugin)
+}
+
+/// The plugin ConfigMaps of `seen` that a `WasmPlugin` serving `plugin` takes it from: those
+/// whose last offer named it.
+pub(super) fn yielding<'a>(plugin: &str, seen: impl IntoIterator<Item = (&'a Key, &'a Seen)>) -> Vec<&'a Key> {
+    seen.into_iter()
+        .filter(|(key, seen)| key.kind == Kind::ConfigMap && seen.plugin.as_deref() == Some(plugin))
+        .map(|(key, _)| key)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wasmplugin_of_the_same_name_claims_a_plugin_over_a_configmap_whichever_came_first() {
+        let cases: [(&str, &[&str], Option<&str>); 4] = [
+            ("hello", &[], None),
+            ("hello", &["other"], None),
+            ("hello", &["other", "hello"], Some("hello")),
+            ("hello", &["hello-shadow"], None),
+        ];
+        for (plugin, wasmplugins, expected) in cases {
+            assert_eq!(claimant(plugin, wasmplugins.iter().copied()), expected, "{plugin} among {wasmplugins:?}");
+        }
+    }
+
+    #[test]
+    fn the_configmaps_a_wasmplugin_takes_its_plugin_from_are_those_that_named_it() {
+        let key = |kind, name: &str| Key { kind, name: name.to_owned() };
+        let named = |plugin: &str| Seen { plugin: Some(plugin.to_owned()), ..Seen::default() };
+        let seen = [
+            (key(Kind::ConfigMap, "a"), named("hello")),
+            (key(Kind::ConfigMap, "b"), named("other")),
+            (key(Kind::WasmPlugin, "hello"), named("hello")),
+            (key(Kind::ConfigMap, "c"), Seen::default()),
+        ];
+        let yielding = yielding("hello", seen.iter().map(|(k, s)| (k, s)));
+        assert_eq!(yielding, [&key(Kind::ConfigMap, "a")]);
+    }
 
     fn content(digest: &str) -> Content {
         Content { digest: digest.to_owned(), ..Content::default() }

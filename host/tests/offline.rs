@@ -685,7 +685,7 @@ fn guest_panic_is_reported_with_its_message() {
         3,
         &[
             "plugin hostile failed on ConfigMap default/victim",
-            "the guest panicked: hostile plugin panicked on purpose (at host/tests/guests/hostile/src/lib.rs",
+            "the guest panicked, saying \"hostile plugin panicked on purpose (at host/tests/guests/hostile/src/lib.rs",
             "event: Warning PluginTrapped",
         ],
     );

@@ -320,7 +320,8 @@ fn minor(version: &str) -> &str {
 
 fn describe_trap(trap: &str, panic: Option<&String>) -> String {
     match panic {
-        Some(panic) => format!("the guest panicked: {panic}"),
+        // The guest's words, quoted as such: an Event written as the host carries them.
+        Some(panic) => format!("the guest panicked, saying {panic:?}"),
         None => format!("the guest trapped: {trap}"),
     }
 }

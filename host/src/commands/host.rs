@@ -160,14 +160,16 @@ impl Host {
         let config = Arc::new(config);
         let settings: Settings = Arc::new(move |realm: &str, plugin: &str| controller_config(&config, realm, plugin));
         let (reporter, reports) = wasmloop_runtime::registry::reports::channel();
+        let buckets = context.write_buckets.clone();
         let mut registry = Registry::new(context, sandbox.clone(), loader, settings, drain).reporting(reporter);
         if args.leader.shard {
             registry = registry.sharded();
         }
         let registry = Arc::new(registry);
         // The one writer of what the registry reports, on every replica (the leader's writes).
-        let mut writer =
-            StatusWriter::new(client.clone(), reports, quarantines, election.leading()).metrics(metrics.clone());
+        let mut writer = StatusWriter::new(client.clone(), reports, quarantines, election.leading())
+            .metrics(metrics.clone())
+            .write_buckets(buckets);
         if args.leader.shard {
             writer = writer.replica(crate::leader::identity());
         }

@@ -29,6 +29,7 @@ use tokio::sync::watch;
 use wasmloop_contract::names::Namespace;
 use wasmloop_runtime::api;
 use wasmloop_runtime::events::Recorders;
+use wasmloop_runtime::executor::{WriteBucket, WriteBudget, WriteBuckets};
 use wasmloop_runtime::metrics::Metrics;
 use wasmloop_runtime::quarantine::Board;
 use wasmloop_runtime::registry::reports::Reports;
@@ -62,6 +63,12 @@ pub struct StatusWriter {
     seeded: HashSet<ObjectKey>,
     /// The counters the failures over the error window are sampled from.
     metrics: Option<Arc<Metrics>>,
+    /// The plugins' write buckets: an Event about an object serving a plugin is paid from the
+    /// plugin's.
+    buckets: Arc<WriteBuckets>,
+    /// The buckets of objects serving nothing (a refused ConfigMap), by object: each pays for
+    /// the Events about it, at a plugin's default rate.
+    unserved: HashMap<ObjectKey, Arc<WriteBucket>>,
     window: errors::ErrorWindow,
 }
 
@@ -84,6 +91,8 @@ impl StatusWriter {
             wasmplugins: HashMap::new(),
             seeded: HashSet::new(),
             metrics: None,
+            buckets: Arc::default(),
+            unserved: HashMap::new(),
             window: errors::ErrorWindow::new(errors::WINDOW),
         }
     }
@@ -93,6 +102,13 @@ impl StatusWriter {
     #[must_use]
     pub fn replica(mut self, identity: String) -> Self {
         self.statuses = Statuses::new(Some(identity));
+        self
+    }
+
+    /// Pays for the Events about a plugin from `buckets`, its writes' own.
+    #[must_use]
+    pub fn write_buckets(mut self, buckets: Arc<WriteBuckets>) -> Self {
+        self.buckets = buckets;
         self
     }
 
@@ -143,6 +159,7 @@ impl StatusWriter {
                         // What shows nothing any more (its object gone) is not remembered either.
                         let statuses = &self.statuses;
                         self.seeded.retain(|object| statuses.shows(object));
+                        self.unserved.retain(|object, _| statuses.shows(object));
                         coalesced(effects)
                     }
                     None => return,
@@ -188,8 +205,12 @@ impl StatusWriter {
                 ObjectKind::ConfigMap => self.write_status(&object, &status).await,
                 ObjectKind::WasmPlugin => self.write_wasmplugin_status(&object, status).await,
             },
-            Effect::Event { object, kind, reason, action, note } => {
-                self.event(&object, kind, reason, action, note).await;
+            Effect::Event { object, plugin, kind, reason, action, note } => {
+                if self.pays(&object, plugin.as_deref()) {
+                    self.event(&object, kind, reason, action, note).await;
+                } else {
+                    tracing::debug!(object = %object.source(), reason, "Event not recorded: its plugin's write budget is spent");
+                }
             }
         }
     }
@@ -249,6 +270,22 @@ impl StatusWriter {
             Err(kube::Error::Api(status)) if status.is_not_found() => {}
             Err(error) => tracing::warn!(object = %object.source(), %error, "{cannot}"),
         }
+    }
+
+    /// Takes a write token for an Event about `object`, from the bucket of `plugin` (the plugin
+    /// serving from it) or, serving nothing, the object's own: false when it is spent. Events
+    /// are the host's least urgent writes, so one over budget is not recorded rather than
+    /// holding up every status behind it.
+    fn pays(&mut self, object: &ObjectKey, plugin: Option<&str>) -> bool {
+        let bucket = match plugin.and_then(|plugin| self.buckets.of_plugin(plugin)) {
+            Some(bucket) => bucket,
+            None => {
+                let buckets = &self.buckets;
+                let own = || buckets.bucket(&format!("object {}", object.source()), WriteBudget::default());
+                self.unserved.entry(object.clone()).or_insert_with(own).clone()
+            }
+        };
+        bucket.check().is_ok()
     }
 
     async fn event(&mut self, object: &ObjectKey, kind: Kind, reason: &str, action: &str, note: String) {

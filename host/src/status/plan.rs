@@ -155,8 +155,16 @@ pub(super) enum Effect {
     /// a restart reads, and the status says who serves now. Every replica marks; the status
     /// is the leader's to write, as always.
     Supersede { object: ObjectKey, status: serde_json::Value },
-    /// Record an Event about ConfigMap `object`.
-    Event { object: ObjectKey, kind: Kind, reason: &'static str, action: &'static str, note: String },
+    /// Record an Event about ConfigMap `object`, paid from the write budget of `plugin` (the
+    /// plugin serving from it, by id) when one serves.
+    Event {
+        object: ObjectKey,
+        plugin: Option<String>,
+        kind: Kind,
+        reason: &'static str,
+        action: &'static str,
+        note: String,
+    },
 }
 
 /// What every object's status shows, by object.
@@ -288,6 +296,12 @@ impl Statuses {
         })
     }
 
+    /// An Event about `object`, paid from the plugin serving from it, if one does.
+    fn event(&self, object: &ObjectKey, kind: Kind, reason: &'static str, action: &'static str, note: String) -> Effect {
+        let plugin = self.shown.get(object).and_then(|shown| shown.active.as_ref()).map(|active| active.id.clone());
+        Effect::Event { object: object.clone(), plugin, kind, reason, action, note }
+    }
+
     fn shown(&mut self, object: &ObjectKey) -> &mut Shown {
         self.shown.entry(object.clone()).or_default()
     }
@@ -375,7 +389,7 @@ impl Statuses {
         }
         effects.push(self.status(&object, now));
         let note = format!("plugin {plugin} {version} serving (sha256 {})", short(loaded.digest()));
-        effects.push(event(&object, Kind::Normal, "PluginLoaded", "LoadPlugin", note));
+        effects.push(self.event(&object, Kind::Normal, "PluginLoaded", "LoadPlugin", note));
         effects
     }
 
@@ -412,7 +426,7 @@ impl Statuses {
         shown.last_error_at = Some(now.to_owned());
         shown.reason = Some(reason.to_owned());
         let note = format!("{reason}: {message}");
-        vec![self.status(&object, now), event(&object, Kind::Warning, "PluginRejected", "LoadPlugin", note)]
+        vec![self.status(&object, now), self.event(&object, Kind::Warning, "PluginRejected", "LoadPlugin", note)]
     }
 
     /// What served or shadowed from the object stopped, as it asked.
@@ -428,7 +442,7 @@ impl Statuses {
         shown.reason = Some(reason.clone());
         let kind = if reason == "Suspended" { Kind::Normal } else { Kind::Warning };
         let note = format!("{reason}: {message}");
-        vec![self.status(&object, now), event(&object, kind, "PluginStopped", "StopPlugin", note)]
+        vec![self.status(&object, now), self.event(&object, kind, "PluginStopped", "StopPlugin", note)]
     }
 
     fn retired(&mut self, object: ObjectKey, said: Option<String>, now: &str) -> Vec<Effect> {
@@ -453,7 +467,7 @@ impl Statuses {
             }
         };
         (shown.last_error, shown.last_error_at) = (Some(message.clone()), Some(now.to_owned()));
-        vec![self.status(&object, now), event(&object, Kind::Normal, "Superseded", "LoadPlugin", message)]
+        vec![self.status(&object, now), self.event(&object, Kind::Normal, "Superseded", "LoadPlugin", message)]
     }
 
     fn shadow_seated(
@@ -474,7 +488,7 @@ impl Statuses {
         if let Some(pin) = pin {
             shown.pinned = pin;
         }
-        vec![self.status(&object, now), event(&object, Kind::Normal, "ShadowStarted", "LoadPlugin", note)]
+        vec![self.status(&object, now), self.event(&object, Kind::Normal, "ShadowStarted", "LoadPlugin", note)]
     }
 
     /// Shows a shadow's findings, with an Event the first time it differs.
@@ -500,7 +514,7 @@ impl Statuses {
         });
         let mut effects = vec![self.status(&object, now)];
         if let Some(note) = note {
-            effects.push(event(&object, Kind::Normal, "ShadowDiffers", "CompareShadow", note));
+            effects.push(self.event(&object, Kind::Normal, "ShadowDiffers", "CompareShadow", note));
         }
         effects
     }
@@ -565,8 +579,9 @@ fn status_of_kind(object: &ObjectKey, shown: &mut Shown, replica: Option<&str>, 
     }
 }
 
+#[cfg(test)]
 fn event(object: &ObjectKey, kind: Kind, reason: &'static str, action: &'static str, note: String) -> Effect {
-    Effect::Event { object: object.clone(), kind, reason, action, note }
+    Effect::Event { object: object.clone(), plugin: None, kind, reason, action, note }
 }
 
 fn short(digest: &str) -> &str {

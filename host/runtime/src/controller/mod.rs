@@ -289,7 +289,7 @@ impl Controller {
             Identity::ServiceAccount(account) => account.user(),
             Identity::Host => format!("plugin {}", manifest.id()),
         };
-        let bucket = context.write_buckets.bucket(&holder, config.write_budget);
+        let bucket = context.write_buckets.bucket_of(&manifest.id(), &holder, config.write_budget);
         let executor = Arc::new(
             context
                 .executor

@@ -181,6 +181,9 @@ impl Default for WriteBudget {
     }
 }
 
+/// A token bucket of API writes (and of the Events written about a plugin).
+pub type WriteBucket = DefaultDirectRateLimiter;
+
 /// The write buckets of one host, one per holder (a ServiceAccount, or a plugin's name when
 /// plugins act as the host) and budget. Every version of a plugin, and every plugin acting as
 /// one ServiceAccount, draws from the same bucket: a new version, a renamed plugin or a second
@@ -193,12 +196,17 @@ impl Default for WriteBudget {
 /// assert!(std::sync::Arc::ptr_eq(&a, &b));
 /// ```
 #[derive(Default)]
-pub struct WriteBuckets(Mutex<HashMap<(String, WriteBudget), Weak<DefaultDirectRateLimiter>>>);
+pub struct WriteBuckets {
+    by_holder: Mutex<HashMap<(String, WriteBudget), Weak<DefaultDirectRateLimiter>>>,
+    /// Each running plugin's bucket, by the plugin's id: what the Events the host records about
+    /// a plugin outside its reconciles (the status writer's) are paid from.
+    by_plugin: Mutex<HashMap<String, Weak<DefaultDirectRateLimiter>>>,
+}
 
 impl WriteBuckets {
     /// The bucket of `holder` with `budget`, shared with whoever else holds it now.
     pub fn bucket(&self, holder: &str, budget: WriteBudget) -> Arc<DefaultDirectRateLimiter> {
-        let mut buckets = self.0.lock().expect("lock");
+        let mut buckets = self.by_holder.lock().expect("lock");
         buckets.retain(|_, bucket| bucket.strong_count() > 0);
         let key = (holder.to_owned(), budget);
         if let Some(bucket) = buckets.get(&key).and_then(Weak::upgrade) {
@@ -208,6 +216,20 @@ impl WriteBuckets {
         let bucket = Arc::new(RateLimiter::direct(quota));
         buckets.insert(key, Arc::downgrade(&bucket));
         bucket
+    }
+
+    /// [`WriteBuckets::bucket`], noted as plugin `plugin`'s ([`WriteBuckets::of_plugin`]).
+    pub fn bucket_of(&self, plugin: &str, holder: &str, budget: WriteBudget) -> Arc<DefaultDirectRateLimiter> {
+        let bucket = self.bucket(holder, budget);
+        let mut plugins = self.by_plugin.lock().expect("lock");
+        plugins.retain(|_, bucket| bucket.strong_count() > 0);
+        plugins.insert(plugin.to_owned(), Arc::downgrade(&bucket));
+        bucket
+    }
+
+    /// The bucket plugin `plugin` (its id) writes from, while it runs.
+    pub fn of_plugin(&self, plugin: &str) -> Option<Arc<DefaultDirectRateLimiter>> {
+        self.by_plugin.lock().expect("lock").get(plugin).and_then(Weak::upgrade)
     }
 }
 

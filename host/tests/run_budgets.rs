@@ -23,6 +23,10 @@ use wasmloop_testenv::{TestNamespace, shared};
 
 const MIB: u64 = 1 << 20;
 
+/// Held by each test here: they measure the host's memory, CPU and latency, which another's
+/// compiles and guests would disturb.
+static ALONE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// How long to create a Deployment and see the labeler's label on it, through a watch.
 async fn label_latency(apps: &TestNamespace, name: &str) -> Duration {
     let deployments: Api<Deployment> = apps.api();
@@ -57,6 +61,7 @@ fn p99(mut samples: Vec<Duration>) -> Duration {
 
 #[tokio::test]
 async fn a_tenant_filling_all_its_settings_allow_cannot_get_the_host_oom_killed() {
+    let _alone = ALONE.lock().await;
     let (memory_limit, _) = deploy_limits();
     let cgroup = PodCgroup::like_the_pod("budgets");
     let tenant_a = shared().namespace("budget-a").await.unwrap();
@@ -172,7 +177,7 @@ fn padded(component: &[u8], bytes: usize) -> Vec<u8> {
 /// A plugin ConfigMap shipping `component` as plugin `name`, gzipped.
 fn gzipped_plugin(name: &str, component: &[u8]) -> ConfigMap {
     use std::io::Write as _;
-    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
     encoder.write_all(component).unwrap();
     serde_json::from_value(json!({
         "metadata": {"name": name, "labels": {"wasmloop.dev/plugin": name}},
@@ -183,6 +188,7 @@ fn gzipped_plugin(name: &str, component: &[u8]) -> ConfigMap {
 
 #[tokio::test]
 async fn queued_loads_of_large_components_whose_caches_cannot_sync_hold_none_of_their_bytes() {
+    let _alone = ALONE.lock().await;
     let plugins = shared().namespace("budget-loads").await.unwrap();
     let apps = shared().namespace("budget-loads-apps").await.unwrap();
     // The host may read its plugin ConfigMaps, and nothing in `apps`: the plugins' caches of
@@ -243,6 +249,7 @@ async fn configmap_status(api: &Api<ConfigMap>, name: &str, what: &str, check: i
 
 #[tokio::test]
 async fn a_metadata_only_edit_of_a_plugin_configmap_holding_60_mib_expands_nothing() {
+    let _alone = ALONE.lock().await;
     let plugins = shared().namespace("budget-edits").await.unwrap();
     let apps = shared().namespace("budget-edits-apps").await.unwrap();
     let settings = tempfile::NamedTempFile::new().unwrap();

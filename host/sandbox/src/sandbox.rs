@@ -34,17 +34,23 @@ struct SandboxInner {
     compiling: Arc<Semaphore>,
 }
 
-/// Ticks the engine's epoch so deadlines fire even in a guest that never yields. Stops when
-/// the engine is dropped.
-fn start_ticker(engine: &Engine, tick: Duration) -> std::io::Result<()> {
+/// Ticks the engine's epoch so deadlines fire even in a guest that never yields, while a call
+/// runs: an idle host does not wake every millisecond. Stops when the engine is dropped.
+fn start_ticker(engine: &Engine, tick: Duration, cpu: Arc<crate::CpuBudget>) -> std::io::Result<()> {
     let weak = engine.weak();
-    std::thread::Builder::new().name("wasmloop-epoch".into()).spawn(move || {
+    let budget = cpu.clone();
+    let ticker = std::thread::Builder::new().name("wasmloop-epoch".into()).spawn(move || {
         while let Some(engine) = weak.upgrade() {
             engine.increment_epoch();
             drop(engine);
-            std::thread::sleep(tick);
+            match budget.idle() {
+                // Woken when a call starts; the second is for noticing the engine gone.
+                true => std::thread::park_timeout(Duration::from_secs(1)),
+                false => std::thread::sleep(tick),
+            }
         }
     })?;
+    cpu.ticked_by(ticker.thread().clone());
     Ok(())
 }
 
@@ -56,14 +62,15 @@ impl Sandbox {
     /// space allows) or the ticker thread cannot start.
     pub fn new(config: SandboxConfig) -> wasmtime::Result<Sandbox> {
         let engine = Engine::new(&config.wasmtime_config())?;
-        start_ticker(&engine, config.epoch_tick)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         Reconciler::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
         crate::bindings::v0_1::Reconciler::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
         let cache = Arc::new(CompileCache::new(config.cache_dir.clone()));
+        let pool = Arc::new(Pool::new(engine, config)?);
+        start_ticker(&pool.engine, pool.config.epoch_tick, pool.cpu.clone())?;
         let inner = SandboxInner {
-            pool: Arc::new(Pool::new(engine, config)?),
+            pool,
             linker,
             cache,
             compiling: Arc::new(Semaphore::new(1)),

@@ -18,7 +18,9 @@
 
 mod shares;
 
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use crate::memory_budget::Account;
@@ -32,6 +34,10 @@ pub struct CpuBudget {
     cores: f64,
     ticks: u64,
     shares: Mutex<Shares>,
+    /// Calls running now, all plugins.
+    calls: AtomicUsize,
+    /// The epoch ticker, which sleeps while no call runs, to wake when one starts.
+    ticker: OnceLock<Thread>,
 }
 
 impl CpuBudget {
@@ -39,7 +45,13 @@ impl CpuBudget {
     pub fn new(cores: f64, tick: Duration) -> CpuBudget {
         let cores = if cores.is_finite() && cores > 0.0 { cores } else { 1.0 };
         let ticks = (cores * WINDOW.as_secs_f64() / tick.as_secs_f64().max(1e-6)).round().max(1.0) as u64;
-        CpuBudget { cores, ticks, shares: Mutex::new(Shares::new(ticks, WINDOW)) }
+        CpuBudget {
+            cores,
+            ticks,
+            shares: Mutex::new(Shares::new(ticks, WINDOW)),
+            calls: AtomicUsize::new(0),
+            ticker: OnceLock::new(),
+        }
     }
 
     /// The budget, in CPUs.
@@ -59,7 +71,22 @@ impl CpuBudget {
     /// Notes a call of `account` running, with the plugin's `weight`, until the guard drops.
     pub(crate) fn running(self: &Arc<Self>, account: Account, weight: u32) -> Running {
         self.shares().enter(&account, weight);
+        if self.calls.fetch_add(1, Ordering::SeqCst) == 0
+            && let Some(ticker) = self.ticker.get()
+        {
+            ticker.unpark();
+        }
         Running { budget: self.clone(), account }
+    }
+
+    /// Whether no call runs now: the epoch need not tick.
+    pub(crate) fn idle(&self) -> bool {
+        self.calls.load(Ordering::SeqCst) == 0
+    }
+
+    /// The thread ticking the epoch, woken when a call starts after an idle spell.
+    pub(crate) fn ticked_by(&self, ticker: Thread) {
+        let _ = self.ticker.set(ticker);
     }
 
     /// Charges `ticks` of `account`'s guest code; when it is past its share, until when it
@@ -81,5 +108,6 @@ pub(crate) struct Running {
 impl Drop for Running {
     fn drop(&mut self) {
         self.budget.shares().leave(&self.account);
+        self.budget.calls.fetch_sub(1, Ordering::SeqCst);
     }
 }

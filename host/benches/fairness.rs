@@ -11,10 +11,10 @@
 //! waits until A is busy on its objects, then samples B. `scripts/bench-fairness` runs it.
 //! Knobs: `SAMPLES` (default 100), `OBJECTS` (default 50).
 
-mod common;
 #[allow(dead_code)]
 #[path = "../tests/common/cgroup.rs"]
 mod cgroup;
+mod common;
 
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};

@@ -130,12 +130,18 @@ async fn a_tenant_filling_all_its_settings_allow_cannot_get_the_host_oom_killed(
     }
 
     let (_, peak_kib) = host.memory_kib();
-    let failures = [format!(r#"wasmloop_reconciles_total{{plugin="{a}",result="retry"}}"#), done.replace("success", "failed")];
+    let failures =
+        [format!(r#"wasmloop_reconciles_total{{plugin="{a}",result="retry"}}"#), done.replace("success", "failed")];
     for series in &failures {
         assert_eq!(host.metric_or_zero(series).await, 0.0, "{series}: A's calls are never failures");
     }
     assert_eq!(cgroup.oom_kills(), 0, "the kernel's OOM killer never fired");
-    assert!(peak_kib * 1024 < memory_limit, "peak RSS {} MiB, under the pod's {} MiB", peak_kib >> 10, memory_limit >> 20);
+    assert!(
+        peak_kib * 1024 < memory_limit,
+        "peak RSS {} MiB, under the pod's {} MiB",
+        peak_kib >> 10,
+        memory_limit >> 20
+    );
     let (solo, beside_p99) = (p99(solo), p99(beside.clone()));
     assert!(beside.len() >= 20, "B was sampled throughout: {} samples", beside.len());
     assert!(
@@ -210,7 +216,8 @@ async fn queued_loads_of_large_components_whose_caches_cannot_sync_hold_none_of_
     let configmaps: Vec<ConfigMap> = names
         .iter()
         .map(|name| {
-            let built = wasmloop_testenv::components::component_named("stamp-plugin", "stamp_plugin", "STAMP_NAME", name);
+            let built =
+                wasmloop_testenv::components::component_named("stamp-plugin", "stamp_plugin", "STAMP_NAME", name);
             gzipped_plugin(name, &padded(&std::fs::read(built).unwrap(), 60 * MIB as usize))
         })
         .collect();
@@ -255,14 +262,9 @@ async fn a_metadata_only_edit_of_a_plugin_configmap_holding_60_mib_expands_nothi
     let settings = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(settings.path(), format!("plugins:\n  {}/stamp-edit: {{namespace: {}}}\n", plugins.name, apps.name))
         .unwrap();
-    let host = Host::start([
-        "run",
-        "--config",
-        settings.path().to_str().unwrap(),
-        "--plugin-namespace",
-        &plugins.name,
-    ]);
-    let built = wasmloop_testenv::components::component_named("stamp-plugin", "stamp_plugin", "STAMP_NAME", "stamp-edit");
+    let host = Host::start(["run", "--config", settings.path().to_str().unwrap(), "--plugin-namespace", &plugins.name]);
+    let built =
+        wasmloop_testenv::components::component_named("stamp-plugin", "stamp_plugin", "STAMP_NAME", "stamp-edit");
     let configmap = gzipped_plugin("stamp-edit", &padded(&std::fs::read(built).unwrap(), 60 * MIB as usize));
     let api: Api<ConfigMap> = plugins.api();
     api.create(&PostParams::default(), &configmap).await.unwrap();

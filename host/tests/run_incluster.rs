@@ -49,7 +49,15 @@ fn deploy_tree() -> tempfile::TempDir {
     let plugins = tree.path().join("deploy/overlays/example-plugins/plugins");
     std::fs::create_dir_all(&plugins).unwrap();
     for plugin in ["foo_deployment", "pod_logger", "node_image_watch", "configmap_mirror"] {
-        std::fs::copy(component(plugin), plugins.join(format!("{plugin}.wasm"))).unwrap();
+        let bytes = std::fs::read(component(plugin)).unwrap();
+        std::fs::write(plugins.join(format!("{plugin}.wasm")), &bytes).unwrap();
+        // The pin, as the script writes it.
+        let pin = format!(
+            "apiVersion: wasmloop.dev/v1alpha1\nkind: WasmPlugin\nmetadata:\n  name: {}\nspec:\n  signature:\n    digest: sha256:{}\n",
+            plugin.replace('_', "-"),
+            wasmloop_sandbox::digest(&bytes)
+        );
+        std::fs::write(plugins.join(format!("pin-{plugin}.yaml")), pin).unwrap();
     }
     tree
 }
@@ -216,14 +224,18 @@ async fn deploy_and_its_example_plugins_overlay_are_accepted_by_the_api_server_a
     let wasmplugins: Api<kube::api::DynamicObject> =
         Api::namespaced_with(shared().client().await.unwrap(), SYSTEM, &resource);
     for plugin in ["foo-deployment", "pod-logger", "node-image-watch", "configmap-mirror"] {
-        eventually(Duration::from_secs(60), &format!("{plugin} ready from its WasmPlugin"), || {
+        eventually(Duration::from_secs(60), &format!("{plugin} ready from its WasmPlugin, pinned"), || {
             let wasmplugins = wasmplugins.clone();
             async move {
                 let status = wasmplugins.get(plugin).await.map_err(|e| e.to_string())?.data["status"].clone();
                 let ready =
                     status["conditions"].as_array().and_then(|c| c.iter().find(|c| c["type"] == "Ready")).cloned();
                 let serving = ready.as_ref().is_some_and(|r| r["status"] == "True" && r["reason"] == "Serving");
-                if serving { Ok(()) } else { Err(status.to_string()) }
+                // Pinned by the overlay to the component's digest.
+                let pinned = status["conditions"].as_array().is_some_and(|c| {
+                    c.iter().any(|c| c["type"] == "Pinned" && c["status"] == "True" && c["reason"] == "Digest")
+                });
+                if serving && pinned { Ok(()) } else { Err(status.to_string()) }
             }
         })
         .await;

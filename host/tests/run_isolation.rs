@@ -464,3 +464,29 @@ async fn sixty_objects_failing_with_unique_3_mb_errors_leave_the_hosts_memory_an
     let longest = host.output().lines().map(str::len).max().unwrap_or_default();
     assert!(longest <= 4 << 10, "a log line of {longest} bytes");
 }
+
+#[tokio::test]
+async fn no_plugin_writes_into_a_plugin_namespace() {
+    let ns = shared().namespace("iso-guarded").await.unwrap();
+    let (_host, _config) = hostile_in(&ns, "mode: steal", "", "", &["--plugin-namespace", ns.name.as_str()]);
+    let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> = ns.api();
+    let create = |name: &str, data: serde_json::Value| {
+        serde_json::from_value::<k8s_openapi::api::core::v1::ConfigMap>(
+            serde_json::json!({"metadata": {"name": name}, "data": data}),
+        )
+        .unwrap()
+    };
+    let params = kube::api::PostParams::default();
+    configmaps.create(&params, &create("victim", serde_json::json!({"key": "value"}))).await.unwrap();
+    let target = format!("{}/victim", ns.name);
+    configmaps.create(&params, &create("thief", serde_json::json!({"target": target}))).await.unwrap();
+    let events: Api<Event> = ns.api();
+    wait_for_event(&events, Duration::from_secs(60), "the write refused", |e| {
+        e.reason.as_deref() == Some("NotGranted")
+            && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("thief")
+            && e.note.as_deref().is_some_and(|n| n.contains("ships plugins"))
+    })
+    .await;
+    let victim = configmaps.get("victim").await.unwrap();
+    assert!(!victim.data.unwrap_or_default().contains_key("stolen"), "the plugin namespace's ConfigMap is untouched");
+}

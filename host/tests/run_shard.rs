@@ -266,3 +266,74 @@ async fn a_replica_stopped_with_sigterm_hands_its_plugins_over_without_waiting_f
     stamped_configmap(&ns, "after-leave").await;
     stamped_by_all(&ns, "after-leave", &plugins).await;
 }
+
+#[tokio::test]
+async fn two_thousand_wasmplugins_that_may_not_act_as_anyone_take_no_fence_lease() {
+    use common::wasmplugin::{WASMPLUGIN_CRD, bundle};
+    let plugins = shared().namespace("shard-unusable").await.unwrap();
+    let leases = shared().namespace("shard-unusable-leases").await.unwrap();
+    let wasmplugins = plugins.install_crd(std::path::Path::new(WASMPLUGIN_CRD)).await;
+    // One component for all, each WasmPlugin acting as the ServiceAccount named like it, which
+    // does not exist.
+    let (configmap, template) = bundle("stamp_plugin", "stamp", &plugins.name, &[]);
+    plugins.api::<ConfigMap>().create(&PostParams::default(), &configmap.unwrap()).await.unwrap();
+    let args = [
+        "run",
+        "--shard",
+        "--leader-election-namespace",
+        &leases.name,
+        "--lease-duration-seconds",
+        LEASE_SECONDS,
+        "--plugin-identity",
+        "impersonate",
+        "--plugin-namespace",
+        &plugins.name,
+    ];
+    let host = Host::start_env(&[("POD_NAME", "replica-a")], args);
+    host.ready(Duration::from_secs(60), "the replica ready").await;
+    const COUNT: usize = 2_000;
+    let names: Vec<String> = (0..COUNT).map(|i| format!("unusable-{i:04}")).collect();
+    for batch in names.chunks(50) {
+        let creates = batch.iter().map(|name| {
+            let mut plugin = template.clone();
+            plugin.metadata.name = Some(name.clone());
+            let api = wasmplugins.clone();
+            async move { api.create(&PostParams::default(), &plugin).await.unwrap() }
+        });
+        futures::future::join_all(creates).await;
+    }
+    eventually(Duration::from_secs(600), "every WasmPlugin refused for its ServiceAccount", || {
+        let api = wasmplugins.clone();
+        async move {
+            let listed = api.list(&Default::default()).await.map_err(|e| e.to_string())?;
+            let refused = listed
+                .items
+                .iter()
+                .filter(|p| {
+                    let ready =
+                        p.data["status"]["conditions"].as_array().and_then(|c| c.iter().find(|c| c["type"] == "Ready"));
+                    ready.is_some_and(|r| r["status"] == "False" && r["reason"] == "IdentityRefused")
+                })
+                .count();
+            if refused == COUNT { Ok(()) } else { Err(format!("{refused} of {COUNT} refused")) }
+        }
+    })
+    .await;
+    let fences: Vec<String> = leases
+        .api::<k8s_openapi::api::coordination::v1::Lease>()
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|l| {
+            l.metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.get("wasmloop.dev/shard-role").map(String::as_str) == Some("fence"))
+        })
+        .filter_map(|l| l.metadata.name)
+        .collect();
+    assert!(fences.is_empty(), "no plugin that may not run takes a fence: {fences:?}");
+    assert!(host.metric("wasmloop_shard_members").await >= 1.0, "the replica took part all along");
+}

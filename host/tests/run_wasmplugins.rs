@@ -555,7 +555,10 @@ async fn a_wasmplugin_wins_its_name_over_a_plugin_configmap_on_every_restart() {
         // Each start is judged by what it writes itself: the last start's statuses go first.
         let cleared = json!({"metadata": {"annotations": {"wasmloop.dev/status": null}}});
         configmaps.patch("labeler", &PatchParams::default(), &Patch::Merge(&cleared)).await.unwrap();
-        wasmplugins.patch_status("labeler", &PatchParams::default(), &Patch::Merge(json!({"status": null}))).await.unwrap();
+        wasmplugins
+            .patch_status("labeler", &PatchParams::default(), &Patch::Merge(json!({"status": null})))
+            .await
+            .unwrap();
         let (host, _settings) = host(&[&plugins], &apps, &["labeler"], &[]);
         status(&wasmplugins, "labeler", &format!("start {restart}: the WasmPlugin serving"), |s| {
             is(s, "Ready", "True", "Serving")
@@ -565,7 +568,8 @@ async fn a_wasmplugin_wins_its_name_over_a_plugin_configmap_on_every_restart() {
             let configmaps = configmaps.clone();
             async move {
                 let cm = configmaps.get("labeler").await.map_err(|e| e.to_string())?;
-                let text = cm.metadata.annotations.unwrap_or_default().remove("wasmloop.dev/status").unwrap_or_default();
+                let text =
+                    cm.metadata.annotations.unwrap_or_default().remove("wasmloop.dev/status").unwrap_or_default();
                 let status: Value = serde_json::from_str(&text).unwrap_or_default();
                 let claimed = status["lastError"].as_str().is_some_and(|e| e.contains("claimed by WasmPlugin"));
                 if claimed && status["activeDigest"].is_null() { Ok(()) } else { Err(text) }
@@ -575,4 +579,27 @@ async fn a_wasmplugin_wins_its_name_over_a_plugin_configmap_on_every_restart() {
         assert_eq!(host.metric("wasmloop_plugins_active").await, 1.0, "start {restart}: one plugin runs");
         drop(host);
     }
+}
+
+#[tokio::test]
+async fn a_wasmplugin_s_config_past_its_limit_is_refused_by_the_api_server_or_the_host() {
+    let Stage { plugins, wasmplugins, .. } = &stage("wp-config-size", &[]).await;
+    let (configmap, mut plugin) = bundle("foo_deployment", "foo-deployment", &plugins.name, &[]);
+    // 2 MB: past what the API server stores.
+    plugin.data["spec"]["config"] = json!({"blob": "x".repeat(2_000_000)});
+    let refused = wasmplugins.create(&PostParams::default(), &plugin).await.expect_err("2 MB is refused");
+    assert!(refused.to_string().contains("too large"), "{refused}");
+    // 100 KiB: stored, and refused by the host, which keeps and hands on 64 KiB at most.
+    plugin.data["spec"]["config"] = json!({"blob": "x".repeat(100 << 10)});
+    apply(plugins, wasmplugins, (configmap, plugin)).await;
+    let status =
+        status(wasmplugins, "foo-deployment", "the config refused", |s| is(s, "Ready", "False", "InvalidWasmPlugin"))
+            .await;
+    let message = condition(&status, "Ready")["message"].as_str().unwrap_or_default().to_owned();
+    assert!(message.contains("over the 64 KiB"), "{status:#}");
+    // Past 256 keys: the schema refuses it.
+    let keys: serde_json::Map<String, Value> = (0..257).map(|i| (format!("k{i}"), json!(i))).collect();
+    let patch = json!({"spec": {"config": keys}});
+    let refused = wasmplugins.patch("foo-deployment", &PatchParams::default(), &Patch::Merge(&patch)).await;
+    assert!(refused.is_err_and(|e| e.to_string().contains("256")), "more than 256 keys refused");
 }

@@ -67,6 +67,14 @@ impl Context {
         self
     }
 
+    /// This context's plugins refused every write into `namespaces`, the plugin namespaces
+    /// ([`Executor::guarding`]); after [`Context::dry_run`], which it keeps.
+    pub fn guarding(mut self, namespaces: std::collections::BTreeSet<wasmloop_contract::names::Namespace>) -> Context {
+        let base = self.executor.acting_as(self.client.clone(), "the host's own identity".to_owned());
+        self.executor = Arc::new(base.guarding(namespaces));
+        self
+    }
+
     /// This context's informers making their initial lists as `list` says, whatever the
     /// server's version.
     pub fn initial_list(mut self, list: InitialList) -> Context {

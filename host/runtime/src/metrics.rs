@@ -371,7 +371,9 @@ impl Metrics {
         for family in [&self.in_flight, &self.queue_depth, &self.quarantined] {
             family.remove(&labels);
         }
-        for family in [&self.overlaps, &self.queue_retries, &self.plugin_loads, &self.writes_throttled, &self.memory_waits] {
+        for family in
+            [&self.overlaps, &self.queue_retries, &self.plugin_loads, &self.writes_throttled, &self.memory_waits]
+        {
             family.remove(&labels);
         }
         for family in [&self.reconcile_duration, &self.map_duration, &self.instantiate] {

@@ -36,9 +36,9 @@ mod contract;
 pub mod cpu_budget;
 pub mod disk_budget;
 mod error;
-mod guest_threads;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
+mod guest_threads;
 mod host_services;
 mod lift;
 mod manifest;
@@ -56,14 +56,14 @@ pub use wasmloop_contract::validate;
 pub use bindings::{Gvk, Object, Phase, Request};
 pub use compile_cache::{BUDGET as COMPILE_CACHE_BUDGET, CompileCache, digest};
 pub use config::{Capped, Limits, MAX_KEEP_RESIDENT_BYTES, SandboxConfig};
-pub use cpu_budget::CpuBudget;
-pub use memory_budget::{MemoryBudget, Pressure};
 pub use contract::{CONTRACT_PACKAGE, CONTRACT_VERSION, LEGACY_CONTRACT_VERSION};
+pub use cpu_budget::CpuBudget;
 pub use error::{CallError, CallFailure, LoadError};
 pub use host_services::{CacheDenied, EmptyHost, HostServices, ListKey, ListPage, LogLevel};
 pub use manifest::{
     Contract, Keep, KindSelector, Manifest, Settings, WriteGrant, WriteScope, WriteVerbs, name_in_id, plugin_id,
 };
+pub use memory_budget::{MemoryBudget, Pressure};
 pub use object::{metadata_only, object_from_value};
 pub use plugin::{Plugin, StageTimings};
 pub use response::{Action, EventType, ObjectRef, PatchKind, Response};

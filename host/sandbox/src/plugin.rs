@@ -157,8 +157,13 @@ impl CallSetup {
         clock: Arc<CallClock>,
     ) -> Store<State> {
         let charge = self.pool.memory.as_ref().map(|budget| budget.open(self.name.clone()));
-        let limiter =
-            MemoryLimiter { limit: self.limits.memory_bytes, refused: None, charge, pressure: None, clock: clock.clone() };
+        let limiter = MemoryLimiter {
+            limit: self.limits.memory_bytes,
+            refused: None,
+            charge,
+            pressure: None,
+            clock: clock.clone(),
+        };
         let state = State::new(self.name.clone(), manifest, services, limiter);
         let mut store = Store::new(&self.pool.engine, state);
         store.limiter_async(|s| &mut s.limiter);

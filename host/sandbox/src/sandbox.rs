@@ -69,12 +69,7 @@ impl Sandbox {
         let cache = Arc::new(CompileCache::new(config.cache_dir.clone()));
         let pool = Arc::new(Pool::new(engine, config)?);
         start_ticker(&pool.engine, pool.config.epoch_tick, pool.cpu.clone())?;
-        let inner = SandboxInner {
-            pool,
-            linker,
-            cache,
-            compiling: Arc::new(Semaphore::new(1)),
-        };
+        let inner = SandboxInner { pool, linker, cache, compiling: Arc::new(Semaphore::new(1)) };
         Ok(Sandbox { inner: Arc::new(inner) })
     }
 

@@ -9,11 +9,11 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use crate::Selector;
 use crate::bindings::wit::{CacheError, Page};
-use crate::call_clock::CallClock;
-use crate::memory_budget::{Charge, Pressure};
 use crate::bindings::{Gvk, Object, parse_gvk, wit};
+use crate::call_clock::CallClock;
 use crate::host_services::{CacheDenied, HostServices};
 use crate::manifest::Manifest;
+use crate::memory_budget::{Charge, Pressure};
 use crate::validate;
 use wasmloop_contract::names::{Name, Namespace};
 

@@ -159,9 +159,10 @@ async fn without_a_budget_the_same_calls_hold_their_memory_at_once() {
 
 #[tokio::test]
 async fn waiting_for_room_does_not_count_against_the_deadline() {
-    let plugin =
-        hostile_in(budgeted(100 * MIB, Duration::from_secs(30)), |l| l.instances(2).deadline(Duration::from_millis(1500)))
-            .await;
+    let plugin = hostile_in(budgeted(100 * MIB, Duration::from_secs(30)), |l| {
+        l.instances(2).deadline(Duration::from_millis(1500))
+    })
+    .await;
     // The second waits about 1 s for the first, then holds 1 s: 2 s, past its deadline, of
     // which 1 s is its own.
     let ended = two_holders(&plugin, 1000).await;

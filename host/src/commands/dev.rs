@@ -119,7 +119,7 @@ async fn serve(args: &DevArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
         tracing::info!("dry run: nothing is written; each reconcile's writes are printed as diffs");
     }
     let host = tokio::select! {
-        host = Host::start(&args.host, config, &sandbox, std::slice::from_ref(&item), dry_run, PluginIdentity::Host) => host?,
+        host = Host::start(&args.host, config, &sandbox, std::slice::from_ref(&item), dry_run, PluginIdentity::Host, &[]) => host?,
         () = shutdown.requested() => return Ok(Shutdown::before_serving()),
     };
     // Watch before the first load, so a save during it is not missed.

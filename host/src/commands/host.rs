@@ -105,6 +105,7 @@ impl Host {
         pending: &[String],
         dry_run: Option<DryRunSink>,
         default_identity: PluginIdentity,
+        plugin_namespaces: &[wasmloop_contract::names::Namespace],
     ) -> anyhow::Result<Host> {
         let identity = args.plugin_identity.unwrap_or(default_identity);
         let metrics = Arc::new(Metrics::new().budgets(sandbox.memory_budget().cloned(), sandbox.cpu_budget()));
@@ -141,6 +142,8 @@ impl Host {
         if let Some(sink) = dry_run {
             context = context.dry_run(sink);
         }
+        // What ships plugins is the operator's and its tenants': no plugin writes there.
+        context = context.guarding(plugin_namespaces.iter().cloned().collect());
         if let Some(dir) = &args.record_dir {
             let keep = usize::try_from(args.record_keep).unwrap_or(usize::MAX);
             let bounds = crate::recording::Bounds { keep, max_bytes: args.record_max_bytes };

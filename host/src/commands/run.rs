@@ -122,7 +122,9 @@ async fn start(args: &RunArgs, config: HostConfig) -> anyhow::Result<(Host, Star
     // Ready once every plugin serves and every shadow is seated beside it.
     let pending: Vec<String> =
         plugins.iter().map(readiness_item).chain(shadows.iter().map(|(name, _)| shadow_item(name))).collect();
-    let host = Host::start(&args.host, config, &sandbox, &pending, None, PluginIdentity::Impersonate).await?;
+    let host =
+        Host::start(&args.host, config, &sandbox, &pending, None, PluginIdentity::Impersonate, &args.plugin_namespaces)
+            .await?;
     Ok((host, Start { plugins, shadows, trusted }))
 }
 

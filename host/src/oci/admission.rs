@@ -27,7 +27,8 @@ pub const NAMESPACE_LOAD_MEMORY_MIB: u32 = 64;
 
 // A component of the largest size must fit in a namespace's share, and a share in the whole, or
 // a pull would wait for more permits than exist.
-const _: () = assert!(MAX_COMPONENT >> 20 <= NAMESPACE_LOAD_MEMORY_MIB as u64 && NAMESPACE_LOAD_MEMORY_MIB <= LOAD_MEMORY_MIB);
+const _: () =
+    assert!(MAX_COMPONENT >> 20 <= NAMESPACE_LOAD_MEMORY_MIB as u64 && NAMESPACE_LOAD_MEMORY_MIB <= LOAD_MEMORY_MIB);
 
 /// A load's share of memory: its namespace's, then the whole host's. Given back when dropped:
 /// it goes with the component's bytes, until they are compiled.

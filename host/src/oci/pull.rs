@@ -11,7 +11,7 @@ use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, RegistryOperation};
 use tokio::sync::Semaphore;
 
-use super::admission::{Memory, NAMESPACE_LOAD_MEMORY_MIB, LOAD_MEMORY_MIB, PULLS_PER_NAMESPACE, Turns, mib};
+use super::admission::{LOAD_MEMORY_MIB, Memory, NAMESPACE_LOAD_MEMORY_MIB, PULLS_PER_NAMESPACE, Turns, mib};
 use super::cache::{COMPONENT_FILE, cached, entry, store};
 use super::{LAYER_MEDIA_TYPE, LEGACY_LAYER_MEDIA_TYPE, MANIFEST_MEDIA_TYPE, MAX_MANIFEST, MAX_REGISTRY_MESSAGE};
 use super::{OciError, PluginRef, RegistryPolicy, cut, is_sha256, registry_error, sha256};

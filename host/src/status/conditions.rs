@@ -107,12 +107,9 @@ pub(super) fn of(shown: &Shown, now: &str) -> Vec<Condition> {
                 v.plugin, v.version
             ),
         ),
-        (None, Some(_), None) if serving.is_some() && shown.capped.is_some() => condition(
-            "Degraded",
-            true,
-            "CappedToMemoryBudget".into(),
-            shown.capped.clone().unwrap_or_default(),
-        ),
+        (None, Some(_), None) if serving.is_some() && shown.capped.is_some() => {
+            condition("Degraded", true, "CappedToMemoryBudget".into(), shown.capped.clone().unwrap_or_default())
+        }
         _ => condition("Degraded", false, "AsExpected".into(), "no refused version, no failed reconciles".into()),
     };
     let quarantined = match &shown.quarantined {

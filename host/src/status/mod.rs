@@ -29,7 +29,7 @@ use tokio::sync::watch;
 use wasmloop_contract::names::Namespace;
 use wasmloop_runtime::api;
 use wasmloop_runtime::events::Recorders;
-use wasmloop_runtime::executor::{WriteBucket, WriteBudget, WriteBuckets};
+use wasmloop_runtime::executor::{WriteBucket, WriteBuckets, WriteBudget};
 use wasmloop_runtime::metrics::Metrics;
 use wasmloop_runtime::quarantine::Board;
 use wasmloop_runtime::registry::reports::Reports;

@@ -297,7 +297,14 @@ impl Statuses {
     }
 
     /// An Event about `object`, paid from the plugin serving from it, if one does.
-    fn event(&self, object: &ObjectKey, kind: Kind, reason: &'static str, action: &'static str, note: String) -> Effect {
+    fn event(
+        &self,
+        object: &ObjectKey,
+        kind: Kind,
+        reason: &'static str,
+        action: &'static str,
+        note: String,
+    ) -> Effect {
         let plugin = self.shown.get(object).and_then(|shown| shown.active.as_ref()).map(|active| active.id.clone());
         Effect::Event { object: object.clone(), plugin, kind, reason, action, note }
     }
@@ -1073,7 +1080,8 @@ mod tests {
     #[test]
     fn a_capped_version_shows_in_its_configmap_s_annotation() {
         let mut statuses = Statuses::new(None);
-        let status = last_status(&mut statuses, vec![loaded("hello", started("1.0.0", "d1")), capped(source("hello"))], NOW);
+        let status =
+            last_status(&mut statuses, vec![loaded("hello", started("1.0.0", "d1")), capped(source("hello"))], NOW);
         assert_eq!(status["capped"], "runs with 1 concurrent reconcile");
         assert!(statuses.report(capped(source("gone")), NOW).is_empty(), "nothing is made for what serves nothing");
     }

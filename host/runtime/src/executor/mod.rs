@@ -19,7 +19,7 @@
 
 pub mod plan;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex, Weak};
 
@@ -79,6 +79,19 @@ pub enum ExecError {
         /// Why.
         reason: String,
     },
+    /// The action writes into a plugin namespace, which no plugin writes into; refused before
+    /// any API call.
+    #[error(
+        "plugin {plugin}: refused to {target}: namespace {namespace} ships plugins (run --plugin-namespace), and no plugin writes there, so that none can put a plugin, a component or a consent there for another to be loaded by; write elsewhere"
+    )]
+    PluginNamespace {
+        /// The plugin.
+        plugin: String,
+        /// The write, as `verb Kind namespace/name`.
+        target: String,
+        /// The plugin namespace.
+        namespace: String,
+    },
     /// No write grant of the plugin covers the action; refused before any API call.
     #[error("plugin {plugin}: refused to {target}: {refusal}")]
     NotGranted {
@@ -114,7 +127,7 @@ impl ExecError {
         match self {
             ExecError::Api { source: kube::Error::Api(status), .. } => !matches!(status.code, 400 | 422),
             ExecError::Api { .. } | ExecError::Discovery { .. } => true,
-            ExecError::Invalid { .. } | ExecError::NotGranted { .. } => false,
+            ExecError::Invalid { .. } | ExecError::NotGranted { .. } | ExecError::PluginNamespace { .. } => false,
         }
     }
 
@@ -126,7 +139,7 @@ impl ExecError {
             ExecError::Api { .. } => "ActionFailed",
             ExecError::Discovery { .. } => "UnknownKind",
             ExecError::Invalid { .. } => "InvalidAction",
-            ExecError::NotGranted { .. } => "NotGranted",
+            ExecError::NotGranted { .. } | ExecError::PluginNamespace { .. } => "NotGranted",
         }
     }
 }
@@ -159,6 +172,8 @@ pub struct Executor {
     budget: Option<Arc<DefaultDirectRateLimiter>>,
     /// The namespace the operator confines the plugin's writes to.
     confined_to: Option<Namespace>,
+    /// The plugin namespaces, which no plugin writes into.
+    guarded: Arc<BTreeSet<Namespace>>,
 }
 
 /// A token bucket on a plugin's API writes.
@@ -246,7 +261,17 @@ impl Executor {
             writer: Arc::new(LiveWriter),
             budget: None,
             confined_to: None,
+            guarded: Arc::default(),
         }
+    }
+
+    /// This executor refusing every write into `namespaces`, the plugin namespaces: a plugin
+    /// writing there (a ConfigMap, a Secret, a ServiceAccount's consent) could have another
+    /// plugin loaded, or acting as whom it should not. Executors made from it refuse them too.
+    #[must_use]
+    pub fn guarding(mut self, namespaces: BTreeSet<Namespace>) -> Executor {
+        self.guarded = Arc::new(namespaces);
+        self
     }
 
     /// This executor writing with `client`, which acts as `actor` (named in errors); a dry run
@@ -261,6 +286,7 @@ impl Executor {
             writer: self.writer.clone(),
             budget: None,
             confined_to: None,
+            guarded: self.guarded.clone(),
         }
     }
 
@@ -342,6 +368,11 @@ impl Executor {
             let kind = plan::kind_of(manifest, primary, action)?;
             let resolved = self.resolve(&manifest.id(), &kind).await?;
             let write = plan::plan(manifest, primary, action, resolved.namespaced, self.confined_to.as_ref())?;
+            plan::outside(&write, &self.guarded).map_err(|namespace| ExecError::PluginNamespace {
+                plugin: manifest.id(),
+                target: format!("{} {}", write.verb(), write.shown()),
+                namespace: namespace.to_string(),
+            })?;
             let (kind, verb) = (write.kind().kind().to_owned(), write.verb());
             if let Some(done) = self.send(manifest, &resolved, write).await? {
                 applied.push(done);

@@ -24,6 +24,8 @@
 //! assert_eq!(body["metadata"]["ownerReferences"][0]["uid"], "u1");
 //! ```
 
+use std::collections::BTreeSet;
+
 use serde_json::{Value, json};
 use wasmloop_contract::names::{Invalid, Name, Namespace};
 use wasmloop_sandbox::capability::{self, Bounds, Verb};
@@ -199,6 +201,27 @@ pub fn plan(
             Ok(Write::Delete { kind, namespace, name: target.name.clone(), uid: target.uid.clone() })
         }
         Action::Event { .. } => Err(not_planned(manifest, primary)),
+    }
+}
+
+/// Whether `write` stays out of the `guarded` namespaces (the plugin namespaces): the one it
+/// would write into, when it does not.
+///
+/// ```
+/// use std::collections::BTreeSet;
+/// use wasmloop_contract::names::{Name, Namespace};
+/// use wasmloop_runtime::executor::plan::{Write, outside};
+/// use wasmloop_sandbox::Gvk;
+/// let configmap = Gvk::from_api_version("v1", "ConfigMap").unwrap();
+/// let into = |ns: &str| Write::Delete { kind: configmap.clone(), namespace: Some(Namespace::parse(ns).unwrap()), name: Name::parse("c").unwrap(), uid: None };
+/// let guarded = BTreeSet::from([Namespace::parse("wasmloop-system").unwrap()]);
+/// assert!(outside(&into("shop"), &guarded).is_ok());
+/// assert_eq!(outside(&into("wasmloop-system"), &guarded).unwrap_err().as_str(), "wasmloop-system");
+/// ```
+pub fn outside<'a>(write: &Write, guarded: &'a BTreeSet<Namespace>) -> Result<(), &'a Namespace> {
+    match write.namespace().and_then(|namespace| guarded.get(namespace)) {
+        Some(namespace) => Err(namespace),
+        None => Ok(()),
     }
 }
 

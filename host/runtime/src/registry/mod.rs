@@ -797,7 +797,11 @@ impl Registry {
 
     /// `plugin`'s limits as it runs under `config`: one instance per worker, the operator's CPU
     /// weight, within the host's guest memory budget ([`Sandbox::fit`]).
-    fn fitted(&self, plugin: &Plugin, config: &ControllerConfig) -> (wasmloop_sandbox::Limits, Option<wasmloop_sandbox::Capped>) {
+    fn fitted(
+        &self,
+        plugin: &Plugin,
+        config: &ControllerConfig,
+    ) -> (wasmloop_sandbox::Limits, Option<wasmloop_sandbox::Capped>) {
         let concurrency = config.concurrency_for(plugin.manifest().settings.max_concurrent_reconciles);
         self.sandbox.fit(plugin.limits().instances(concurrency).cpu_weight(config.cpu_weight))
     }
@@ -815,11 +819,25 @@ impl Registry {
     /// be refused must not become one (two thousand such objects would be two thousand Leases
     /// to renew).
     async fn vouch(&self, offer: &Offer, plugin: &Plugin) -> Result<(), StartError> {
-        let (name, id) = (&plugin.manifest().name, plugin.manifest().id());
-        let configured = (self.settings)(realm_text(offer.realm.as_ref()), name).service_account;
+        self.may_act(offer.realm.as_ref(), &plugin.manifest().name, &offer.account).await
+    }
+
+    /// Checks that plugin `name` of `realm` may act as whom `account` names: with plugins
+    /// acting as their own ServiceAccounts, that the account exists, its administrator opted it
+    /// in, and it is not the host's. Sources ask before anything is compiled for an offer.
+    ///
+    /// # Errors
+    /// [`StartError::Identity`], naming the plugin and what to do.
+    pub async fn may_act(
+        &self,
+        realm: Option<&Namespace>,
+        name: &str,
+        account: &AccountChoice,
+    ) -> Result<(), StartError> {
+        let configured = (self.settings)(realm_text(realm), name).service_account;
         let identities = &self.context.identities;
-        let refused = |source| StartError::Identity { plugin: id.clone(), source };
-        let identity = identities.identity_for(&offer.account, name, configured.as_ref()).map_err(refused)?;
+        let refused = |source| StartError::Identity { plugin: plugin_id(realm, name), source };
+        let identity = identities.identity_for(account, name, configured.as_ref()).map_err(refused)?;
         if let crate::identity::Identity::ServiceAccount(account) = &identity {
             identities.ensure_usable(account).await.map_err(refused)?;
         }

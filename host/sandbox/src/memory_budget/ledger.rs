@@ -363,8 +363,7 @@ mod tests {
     fn the_budget_is_never_overdrawn_whatever_the_order() {
         // Every interleaving of a small script of asks and closes keeps used within total and
         // equal to what the open calls hold.
-        let script: [(usize, u64); 8] =
-            [(0, 30), (1, 50), (2, 40), (0, 30), (3, 10), (1, 20), (2, 10), (3, 90)];
+        let script: [(usize, u64); 8] = [(0, 30), (1, 50), (2, 40), (0, 30), (3, 10), (1, 20), (2, 10), (3, 90)];
         for rotation in 0..script.len() {
             let mut ledger = Ledger::new(100 * MIB);
             let calls: Vec<CallId> = ["a", "b", "a", "c"].iter().map(|n| ledger.open(account(n))).collect();

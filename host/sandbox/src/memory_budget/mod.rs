@@ -78,11 +78,15 @@ impl std::fmt::Display for Pressure {
             Pressure::Waited(waited) => {
                 write!(f, "no room in the host's guest memory budget within {} ms", waited.as_millis())
             }
-            Pressure::GaveWay => {
-                f.write_str("the host's guest memory budget is held by calls that each wait for more; this one gave way")
-            }
+            Pressure::GaveWay => f.write_str(
+                "the host's guest memory budget is held by calls that each wait for more; this one gave way",
+            ),
             Pressure::Never { total } => {
-                write!(f, "one instance would hold more than the host's whole guest memory budget of {} MiB", total >> 20)
+                write!(
+                    f,
+                    "one instance would hold more than the host's whole guest memory budget of {} MiB",
+                    total >> 20
+                )
             }
         }
     }

@@ -174,6 +174,12 @@ impl Load {
     /// compiles it and then lets go of the bytes and their share.
     async fn run(self, registry: &Registry, puller: &Puller, memory: Option<oci::Memory>) -> Result<Done, Failed> {
         let Load { source, realm, payload, stored_in, account, settings, trusted, invalid } = self;
+        // Whom it acts as is checked before anything is read or compiled for it: an object
+        // naming an account it may not use costs one look-up, not a load.
+        let shadow = payload.track == Track::Shadow;
+        if !shadow && let Err(source) = registry.may_act(Some(&realm), &payload.name, &account).await {
+            return Err(Failed::Registry(RegistryError::Start { source, running: None }));
+        }
         let memory = match memory {
             Some(memory) => memory,
             None => puller.load_memory(&realm, payload.component.expanded_size()).await,
@@ -189,7 +195,6 @@ impl Load {
         .await
         .expect("expanding and checking a component does not panic");
         let bytes = checked.map_err(|(reason, message)| Failed::Bytes { plugin: plugin.clone(), reason, message })?;
-        let shadow = payload.track == Track::Shadow;
         let candidate = Candidate {
             settings,
             source,
@@ -589,7 +594,16 @@ impl NamespaceSource {
                 let said = (payload.track == Track::Superseded).then(|| said_in_annotation(cm)).flatten();
                 let account = cm.annotations().get(SERVICE_ACCOUNT_ANNOTATION).cloned();
                 let stored_in = format!("{}/{}", self.namespace, cm.name_any());
-                Ok(Offer { payload, account, signer: None, stop: false, suspend: false, said, settings: None, stored_in })
+                Ok(Offer {
+                    payload,
+                    account,
+                    signer: None,
+                    stop: false,
+                    suspend: false,
+                    said,
+                    settings: None,
+                    stored_in,
+                })
             }
             Shipper::WasmPlugin(plugin) => {
                 // An unreadable spec stops nothing (its failure policy is unknown), unless it
@@ -924,7 +938,10 @@ impl NamespaceSource {
             // A panic must still report, or the object would wait for this load forever.
             let result = std::panic::AssertUnwindSafe(loading).catch_unwind().await.unwrap_or_else(|_| {
                 let message = "the load panicked (a bug in the host; the log has it)".to_owned();
-                Err(Failed::Registry(RegistryError::Load { source: LoadError::Panicked { origin, message }, running: None }))
+                Err(Failed::Registry(RegistryError::Load {
+                    source: LoadError::Panicked { origin, message },
+                    running: None,
+                }))
             });
             let _ = finish.send(Finished { shipper, id, result });
         });
@@ -980,12 +997,10 @@ impl NamespaceSource {
         }
     }
 
-    /// Offers object `key` again after `delay`: one retry at a time, whatever the watch brings
-    /// meanwhile.
-    fn retry_after(&mut self, key: &Key, delay: Duration) {
-        if !self.seen.entry(key.clone()).or_default().schedule_retry() {
-            return;
-        }
+    /// Offers object `key` again after `first`, longer for each retry of the same content
+    /// ([`Seen::schedule_retry`]): one retry at a time, whatever the watch brings meanwhile.
+    fn retry_after(&mut self, key: &Key, first: Duration) {
+        let Some(delay) = self.seen.entry(key.clone()).or_default().schedule_retry(first) else { return };
         let (retry, again) = (self.retry.clone(), key.clone());
         tokio::spawn(async move {
             tokio::time::sleep(delay).await;
@@ -1013,7 +1028,11 @@ impl NamespaceSource {
     /// Why plugin `plugin` may not load from a plugin ConfigMap here: a `WasmPlugin` of this
     /// namespace claims it ([`plan::claimant`]).
     fn claimed(&self, plugin: &str) -> Option<String> {
-        let serving = self.latest.values().filter(|p| p.spec["track"]["mode"] != "shadow").map(|p| p.metadata.name.as_deref().unwrap_or_default());
+        let serving = self
+            .latest
+            .values()
+            .filter(|p| p.spec["track"]["mode"] != "shadow")
+            .map(|p| p.metadata.name.as_deref().unwrap_or_default());
         let claimant = plan::claimant(plugin, serving)?;
         Some(format!(
             "plugin {plugin} is claimed by WasmPlugin {}/{claimant}: a WasmPlugin wins over a plugin ConfigMap of the same plugin name, on every replica and after every restart; delete this ConfigMap, or that WasmPlugin",
@@ -1037,7 +1056,8 @@ impl NamespaceSource {
             self.registry.unshadow(&source);
             let stopped = self.registry.remove(&source).await;
             self.seen.entry(key.clone()).or_default().refused = true;
-            let (reason, message) = ("NameTaken".to_owned(), wasmloop_contract::validate::cut(message.clone(), MAX_REFUSAL));
+            let (reason, message) =
+                ("NameTaken".to_owned(), wasmloop_contract::validate::cut(message.clone(), MAX_REFUSAL));
             // What served from it stops, and its status says so; one that served nothing is
             // refused.
             let what = match stopped {
@@ -1055,7 +1075,8 @@ impl NamespaceSource {
     /// shows it, and marks the object a promotion superseded).
     fn loaded(&mut self, key: &Key, loaded: &Loaded) {
         tracing::info!(source = %self.source(key), digest = loaded.digest(), "{loaded}");
-        self.seen.entry(key.clone()).or_default().refused = false;
+        let seen = self.seen.entry(key.clone()).or_default();
+        (seen.refused, seen.retries) = (false, 0);
     }
 
     /// Refuses object `key`'s newest offer: logged here, shown by the status writer. Under
@@ -1199,7 +1220,16 @@ fn suspended(plugin: &WasmPlugin) -> Offer {
         signature: None,
         track: Track::Serving,
     };
-    Offer { payload, account: None, signer: None, stop: false, suspend: true, said: None, settings: None, stored_in: String::new() }
+    Offer {
+        payload,
+        account: None,
+        signer: None,
+        stop: false,
+        suspend: true,
+        said: None,
+        settings: None,
+        stored_in: String::new(),
+    }
 }
 
 /// What pins a payload's component, as the `Pinned` condition says it: an image's digest, a

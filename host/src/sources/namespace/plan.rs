@@ -18,6 +18,8 @@
 //! What the object's status shows is not the source's to know: the status writer
 //! (`crate::status`) shows what the registry and the source report.
 
+use std::time::Duration;
+
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use tokio::task::AbortHandle;
@@ -99,6 +101,8 @@ pub(super) struct Seen {
     pub(super) retry_pending: bool,
     /// The plugin its last offer named (a ConfigMap's label, a `WasmPlugin`'s name).
     pub(super) plugin: Option<String>,
+    /// Retries of the same content in a row: each waits twice as long as the last.
+    pub(super) retries: u32,
     /// What is under way for it.
     pub(super) work: Work,
 }
@@ -214,6 +218,10 @@ impl Seen {
         if self.handled.as_ref() == Some(&content) {
             return OfferStep::Same;
         }
+        if self.handled.is_some() {
+            // Other content: a retry of it starts afresh.
+            self.retries = 0;
+        }
         self.handled = Some(content);
         OfferStep::New { abandoned: self.abandon_pull() }
     }
@@ -242,9 +250,17 @@ impl Seen {
         matches!(self.work, Work::Idle)
     }
 
-    /// Whether a retry may be scheduled now: one at a time, whatever the watch brings.
-    pub(super) fn schedule_retry(&mut self) -> bool {
-        !std::mem::replace(&mut self.retry_pending, true)
+    /// Whether a retry may be scheduled now, one at a time whatever the watch brings, and after
+    /// how long: `first`, doubling with each retry of the same content, up to [`MAX_RETRY`], so
+    /// that thousands of objects that keep failing (a ServiceAccount that does not exist) cost
+    /// the API server a falling rate.
+    pub(super) fn schedule_retry(&mut self, first: Duration) -> Option<Duration> {
+        if std::mem::replace(&mut self.retry_pending, true) {
+            return None;
+        }
+        let delay = first.saturating_mul(1 << self.retries.min(16)).min(MAX_RETRY.max(first));
+        self.retries = self.retries.saturating_add(1);
+        Some(delay)
     }
 
     /// The pull under way is abandoned, if any: returns the handle that aborts it.
@@ -299,6 +315,9 @@ impl Seen {
     }
 }
 
+/// The longest a retry of an object waits.
+pub(super) const MAX_RETRY: Duration = Duration::from_secs(300);
+
 /// Which `WasmPlugin` of the namespace claims plugin `plugin` over a plugin ConfigMap that
 /// offers it, given the `WasmPlugin`s that serve (none shadows): the one of that name. A
 /// `WasmPlugin` wins over a ConfigMap of the same plugin name whichever came first, so every
@@ -319,6 +338,23 @@ pub(super) fn yielding<'a>(plugin: &str, seen: impl IntoIterator<Item = (&'a Key
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retries_of_the_same_content_back_off_to_a_ceiling_and_new_content_starts_afresh() {
+        let first = Duration::from_secs(15);
+        let mut seen = Seen::default();
+        seen.offer(&cm(), content("a"));
+        let mut delays = Vec::new();
+        for _ in 0..8 {
+            delays.push(seen.schedule_retry(first).expect("none pending").as_secs());
+            assert_eq!(seen.schedule_retry(first), None, "one retry at a time");
+            seen.retry();
+            seen.offer(&cm(), content("a"));
+        }
+        assert_eq!(delays, [15, 30, 60, 120, 240, 300, 300, 300]);
+        seen.offer(&cm(), content("b"));
+        assert_eq!(seen.schedule_retry(first), Some(first), "new content retries at once again");
+    }
 
     #[test]
     fn a_wasmplugin_of_the_same_name_claims_a_plugin_over_a_configmap_whichever_came_first() {
@@ -458,11 +494,11 @@ mod tests {
 
     #[test]
     fn one_retry_is_scheduled_at_a_time() {
-        let mut seen = Seen::default();
-        assert!(seen.schedule_retry());
-        assert!(!seen.schedule_retry());
+        let (mut seen, first) = (Seen::default(), Duration::from_secs(15));
+        assert!(seen.schedule_retry(first).is_some());
+        assert!(seen.schedule_retry(first).is_none());
         assert_eq!(seen.retry(), RetryStep::Offer);
-        assert!(seen.schedule_retry());
+        assert!(seen.schedule_retry(first).is_some());
     }
 
     #[tokio::test]

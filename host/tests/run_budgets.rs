@@ -111,7 +111,7 @@ async fn a_tenant_filling_all_its_settings_allow_cannot_get_the_host_oom_killed(
     })
     .await;
     let capped = condition(&serving, "Degraded")["message"].as_str().unwrap_or_default().to_owned();
-    assert!(capped.contains("256 MiB times 4 concurrent reconciles"), "{capped}");
+    assert!(capped.contains("256 MiB and response limit of 4 MiB, times 4 concurrent reconciles"), "{capped}");
     let primaries: Vec<String> = (0..8).map(|i| format!("hold-{i}")).collect();
     for name in &primaries {
         create_configmap(&apps_a, name).await;

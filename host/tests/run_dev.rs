@@ -83,8 +83,10 @@ async fn a_dry_run_prints_each_write_as_a_diff_and_writes_nothing() {
     std::fs::copy(component("foo_deployment"), &file).unwrap();
     let host = Host::start(["dev".as_ref(), file.as_os_str(), "--dry-run".as_ref()]);
 
-    // The last line the dry run prints for this reconcile: the block above it is complete.
-    let printed = host.printed("#   Normal Synced: Foo synced successfully").await;
+    // The last lines the dry run prints for this Foo's reconcile (a dev host serves every
+    // namespace, other tests' Foos too): the block above them is complete.
+    let event = format!("would event Foo {}/dry\n#   Normal Synced: Foo synced successfully", ns.name);
+    let printed = host.printed(&event).await;
     assert!(printed.contains(&format!("would event Foo {}/dry", ns.name)), "{printed}");
     let apply = format!("# dry run: plugin foo-deployment would apply Deployment {}/dry\n", ns.name);
     assert!(printed.contains(&apply), "{printed}");

@@ -226,8 +226,10 @@ async fn a_plugin_configmaps_status_names_the_replica_that_runs_it() {
     let configmaps: Api<ConfigMap> = ns.api();
     configmaps.create(&PostParams::default(), &cm).await.unwrap();
     let none: Vec<(String, PathBuf)> = Vec::new();
+    // It stamps ConfigMaps of a namespace of their own: no plugin writes into a plugin namespace.
+    let apps = shared().namespace("shard-status-apps").await.unwrap();
     let config = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(config.path(), format!("plugins:\n  {n}/stamp-cm: {{namespace: {n}}}\n", n = ns.name)).unwrap();
+    std::fs::write(config.path(), format!("plugins:\n  {}/stamp-cm: {{namespace: {}}}\n", ns.name, apps.name)).unwrap();
     let extra = ["--plugin-namespace", ns.name.as_str()];
     let a = replica(&ns, "replica-a", &none, &config, &extra);
     let b = replica(&ns, "replica-b", &none, &config, &extra);
@@ -246,8 +248,8 @@ async fn a_plugin_configmaps_status_names_the_replica_that_runs_it() {
         }
     })
     .await;
-    stamped_configmap(&ns, "work").await;
-    stamped_by_all(&ns, "work", &[("stamp-cm".to_owned(), plugin)]).await;
+    stamped_configmap(&apps, "work").await;
+    stamped_by_all(&apps, "work", &[("stamp-cm".to_owned(), plugin)]).await;
 }
 
 #[tokio::test]
@@ -275,7 +277,7 @@ async fn two_thousand_wasmplugins_that_may_not_act_as_anyone_take_no_fence_lease
     let wasmplugins = plugins.install_crd(std::path::Path::new(WASMPLUGIN_CRD)).await;
     // One component for all, each WasmPlugin acting as the ServiceAccount named like it, which
     // does not exist.
-    let (configmap, template) = bundle("stamp_plugin", "stamp", &plugins.name, &[]);
+    let (configmap, template) = bundle("noop_plugin", "noop", &plugins.name, &[]);
     plugins.api::<ConfigMap>().create(&PostParams::default(), &configmap.unwrap()).await.unwrap();
     let args = [
         "run",

@@ -4,7 +4,8 @@
 //! WASI clock, a poll). Time the host makes it wait for the host's own sake (for room in the
 //! guest memory budget, for its turn at the CPU) is not the guest's: it would fail a plugin
 //! for its neighbours' load. So those waits move the deadline out by as long as they took.
-//! A call still ends: every such wait is bounded, and only guest time counts.
+//! A call still ends: its guest time is bounded by the deadline, and the host's waits, in all,
+//! by [`MAX_HELD`], past which the call ends as the host's failure, not the guest's.
 //!
 //! Its instants are tokio's, so that tests with a paused clock see what the guest would.
 
@@ -46,6 +47,19 @@ impl Drop for Hold<'_> {
 /// How often a call waiting on the host looks at its clock again.
 const WHILE_HELD: Duration = Duration::from_millis(10);
 
+/// The longest the host may make one call wait, in all: a call that the host cannot give
+/// room or time within it ends, so that it does not hold its instance and memory on and on.
+pub(crate) const MAX_HELD: Duration = Duration::from_secs(60);
+
+/// How a call that did not finish ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ended {
+    /// The guest had its time.
+    Deadline,
+    /// The host made it wait past [`MAX_HELD`].
+    Held(Duration),
+}
+
 impl CallClock {
     /// A clock started now, with `limit` of guest time.
     pub(crate) fn start(limit: Duration) -> CallClock {
@@ -78,18 +92,23 @@ impl CallClock {
         self.paused().since.is_none() && now >= self.deadline()
     }
 
-    /// Runs `work` until it ends or the deadline passes (none then); a hold moves the end.
-    pub(crate) async fn within<T>(&self, work: impl Future<Output = T>) -> Option<T> {
+    /// Runs `work` until it ends, the deadline passes, or the host's waits pass [`MAX_HELD`];
+    /// a hold moves the deadline.
+    pub(crate) async fn within<T>(&self, work: impl Future<Output = T>) -> Result<T, Ended> {
         let mut work = std::pin::pin!(work);
         loop {
             let held = self.paused().since.is_some();
             let wake = if held { Instant::now() + WHILE_HELD } else { self.deadline() };
             tokio::select! {
                 biased;
-                out = &mut work => return Some(out),
+                out = &mut work => return Ok(out),
                 () = tokio::time::sleep_until(wake) => {
+                    let waited = self.waited();
+                    if waited > MAX_HELD {
+                        return Err(Ended::Held(waited));
+                    }
                     if self.expired(Instant::now()) {
-                        return None;
+                        return Err(Ended::Deadline);
                     }
                 }
             }
@@ -105,7 +124,7 @@ mod tests {
     async fn work_past_the_deadline_is_stopped() {
         let clock = CallClock::start(Duration::from_secs(1));
         let out = clock.within(tokio::time::sleep(Duration::from_secs(5))).await;
-        assert_eq!(out, None);
+        assert_eq!(out, Err(Ended::Deadline));
     }
 
     #[tokio::test(start_paused = true)]
@@ -121,7 +140,7 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(50)).await;
             "done"
         };
-        assert_eq!(clock.within(work).await, Some("done"));
+        assert_eq!(clock.within(work).await, Ok("done"));
         assert_eq!(clock.waited(), Duration::from_secs(2));
     }
 
@@ -136,7 +155,17 @@ mod tests {
             tokio::time::sleep(Duration::from_secs(5)).await;
         };
         let started = Instant::now();
-        assert_eq!(clock.within(work).await, None);
+        assert_eq!(clock.within(work).await, Err(Ended::Deadline));
         assert_eq!(started.elapsed(), Duration::from_secs(3));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_the_host_holds_past_its_bound_ends_as_the_hosts() {
+        let clock = CallClock::start(Duration::from_secs(1));
+        let work = async {
+            let _held = clock.hold();
+            std::future::pending::<()>().await;
+        };
+        assert!(matches!(clock.within(work).await, Err(Ended::Held(waited)) if waited > MAX_HELD));
     }
 }

@@ -95,14 +95,28 @@ impl Limits {
     }
 }
 
+/// The most of the host's guest memory budget one plugin may hold, its shadow included, in
+/// quarters: the rest stays for every other plugin, so a tenant filling all it may still
+/// leaves a quarter of the budget to the others.
+pub const PLUGIN_SHARE_QUARTERS: u64 = 3;
+
+/// What one plugin may hold of a guest memory budget of `budget` bytes
+/// ([`PLUGIN_SHARE_QUARTERS`]).
+pub fn plugin_room(budget: u64) -> u64 {
+    budget / 4 * PLUGIN_SHARE_QUARTERS
+}
+
 /// How a plugin's limits were cut to fit the host's guest memory budget: its memory ceiling
-/// times its instances must fit, or the plugin alone could fill the host.
+/// and its response cap (the host's copy of what a call returns) times its instances must fit
+/// in what one plugin may hold ([`plugin_room`]), or the plugin alone could fill the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Capped {
     /// The budget, in bytes.
     pub budget: u64,
     /// The memory ceiling asked for, and given.
     pub memory_bytes: (usize, usize),
+    /// The response cap, which each instance's call may make the host copy.
+    pub response_bytes: usize,
     /// The instances (workers) asked for, and given.
     pub instances: (usize, usize),
 }
@@ -113,8 +127,10 @@ impl std::fmt::Display for Capped {
         let ((memory, memory_given), (instances, instances_given)) = (self.memory_bytes, self.instances);
         write!(
             f,
-            "its memory limit of {} MiB times {instances} concurrent reconciles exceeds the host's guest memory budget of {} MiB, so it runs with ",
+            "its memory limit of {} MiB and response limit of {} MiB, times {instances} concurrent reconciles, exceed the {} MiB one plugin may hold of the host's guest memory budget of {} MiB, so it runs with ",
             mib(memory),
+            mib(self.response_bytes),
+            plugin_room(self.budget) >> 20,
             self.budget >> 20
         )?;
         if memory_given < memory {
@@ -122,7 +138,7 @@ impl std::fmt::Display for Capped {
         }
         write!(
             f,
-            "{instances_given} concurrent reconcile{}; lower memoryLimitBytes or maxConcurrentReconciles, or give the host more memory",
+            "{instances_given} concurrent reconcile{}; lower memoryLimitBytes, responseLimitBytes or maxConcurrentReconciles, or give the host more memory",
             if instances_given == 1 { "" } else { "s" }
         )
     }
@@ -130,16 +146,19 @@ impl std::fmt::Display for Capped {
 
 impl Limits {
     /// These limits within a guest memory budget of `budget` bytes: the memory ceiling no
-    /// more than the budget, and no more instances than ceilings that fit in it (at least one).
-    /// Says what was cut, when anything was.
+    /// more than what one plugin may hold of it ([`plugin_room`]), and no more instances than
+    /// ceilings and response caps that fit there (at least one). Says what was cut, when
+    /// anything was.
     pub fn fit(self, budget: u64) -> (Limits, Option<Capped>) {
-        let budget_bytes = usize::try_from(budget).unwrap_or(usize::MAX);
-        let memory = self.memory_bytes.min(budget_bytes).max(1);
-        let instances = self.instances.min(budget_bytes / memory).max(1);
+        let room = usize::try_from(plugin_room(budget)).unwrap_or(usize::MAX).max(1);
+        let memory = self.memory_bytes.min(room).max(1);
+        let per_instance = memory.saturating_add(self.response_bytes).max(1);
+        let instances = self.instances.min(room / per_instance).max(1);
         let fitted = Limits { memory_bytes: memory, instances, ..self };
         let capped = (fitted != self).then_some(Capped {
             budget,
             memory_bytes: (self.memory_bytes, memory),
+            response_bytes: self.response_bytes,
             instances: (self.instances, instances),
         });
         (fitted, capped)
@@ -338,17 +357,17 @@ mod tests {
     const MIB: usize = 1 << 20;
 
     #[test]
-    fn limits_are_cut_to_what_the_guest_memory_budget_holds() {
+    fn limits_are_cut_to_what_one_plugin_may_hold_of_the_guest_memory_budget() {
+        // A 4 MiB response cap (the default) per instance, within 3/4 of the budget.
         let limits = |memory, instances| Limits::default().memory_bytes(memory).instances(instances);
         let cases = [
-            // What fits is left alone.
+            // What fits is left alone: 4 × (64 + 4) = 272 of 288.
             (limits(64 * MIB, 4), 384, limits(64 * MIB, 4)),
-            (limits(96 * MIB, 4), 384, limits(96 * MIB, 4)),
-            // Too many ceilings: fewer instances.
+            // Too many ceilings: fewer instances; 240 / (80 + 4) = 2.
+            (limits(80 * MIB, 4), 320, limits(80 * MIB, 2)),
             (limits(256 * MIB, 4), 384, limits(256 * MIB, 1)),
-            (limits(100 * MIB, 5), 384, limits(100 * MIB, 3)),
-            // One ceiling past the budget: the ceiling is the budget, one instance.
-            (limits(256 * MIB, 4), 200, limits(200 * MIB, 1)),
+            // One ceiling past what a plugin may hold: the ceiling is that, one instance.
+            (limits(256 * MIB, 4), 320, limits(240 * MIB, 1)),
         ];
         for (asked, budget_mib, expected) in cases {
             let (fitted, capped) = asked.fit(budget_mib << 20);
@@ -359,10 +378,10 @@ mod tests {
 
     #[test]
     fn a_cut_says_what_it_cut_and_what_to_do() {
-        let (_, capped) = Limits::default().memory_bytes(256 * MIB).instances(4).fit(384 << 20);
+        let (_, capped) = Limits::default().memory_bytes(256 * MIB).instances(4).fit(320 << 20);
         assert_eq!(
             capped.unwrap().to_string(),
-            "its memory limit of 256 MiB times 4 concurrent reconciles exceeds the host's guest memory budget of 384 MiB, so it runs with 1 concurrent reconcile; lower memoryLimitBytes or maxConcurrentReconciles, or give the host more memory"
+            "its memory limit of 256 MiB and response limit of 4 MiB, times 4 concurrent reconciles, exceed the 240 MiB one plugin may hold of the host's guest memory budget of 320 MiB, so it runs with a memory limit of 240 MiB and 1 concurrent reconcile; lower memoryLimitBytes, responseLimitBytes or maxConcurrentReconciles, or give the host more memory"
         );
     }
 }

@@ -131,8 +131,17 @@ pub enum LoadError {
 }
 
 impl LoadError {
+    /// True when the host's budgets, not the component, failed the load (its `manifest()`
+    /// found no room): the same component may load once they have room.
+    pub fn is_host_pressure(&self) -> bool {
+        matches!(self, LoadError::ManifestCall { failure, .. } if failure.is_host_pressure())
+    }
+
     /// A short CamelCase reason, for Events and metric labels.
     pub fn reason(&self) -> &'static str {
+        if self.is_host_pressure() {
+            return "HostPressure";
+        }
         match self {
             LoadError::NotWasm { .. } => "NotWasm",
             LoadError::CoreModule { .. } => "CoreModule",

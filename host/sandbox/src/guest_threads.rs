@@ -33,7 +33,8 @@ impl GuestThreads {
     /// Runs `call` on these threads and waits for it; dropping the wait stops the call.
     pub(crate) async fn run<T: Send + 'static>(&self, call: impl Future<Output = T> + Send + 'static) -> T {
         let runtime = self.runtime.as_ref().expect("shut down only when dropped");
-        let mut task = Aborting(runtime.spawn(call));
+        // The caller's span goes along: the guest's log lines stay in its reconcile's.
+        let mut task = Aborting(runtime.spawn(tracing::Instrument::instrument(call, tracing::Span::current())));
         match (&mut task.0).await {
             Ok(out) => out,
             // A panic in host code stays a panic: the caller's task reports it as before.

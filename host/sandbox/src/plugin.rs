@@ -26,12 +26,13 @@ use wasmtime::{Store, UpdateDeadline};
 
 use crate::action;
 use crate::bindings::{Object, Request, wit};
-use crate::call_clock::CallClock;
+use crate::call_clock::{CallClock, Ended};
 use crate::config::Limits;
 use crate::error::{CallError, CallFailure};
 use crate::host_services::HostServices;
 use crate::lift::{self, Budget, IntoWit};
 use crate::manifest::{Contract, Manifest};
+use crate::memory_budget::Pressure;
 use crate::pool::{Pool, Reservation};
 use crate::response::{ObjectRef, Response};
 use crate::state::{MemoryLimiter, State};
@@ -172,16 +173,30 @@ impl CallSetup {
         // runtime thread), and stops once its deadline has passed.
         store.set_epoch_deadline(1);
         let (cpu, tick, account) = (self.pool.cpu.clone(), self.pool.config.epoch_tick, self.name.clone());
+        store.call_hook(|mut store, hook| {
+            let entering = matches!(hook, wasmtime::CallHook::CallingHost);
+            if entering || matches!(hook, wasmtime::CallHook::ReturningFromHost) {
+                store.data_mut().time.host_call(entering, Instant::now());
+            }
+            Ok(())
+        });
         let computes = self.computes.clone();
         store.epoch_deadline_callback(move |mut store| {
-            computes.store(true, Ordering::Relaxed);
             if clock.expired(tokio::time::Instant::now()) {
                 return Ok(UpdateDeadline::Interrupt);
             }
-            // This tick of guest code, and the ticks the host spent in its imports since the
-            // last: work done for a plugin inside a host call is the plugin's CPU too.
+            // The guest's time since the last charge, however long an instruction ran, not its
+            // waits; and the host's time in its imports: work done for a plugin inside a host
+            // call is the plugin's CPU too.
+            let (guest, total) = store.data_mut().time.charge(Instant::now());
+            if total >= tick {
+                // It computes: its calls run on the guest threads from now on.
+                computes.store(true, Ordering::Relaxed);
+            }
             let host = store.data_mut().take_host_ticks(tick);
-            let Some(until) = cpu.charge(&account, u64::from(host) + 1) else {
+            let ticks = (guest.as_nanos() / tick.as_nanos().max(1)).max(1);
+            let ticks = u64::try_from(ticks).unwrap_or(u64::MAX).saturating_add(u64::from(host));
+            let Some(until) = cpu.charge(&account, ticks) else {
                 return Ok(UpdateDeadline::Yield(1));
             };
             // Past its share while others run: it waits for its next window, on the host's
@@ -258,10 +273,11 @@ impl CallSetup {
         timings.call = elapsed.saturating_sub(timings.instantiate);
         timings.host_waited = clock.waited();
         let out = match out {
-            None => Err(CallFailure::Deadline { deadline: self.limits.deadline, elapsed }),
-            Some(Err(Fail::Wasm(e))) => Err(self.classify(&store, e, elapsed)),
-            Some(Err(Fail::Failure(f))) => Err(f),
-            Some(Ok(v)) => match store.data_mut().undeclared.take() {
+            Err(Ended::Deadline) => Err(CallFailure::Deadline { deadline: self.limits.deadline, elapsed }),
+            Err(Ended::Held(waited)) => Err(CallFailure::HostPressure(Pressure::Held(waited))),
+            Ok(Err(Fail::Wasm(e))) => Err(self.classify(&store, e, elapsed)),
+            Ok(Err(Fail::Failure(f))) => Err(f),
+            Ok(Ok(v)) => match store.data_mut().undeclared.take() {
                 Some((verb, kind)) => Err(CallFailure::UndeclaredKind { verb, kind }),
                 None => Ok(v),
             },

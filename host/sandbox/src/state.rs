@@ -63,6 +63,11 @@ impl wasmtime::ResourceLimiterAsync for MemoryLimiter {
         let _held = clock.hold();
         match charge.grow(grown).await {
             Ok(()) => Ok(true),
+            // More than one plugin may ever hold: its own limit, like its ceiling.
+            Err(Pressure::Never { .. }) => {
+                self.refused = Some(desired);
+                Ok(false)
+            }
             Err(pressure) => {
                 self.pressure = Some(pressure);
                 Err(wasmtime::Error::msg(pressure.to_string()))
@@ -97,6 +102,56 @@ pub(crate) struct State {
     /// Time the host spent serving this call's cache imports, not yet charged to the plugin's
     /// CPU budget: the epoch callback charges it at the guest's next tick.
     host_time: std::time::Duration,
+    /// The guest's time, as its epoch callbacks charge it: see [`GuestTime`].
+    pub(crate) time: GuestTime,
+}
+
+/// How long a call's guest code has run, told apart from its time in host functions (a WASI
+/// clock wait, a cache look-up, the memory budget's wait) by the Store's call hook: what the
+/// CPU budget charges at each epoch callback, however long an instruction ran between two
+/// ticks (a `memory.fill` over a large memory), and never a wait.
+#[derive(Debug)]
+pub(crate) struct GuestTime {
+    /// The start of the span not charged yet.
+    mark: std::time::Instant,
+    /// When the host function under way was entered, if one is.
+    in_host: Option<std::time::Instant>,
+    /// Time in host functions since `mark`, those ended.
+    host: std::time::Duration,
+    /// Guest time charged so far in this call.
+    total: std::time::Duration,
+}
+
+impl GuestTime {
+    fn new() -> GuestTime {
+        GuestTime {
+            mark: std::time::Instant::now(),
+            in_host: None,
+            host: std::time::Duration::ZERO,
+            total: std::time::Duration::ZERO,
+        }
+    }
+
+    /// The guest called into the host (`entering`), or the host returned to it.
+    pub(crate) fn host_call(&mut self, entering: bool, now: std::time::Instant) {
+        match (entering, self.in_host.take()) {
+            (true, None) => self.in_host = Some(now),
+            (true, Some(since)) => self.in_host = Some(since),
+            (false, Some(since)) => self.host += now.saturating_duration_since(since),
+            (false, None) => {}
+        }
+    }
+
+    /// The guest time since the last charge (the epoch callback runs inside a host call, the
+    /// epoch's), and the call's total so far; the next span starts where this callback
+    /// entered the host, so its yield counts as host time.
+    pub(crate) fn charge(&mut self, now: std::time::Instant) -> (std::time::Duration, std::time::Duration) {
+        let entered = self.in_host.unwrap_or(now);
+        let guest = entered.saturating_duration_since(self.mark).saturating_sub(self.host);
+        (self.mark, self.host) = (entered, std::time::Duration::ZERO);
+        self.total += guest;
+        (guest, self.total)
+    }
 }
 
 impl State {
@@ -120,6 +175,7 @@ impl State {
             undeclared: None,
             logged: 0,
             host_time: std::time::Duration::ZERO,
+            time: GuestTime::new(),
         }
     }
 
@@ -391,6 +447,22 @@ mod tests {
         assert_eq!(all.len(), MAX_UNPAGED_LIST);
         let refused = state(MAX_UNPAGED_LIST + 1).list_all(configmaps(), None, None).unwrap_err();
         assert!(cache_error_text(&refused).contains("more than 10000 objects"), "{}", cache_error_text(&refused));
+    }
+
+    #[test]
+    fn guest_time_leaves_out_the_time_in_host_functions() {
+        let ms = std::time::Duration::from_millis;
+        let start = std::time::Instant::now();
+        let mut time = GuestTime { mark: start, in_host: None, host: ms(0), total: ms(0) };
+        // 3 ms of guest code, a 500 ms WASI wait, 2 ms of guest code, then the epoch's call.
+        time.host_call(true, start + ms(3));
+        time.host_call(false, start + ms(503));
+        time.host_call(true, start + ms(505));
+        assert_eq!(time.charge(start + ms(505)), (ms(5), ms(5)));
+        // The callback's own yield, then 20 ms of one long instruction.
+        time.host_call(false, start + ms(510));
+        time.host_call(true, start + ms(530));
+        assert_eq!(time.charge(start + ms(530)), (ms(20), ms(25)));
     }
 
     #[test]

@@ -183,9 +183,9 @@ async fn a_call_that_finds_no_room_in_time_fails_as_host_pressure() {
 }
 
 #[tokio::test]
-async fn a_plugin_ceiling_past_the_budget_is_cut_to_fit_it() {
+async fn a_plugin_ceiling_past_what_one_plugin_may_hold_is_cut_to_fit_it() {
     let sandbox = Sandbox::new(budgeted(100 * MIB, Duration::from_secs(1))).unwrap();
     let (limits, capped) = sandbox.fit(Limits::default().memory_bytes(256 * MIB).instances(4));
-    assert_eq!((limits.memory_bytes, limits.instances), (100 * MIB, 1));
+    assert_eq!((limits.memory_bytes, limits.instances), (75 * MIB, 1));
     assert!(capped.is_some());
 }

@@ -66,9 +66,10 @@ pub struct StatusWriter {
     /// The plugins' write buckets: an Event about an object serving a plugin is paid from the
     /// plugin's.
     buckets: Arc<WriteBuckets>,
-    /// The buckets of objects serving nothing (a refused ConfigMap), by object: each pays for
-    /// the Events about it, at a plugin's default rate.
-    unserved: HashMap<ObjectKey, Arc<WriteBucket>>,
+    /// The buckets of objects serving nothing (a refused ConfigMap, a shadow), by namespace:
+    /// the Events about them are paid from their namespace's, at a plugin's default rate, so a
+    /// tenant's many objects (or one recreated) share one.
+    unserved: HashMap<Namespace, Arc<WriteBucket>>,
     window: errors::ErrorWindow,
 }
 
@@ -159,7 +160,7 @@ impl StatusWriter {
                         // What shows nothing any more (its object gone) is not remembered either.
                         let statuses = &self.statuses;
                         self.seeded.retain(|object| statuses.shows(object));
-                        self.unserved.retain(|object, _| statuses.shows(object));
+                        self.unserved.retain(|namespace, _| statuses.shows_in(namespace));
                         coalesced(effects)
                     }
                     None => return,
@@ -281,8 +282,8 @@ impl StatusWriter {
             Some(bucket) => bucket,
             None => {
                 let buckets = &self.buckets;
-                let own = || buckets.bucket(&format!("object {}", object.source()), WriteBudget::default());
-                self.unserved.entry(object.clone()).or_insert_with(own).clone()
+                let own = || buckets.bucket(&format!("namespace {}", object.namespace), WriteBudget::default());
+                self.unserved.entry(object.namespace.clone()).or_insert_with(own).clone()
             }
         };
         bucket.check().is_ok()

@@ -229,6 +229,11 @@ impl Statuses {
         self.shown.contains_key(object)
     }
 
+    /// Whether any object of `namespace` is shown here.
+    pub(super) fn shows_in(&self, namespace: &Namespace) -> bool {
+        self.shown.keys().any(|object| object.namespace == *namespace)
+    }
+
     /// Shows each serving plugin's quarantine, entered or lifted: `board` maps a quarantined
     /// plugin to why.
     pub(super) fn quarantines(&mut self, board: &BTreeMap<String, String>, now: &str) -> Vec<Effect> {

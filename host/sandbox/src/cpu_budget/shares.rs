@@ -5,13 +5,14 @@
 //!
 //! Time is cut into windows (100 ms, the kernel's own CFS period, by default). In each, the
 //! guests together may run `capacity` ticks: the pod's CPU quota less the host's reserve. A
-//! plugin alone may take all of it; with others running, each may take its weighted share,
-//! and a plugin past its share waits for the next window while another has work. A plugin
+//! plugin alone may take all of it; with others computing (a call open that ran guest code in
+//! this window or the last: one asleep on a clock takes no share), each may take its weighted
+//! share, and a plugin past its share waits for the next window while another has work. A plugin
 //! within its share never waits: so one that spins, even within every per-call limit, cannot
 //! take more than its share from the others, nor the host's reserve from the host (its
 //! watches, its Lease renewals).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use crate::memory_budget::Account;
@@ -38,13 +39,22 @@ pub(crate) struct Shares {
     window: Duration,
     started: Option<Instant>,
     used: HashMap<Account, u64>,
+    /// The plugins that ran guest code in the last window.
+    before: HashSet<Account>,
     running: HashMap<Account, Running>,
 }
 
 impl Shares {
     /// `capacity` ticks of guest code per `window`, at least one.
     pub(crate) fn new(capacity: u64, window: Duration) -> Shares {
-        Shares { capacity: capacity.max(1), window, started: None, used: HashMap::new(), running: HashMap::new() }
+        Shares {
+            capacity: capacity.max(1),
+            window,
+            started: None,
+            used: HashMap::new(),
+            before: HashSet::new(),
+            running: HashMap::new(),
+        }
     }
 
     /// A call of `account` starts running, with the plugin's `weight` (at least 1).
@@ -73,13 +83,16 @@ impl Shares {
             let behind = now.duration_since(started).as_nanos() / self.window.as_nanos().max(1);
             started += self.window * u32::try_from(behind).unwrap_or(u32::MAX);
             self.started = Some(started);
+            // Only the window just ended counts as the last: after an idle spell, nobody.
+            self.before =
+                if behind == 1 { self.used.drain().map(|(account, _)| account).collect() } else { HashSet::new() };
             self.used.clear();
         }
         let ends = started + self.window;
         let used = self.used.entry(account.clone()).or_default();
         *used = used.saturating_add(ticks);
         let used = *used;
-        let others = self.running.keys().any(|other| other != account);
+        let others = self.running.keys().any(|other| other != account && self.computing(other));
         let total: u64 = self.used.values().sum();
         if used > self.share(account) && (others || total > self.capacity) {
             return Verdict::WaitUntil(ends);
@@ -87,11 +100,17 @@ impl Shares {
         Verdict::Run
     }
 
-    /// `account`'s share of a window: the capacity weighted among the plugins running.
+    /// Whether `account` has a call open that ran guest code in this window or the last.
+    fn computing(&self, account: &Account) -> bool {
+        self.running.contains_key(account) && (self.used.contains_key(account) || self.before.contains(account))
+    }
+
+    /// `account`'s share of a window: the capacity weighted among it and the plugins computing.
     fn share(&self, account: &Account) -> u64 {
         let weight = |r: &Running| u64::from(r.weight);
         let mine = self.running.get(account).map_or(1, weight);
-        let others: u64 = self.running.iter().filter(|(a, _)| *a != account).map(|(_, r)| weight(r)).sum();
+        let others: u64 =
+            self.running.iter().filter(|(a, _)| *a != account && self.computing(a)).map(|(_, r)| weight(r)).sum();
         // Past the fraction, not before: a share of 7.5 ticks lets the eighth tick run.
         (self.capacity * mine).div_ceil(mine + others)
     }
@@ -125,13 +144,33 @@ mod tests {
     }
 
     #[test]
-    fn with_another_plugin_running_a_plugin_gets_its_share_and_the_other_never_waits() {
+    fn with_another_plugin_computing_a_plugin_gets_its_share_and_the_other_never_waits() {
         let mut shares = Shares::new(16, WINDOW);
         let (a, b, now) = (account("a"), account("b"), Instant::now());
         shares.enter(&a, 1);
         shares.enter(&b, 1);
+        shares.charge(&b, 1, now);
         assert_eq!(ticks_before_wait(&mut shares, &a, now), 8);
-        assert_eq!(ticks_before_wait(&mut shares, &b, now), 8);
+        assert_eq!(ticks_before_wait(&mut shares, &b, now), 7, "one ran already");
+    }
+
+    #[test]
+    fn a_plugin_whose_calls_only_sleep_takes_no_share() {
+        let mut shares = Shares::new(16, WINDOW);
+        let (a, sleeper, now) = (account("a"), account("sleeper"), Instant::now());
+        shares.enter(&a, 1);
+        shares.enter(&sleeper, 1);
+        assert_eq!(ticks_before_wait(&mut shares, &a, now), 16, "the sleeper ran no guest code");
+    }
+
+    #[test]
+    fn a_plugin_that_computed_in_the_last_window_keeps_its_share() {
+        let mut shares = Shares::new(16, WINDOW);
+        let (a, b, now) = (account("a"), account("b"), Instant::now());
+        shares.enter(&a, 1);
+        shares.enter(&b, 1);
+        shares.charge(&b, 1, now);
+        assert_eq!(ticks_before_wait(&mut shares, &a, now + WINDOW), 8, "b computed in the last window");
     }
 
     #[test]
@@ -140,8 +179,9 @@ mod tests {
         let (a, b, now) = (account("a"), account("b"), Instant::now());
         shares.enter(&a, 3);
         shares.enter(&b, 1);
+        shares.charge(&b, 1, now);
         assert_eq!(ticks_before_wait(&mut shares, &a, now), 12);
-        assert_eq!(ticks_before_wait(&mut shares, &b, now), 4);
+        assert_eq!(ticks_before_wait(&mut shares, &b, now), 3, "one ran already");
     }
 
     #[test]
@@ -152,7 +192,7 @@ mod tests {
         assert_eq!(ticks_before_wait(&mut shares, &a, now), 10, "alone, a takes it all");
         shares.enter(&b, 1);
         assert_eq!(shares.charge(&b, 1, now), Verdict::Run);
-        assert_eq!(shares.charge(&a, 1, now), Verdict::WaitUntil(now + WINDOW));
+        assert_eq!(shares.charge(&a, 1, now), Verdict::WaitUntil(now + WINDOW), "b computes now");
     }
 
     #[test]
@@ -163,6 +203,7 @@ mod tests {
             shares.enter(&a, 1);
         }
         shares.enter(&b, 1);
+        shares.charge(&b, 1, now);
         assert_eq!(ticks_before_wait(&mut shares, &a, now), 8, "four calls, one half");
     }
 
@@ -172,8 +213,9 @@ mod tests {
         let (a, b, now) = (account("a"), account("b"), Instant::now());
         shares.enter(&a, 1);
         shares.enter(&b, 1);
+        shares.charge(&b, 1, now);
         shares.leave(&b);
-        assert_eq!(ticks_before_wait(&mut shares, &a, now), 16);
+        assert_eq!(ticks_before_wait(&mut shares, &a, now), 16, "alone again, a may take it all");
     }
 
     #[test]

@@ -14,10 +14,14 @@
 //!
 //! # Guarantees
 //! - **Never more than the budget is granted.** `used <= total` after every step.
+//! - **No plugin holds more than three quarters of it** ([`crate::config::plugin_room`]), its
+//!   shadow included: what is left is the others', whatever one tenant does. A call that alone
+//!   would hold more is never granted: a limit of the plugin's, not the host's pressure.
 //! - **No deadlock.** Calls that hold memory while they wait for more could wait for each
-//!   other forever. When no call that holds memory is running (every one waits), the youngest
-//!   waiter that holds memory gives way ([`Moves::given_up`]): it fails as host pressure, and
-//!   what it held goes to the others when it closes.
+//!   other forever. When a waiter can be helped by no running call holding memory (for one
+//!   waiting on its plugin's cap, none of its plugin's), the youngest waiter holding memory
+//!   that would help gives way ([`Moves::given_up`]): it fails as host pressure, and what it
+//!   held goes to the others when it closes.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
@@ -61,6 +65,8 @@ struct Call {
 #[derive(Debug)]
 pub(crate) struct Ledger {
     total: u64,
+    /// What one plugin may hold.
+    cap: u64,
     used: u64,
     calls: BTreeMap<CallId, Call>,
     line: VecDeque<CallId>,
@@ -76,6 +82,7 @@ impl Ledger {
     pub(crate) fn new(total: u64) -> Ledger {
         Ledger {
             total,
+            cap: crate::config::plugin_room(total),
             used: 0,
             calls: BTreeMap::new(),
             line: VecDeque::new(),
@@ -117,11 +124,11 @@ impl Ledger {
             // One growth at a time: it is in line already.
             return (Ask::Queued, Moves::default());
         }
-        if call.held.saturating_add(bytes) > self.total {
+        if call.held.saturating_add(bytes) > self.cap {
             return (Ask::Never, Moves::default());
         }
         let account = call.account.clone();
-        if self.fits(bytes) && (self.line.is_empty() || self.within_share(&account, bytes)) {
+        if self.room(&account, bytes) && (self.line.is_empty() || self.within_share(&account, bytes)) {
             self.grant(id, bytes);
             return (Ask::Granted, Moves::default());
         }
@@ -167,6 +174,15 @@ impl Ledger {
         self.used.saturating_add(bytes) <= self.total
     }
 
+    /// Whether `account` may grow by `bytes` now: it fits the budget, and the plugin's cap.
+    fn room(&self, account: &Account, bytes: u64) -> bool {
+        self.fits(bytes) && !self.over_cap(account, bytes)
+    }
+
+    fn over_cap(&self, account: &Account, bytes: u64) -> bool {
+        self.held.get(account).copied().unwrap_or(0).saturating_add(bytes) > self.cap
+    }
+
     /// Whether `account`, grown by `bytes`, holds no more than its share: the budget divided
     /// among the plugins with calls open.
     fn within_share(&self, account: &Account, bytes: u64) -> bool {
@@ -192,12 +208,13 @@ impl Ledger {
         while let Some(&id) = self.line.get(at) {
             let call = &self.calls[&id];
             let bytes = call.waiting.expect("calls in line wait");
-            if self.fits(bytes) && (!blocked || self.within_share(&call.account, bytes)) {
+            if self.room(&call.account, bytes) && (!blocked || self.within_share(&call.account, bytes)) {
                 self.line.remove(at);
                 self.grant(id, bytes);
                 moves.granted.push(id);
                 continue;
             }
+            // One waiting on its own plugin's cap holds up nobody else.
             blocked |= !self.fits(bytes);
             at += 1;
         }
@@ -207,24 +224,38 @@ impl Ledger {
         moves
     }
 
-    /// When waiters remain and no call holding memory runs (so none will release any), the
-    /// youngest waiter holding memory leaves the line to fail; it releases when it closes.
+    /// When a waiter can be helped by no running call holding memory, the youngest waiter
+    /// holding memory that would help it leaves the line to fail; it releases when it closes.
+    /// A waiter on its plugin's cap is helped only by its plugin's memory; one on the budget,
+    /// by anyone's.
     fn unstick(&mut self) -> Moves {
-        if self.line.is_empty() {
-            return Moves::default();
-        }
-        let running = self.calls.values().any(|c| c.waiting.is_none() && c.held > 0);
-        if running {
-            return Moves::default();
-        }
-        let victim = self.line.iter().rev().copied().find(|id| self.calls[id].held > 0);
+        let capped = |ledger: &Ledger, id: &CallId| {
+            let call = &ledger.calls[id];
+            ledger.over_cap(&call.account, call.waiting.unwrap_or(0))
+        };
+        let helps = |ledger: &Ledger, helper: &Call, waiter: &CallId| {
+            helper.held > 0 && (!capped(ledger, waiter) || helper.account == ledger.calls[waiter].account)
+        };
+        let hopeless: Vec<CallId> = self
+            .line
+            .iter()
+            .filter(|waiter| !self.calls.values().any(|c| c.waiting.is_none() && helps(self, c, waiter)))
+            .copied()
+            .collect();
+        let victim = self
+            .line
+            .iter()
+            .rev()
+            .copied()
+            .find(|id| hopeless.iter().any(|waiter| helps(self, &self.calls[id], waiter)));
         match victim {
             Some(id) => {
                 self.calls.get_mut(&id).expect("in line").waiting = None;
                 self.line.retain(|waiter| *waiter != id);
                 Moves { granted: Vec::new(), given_up: vec![id] }
             }
-            // Nothing is held, so the head fits (`Never` keeps out what cannot).
+            // Nothing is held that would help, so each waiter gets room once the running
+            // calls end (`Never` keeps out what cannot).
             None => Moves::default(),
         }
     }
@@ -251,7 +282,7 @@ mod tests {
     #[test]
     fn a_growth_past_the_budget_waits_until_another_call_closes() {
         let mut ledger = Ledger::new(100 * MIB);
-        let (first, second) = (ledger.open(account("a")), ledger.open(account("a")));
+        let (first, second) = (ledger.open(account("a")), ledger.open(account("b")));
         ledger.ask(first, 60 * MIB);
         assert_eq!(ledger.ask(second, 60 * MIB).0, Ask::Queued);
         assert_eq!(ledger.used(), 60 * MIB);
@@ -261,12 +292,37 @@ mod tests {
     }
 
     #[test]
-    fn a_call_that_would_hold_more_than_the_whole_budget_is_never_granted() {
+    fn a_call_that_would_hold_more_than_one_plugin_may_is_never_granted() {
         let mut ledger = Ledger::new(100 * MIB);
         let call = ledger.open(account("a"));
         ledger.ask(call, 60 * MIB);
-        assert_eq!(ledger.ask(call, 41 * MIB).0, Ask::Never);
+        assert_eq!(ledger.ask(call, 16 * MIB).0, Ask::Never, "75 of 100 is what a plugin may hold");
         assert_eq!(ledger.used(), 60 * MIB, "nothing more is held");
+    }
+
+    #[test]
+    fn one_plugin_never_holds_more_than_three_quarters_and_another_finds_room() {
+        let mut ledger = Ledger::new(100 * MIB);
+        let calls: Vec<CallId> = (0..4).map(|_| ledger.open(account("a"))).collect();
+        let granted: Vec<Ask> = calls.iter().map(|call| ledger.ask(*call, 20 * MIB).0).collect();
+        assert_eq!(granted, [Ask::Granted, Ask::Granted, Ask::Granted, Ask::Queued], "60 held, 80 past the cap");
+        let other = ledger.open(account("b"));
+        assert_eq!(ledger.ask(other, 20 * MIB).0, Ask::Granted, "b finds the quarter a may not take");
+        assert_eq!(ledger.close(calls[0]).granted, vec![calls[3]], "a's waiter gets a's own room back");
+    }
+
+    #[test]
+    fn calls_of_one_plugin_that_wait_on_its_cap_have_the_youngest_give_way() {
+        let mut ledger = Ledger::new(100 * MIB);
+        let (a1, a2) = (ledger.open(account("a")), ledger.open(account("a")));
+        let b = ledger.open(account("b"));
+        ledger.ask(a1, 30 * MIB);
+        ledger.ask(a2, 30 * MIB);
+        ledger.ask(b, 10 * MIB);
+        assert_eq!(ledger.ask(a1, 20 * MIB), (Ask::Queued, Moves::default()), "a2 still runs");
+        let (ask, moves) = ledger.ask(a2, 20 * MIB);
+        assert_eq!(ask, Ask::Queued);
+        assert_eq!(moves.given_up, vec![a2], "b runs, but only a's memory helps a: a2 gives way");
     }
 
     #[test]
@@ -299,10 +355,10 @@ mod tests {
         let mut ledger = Ledger::new(100 * MIB);
         let (a1, a2) = (ledger.open(account("a")), ledger.open(account("a")));
         let (b1, b2) = (ledger.open(account("b")), ledger.open(account("b")));
-        ledger.ask(a1, 40 * MIB);
-        ledger.ask(b1, 40 * MIB);
-        assert_eq!(ledger.ask(a2, 50 * MIB).0, Ask::Queued);
-        assert_eq!(ledger.ask(b2, 15 * MIB).0, Ask::Queued, "b would hold 55 of its 50");
+        ledger.ask(a1, 35 * MIB);
+        ledger.ask(b1, 30 * MIB);
+        assert_eq!(ledger.ask(a2, 40 * MIB).0, Ask::Queued, "105 of 100");
+        assert_eq!(ledger.ask(b2, 26 * MIB).0, Ask::Queued, "b would hold 56 of its 50");
         let moves = ledger.close(b1);
         assert_eq!(moves.granted, vec![a2], "the head first; then b2 no longer fits");
     }
@@ -325,14 +381,14 @@ mod tests {
     #[test]
     fn a_waiter_that_gives_up_leaves_the_line_and_holds_until_it_closes() {
         let mut ledger = Ledger::new(100 * MIB);
-        let (running, waiter) = (ledger.open(account("a")), ledger.open(account("a")));
-        ledger.ask(running, 90 * MIB);
+        let (running, waiter) = (ledger.open(account("a")), ledger.open(account("b")));
+        ledger.ask(running, 70 * MIB);
         ledger.ask(waiter, 5 * MIB);
         ledger.ask(waiter, 50 * MIB);
         assert_eq!(ledger.give_up(waiter), Moves::default());
-        assert_eq!((ledger.waiting(), ledger.used()), (0, 95 * MIB));
+        assert_eq!((ledger.waiting(), ledger.used()), (0, 75 * MIB));
         ledger.close(waiter);
-        assert_eq!(ledger.used(), 90 * MIB);
+        assert_eq!(ledger.used(), 70 * MIB);
     }
 
     #[test]
@@ -349,10 +405,10 @@ mod tests {
     #[test]
     fn a_waiter_closed_before_its_grant_leaves_the_line() {
         let mut ledger = Ledger::new(100 * MIB);
-        let (running, waiter, next) = (ledger.open(account("a")), ledger.open(account("a")), ledger.open(account("a")));
-        ledger.ask(running, 90 * MIB);
+        let (running, waiter, next) = (ledger.open(account("a")), ledger.open(account("b")), ledger.open(account("c")));
+        ledger.ask(running, 70 * MIB);
         ledger.ask(waiter, 50 * MIB);
-        ledger.ask(next, 15 * MIB);
+        ledger.ask(next, 35 * MIB);
         assert_eq!(ledger.close(waiter), Moves::default());
         assert_eq!(ledger.waiting(), 1);
         assert_eq!(ledger.close(running).granted, vec![next]);
@@ -376,6 +432,7 @@ mod tests {
                 let held: u64 = ledger.calls.values().map(|c| c.held).sum();
                 assert!(ledger.used() <= ledger.total(), "rotation {rotation} step {step}");
                 assert_eq!(ledger.used(), held, "rotation {rotation} step {step}");
+                assert!(ledger.held.values().all(|h| *h <= ledger.cap), "rotation {rotation} step {step}");
             }
         }
     }

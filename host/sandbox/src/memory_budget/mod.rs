@@ -65,7 +65,11 @@ pub enum Pressure {
     Waited(Duration),
     /// The call gave way: every call holding memory waited for more, and it was the youngest.
     GaveWay,
-    /// The instance alone would hold more than the whole budget.
+    /// The host made the call wait this long in all, for memory or its CPU share, past what one
+    /// call may be held.
+    Held(Duration),
+    /// The call alone would hold more than one plugin may of the budget: not the host's
+    /// pressure but a limit of the plugin's, which the limiter reports as its memory limit.
     Never {
         /// The budget.
         total: u64,
@@ -81,13 +85,16 @@ impl std::fmt::Display for Pressure {
             Pressure::GaveWay => f.write_str(
                 "the host's guest memory budget is held by calls that each wait for more; this one gave way",
             ),
-            Pressure::Never { total } => {
-                write!(
-                    f,
-                    "one instance would hold more than the host's whole guest memory budget of {} MiB",
-                    total >> 20
-                )
-            }
+            Pressure::Held(waited) => write!(
+                f,
+                "the host made the call wait {} s in all for memory or its CPU share, and ended it",
+                waited.as_secs()
+            ),
+            Pressure::Never { total } => write!(
+                f,
+                "one call would hold more than a plugin may of the host's guest memory budget of {} MiB",
+                total >> 20
+            ),
         }
     }
 }
@@ -221,7 +228,7 @@ mod tests {
         let budget = MemoryBudget::new(100 * MIB, Duration::from_secs(30));
         let mut first = budget.open(Arc::from("a"));
         let mut second = budget.open(Arc::from("a"));
-        first.grow(80 * MIB).await.unwrap();
+        first.grow(70 * MIB).await.unwrap();
         let waiting = tokio::spawn(async move { second.grow(50 * MIB).await.map(|()| second) });
         tokio::time::sleep(Duration::from_secs(5)).await;
         assert_eq!(budget.waiting(), 1);
@@ -236,10 +243,10 @@ mod tests {
         let budget = MemoryBudget::new(100 * MIB, Duration::from_secs(30));
         let mut holder = budget.open(Arc::from("a"));
         let mut waiter = budget.open(Arc::from("b"));
-        holder.grow(80 * MIB).await.unwrap();
+        holder.grow(70 * MIB).await.unwrap();
         let refused = waiter.grow(50 * MIB).await;
         assert!(matches!(refused, Err(Pressure::Waited(w)) if w >= Duration::from_secs(30)), "{refused:?}");
-        assert_eq!((budget.waiting(), budget.used()), (0, 80 * MIB));
+        assert_eq!((budget.waiting(), budget.used()), (0, 70 * MIB));
     }
 
     #[tokio::test(start_paused = true)]

@@ -520,7 +520,13 @@ impl NamespaceSource {
             if let Some(annotations) = kept.metadata.annotations.as_mut() {
                 annotations.remove(LAST_APPLIED);
             }
-            self.latest.insert(name.clone(), kept);
+            // One whose configuration is past the limit is refused until edited, and the edit
+            // comes through the watch: it is not kept.
+            if plugin.spec["config"].to_string().len() > wasmplugin::MAX_CONFIG {
+                self.latest.remove(&name);
+            } else {
+                self.latest.insert(name.clone(), kept);
+            }
             let handled = self.generations.get(&name);
             let current = plugin.metadata.generation.map(|g| (plugin.metadata.uid.clone(), g));
             if current.is_some() && handled == current.as_ref() {
@@ -729,6 +735,20 @@ impl NamespaceSource {
                     let message = format!("plugin {}: {message}{}", offer.payload.name, self.keeps(&key));
                     return self.rejected(&key, reason, &message).await;
                 }
+                // Whom it acts as, before a connection is made or memory taken for it.
+                if offer.payload.track != Track::Shadow {
+                    let account = match self.account_of(&key, false, offer.account.as_deref()) {
+                        Ok(account) => account,
+                        Err(message) => return self.rejected(&key, invalid(key.kind), &message).await,
+                    };
+                    if let Err(source) =
+                        self.registry.may_act(Some(&self.namespace), &offer.payload.name, &account).await
+                    {
+                        self.retry_after(&key, START_RETRY);
+                        let error = RegistryError::Start { source, running: None };
+                        return self.rejected(&key, error.reason(), &error.to_string()).await;
+                    }
+                }
                 self.start_pull(shipper.clone(), offer, reference);
             }
             None => self.admit(shipper, offer, None).await,
@@ -845,37 +865,17 @@ impl NamespaceSource {
             );
             return self.rejected(&key, invalid(key.kind), &message).await;
         }
-        if !shadow {
-            match key.kind {
-                Kind::ConfigMap => {
-                    if let Some(message) = self.claimed(&offer.payload.name) {
-                        return self.rejected(&key, "NameTaken", &message).await;
-                    }
-                }
-                Kind::WasmPlugin => self.take_name(&offer.payload.name).await,
-            }
+        // A WasmPlugin of the name wins it; one that comes while this serves takes it over
+        // once its own version has loaded (`finished`), so a bad one stops nothing.
+        if !shadow
+            && key.kind == Kind::ConfigMap
+            && let Some(message) = self.claimed(&offer.payload.name)
+        {
+            return self.rejected(&key, "NameTaken", &message).await;
         }
-        let account = match (shadow, offer.account) {
-            // A shadow acts as nobody: it writes nothing.
-            (true, _) | (false, None) => AccountChoice::LikePlugin { namespace: self.namespace.to_string() },
-            // The ServiceAccount is always in the object's namespace: whoever may write plugins
-            // there chooses among that namespace's accounts, as a pod's author chooses among
-            // its namespace's.
-            (false, Some(named)) => match ServiceAccount::new(&self.namespace, &named) {
-                Ok(account) => AccountChoice::Named(account),
-                Err(error) => {
-                    let field = match key.kind {
-                        Kind::ConfigMap => format!("the {SERVICE_ACCOUNT_ANNOTATION} annotation"),
-                        Kind::WasmPlugin => "spec.serviceAccountName".to_owned(),
-                    };
-                    let message = format!(
-                        "{field}: {error}; name a ServiceAccount of namespace {}{}",
-                        self.namespace,
-                        self.keeps(&key)
-                    );
-                    return self.rejected(&key, invalid(key.kind), &message).await;
-                }
-            },
+        let account = match self.account_of(&key, shadow, offer.account.as_deref()) {
+            Ok(account) => account,
+            Err(message) => return self.rejected(&key, invalid(key.kind), &message).await,
         };
         let verb = if shadow { "seating the shadow" } else { "loading the plugin" };
         tracing::info!(%source, plugin = %offer.payload.name, "{verb} this object ships");
@@ -890,6 +890,24 @@ impl NamespaceSource {
             invalid: invalid(key.kind),
         };
         self.start_load(shipper.clone(), load, memory);
+    }
+
+    /// Whom object `key`'s plugin acts as: the ServiceAccount it names, or the one named like
+    /// the plugin; a shadow acts as nobody (it writes nothing).
+    fn account_of(&self, key: &Key, shadow: bool, named: Option<&str>) -> Result<AccountChoice, String> {
+        let Some(named) = named.filter(|_| !shadow) else {
+            return Ok(AccountChoice::LikePlugin { namespace: self.namespace.to_string() });
+        };
+        // The ServiceAccount is always in the object's namespace: whoever may write plugins
+        // there chooses among that namespace's accounts, as a pod's author chooses among its
+        // namespace's.
+        ServiceAccount::new(&self.namespace, named).map(AccountChoice::Named).map_err(|error| {
+            let field = match key.kind {
+                Kind::ConfigMap => format!("the {SERVICE_ACCOUNT_ANNOTATION} annotation"),
+                Kind::WasmPlugin => "spec.serviceAccountName".to_owned(),
+            };
+            format!("{field}: {error}; name a ServiceAccount of namespace {}{}", self.namespace, self.keeps(key))
+        })
     }
 
     /// `signature.keyRef`'s demand: the host trusts keys, that key among them, and it signed
@@ -978,9 +996,14 @@ impl NamespaceSource {
                 let _ = self.retry.send(key.clone());
             }
             Err(Failed::Registry(error)) => {
-                if matches!(error, RegistryError::Start { .. }) {
-                    // A kind that is not served yet may be soon (a CRD applied after the
-                    // plugin).
+                // A kind that is not served yet may be soon (a CRD applied after the plugin);
+                // a load the host's budgets had no room for may find room.
+                let again = match &error {
+                    RegistryError::Start { .. } => true,
+                    RegistryError::Load { source, .. } => source.is_host_pressure(),
+                    _ => false,
+                };
+                if again {
                     self.retry_after(&key, START_RETRY);
                 }
                 self.rejected(&key, error.reason(), &error.to_string()).await;
@@ -1158,7 +1181,9 @@ impl NamespaceSource {
         }
         // Reported once what it served and shadowed is gone: nothing about it comes after.
         self.reporter.publish(Report::new(source, Reported::Removed));
-        if removed.is_some() || !unshadowed.is_empty() {
+        // A WasmPlugin gone frees its name, whether or not it served: a ConfigMap it claimed the
+        // name from may load.
+        if removed.is_some() || !unshadowed.is_empty() || key.kind == Kind::WasmPlugin {
             self.retry_blocked();
         }
     }

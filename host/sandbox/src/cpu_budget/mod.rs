@@ -1,5 +1,6 @@
 //! The host's CPU budget for guest code: the pod's CPU quota, less the host's own reserve,
-//! shared by the plugins with calls running, by weighted fair share ([`shares`] decides).
+//! metered as a rate and shared by the plugins computing, by weighted fair share ([`shares`]
+//! decides).
 //!
 //! Guest code is charged by epoch ticks: a guest in wasm code reaches the Store's epoch
 //! callback once per tick, which charges that tick, and the host's time in its imports since,
@@ -26,7 +27,7 @@ use std::time::{Duration, Instant};
 use crate::memory_budget::Account;
 use shares::{Shares, Verdict};
 
-/// The windows shares are counted over: the kernel's CFS period.
+/// The span rates are counted over: the kernel's CFS period.
 pub const WINDOW: Duration = Duration::from_millis(100);
 
 /// The CPU all guests together may use; shared by every plugin of a sandbox.

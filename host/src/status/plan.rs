@@ -1067,6 +1067,23 @@ mod tests {
         assert_eq!(status(&healed[0])["errors"], 0);
     }
 
+    #[test]
+    fn an_event_about_an_object_serving_a_plugin_is_paid_by_that_plugin() {
+        let mut statuses = Statuses::new(None);
+        let effects = statuses.report(loaded("hello", started("1.0.0", "d1")), NOW);
+        let payer = effects.iter().find_map(|e| match e {
+            Effect::Event { plugin, .. } => Some(plugin.clone()),
+            _ => None,
+        });
+        assert_eq!(payer, Some(Some("team-a/hello".to_owned())));
+        let refused = statuses.report(refused("other", "bad"), NOW);
+        let payer = refused.iter().find_map(|e| match e {
+            Effect::Event { plugin, .. } => Some(plugin.clone()),
+            _ => None,
+        });
+        assert_eq!(payer, Some(None), "serving nothing: its namespace's bucket pays");
+    }
+
     fn capped(source: String) -> Report {
         Report::new(source, Reported::Capped { message: "runs with 1 concurrent reconcile".into() })
     }

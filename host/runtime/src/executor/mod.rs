@@ -243,6 +243,16 @@ impl WriteBuckets {
     }
 
     /// The bucket plugin `plugin` (its id) writes from, while it runs.
+    ///
+    /// ```
+    /// use wasmloop_runtime::executor::{WriteBudget, WriteBuckets};
+    /// let buckets = WriteBuckets::default();
+    /// let bucket = buckets.bucket_of("team-a/hello", "system:serviceaccount:team-a:hello", WriteBudget::default());
+    /// // What the host writes about the plugin (its Events) is paid from the bucket its writes use.
+    /// assert!(std::sync::Arc::ptr_eq(&buckets.of_plugin("team-a/hello").unwrap(), &bucket));
+    /// drop(bucket);
+    /// assert!(buckets.of_plugin("team-a/hello").is_none(), "gone with the plugin");
+    /// ```
     pub fn of_plugin(&self, plugin: &str) -> Option<Arc<DefaultDirectRateLimiter>> {
         self.by_plugin.lock().expect("lock").get(plugin).and_then(Weak::upgrade)
     }

@@ -289,6 +289,15 @@ impl CallSetup {
             (out, _) => out,
         };
         timings.memory_waits = store.data().limiter.charge.as_ref().map_or(0, |c| c.waits().0);
+        // Giving the instance's memory back to the kernel is work done for the call (tens of
+        // milliseconds for hundreds of MiB touched): the plugin's CPU, owed at its next tick.
+        let released = Instant::now();
+        drop(store);
+        let tick = self.pool.config.epoch_tick;
+        let owed = released.elapsed().as_nanos() / tick.as_nanos().max(1);
+        if owed > 0 {
+            self.pool.cpu.charge(&self.name, u64::try_from(owed).unwrap_or(u64::MAX));
+        }
         (out, timings)
     }
 

@@ -15,9 +15,9 @@ use crate::bindings::exports::wasmloop::plugin::plugin as wit;
 use crate::bindings::wasmloop::plugin::types as wit_types;
 use crate::host::object_from_wit;
 use crate::kind::Gvk;
-use crate::manifest::{Grant, KindSelector, Manifest, WriteScope};
+use crate::manifest::{Grant, Index, KindSelector, Manifest, WriteScope};
 use crate::reconciler::Reconciler;
-use crate::request::{Config, ObjectRef, Phase, Request};
+use crate::request::{ApplyConflict, Config, FieldConflict, ObjectRef, Phase, Related, Request, Trigger};
 use crate::timing;
 
 /// The manifest record.
@@ -32,6 +32,8 @@ pub type WitReconcileError = wit::ReconcileError;
 pub type WitObject = wit_types::Object;
 /// The object-ref record.
 pub type WitObjectRef = wit_types::ObjectRef;
+/// `map`'s argument.
+pub type WitRelatedChange = wit::RelatedChange;
 /// The keep record of `cache-options` (0.2.1).
 pub type WitKeep = crate::bindings::exports::wasmloop::plugin::cache_options::Keep;
 
@@ -40,7 +42,18 @@ fn gvk_to_wit(g: Gvk) -> wit_types::Gvk {
 }
 
 fn selector_to_wit(s: KindSelector) -> wit_types::KindSelector {
-    wit_types::KindSelector { kind: gvk_to_wit(s.kind), namespace: s.namespace, label_selector: s.label_selector }
+    wit_types::KindSelector {
+        kind: gvk_to_wit(s.kind),
+        namespaces: s.namespaces,
+        label_selector: s.label_selector,
+        field_selector: s.field_selector,
+        annotations: s.annotations.into_iter().map(|(key, value)| wit_types::AnnotationMatch { key, value }).collect(),
+        generation_changed: s.generation_changed,
+    }
+}
+
+fn index_to_wit(i: Index) -> wit_types::Index {
+    wit_types::Index { name: i.name, kind: gvk_to_wit(i.kind), fields: i.fields }
 }
 
 fn grant_to_wit(g: Grant) -> wit_types::WriteGrant {
@@ -66,6 +79,26 @@ fn ref_to_wit(r: ObjectRef) -> WitObjectRef {
     WitObjectRef { api_version: r.api_version, kind: r.kind, name: r.name, namespace: r.namespace, uid: r.uid }
 }
 
+fn ref_from_wit(r: WitObjectRef) -> ObjectRef {
+    ObjectRef { api_version: r.api_version, kind: r.kind, name: r.name, namespace: r.namespace, uid: r.uid }
+}
+
+fn trigger_from_wit(t: wit::Trigger) -> Trigger {
+    match t {
+        wit::Trigger::PrimaryChanged(g) => Trigger::PrimaryChanged { old: g.old, new: g.new },
+        wit::Trigger::OwnedChanged(r) => Trigger::OwnedChanged(ref_from_wit(r)),
+        wit::Trigger::RelatedChanged(r) => Trigger::RelatedChanged(ref_from_wit(r)),
+        wit::Trigger::Resync => Trigger::Resync,
+        wit::Trigger::Requeue => Trigger::Requeue,
+        wit::Trigger::Retry => Trigger::Retry,
+        wit::Trigger::Conflict(c) => Trigger::Conflict(ApplyConflict {
+            target: ref_from_wit(c.target),
+            fields: c.fields.into_iter().map(|f| FieldConflict { manager: f.manager, field: f.field }).collect(),
+            more: c.more,
+        }),
+    }
+}
+
 /// The plugin's manifest in WIT form.
 pub fn manifest<P: Reconciler>() -> WitManifest {
     let m: Manifest = P::manifest();
@@ -75,9 +108,10 @@ pub fn manifest<P: Reconciler>() -> WitManifest {
         primary: selector_to_wit(m.primary),
         owns: m.owns.into_iter().map(gvk_to_wit).collect(),
         watches: m.watches.into_iter().map(selector_to_wit).collect(),
-        reads: m.reads.into_iter().map(gvk_to_wit).collect(),
+        reads: m.reads.into_iter().map(selector_to_wit).collect(),
         metadata_only: m.metadata_only.into_iter().map(gvk_to_wit).collect(),
         writes: m.writes.into_iter().map(grant_to_wit).collect(),
+        indexes: m.indexes.into_iter().map(index_to_wit).collect(),
         finalizer: m.finalizer,
         prune: m.prune,
         deliver_deleted: m.deliver_deleted,
@@ -123,6 +157,8 @@ fn request_from_wit(r: WitRequest) -> Request {
         previous: r.previous.map(object_from_wit),
         attempt: r.attempt,
         config: Config::new(r.config),
+        triggers: r.triggers.into_iter().map(trigger_from_wit).collect(),
+        triggers_dropped: r.triggers_dropped,
     }
 }
 
@@ -131,13 +167,16 @@ fn response_to_wit(actions: Vec<Action>) -> WitResponse {
     let actions = actions
         .into_iter()
         .filter_map(|a| match a {
-            Action::Apply(json) => Some(wit::Action::Apply(json)),
+            Action::Apply(a) => {
+                Some(wit::Action::Apply(wit::ApplyObject { object: a.json, force: a.force, uid: a.uid }))
+            }
             Action::Delete(r) => Some(wit::Action::Delete(ref_to_wit(r))),
             Action::Patch { target, kind, patch } => Some(wit::Action::Patch(wit::Patch {
                 target: ref_to_wit(target),
                 kind: match kind {
                     PatchKind::Merge => wit::PatchKind::Merge,
                     PatchKind::Json => wit::PatchKind::Json,
+                    PatchKind::Strategic => wit::PatchKind::Strategic,
                 },
                 patch,
             })),
@@ -186,6 +225,7 @@ pub fn reconcile<P: Reconciler>(request: WitRequest) -> Result<WitResponse, WitR
 }
 
 /// Runs `map`.
-pub fn map<P: Reconciler>(related: WitObject, config: String) -> Vec<WitObjectRef> {
-    P::map(&object_from_wit(related), &Config::new(config)).into_iter().map(ref_to_wit).collect()
+pub fn map<P: Reconciler>(change: WitRelatedChange, config: String) -> Vec<WitObjectRef> {
+    let related = Related { object: object_from_wit(change.object), deleted: change.deleted };
+    P::map_change(&related, &Config::new(config)).into_iter().map(ref_to_wit).collect()
 }

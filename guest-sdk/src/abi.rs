@@ -36,6 +36,8 @@ pub enum CacheError {
     AccessRevoked(String),
     /// A continue token the host did not produce.
     InvalidContinue(String),
+    /// The manifest declares no index of that name on that kind.
+    UnknownIndex(String),
 }
 
 impl CacheError {
@@ -46,7 +48,8 @@ impl CacheError {
             | CacheError::InvalidSelector(m)
             | CacheError::OutOfScope(m)
             | CacheError::AccessRevoked(m)
-            | CacheError::InvalidContinue(m) => m,
+            | CacheError::InvalidContinue(m)
+            | CacheError::UnknownIndex(m) => m,
         }
     }
 }

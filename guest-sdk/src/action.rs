@@ -47,18 +47,76 @@ pub struct EventAction {
 /// How to patch an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PatchKind {
-    /// RFC 7386 JSON merge patch.
+    /// RFC 7386 JSON merge patch: lists are replaced whole.
     Merge,
     /// RFC 6902 JSON patch.
     Json,
+    /// Kubernetes' strategic merge patch: lists of built-in kinds merge by their key (a
+    /// container by `name`). The API server refuses it for custom resources.
+    Strategic,
 }
 
-/// One thing for the host to do. Build them with [`apply`], [`delete`], [`patch`],
-/// [`status`], [`event`], [`prune`] and [`requeue_after`].
+/// A server-side apply, as [`apply`] makes it (forced) or as you set it.
+///
+/// The object is the plugin's whole intent for the fields it manages (field manager
+/// `wasmloop/<plugin name>`): a field it applied before and leaves out now is removed, unless
+/// another manager set it too. So apply a partial object naming only the fields the plugin
+/// cares about ([`crate::partial::Partial`], or `json!`), never a typed object whose empty
+/// required fields (`"selector": {}`) would claim them.
+///
+/// ```
+/// use serde_json::json;
+/// use wasmloop_sdk::action::{Action, Apply};
+/// let replicas = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}, "spec": {"replicas": 3}});
+/// // Not forced: if another manager owns spec.replicas, nothing is written and the next
+/// // reconcile carries a `Trigger::Conflict` naming it.
+/// let polite: Action = Apply::of(&replicas).unforced().into();
+/// # let _ = polite;
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Apply {
+    /// The object as JSON text.
+    pub json: String,
+    /// Take fields other managers own.
+    pub force: bool,
+    /// Only act if the live object has this UID.
+    pub uid: Option<String>,
+}
+
+impl Apply {
+    /// A forced apply of `object`.
+    pub fn of(object: &impl Serialize) -> Apply {
+        Apply { json: to_json(object, "apply"), force: true, uid: None }
+    }
+
+    /// Takes no field another manager owns: a conflict writes nothing, and comes back to the
+    /// plugin as a [`crate::Trigger::Conflict`] in the next reconcile.
+    #[must_use]
+    pub fn unforced(mut self) -> Apply {
+        self.force = false;
+        self
+    }
+
+    /// Acts only if the live object has this UID (and creates nothing when it is gone).
+    #[must_use]
+    pub fn uid(mut self, uid: impl Into<String>) -> Apply {
+        self.uid = Some(uid.into());
+        self
+    }
+}
+
+impl From<Apply> for Action {
+    fn from(apply: Apply) -> Action {
+        Action::Apply(apply)
+    }
+}
+
+/// One thing for the host to do. Build them with [`apply`] (or [`Apply`]), [`delete`],
+/// [`patch`], [`status`], [`event`], [`prune`] and [`requeue_after`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    /// Server-side apply of the whole object (JSON text).
-    Apply(String),
+    /// Server-side apply.
+    Apply(Apply),
     /// Delete the object.
     Delete(ObjectRef),
     /// Patch an object.
@@ -87,10 +145,12 @@ fn to_json(value: &impl Serialize, what: &str) -> String {
     })
 }
 
-/// Server-side applies `object`: a k8s-openapi value, or any serializable object that
-/// carries `apiVersion`, `kind` and `metadata.name`. List only the fields you own.
+/// Server-side applies `object`, forced (taking fields other managers own): any serializable
+/// object that carries `apiVersion`, `kind` and `metadata.name`. List only the fields you own:
+/// see [`Apply`] for what a field left out does, and [`Apply::unforced`] to be told of
+/// conflicts instead.
 pub fn apply(object: &impl Serialize) -> Action {
-    Action::Apply(to_json(object, "apply"))
+    Apply::of(object).into()
 }
 
 /// Deletes the referenced object (with its UID as a precondition when set).
@@ -98,7 +158,7 @@ pub fn delete(target: ObjectRef) -> Action {
     Action::Delete(target)
 }
 
-/// Patches the referenced object with a merge or JSON patch.
+/// Patches the referenced object with a merge, JSON or strategic merge patch.
 pub fn patch(target: ObjectRef, kind: PatchKind, patch: &impl Serialize) -> Action {
     Action::Patch { target, kind, patch: to_json(patch, "patch") }
 }

@@ -72,6 +72,68 @@ pub fn list_objects(
     }
 }
 
+/// One page of the objects of a declared kind that the manifest's index `index` files under
+/// `key` ([`crate::Manifest::index`]), optionally in one namespace.
+///
+/// # Errors
+/// A [`CacheError`] when the host refuses the look-up (an index the manifest does not declare
+/// on this kind among them) or the token.
+pub fn list_by_index_page(
+    kind: &Gvk,
+    index: &str,
+    key: &str,
+    namespace: Option<&str>,
+    limit: u32,
+    continue_token: Option<&str>,
+) -> Result<Page, CacheError> {
+    crate::host::list_by_index(&crate::host::IndexQuery { kind, index, key, namespace, limit, token: continue_token })
+}
+
+/// Every object of a declared kind that the index `index` files under `key`, unparsed, page by
+/// page. Costs what the answer holds, not what the kind holds: `map` for a changed ConfigMap
+/// finds the Deployments that mount it without reading the others.
+///
+/// # Errors
+/// A [`CacheError`] when the host refuses the look-up.
+pub fn list_by_index_objects(
+    kind: &Gvk,
+    index: &str,
+    key: &str,
+    namespace: Option<&str>,
+) -> Result<Vec<Object>, CacheError> {
+    let mut all = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let page = list_by_index_page(kind, index, key, namespace, 0, token.as_deref())?;
+        all.extend(page.items);
+        match page.continue_token {
+            Some(next) => token = Some(next),
+            None => return Ok(all),
+        }
+    }
+}
+
+/// Lists and parses the objects of kind `K` that the index `index` files under `key`.
+///
+/// ```no_run
+/// use k8s_openapi::api::apps::v1::Deployment;
+/// use wasmloop_sdk::prelude::*;
+/// # fn f(related: &Object) -> Result<Vec<ObjectRef>, Error> {
+/// // In `map` for a changed ConfigMap: the Deployments in its namespace that mount it.
+/// let users: Vec<Deployment> = cache::list_by_index("configmap", &related.name, related.namespace.as_deref())?;
+/// # Ok(Vec::new()) }
+/// ```
+///
+/// # Errors
+/// When the host refuses the look-up or an object does not fit `K`.
+pub fn list_by_index<K: Kind + DeserializeOwned>(
+    index: &str,
+    key: &str,
+    namespace: Option<&str>,
+) -> Result<Vec<K>, Error> {
+    list_by_index_objects(&K::gvk(), index, key, namespace)?.iter().map(Object::parse).collect()
+}
+
 /// Reads and parses one object of kind `K`.
 ///
 /// # Errors

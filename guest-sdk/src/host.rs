@@ -24,6 +24,7 @@ mod imp {
             cache::CacheError::OutOfScope(m) => CacheError::OutOfScope(m),
             cache::CacheError::AccessRevoked(m) => CacheError::AccessRevoked(m),
             cache::CacheError::InvalidContinue(m) => CacheError::InvalidContinue(m),
+            cache::CacheError::UnknownIndex(m) => CacheError::UnknownIndex(m),
         }
     }
 
@@ -57,6 +58,23 @@ mod imp {
         let page = cache::list_objects(&wit_gvk(kind), namespace, selector, limit, token).map_err(error)?;
         Ok(Page { items: page.items.into_iter().map(object_from_wit).collect(), continue_token: page.continue_token })
     }
+
+    pub(crate) fn list_by_index(query: &IndexQuery<'_>) -> Result<Page, CacheError> {
+        let IndexQuery { kind, index, key, namespace, limit, token } = *query;
+        let page = cache::list_by_index(&wit_gvk(kind), index, key, namespace, limit, token).map_err(error)?;
+        Ok(Page { items: page.items.into_iter().map(object_from_wit).collect(), continue_token: page.continue_token })
+    }
+}
+
+/// One `list-by-index` look-up.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct IndexQuery<'a> {
+    pub(crate) kind: &'a Gvk,
+    pub(crate) index: &'a str,
+    pub(crate) key: &'a str,
+    pub(crate) namespace: Option<&'a str>,
+    pub(crate) limit: u32,
+    pub(crate) token: Option<&'a str>,
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -115,8 +133,35 @@ mod imp {
         limit: u32,
         token: Option<&str>,
     ) -> Result<Page, CacheError> {
+        page_of(list(kind, namespace, selector)?, limit, token)
+    }
+
+    /// The objects the manifest's index files under the key, by the index's own paths: the
+    /// host keeps the index as objects change, the test host evaluates it over its small cache.
+    pub(crate) fn list_by_index(query: &IndexQuery<'_>) -> Result<Page, CacheError> {
+        let index = HOST.with(|h| {
+            let host = h.borrow();
+            let manifest = host.as_ref().map(|host| &host.manifest)?;
+            manifest.indexes.iter().find(|i| i.kind == *query.kind && i.name == query.index).cloned()
+        });
+        let Some(index) = index else {
+            return Err(CacheError::UnknownIndex(format!(
+                "the manifest declares no index {:?} on {}; declare it under `indexes`",
+                query.index, query.kind
+            )));
+        };
+        let paths: Vec<wasmloop_contract::fields::FieldPath> =
+            index.fields.iter().filter_map(|f| f.parse().ok()).collect();
+        let filed = |o: &Object| {
+            serde_json::from_str::<Value>(o.json())
+                .is_ok_and(|v| paths.iter().any(|p| p.values(&v).iter().any(|k| k == query.key)))
+        };
+        let all: Vec<Object> = list(query.kind, query.namespace, None)?.into_iter().filter(filed).collect();
+        page_of(all, query.limit, query.token)
+    }
+
+    fn page_of(mut all: Vec<Object>, limit: u32, token: Option<&str>) -> Result<Page, CacheError> {
         let key = |o: &Object| (o.namespace.clone().unwrap_or_default(), o.name.clone());
-        let mut all = list(kind, namespace, selector)?;
         all.sort_by_key(key);
         let after =
             token.map(wasmloop_contract::cache::parse_token).transpose().map_err(CacheError::InvalidContinue)?;
@@ -286,15 +331,15 @@ mod conformance {
     fn the_test_host_passes_the_cache_conformance_suite() {
         let mut manifest = Manifest::new("conformance", "0.0.0");
         manifest.primary.kind = gvk(KINDS[0]);
-        manifest.reads = KINDS[1..].iter().map(|k| gvk(*k)).collect();
+        manifest.reads = KINDS[1..].iter().map(|k| KindSelector::of_gvk(gvk(*k))).collect();
         manifest.metadata_only = METADATA_ONLY.iter().map(|k| gvk(*k)).collect();
         manifest.keeps = KEEPS.iter().map(|(k, kept)| (gvk(*k), *kept)).collect();
         manifest.watches = WATCHED
             .iter()
             .map(|(k, namespace, selector)| KindSelector {
-                kind: gvk(*k),
-                namespace: namespace.map(Into::into),
+                namespaces: namespace.iter().map(|ns| (*ns).to_owned()).collect(),
                 label_selector: Some((*selector).into()),
+                ..KindSelector::of_gvk(gvk(*k))
             })
             .collect();
         run(|seed| TestHost {

@@ -55,6 +55,7 @@ pub mod kind;
 pub mod log;
 pub mod manifest;
 mod object_ref;
+pub mod partial;
 mod reconciler;
 pub mod request;
 pub use wasmloop_contract::selector;
@@ -67,28 +68,37 @@ mod timing;
 pub mod __private;
 
 pub use action::{
-    Action, EventAction, EventType, PatchKind, apply, delete, event, patch, prune, requeue_after, status,
+    Action, Apply, EventAction, EventType, PatchKind, apply, delete, event, patch, prune, requeue_after, status,
 };
 pub use error::Error;
 pub use kind::{Gvk, Kind};
-pub use manifest::{Grant, Kept, KindSelector, Manifest, Settings, WriteScope};
+pub use manifest::{Grant, Index, Kept, KindSelector, Manifest, Settings, WriteScope};
+pub use partial::Partial;
 pub use reconciler::Reconciler;
-pub use request::{Config, Object, ObjectRef, Phase, Request};
+pub use request::{ApplyConflict, Config, FieldConflict, Object, ObjectRef, Phase, Related, Request, Trigger};
 
-/// Re-exported so plugins use the same k8s-openapi version as the SDK.
+/// Re-exported so plugins name the same k8s-openapi release as the SDK. The SDK picks no
+/// Kubernetes version: a plugin depends on `k8s-openapi` itself and enables the one feature of
+/// the oldest cluster it supports (`v1_37`, `v1_34`, `earliest`), as k8s-openapi requires of
+/// the final crate.
 pub use k8s_openapi;
 /// Re-exported for `json!` in action builders.
 pub use serde_json;
 
-/// Everything a plugin usually needs, in one `use`.
+/// Everything a plugin usually needs, in one `use`: names a plugin is unlikely to define itself
+/// (the host's [`Settings`] is left out, since a plugin's own configuration struct is often called
+/// that; name it as `wasmloop_sdk::Settings`).
 pub mod prelude {
-    pub use crate::action::{Action, EventType, PatchKind, apply, delete, event, patch, prune, requeue_after, status};
+    pub use crate::action::{
+        Action, Apply, EventType, PatchKind, apply, delete, event, patch, prune, requeue_after, status,
+    };
     pub use crate::cache;
     pub use crate::error::Error;
     pub use crate::kind::{Gvk, Kind};
-    pub use crate::manifest::{Grant, KindSelector, Manifest, Settings};
+    pub use crate::manifest::{Grant, KindSelector, Manifest};
+    pub use crate::partial::Partial;
     pub use crate::reconciler::Reconciler;
-    pub use crate::request::{Config, Object, ObjectRef, Phase, Request};
+    pub use crate::request::{Config, Object, ObjectRef, Phase, Related, Request, Trigger};
 }
 
 /// Exports a [`Reconciler`] as the plugin's component interface.
@@ -112,10 +122,10 @@ macro_rules! export_plugin {
                     $crate::__private::reconcile::<$plugin>(request)
                 }
                 fn map(
-                    related: $crate::__private::WitObject,
+                    change: $crate::__private::WitRelatedChange,
                     config: ::std::string::String,
                 ) -> ::std::vec::Vec<$crate::__private::WitObjectRef> {
-                    $crate::__private::map::<$plugin>(related, config)
+                    $crate::__private::map::<$plugin>(change, config)
                 }
             }
             impl $crate::__private::CacheOptions for __WasmloopExport {

@@ -5,21 +5,53 @@ use wasmloop_contract::manifest as contract;
 
 use crate::kind::{Gvk, Kind};
 
-/// Which objects of a kind a plugin wants to see.
+/// Which objects of a kind a plugin wants to see: every filter given must hold, and the host's
+/// cache keeps only what they select.
+///
+/// ```
+/// use k8s_openapi::api::apps::v1::Deployment;
+/// use k8s_openapi::api::core::v1::Secret;
+/// use wasmloop_sdk::KindSelector;
+///
+/// // Deployments that opted in, called only when their spec changes.
+/// let opted = KindSelector::of::<Deployment>().annotated("roll.example.com/on-change").generation_changed();
+/// // Only the TLS Secrets of two namespaces: the API server sends nothing else.
+/// let tls = KindSelector::of::<Secret>().fields("type=kubernetes.io/tls").namespaces(["web", "api"]);
+/// # let _ = (opted, tls);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KindSelector {
     /// The kind.
     pub kind: Gvk,
-    /// Only this namespace; none means all.
-    pub namespace: Option<String>,
+    /// Only these namespaces; empty means all.
+    pub namespaces: Vec<String>,
     /// A label selector in Kubernetes syntax; none selects all.
     pub label_selector: Option<String>,
+    /// A field selector in Kubernetes syntax, applied by the API server; none selects all.
+    pub field_selector: Option<String>,
+    /// Annotations every selected object carries: a key, and the value asked for (none for
+    /// presence).
+    pub annotations: Vec<(String, Option<String>)>,
+    /// Only changes of `metadata.generation` call the plugin.
+    pub generation_changed: bool,
 }
 
 impl KindSelector {
     /// Every object of kind `K`.
     pub fn of<K: Kind>() -> Self {
-        KindSelector { kind: K::gvk(), namespace: None, label_selector: None }
+        KindSelector::of_gvk(K::gvk())
+    }
+
+    /// Every object of `kind`.
+    pub fn of_gvk(kind: Gvk) -> Self {
+        KindSelector {
+            kind,
+            namespaces: Vec::new(),
+            label_selector: None,
+            field_selector: None,
+            annotations: Vec::new(),
+            generation_changed: false,
+        }
     }
 
     /// Only objects matching `selector` (`app=web,tier!=cache`).
@@ -29,12 +61,65 @@ impl KindSelector {
         self
     }
 
-    /// Only objects in `namespace`.
+    /// Only objects in `namespace` (one more, if called again).
     #[must_use]
     pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
-        self.namespace = Some(namespace.into());
+        self.namespaces.push(namespace.into());
         self
     }
+
+    /// Only objects in these namespaces.
+    #[must_use]
+    pub fn namespaces<S: Into<String>>(mut self, namespaces: impl IntoIterator<Item = S>) -> Self {
+        self.namespaces.extend(namespaces.into_iter().map(Into::into));
+        self
+    }
+
+    /// Only objects the field selector selects (`metadata.name=db`, `type=kubernetes.io/tls`):
+    /// the API server applies it, so nothing else reaches the host. Which fields a kind
+    /// supports is the API server's list; `metadata.name` and `metadata.namespace` always
+    /// work.
+    #[must_use]
+    pub fn fields(mut self, selector: impl Into<String>) -> Self {
+        self.field_selector = Some(selector.into());
+        self
+    }
+
+    /// Only objects carrying the annotation `key`, whatever its value.
+    #[must_use]
+    pub fn annotated(mut self, key: impl Into<String>) -> Self {
+        self.annotations.push((key.into(), None));
+        self
+    }
+
+    /// Only objects whose annotation `key` is exactly `value`.
+    #[must_use]
+    pub fn annotation(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.annotations.push((key.into(), Some(value.into())));
+        self
+    }
+
+    /// Calls the plugin only when `metadata.generation` changed (controller-runtime's
+    /// `GenerationChangedPredicate`): a status-only or metadata-only update calls nothing.
+    /// Creation, deletion and entering the selection always call; kinds without a generation
+    /// are not filtered.
+    #[must_use]
+    pub fn generation_changed(mut self) -> Self {
+        self.generation_changed = true;
+        self
+    }
+}
+
+/// An index the host keeps over a cached kind: each object filed under the values its field
+/// paths reach, for [`crate::cache::list_by_index`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Index {
+    /// The index's name (a DNS label).
+    pub name: String,
+    /// The kind indexed.
+    pub kind: Gvk,
+    /// Dotted field paths from the object's root, `[*]` after a list's name for each item.
+    pub fields: Vec<String>,
 }
 
 pub use wasmloop_contract::manifest::Settings;
@@ -145,11 +230,13 @@ pub struct Manifest {
     /// Related kinds, mapped to primaries by [`crate::Reconciler::map`].
     pub watches: Vec<KindSelector>,
     /// Kinds only read from the cache.
-    pub reads: Vec<Gvk>,
+    pub reads: Vec<KindSelector>,
     /// Kinds served as metadata only (also under owns, watches or reads).
     pub metadata_only: Vec<Gvk>,
     /// What the plugin writes beyond the implied grants.
     pub writes: Vec<Grant>,
+    /// Indexes over cached kinds.
+    pub indexes: Vec<Index>,
     /// Fields the host's cache keeps on objects of a kind, which it strips by default:
     /// see [`Manifest::keep_managed_fields`].
     pub keeps: Vec<(Gvk, Kept)>,
@@ -173,16 +260,13 @@ impl Manifest {
         Manifest {
             name: name.into(),
             version: version.into(),
-            primary: KindSelector {
-                kind: Gvk { group: String::new(), version: String::new(), kind: String::new() },
-                namespace: None,
-                label_selector: None,
-            },
+            primary: KindSelector::of_gvk(Gvk { group: String::new(), version: String::new(), kind: String::new() }),
             owns: Vec::new(),
             watches: Vec::new(),
             reads: Vec::new(),
             metadata_only: Vec::new(),
             writes: Vec::new(),
+            indexes: Vec::new(),
             keeps: Vec::new(),
             finalizer: None,
             prune: false,
@@ -198,7 +282,11 @@ impl Manifest {
         self.primary_selector(KindSelector::of::<K>())
     }
 
-    /// Sets the primary kind with a namespace or label selector.
+    /// Sets the primary kind with what narrows it: namespaces, labels, fields, annotations, or
+    /// the generation-changed predicate. With annotations or fields, the host's cache holds
+    /// only the primaries it selects, and those that carry the plugin's finalizer (their
+    /// cleanup runs); with labels alone, the labels select what is reconciled and the kind is
+    /// cached whole, so the plugin can still read objects of it that it does not reconcile.
     #[must_use]
     pub fn primary_selector(mut self, selector: KindSelector) -> Self {
         self.primary = selector;
@@ -214,10 +302,11 @@ impl Manifest {
 
     /// Declares a watched related kind; changes reach [`crate::Reconciler::map`].
     ///
-    /// A kind declared only under watches, each time with a label selector, is watched
-    /// through the selectors: the host caches only what they select, so [`crate::cache`]
-    /// finds nothing else of it (nor does `TestCase`), and an object that stops matching
-    /// reaches `map` as deleted. Declare it under `reads` too to read all of it.
+    /// A kind declared only under watches and reads, each time with a selector that narrows
+    /// it, is watched through the selectors: the host caches only what they select, so
+    /// [`crate::cache`] finds nothing else of it (nor does `TestCase`), and an object that
+    /// stops matching reaches `map` as deleted. Declare it under `reads` without a selector to
+    /// read all of it.
     #[must_use]
     pub fn watches(mut self, selector: KindSelector) -> Self {
         self.watches.push(selector);
@@ -227,8 +316,40 @@ impl Manifest {
     /// Declares a kind the plugin only reads from the cache. Reading grants no write: see
     /// [`Manifest::writes`].
     #[must_use]
-    pub fn reads<K: Kind>(mut self) -> Self {
-        self.reads.push(K::gvk());
+    pub fn reads<K: Kind>(self) -> Self {
+        self.reads_selected(KindSelector::of::<K>())
+    }
+
+    /// Declares a kind the plugin only reads, narrowed as [`Manifest::watches`] are: the host
+    /// caches only what `selector` selects (say, a few named Secrets).
+    #[must_use]
+    pub fn reads_selected(mut self, selector: KindSelector) -> Self {
+        self.reads.push(selector);
+        self
+    }
+
+    /// Declares an index over kind `K`: each object filed under the values `fields` reach
+    /// (dotted paths from the object's root, `[*]` after a list's name for each item), so
+    /// [`crate::cache::list_by_index`] finds the objects that name a key without reading the
+    /// rest. `K` must be declared.
+    ///
+    /// ```
+    /// use k8s_openapi::api::apps::v1::Deployment;
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use wasmloop_sdk::{KindSelector, Manifest};
+    /// let m = Manifest::new("roller", "1.0.0")
+    ///     .primary::<Deployment>()
+    ///     .watches(KindSelector::of::<ConfigMap>())
+    ///     .index::<Deployment>("configmap", [
+    ///         "spec.template.spec.volumes[*].configMap.name",
+    ///         "spec.template.spec.containers[*].envFrom[*].configMapRef.name",
+    ///     ]);
+    /// assert_eq!(m.validate(), Ok(()));
+    /// ```
+    #[must_use]
+    pub fn index<K: Kind>(mut self, name: impl Into<String>, fields: impl IntoIterator<Item = &'static str>) -> Self {
+        let fields = fields.into_iter().map(str::to_owned).collect();
+        self.indexes.push(Index { name: name.into(), kind: K::gvk(), fields });
         self
     }
 
@@ -336,7 +457,7 @@ impl Manifest {
         std::iter::once(&self.primary.kind)
             .chain(&self.owns)
             .chain(self.watches.iter().map(|w| &w.kind))
-            .chain(&self.reads)
+            .chain(self.reads.iter().map(|r| &r.kind))
     }
 }
 
@@ -347,8 +468,11 @@ fn kind_ref(g: &Gvk) -> contract::KindRef<'_> {
 fn selector_view(s: &KindSelector) -> contract::SelectorView<'_> {
     contract::SelectorView {
         kind: kind_ref(&s.kind),
-        namespace: s.namespace.as_deref(),
+        namespaces: s.namespaces.iter().map(String::as_str).collect(),
         label_selector: s.label_selector.as_deref(),
+        field_selector: s.field_selector.as_deref(),
+        annotations: s.annotations.iter().map(|(k, v)| (k.as_str(), v.as_deref())).collect(),
+        generation_changed: s.generation_changed,
     }
 }
 
@@ -375,7 +499,7 @@ impl Manifest {
             primary: selector_view(&self.primary),
             owns: self.owns.iter().map(kind_ref).collect(),
             watches: self.watches.iter().map(selector_view).collect(),
-            reads: self.reads.iter().map(kind_ref).collect(),
+            reads: self.reads.iter().map(selector_view).collect(),
             metadata_only: self.metadata_only.iter().map(kind_ref).collect(),
             writes: self
                 .writes
@@ -393,7 +517,17 @@ impl Manifest {
                 })
                 .collect(),
             keeps: self.keeps.iter().map(|(k, kept)| contract::KeepView { kind: kind_ref(k), kept: *kept }).collect(),
+            indexes: self
+                .indexes
+                .iter()
+                .map(|i| contract::IndexView {
+                    name: &i.name,
+                    kind: kind_ref(&i.kind),
+                    fields: i.fields.iter().map(String::as_str).collect(),
+                })
+                .collect(),
             finalizer: self.finalizer.as_deref(),
+            deliver_deleted: self.deliver_deleted,
             settings: self.settings,
         }
     }

@@ -4,7 +4,7 @@
 use crate::action::Action;
 use crate::error::Error;
 use crate::manifest::Manifest;
-use crate::request::{Config, Object, ObjectRef, Request};
+use crate::request::{Config, Object, ObjectRef, Related, Request};
 
 /// What a plugin implements. The host calls it through the WIT contract; tests call it
 /// natively through [`testing::TestCase`](crate::testing::TestCase).
@@ -20,9 +20,15 @@ pub trait Reconciler {
     fn reconcile(request: &Request) -> Result<Vec<Action>, Error>;
 
     /// Maps a changed object of a watched kind to the primaries to requeue. The default maps
-    /// nothing.
+    /// nothing. [`crate::cache::list_by_index`] finds the primaries that name it.
     fn map(related: &Object, config: &Config) -> Vec<ObjectRef> {
         let _ = (related, config);
         Vec::new()
+    }
+
+    /// [`Reconciler::map`], told whether the object was deleted (or left the watch's
+    /// selection). The default calls `map` with the object.
+    fn map_change(related: &Related, config: &Config) -> Vec<ObjectRef> {
+        Self::map(&related.object, config)
     }
 }

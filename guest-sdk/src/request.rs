@@ -1,4 +1,5 @@
-//! What one reconcile sees: the primary, its owned children, the phase and the config.
+//! What one reconcile sees: the primary, its owned children, the phase, why it runs
+//! ([`Trigger`]) and the config.
 
 use serde::de::DeserializeOwned;
 
@@ -157,6 +158,69 @@ impl Config {
     }
 }
 
+/// A field another manager owns, which a non-forced apply would have taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldConflict {
+    /// The manager that owns it (`kubectl-edit`, `wasmloop/other`).
+    pub manager: String,
+    /// The field, as the API server names it (`.spec.replicas`).
+    pub field: String,
+}
+
+/// A non-forced apply ([`crate::action::Apply::unforced`]) that wrote nothing, because other
+/// managers own fields it sets; nothing after it in that response ran either.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApplyConflict {
+    /// The object the apply named.
+    pub target: ObjectRef,
+    /// The fields and their owners (at most 64).
+    pub fields: Vec<FieldConflict>,
+    /// Conflicts beyond those listed.
+    pub more: u32,
+}
+
+/// Why a reconcile runs. The host keeps every trigger of a key that arrives while the key
+/// waits, in order, so one call may carry several.
+///
+/// ```
+/// use wasmloop_sdk::prelude::*;
+/// fn secret_rotated(request: &Request) -> bool {
+///     request.triggers.iter().any(|t| matches!(t, Trigger::RelatedChanged(r) if r.kind == "Secret"))
+/// }
+/// # let _ = secret_rotated;
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Trigger {
+    /// The primary was created, changed or is being deleted, or is new to this host.
+    PrimaryChanged {
+        /// The generation the host last saw; none for an object new to it.
+        old: Option<i64>,
+        /// The generation now; none for kinds without one.
+        new: Option<i64>,
+    },
+    /// A child of an owned kind changed or was deleted.
+    OwnedChanged(ObjectRef),
+    /// `map` named this primary for a change of this related object.
+    RelatedChanged(ObjectRef),
+    /// The periodic resync.
+    Resync,
+    /// The requeue the last response asked for came due.
+    Requeue,
+    /// The last reconcile failed; this is a retry.
+    Retry,
+    /// The last reconcile's non-forced apply met fields another manager owns.
+    Conflict(ApplyConflict),
+}
+
+/// A change of a related object, as [`crate::Reconciler::map_change`] sees it.
+#[derive(Debug, Clone)]
+pub struct Related {
+    /// Its new state, or its last state when it went.
+    pub object: Object,
+    /// It was deleted, or left the watch's selection.
+    pub deleted: bool,
+}
+
 /// Everything one reconcile sees.
 #[derive(Debug, Clone)]
 pub struct Request {
@@ -173,6 +237,10 @@ pub struct Request {
     pub attempt: u32,
     /// The plugin's configuration.
     pub config: Config,
+    /// Why it runs: every trigger since the last call, oldest first, at most 32.
+    pub triggers: Vec<Trigger>,
+    /// Triggers beyond those listed.
+    pub triggers_dropped: u32,
 }
 
 impl Request {

@@ -33,7 +33,7 @@ use crate::host::with_host;
 use crate::kind::{Gvk, Kind};
 use crate::manifest::{Manifest, WriteScope};
 use crate::reconciler::Reconciler;
-use crate::request::{Config, Object, ObjectRef, Phase, Request};
+use crate::request::{Config, Object, ObjectRef, Phase, Related, Request, Trigger};
 use wasmloop_contract::action as rules;
 
 pub use crate::host::PAGE_SIZE;
@@ -42,8 +42,8 @@ pub use crate::host::PAGE_SIZE;
 fn ungranted(manifest: &Manifest, primary: &Object, actions: &[Action]) -> Option<String> {
     actions.iter().find_map(|action| {
         let (verb, api_version, kind, namespace) = match action {
-            Action::Apply(json) => {
-                let value: Value = serde_json::from_str(json).ok()?;
+            Action::Apply(apply) => {
+                let value: Value = serde_json::from_str(&apply.json).ok()?;
                 let text = |p: &str| value.pointer(p).and_then(Value::as_str).map(str::to_owned);
                 ("apply", text("/apiVersion")?, text("/kind")?, text("/metadata/namespace"))
             }
@@ -116,6 +116,7 @@ pub struct TestCase {
     phase: Phase,
     previous: Option<Object>,
     attempt: u32,
+    triggers: Vec<Trigger>,
 }
 
 impl TestCase {
@@ -129,7 +130,15 @@ impl TestCase {
             phase: Phase::Apply,
             previous: None,
             attempt: 0,
+            triggers: Vec::new(),
         }
+    }
+
+    /// Adds a reason the reconcile runs ([`Request::triggers`]), after those given before.
+    #[must_use]
+    pub fn trigger(mut self, trigger: Trigger) -> Self {
+        self.triggers.push(trigger);
+        self
     }
 
     /// Adds an observed owned child (also visible in the cache). The cache holds one copy of
@@ -186,6 +195,8 @@ impl TestCase {
             previous: self.previous.clone(),
             attempt: self.attempt,
             config: Config::new(self.config.clone()),
+            triggers: self.triggers.clone(),
+            triggers_dropped: 0,
         }
     }
 
@@ -225,11 +236,18 @@ impl TestCase {
         Outcome { result, logs }
     }
 
-    /// Runs `P::map` natively on `related`, with this case's cache and config.
+    /// Runs `P::map` natively on `related` (changed, not deleted), with this case's cache
+    /// and config.
     pub fn map<P: Reconciler>(&self, related: impl Serialize) -> Vec<ObjectRef> {
+        self.map_change::<P>(related, false)
+    }
+
+    /// Runs `P::map_change` natively on `related`, deleted or not, with this case's cache and
+    /// config.
+    pub fn map_change<P: Reconciler>(&self, related: impl Serialize, deleted: bool) -> Vec<ObjectRef> {
         let manifest = checked::<P>();
-        let related = crate::host::as_cached(&manifest, object(&related));
-        with_host(manifest, self.cache_objects(), || P::map(&related, &Config::new(self.config.clone()))).0
+        let related = Related { object: crate::host::as_cached(&manifest, object(&related)), deleted };
+        with_host(manifest, self.cache_objects(), || P::map_change(&related, &Config::new(self.config.clone()))).0
     }
 }
 
@@ -276,7 +294,7 @@ impl Outcome {
         self.actions()
             .iter()
             .filter_map(|a| match a {
-                Action::Apply(json) => Some(json),
+                Action::Apply(apply) => Some(&apply.json),
                 _ => None,
             })
             .map(|json| serde_json::from_str::<Value>(json).expect("applied JSON parses"))

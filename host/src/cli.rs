@@ -115,8 +115,16 @@ pub struct ReconcileArgs {
     #[arg(long)]
     pub plugin: PathBuf,
     /// The primary object (YAML or JSON, one document).
-    #[arg(long)]
-    pub object: PathBuf,
+    #[arg(long, required_unless_present = "map")]
+    pub object: Option<PathBuf>,
+    /// Run `map` instead of `reconcile`, for this changed object of a watched kind (YAML or
+    /// JSON, one document), and print the primaries it names. The plugin's cache look-ups see
+    /// `--cache`, as for a reconcile.
+    #[arg(long, conflicts_with_all = ["object", "owned", "previous"])]
+    pub map: Option<PathBuf>,
+    /// With `--map`: the object was deleted (or left the watch's selection).
+    #[arg(long, requires = "map")]
+    pub deleted: bool,
     /// Observed owned children (YAML or JSON; several documents or a List allowed). Repeatable.
     #[arg(long)]
     pub owned: Vec<PathBuf>,

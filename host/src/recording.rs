@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 
 use anyhow::Context as _;
-use wasmloop_runtime::record::{Case, CaseSink};
+use wasmloop_runtime::record::{Case, CaseSink, Recorder, RedactionKey};
 
 /// Cases waiting for the writer; past this, new cases are dropped.
 const BACKLOG: usize = 256;
@@ -26,11 +26,40 @@ pub struct Bounds {
     pub max_bytes: u64,
 }
 
-/// Opens (creating it) the store in `dir` and returns the sink that feeds it.
+/// The file in a record directory holding the key its cases' Secrets are digested with: kept
+/// beside the cases, never in them, so the cases of one directory digest a value alike.
+const KEY_FILE: &str = ".redaction-key";
+
+/// The record directory's key, made (from the kernel's random bytes, readable by its owner
+/// only) the first time.
+fn key_of(dir: &Path) -> anyhow::Result<RedactionKey> {
+    use std::io::Read;
+    let path = dir.join(KEY_FILE);
+    let mut bytes = [0u8; 32];
+    match std::fs::read(&path) {
+        Ok(found) if found.len() == bytes.len() => bytes.copy_from_slice(&found),
+        Ok(_) => anyhow::bail!("{} is not a redaction key (32 bytes); delete it to make a new one", path.display()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::File::open("/dev/urandom")
+                .and_then(|mut random| random.read_exact(&mut bytes))
+                .context("cannot read random bytes for the redaction key")?;
+            let mut options = std::fs::OpenOptions::new();
+            options.write(true).create_new(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            let mut file = options.open(&path).with_context(|| format!("cannot create {}", path.display()))?;
+            std::io::Write::write_all(&mut file, &bytes).with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+    Ok(RedactionKey::new(bytes))
+}
+
+/// Opens (creating it) the store in `dir` and returns the recorder that feeds it.
 ///
 /// # Errors
-/// When the directory cannot be created or listed.
-pub fn open(dir: &Path, bounds: Bounds) -> anyhow::Result<CaseSink> {
+/// When the directory cannot be created or listed, or its key read or made.
+pub fn open(dir: &Path, bounds: Bounds) -> anyhow::Result<Recorder> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create the record directory {}", dir.display()))?;
     let mut store = Store { dir: dir.to_owned(), bounds, files: VecDeque::new(), bytes: 0 };
     store.scan().with_context(|| format!("cannot list the record directory {}", dir.display()))?;
@@ -39,7 +68,7 @@ pub fn open(dir: &Path, bounds: Bounds) -> anyhow::Result<CaseSink> {
         .name("wasmloop-record".into())
         .spawn(move || store.run(receive))
         .context("cannot start the record writer")?;
-    Ok(sink(send))
+    Ok(Recorder { sink: sink(send), key: key_of(dir)? })
 }
 
 fn sink(send: SyncSender<Case>) -> CaseSink {
@@ -226,6 +255,8 @@ mod tests {
                 previous: None,
                 attempt: 0,
                 config: json!({}),
+                triggers: Vec::new(),
+                triggers_dropped: 0,
             },
             lookups: Vec::new(),
             truncated: false,

@@ -49,6 +49,8 @@ pub fn request_of(case: &Case) -> Result<Request, String> {
         previous: recorded.previous.as_ref().map(object).transpose()?,
         attempt: recorded.attempt,
         config: recorded.config.to_string(),
+        triggers: recorded.triggers.iter().filter_map(wasmloop_runtime::record::triggers::of).collect(),
+        triggers_dropped: recorded.triggers_dropped,
     })
 }
 

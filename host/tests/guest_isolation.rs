@@ -16,6 +16,8 @@ fn request(name: &str, config: &str) -> Request {
         previous: None,
         attempt: 0,
         config: config.into(),
+        triggers: Vec::new(),
+        triggers_dropped: 0,
     }
 }
 

@@ -389,7 +389,7 @@ fn inspect_names_the_contract_a_component_was_built_for() {
     assert_eq!(legacy["contract"], "0.1");
     assert_eq!(legacy["name"], "configmap-mirror");
     let current = stdout_yaml(&wasmloop(&["inspect", component("configmap_mirror").to_str().unwrap()]));
-    assert_eq!(current["contract"], "0.2");
+    assert_eq!(current["contract"], "0.3");
     assert_eq!(current["metadataOnly"], serde_json::json!(["v1/Namespace"]));
     assert_eq!(current["writes"][0]["kind"], "v1/ConfigMap");
     assert_eq!(current["writes"][0]["scope"], "any");
@@ -578,6 +578,23 @@ fn a_component_built_for_contract_0_2_0_still_loads_and_reconciles_as_before() {
     assert!(inspected.get("keeps").is_none(), "a 0.2.0 component keeps nothing: {inspected}");
 }
 
+#[test]
+fn a_component_built_for_contract_0_2_1_reconciles_through_the_adapter_as_it_did() {
+    // Built before 0.3 (see tests/fixtures/contract-0.2.1/README.md): its applies are forced,
+    // as 0.2's were, and its request carries no triggers.
+    let plugin = fixture("contract-0.2.1/foo_deployment.wasm");
+    let out = wasmloop(&[
+        "reconcile",
+        "--plugin",
+        plugin.to_str().unwrap(),
+        "--object",
+        &path_arg("foo-deployment/foo.yaml"),
+    ]);
+    assert_eq!(stdout_yaml(&out), expected("foo-deployment/expected-create.yaml"));
+    let inspected = stdout_yaml(&wasmloop(&["inspect", plugin.to_str().unwrap()]));
+    assert_eq!(inspected["contract"], "0.2");
+}
+
 // ---- inspect and the compile cache -----------------------------------------------------
 
 #[test]
@@ -630,9 +647,9 @@ fn component_of_another_contract_version_is_refused_naming_both_versions() {
     inspect_refuses(
         "future_contract_plugin",
         &[
-            "future_contract_plugin.wasm was built for contract wasmloop:plugin@0.3.0",
-            "this host serves wasmloop:plugin@0.2.1",
-            "wasmloop:plugin@0.1.0 (0.1.x, through an adapter)",
+            "future_contract_plugin.wasm was built for contract wasmloop:plugin@0.4.0",
+            "this host serves wasmloop:plugin@0.3.0 (0.3.x), and wasmloop:plugin@0.2.1 (0.2.x)",
+            "wasmloop:plugin@0.1.0 (0.1.x) through adapters",
             "rebuild the plugin",
         ],
     );

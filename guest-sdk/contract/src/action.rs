@@ -32,6 +32,8 @@ pub enum PatchKind {
     Merge,
     /// A JSON patch: an array of operations.
     Json,
+    /// A strategic merge patch: an object.
+    Strategic,
 }
 
 /// What an apply action's object names.
@@ -118,9 +120,18 @@ pub fn apply_target(object: &Value) -> Result<ApplyTarget<'_>, String> {
 pub fn patch_document(kind: PatchKind, patch: &Value) -> Result<(), String> {
     match kind {
         PatchKind::Merge if !patch.is_object() => Err("a merge patch must be a JSON object".into()),
+        PatchKind::Strategic if !patch.is_object() => Err("a strategic merge patch must be a JSON object".into()),
         PatchKind::Json if !patch.is_array() => Err("a JSON patch must be an array of operations".into()),
         _ => Ok(()),
     }
+}
+
+/// Checks an apply's UID precondition, when it has one.
+///
+/// # Errors
+/// When it is no UID.
+pub fn apply_precondition(uid: Option<&str>) -> Result<(), String> {
+    uid.map_or(Ok(()), |uid| validate::uid(uid).map_err(|e| format!("an apply action's precondition: {e}")))
 }
 
 /// Checks a status action's content: the object that becomes `status`.

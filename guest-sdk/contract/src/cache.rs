@@ -25,6 +25,8 @@ pub fn in_namespace(wanted: Option<&str>, object_namespace: Option<&str>) -> boo
     }
 }
 
+use crate::annotations::AnnotationMatch;
+use crate::fields::FieldSelector;
 use crate::selector::Selector;
 
 /// The host's page size, and the most a plugin may ask for in one page.
@@ -63,23 +65,61 @@ pub fn parse_token(token: &str) -> Result<ListKey, String> {
     }
 }
 
+/// One narrowing of a kind: the objects in a namespace that a label selector, a field
+/// selector and annotation filters all select. A primary's selection also keeps every object
+/// that carries the plugin's finalizer, so its cleanup runs whatever became of its labels.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Selection {
+    /// The namespace; none for every namespace.
+    pub namespace: Option<String>,
+    /// Labels.
+    pub labels: Selector,
+    /// Fields, as the API server applies them to a watch.
+    pub fields: Option<FieldSelector>,
+    /// Annotations, which every cache applies itself.
+    pub annotations: Vec<AnnotationMatch>,
+    /// Objects carrying this finalizer are kept whatever the rest says (a primary's).
+    pub finalizer: Option<String>,
+}
+
+impl Selection {
+    /// True when it narrows nothing: every object of the kind, in every namespace.
+    pub fn is_everything(&self) -> bool {
+        self.namespace.is_none() && self.labels.0.is_empty() && self.fields.is_none() && self.annotations.is_empty()
+    }
+
+    /// True when it selects this JSON object.
+    pub fn admits(&self, object: &serde_json::Value) -> bool {
+        let namespace = object.pointer("/metadata/namespace").and_then(|n| n.as_str());
+        if !in_namespace(self.namespace.as_deref(), namespace) {
+            return false;
+        }
+        let finalized = self.finalizer.as_deref().is_some_and(|f| {
+            object.pointer("/metadata/finalizers").and_then(|v| v.as_array()).is_some_and(|l| l.iter().any(|x| x == f))
+        });
+        finalized
+            || (self.labels.matches_object(object)
+                && self.fields.as_ref().is_none_or(|s| s.matches_object(object))
+                && self.annotations.iter().all(|a| a.matches_object(object)))
+    }
+}
+
 /// Which objects of one declared kind a plugin's cache holds ([`crate::manifest::ManifestView::visible`]).
 ///
-/// A kind a plugin declares only under `watches`, each time with a label selector or a
-/// namespace, is watched through them: the API server sends only what they select, so the
-/// cache holds nothing else, and every cache (the host's informers, the offline cache, the
-/// SDK's test host) serves only that. Every other declared kind is held whole. The primary is
-/// held whole even when it has a selector, because a selected watch reports an object that
-/// stops matching as deleted, and a primary must never look deleted while it exists: its
-/// finalizer would never come off, and phase `deleted` would run for an object still there.
+/// A kind a plugin declares only under `watches` and `reads`, each time with a selector that
+/// narrows it, is watched through them: the API server sends only what their namespaces,
+/// labels and fields select, the cache drops what their annotation filters refuse, and every
+/// cache (the host's informers, the offline cache, the SDK's test host) serves only that. A
+/// primary's cache holds what its selector selects, and what carries its finalizer. Every
+/// other declared kind is held whole.
 ///
 /// ```
 /// use serde_json::json;
-/// use wasmloop_contract::cache::Visible;
-/// let web = Visible::Selected(vec![(None, "app=web".parse().unwrap())]);
+/// use wasmloop_contract::cache::{Selection, Visible};
+/// let web = Visible::Selected(vec![Selection { labels: "app=web".parse().unwrap(), ..Selection::default() }]);
 /// assert!(web.admits(&json!({"metadata": {"labels": {"app": "web"}}})));
 /// assert!(!web.admits(&json!({"metadata": {"name": "db"}})));
-/// let in_a = Visible::Selected(vec![(Some("a".into()), "".parse().unwrap())]);
+/// let in_a = Visible::Selected(vec![Selection { namespace: Some("a".into()), ..Selection::default() }]);
 /// assert!(!in_a.admits(&json!({"metadata": {"namespace": "b"}})));
 /// assert!(Visible::All.admits(&json!({})));
 /// ```
@@ -88,19 +128,15 @@ pub enum Visible {
     /// Every object of the kind.
     #[default]
     All,
-    /// The objects one of these selects: a namespace (none for every namespace) and a
-    /// selector, one per watch of the kind.
-    Selected(Vec<(Option<String>, Selector)>),
+    /// The objects one of these selections selects.
+    Selected(Vec<Selection>),
 }
 
 impl Visible {
     /// True when the cache holds this JSON object.
     pub fn admits(&self, object: &serde_json::Value) -> bool {
         let Visible::Selected(selections) = self else { return true };
-        let namespace = object.pointer("/metadata/namespace").and_then(|n| n.as_str());
-        selections
-            .iter()
-            .any(|(ns, selector)| in_namespace(ns.as_deref(), namespace) && selector.matches_object(object))
+        selections.iter().any(|s| s.admits(object))
     }
 }
 

@@ -12,9 +12,11 @@
 //! ```
 
 pub mod action;
+pub mod annotations;
 pub mod cache;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+pub mod fields;
 pub mod gvk;
 pub mod manifest;
 pub mod names;

@@ -127,7 +127,8 @@ test('a duration that is not finite is refused where it is given', () => {
 
 test('the SDK ships the contract it is built against', () => {
   const shipped = readFileSync(new URL('../wit/plugin.wit', import.meta.url), 'utf8');
-  const repo = readFileSync(new URL('../../../wit/plugin.wit', import.meta.url), 'utf8');
+  // Contract 0.2 until the glue carries 0.3 (scripts/sdk-assets says which it ships).
+  const repo = readFileSync(new URL('../../../wit/v0.2/plugin.wit', import.meta.url), 'utf8');
   assert.equal(shipped, repo, 'run scripts/sdk-assets (npm ci runs it): it ships wit/plugin.wit into the SDK');
 });
 

@@ -140,7 +140,10 @@ impl wire::Action {
             return Err(action::PRIMARY_GONE.into());
         }
         match self {
-            Apply(object) => action::apply_target(&action::json(object, "an apply action's object")?).map(drop),
+            Apply(apply) => {
+                action::apply_target(&action::json(apply.object(), "an apply action's object")?)?;
+                action::apply_precondition(apply.uid())
+            }
             Delete(target) => target.check(),
             Patch(p) => {
                 p.target.check()?;

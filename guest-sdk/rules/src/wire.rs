@@ -5,7 +5,9 @@ use serde::Deserialize;
 use serde_json::Value;
 use wasmloop_contract::action::PatchKind;
 use wasmloop_contract::cache::Kept;
-use wasmloop_contract::manifest::{GrantView, KeepView, KindRef, ManifestView, ScopeView, SelectorView, Settings};
+use wasmloop_contract::manifest::{
+    GrantView, IndexView, KeepView, KindRef, ManifestView, ScopeView, SelectorView, Settings,
+};
 use wasmloop_contract::validate;
 
 #[derive(Deserialize)]
@@ -22,22 +24,72 @@ impl Gvk {
 }
 
 #[derive(Deserialize)]
+pub(crate) struct AnnotationMatch {
+    key: String,
+    #[serde(default)]
+    value: Option<String>,
+}
+
+/// A selector in 0.3's shape; 0.2's single `namespace` is read too, for SDKs built before.
+#[derive(Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub(crate) struct KindSelector {
     kind: Gvk,
     #[serde(default)]
+    namespaces: Vec<String>,
+    #[serde(default)]
     namespace: Option<String>,
     #[serde(default)]
     label_selector: Option<String>,
+    #[serde(default)]
+    field_selector: Option<String>,
+    #[serde(default)]
+    annotations: Vec<AnnotationMatch>,
+    #[serde(default)]
+    generation_changed: bool,
 }
 
 impl KindSelector {
     fn view(&self) -> SelectorView<'_> {
         SelectorView {
             kind: self.kind.view(),
-            namespace: self.namespace.as_deref(),
+            namespaces: self.namespaces.iter().chain(&self.namespace).map(String::as_str).collect(),
             label_selector: self.label_selector.as_deref(),
+            field_selector: self.field_selector.as_deref(),
+            annotations: self.annotations.iter().map(|a| (a.key.as_str(), a.value.as_deref())).collect(),
+            generation_changed: self.generation_changed,
         }
+    }
+}
+
+/// A read: 0.3's selector, or 0.2's kind alone.
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(crate) enum Read {
+    Selected(KindSelector),
+    Kind(Gvk),
+}
+
+impl Read {
+    fn view(&self) -> SelectorView<'_> {
+        match self {
+            Read::Selected(s) => s.view(),
+            Read::Kind(k) => SelectorView::of(k.view()),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+pub(crate) struct Index {
+    name: String,
+    kind: Gvk,
+    #[serde(default)]
+    fields: Vec<String>,
+}
+
+impl Index {
+    fn view(&self) -> IndexView<'_> {
+        IndexView { name: &self.name, kind: self.kind.view(), fields: self.fields.iter().map(String::as_str).collect() }
     }
 }
 
@@ -140,7 +192,7 @@ pub(crate) struct Manifest {
     #[serde(default)]
     watches: Vec<KindSelector>,
     #[serde(default)]
-    reads: Vec<Gvk>,
+    reads: Vec<Read>,
     #[serde(default)]
     metadata_only: Vec<Gvk>,
     #[serde(default)]
@@ -148,7 +200,11 @@ pub(crate) struct Manifest {
     #[serde(default)]
     keep_fields: Vec<Keep>,
     #[serde(default)]
+    indexes: Vec<Index>,
+    #[serde(default)]
     finalizer: Option<String>,
+    #[serde(default)]
+    deliver_deleted: bool,
     #[serde(default)]
     settings: WireSettings,
 }
@@ -158,7 +214,7 @@ impl Manifest {
         let mut view = ManifestView::new(&self.name, self.primary.view());
         view.owns = self.owns.iter().map(Gvk::view).collect();
         view.watches = self.watches.iter().map(KindSelector::view).collect();
-        view.reads = self.reads.iter().map(Gvk::view).collect();
+        view.reads = self.reads.iter().map(Read::view).collect();
         view.metadata_only = self.metadata_only.iter().map(Gvk::view).collect();
         view.writes = self.writes.iter().map(Grant::view).collect();
         view.keeps = self
@@ -169,7 +225,9 @@ impl Manifest {
                 kept: Kept { managed_fields: k.managed_fields, last_applied: k.last_applied },
             })
             .collect();
+        view.indexes = self.indexes.iter().map(Index::view).collect();
         view.finalizer = self.finalizer.as_deref();
+        view.deliver_deleted = self.deliver_deleted;
         view.settings = self.settings.view()?;
         Ok(view)
     }
@@ -192,6 +250,7 @@ pub(crate) struct ObjectRef {
 pub(crate) enum WirePatchKind {
     Merge,
     Json,
+    Strategic,
 }
 
 impl From<WirePatchKind> for PatchKind {
@@ -199,6 +258,7 @@ impl From<WirePatchKind> for PatchKind {
         match kind {
             WirePatchKind::Merge => PatchKind::Merge,
             WirePatchKind::Json => PatchKind::Json,
+            WirePatchKind::Strategic => PatchKind::Strategic,
         }
     }
 }
@@ -217,11 +277,38 @@ pub(crate) struct Event {
     pub(crate) action: Option<String>,
 }
 
+/// 0.3's `apply-object`; 0.2's apply was the object's text alone.
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(crate) enum ApplyObject {
+    Record {
+        object: String,
+        #[serde(default)]
+        uid: Option<String>,
+    },
+    Text(String),
+}
+
+impl ApplyObject {
+    pub(crate) fn object(&self) -> &str {
+        match self {
+            ApplyObject::Record { object, .. } | ApplyObject::Text(object) => object,
+        }
+    }
+
+    pub(crate) fn uid(&self) -> Option<&str> {
+        match self {
+            ApplyObject::Record { uid, .. } => uid.as_deref(),
+            ApplyObject::Text(_) => None,
+        }
+    }
+}
+
 /// The WIT's `action`: objects and documents are JSON text inside, as they cross.
 #[derive(Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub(crate) enum Action {
-    Apply(String),
+    Apply(ApplyObject),
     Delete(ObjectRef),
     Patch(Patch),
     Status(String),

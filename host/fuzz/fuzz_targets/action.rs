@@ -48,9 +48,15 @@ fn applied(object: &serde_json::Value) -> Option<(Gvk, Option<String>)> {
 fn accepted(actions: &[Action], granted: &Granted<'_>) {
     for action in actions {
         match action {
-            Action::Apply(object) => {
+            Action::Apply(apply) => {
+                let object = &apply.object;
                 let (kind, namespace) = applied(object).unwrap_or_else(|| panic!("accepted unparsed: {object}"));
                 assert!(granted.covers(&kind, namespace.as_deref()), "accepted outside the grants: {object}");
+                assert!(
+                    apply.uid.as_deref().is_none_or(|u| wasmloop_contract::validate::uid(u).is_ok()),
+                    "{:?}",
+                    apply.uid
+                );
             }
             Action::Delete(target) | Action::Patch { target, .. } => {
                 let kind = target.gvk().unwrap_or_else(|e| panic!("{target:?}: {e}"));

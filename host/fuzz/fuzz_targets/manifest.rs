@@ -6,7 +6,9 @@
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use wasmloop_contract::manifest::{GrantView, KindRef, ManifestView, ScopeView, SelectorView, validate};
+use wasmloop_contract::annotations::AnnotationMatch;
+use wasmloop_contract::fields::{FieldPath, FieldSelector};
+use wasmloop_contract::manifest::{GrantView, IndexView, KindRef, ManifestView, ScopeView, SelectorView, validate};
 use wasmloop_contract::names::{Gvk, LabelSelector, Namespace};
 
 #[derive(Debug, Arbitrary)]
@@ -19,8 +21,18 @@ struct Kind {
 #[derive(Debug, Arbitrary)]
 struct Selected {
     kind: Kind,
-    namespace: Option<String>,
+    namespaces: Vec<String>,
     labels: Option<String>,
+    fields: Option<String>,
+    annotations: Vec<(String, Option<String>)>,
+    generation_changed: bool,
+}
+
+#[derive(Debug, Arbitrary)]
+struct Index {
+    name: String,
+    kind: Kind,
+    fields: Vec<String>,
 }
 
 #[derive(Debug, Arbitrary)]
@@ -37,9 +49,11 @@ struct Manifest {
     primary: Selected,
     owns: Vec<Kind>,
     watches: Vec<Selected>,
-    reads: Vec<Kind>,
+    reads: Vec<Selected>,
     writes: Vec<Grant>,
+    indexes: Vec<Index>,
     finalizer: Option<String>,
+    deliver_deleted: bool,
 }
 
 fn kind(k: &Kind) -> KindRef<'_> {
@@ -47,7 +61,14 @@ fn kind(k: &Kind) -> KindRef<'_> {
 }
 
 fn selected(s: &Selected) -> SelectorView<'_> {
-    SelectorView { kind: kind(&s.kind), namespace: s.namespace.as_deref(), label_selector: s.labels.as_deref() }
+    SelectorView {
+        kind: kind(&s.kind),
+        namespaces: s.namespaces.iter().map(String::as_str).collect(),
+        label_selector: s.labels.as_deref(),
+        field_selector: s.fields.as_deref(),
+        annotations: s.annotations.iter().map(|(k, v)| (k.as_str(), v.as_deref())).collect(),
+        generation_changed: s.generation_changed,
+    }
 }
 
 fn parses(k: &Kind) -> bool {
@@ -58,7 +79,17 @@ fuzz_target!(|m: Manifest| {
     let mut view = ManifestView::new(&m.name, selected(&m.primary));
     view.owns = m.owns.iter().map(kind).collect();
     view.watches = m.watches.iter().map(selected).collect();
-    view.reads = m.reads.iter().map(kind).collect();
+    view.reads = m.reads.iter().map(selected).collect();
+    view.indexes = m
+        .indexes
+        .iter()
+        .map(|i| IndexView {
+            name: &i.name,
+            kind: kind(&i.kind),
+            fields: i.fields.iter().map(String::as_str).collect(),
+        })
+        .collect();
+    view.deliver_deleted = m.deliver_deleted;
     view.writes = m
         .writes
         .iter()
@@ -77,13 +108,18 @@ fuzz_target!(|m: Manifest| {
     view.finalizer = m.finalizer.as_deref();
     match validate(&view) {
         Ok(()) => {
-            let selectors = std::iter::once(&m.primary).chain(&m.watches);
+            let selectors = std::iter::once(&m.primary).chain(&m.watches).chain(&m.reads);
             for s in selectors {
                 assert!(parses(&s.kind), "{:?}", s.kind);
-                assert!(s.namespace.as_deref().is_none_or(|ns| Namespace::parse(ns).is_ok()), "{s:?}");
+                assert!(s.namespaces.iter().all(|ns| Namespace::parse(ns).is_ok()), "{s:?}");
                 assert!(s.labels.as_deref().is_none_or(|l| LabelSelector::parse(l).is_ok()), "{s:?}");
+                assert!(s.fields.as_deref().is_none_or(|f| f.parse::<FieldSelector>().is_ok()), "{s:?}");
+                assert!(s.annotations.iter().all(|(k, v)| AnnotationMatch::new(k, v.as_deref()).is_ok()), "{s:?}");
             }
-            for k in m.owns.iter().chain(&m.reads).chain(m.writes.iter().map(|g| &g.kind)) {
+            for i in &m.indexes {
+                assert!(parses(&i.kind) && i.fields.iter().all(|f| f.parse::<FieldPath>().is_ok()), "{i:?}");
+            }
+            for k in m.owns.iter().chain(m.writes.iter().map(|g| &g.kind)) {
                 assert!(parses(k), "{k:?}");
             }
             for list in m.writes.iter().filter_map(|g| g.scope.as_ref()) {

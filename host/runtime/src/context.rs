@@ -10,7 +10,7 @@ use crate::identity::Identities;
 use crate::informer::{Informers, InitialList};
 use crate::metrics::Metrics;
 use crate::quarantine::Board;
-use crate::record::CaseSink;
+use crate::record::Recorder;
 
 /// One host's connection to the cluster: the client, the discovery cache, the shared
 /// informers, the executor, the metrics, whom plugins act as and whether this host may
@@ -38,7 +38,7 @@ pub struct Context {
     /// Informers and queues run either way, so a standby's caches are warm when it takes over.
     pub leading: watch::Receiver<bool>,
     /// Where each reconcile is recorded (`--record-dir`), if anywhere.
-    pub record: Option<CaseSink>,
+    pub record: Option<Recorder>,
 }
 
 impl Context {
@@ -89,9 +89,9 @@ impl Context {
         self
     }
 
-    /// This context recording every reconcile into `sink`.
-    pub fn recording(mut self, sink: CaseSink) -> Context {
-        self.record = Some(sink);
+    /// This context recording every reconcile with `recorder`.
+    pub fn recording(mut self, recorder: Recorder) -> Context {
+        self.record = Some(recorder);
         self
     }
 

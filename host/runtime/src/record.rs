@@ -5,14 +5,22 @@
 //! A case is plain data: the objects as the plugin saw them, so a replay needs no cluster.
 //! Secrets never leave in clear: any Secret in a case, wherever it appears, has the values of
 //! `data` and `stringData` replaced (the keys stay, so a plugin that checks for a key still
-//! replays the same).
+//! replays the same). What the plugin was given keeps each value's type under a keyed digest
+//! ([`redact_input`]): `data` still decodes as bytes, and one value is always the same bytes
+//! under the recorder's key, so a plugin that parses or hashes a Secret replays alike; what it
+//! returned is replaced outright ([`redact`]).
 //!
 //! ```
 //! use serde_json::json;
-//! use wasmloop_runtime::record::redact;
-//! let mut secret = json!({"apiVersion": "v1", "kind": "Secret", "data": {"password": "aHVudGVyMg=="}});
-//! redact(&mut secret);
-//! assert_eq!(secret["data"]["password"], "<redacted>");
+//! use wasmloop_runtime::record::{RedactionKey, redact, redact_input};
+//! let secret = json!({"apiVersion": "v1", "kind": "Secret", "data": {"password": "aHVudGVyMg=="}});
+//! let mut given = secret.clone();
+//! redact_input(&mut given, &RedactionKey::new([7; 32]));
+//! assert_ne!(given["data"]["password"], "aHVudGVyMg==");
+//! assert_eq!(given["data"]["password"].as_str().unwrap().len(), 24, "16 bytes, in base64");
+//! let mut returned = secret;
+//! redact(&mut returned);
+//! assert_eq!(returned["data"]["password"], "<redacted>");
 //! ```
 
 use std::sync::{Arc, Mutex};
@@ -74,6 +82,88 @@ pub struct RecordedRequest {
     /// The plugin's configuration.
     #[serde(default)]
     pub config: Value,
+    /// Why the call ran (contract 0.3), as [`triggers::to_json`] writes them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub triggers: Vec<Value>,
+    /// Triggers beyond those recorded.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub triggers_dropped: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// Triggers as a case keeps them: `{primaryChanged: {old, new}}`, `{ownedChanged: REF}`,
+/// `{relatedChanged: REF}`, `resync`, `requeue`, `retry`, `{conflict: {target, fields, more}}`.
+pub mod triggers {
+    use serde_json::{Value, json};
+    use wasmloop_sandbox::{ApplyConflict, FieldConflict, GenerationChange, Trigger, WitObjectRef};
+
+    fn reference(r: &WitObjectRef) -> Value {
+        json!({"apiVersion": r.api_version, "kind": r.kind, "name": r.name, "namespace": r.namespace, "uid": r.uid})
+    }
+
+    fn reference_of(v: &Value) -> Option<WitObjectRef> {
+        let text = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
+        Some(WitObjectRef {
+            api_version: text("apiVersion")?,
+            kind: text("kind")?,
+            name: text("name")?,
+            namespace: text("namespace"),
+            uid: text("uid"),
+        })
+    }
+
+    /// `trigger` as JSON.
+    pub fn to_json(trigger: &Trigger) -> Value {
+        match trigger {
+            Trigger::PrimaryChanged(g) => json!({"primaryChanged": {"old": g.old, "new": g.new}}),
+            Trigger::OwnedChanged(r) => json!({"ownedChanged": reference(r)}),
+            Trigger::RelatedChanged(r) => json!({"relatedChanged": reference(r)}),
+            Trigger::Resync => json!("resync"),
+            Trigger::Requeue => json!("requeue"),
+            Trigger::Retry => json!("retry"),
+            Trigger::Conflict(c) => json!({"conflict": {
+                "target": reference(&c.target),
+                "fields": c.fields.iter().map(|f| json!({"manager": f.manager, "field": f.field})).collect::<Vec<_>>(),
+                "more": c.more,
+            }}),
+        }
+    }
+
+    /// The trigger a case kept; none for anything else.
+    pub fn of(v: &Value) -> Option<Trigger> {
+        if let Some(word) = v.as_str() {
+            return match word {
+                "resync" => Some(Trigger::Resync),
+                "requeue" => Some(Trigger::Requeue),
+                "retry" => Some(Trigger::Retry),
+                _ => None,
+            };
+        }
+        let (tag, body) = v.as_object()?.iter().next()?;
+        match tag.as_str() {
+            "primaryChanged" => Some(Trigger::PrimaryChanged(GenerationChange {
+                old: body.get("old").and_then(Value::as_i64),
+                new: body.get("new").and_then(Value::as_i64),
+            })),
+            "ownedChanged" => reference_of(body).map(Trigger::OwnedChanged),
+            "relatedChanged" => reference_of(body).map(Trigger::RelatedChanged),
+            "conflict" => {
+                let fields = body.get("fields")?.as_array()?.iter().map(|f| FieldConflict {
+                    manager: f.get("manager").and_then(Value::as_str).unwrap_or_default().to_owned(),
+                    field: f.get("field").and_then(Value::as_str).unwrap_or_default().to_owned(),
+                });
+                Some(Trigger::Conflict(ApplyConflict {
+                    target: reference_of(body.get("target")?)?,
+                    fields: fields.collect(),
+                    more: body.get("more").and_then(Value::as_u64).and_then(|n| u32::try_from(n).ok()).unwrap_or(0),
+                }))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// One cache look-up and its answer.
@@ -164,6 +254,83 @@ pub enum Outcome {
 /// Where cases go. Called on the worker after each call; it must not block.
 pub type CaseSink = Arc<dyn Fn(Case) + Send + Sync>;
 
+/// A recorder: where cases go, and the key their Secrets' values are digested with.
+#[derive(Clone)]
+pub struct Recorder {
+    /// Where cases go.
+    pub sink: CaseSink,
+    /// The key of [`redact_input`].
+    pub key: RedactionKey,
+}
+
+/// The key a recorder digests Secret values with (HMAC-SHA-256, cut to 16 bytes): the same
+/// value gives the same digest under one key, and a digest tells nothing of the value without
+/// the key, which stays out of the cases.
+#[derive(Clone)]
+pub struct RedactionKey([u8; 32]);
+
+impl RedactionKey {
+    /// The key of these bytes.
+    pub fn new(bytes: [u8; 32]) -> RedactionKey {
+        RedactionKey(bytes)
+    }
+
+    /// The digest of `value`.
+    pub fn digest(&self, value: &[u8]) -> [u8; 16] {
+        use hmac::Mac;
+        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&self.0).expect("HMAC takes a key of any length");
+        mac.update(value);
+        let full = mac.finalize().into_bytes();
+        let mut cut = [0; 16];
+        cut.copy_from_slice(&full[..16]);
+        cut
+    }
+}
+
+impl std::fmt::Debug for RedactionKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RedactionKey(..)")
+    }
+}
+
+/// A Secret's values as a plugin is given them in a case: each `data` value becomes the
+/// base64 of its digest (still bytes), each `stringData` value `redacted-` and the hex of its
+/// digest (still a string); the last-applied annotation goes. Wherever a Secret appears in
+/// `value`; anything else is left alone.
+pub fn redact_input(value: &mut Value, key: &RedactionKey) {
+    use base64::Engine;
+    let engine = base64::engine::general_purpose::STANDARD;
+    match value {
+        Value::Array(items) => items.iter_mut().for_each(|v| redact_input(v, key)),
+        Value::Object(object) => {
+            if is_secret(object.get("apiVersion"), object.get("kind")) {
+                if let Some(Value::Object(values)) = object.get_mut("data") {
+                    for v in values.values_mut() {
+                        let text = v.as_str().unwrap_or_default();
+                        // A value that is no base64 is digested as its text.
+                        let bytes = engine.decode(text).unwrap_or_else(|_| text.as_bytes().to_vec());
+                        *v = Value::String(engine.encode(key.digest(&bytes)));
+                    }
+                }
+                if let Some(Value::Object(values)) = object.get_mut("stringData") {
+                    for v in values.values_mut() {
+                        let digest = key.digest(v.as_str().unwrap_or_default().as_bytes());
+                        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+                        *v = Value::String(format!("redacted-{hex}"));
+                    }
+                }
+                if let Some(Value::Object(annotations)) =
+                    object.get_mut("metadata").and_then(|m| m.get_mut("annotations"))
+                {
+                    annotations.remove(LAST_APPLIED);
+                }
+            }
+            object.values_mut().for_each(|v| redact_input(v, key));
+        }
+        _ => {}
+    }
+}
+
 /// Replaces the values of a Secret's `data` and `stringData` (keeping the keys) and drops
 /// its `kubectl.kubernetes.io/last-applied-configuration` annotation (a copy of the whole
 /// Secret), wherever a Secret appears in `value`: an object, a List's items, an action's
@@ -214,10 +381,10 @@ fn redact_all(value: &mut Value) {
     }
 }
 
-/// An object's JSON, redacted.
-pub fn recorded(object: &Object) -> Value {
+/// An object's JSON as a plugin was given it, redacted with `key`.
+pub fn recorded(object: &Object, key: &RedactionKey) -> Value {
     let mut value = serde_json::from_str(&object.json).unwrap_or(Value::Null);
-    redact(&mut value);
+    redact_input(&mut value, key);
     value
 }
 
@@ -262,11 +429,13 @@ pub fn case(plugin: &Plugin, request: &Request, recording: &Recording, result: &
         recorded_at: k8s_openapi::jiff::Timestamp::now().to_string(),
         request: RecordedRequest {
             phase: phase.to_owned(),
-            object: recorded(&request.object),
-            owned: request.owned.iter().map(recorded).collect(),
-            previous: request.previous.as_ref().map(recorded),
+            object: recorded(&request.object, &recording.key),
+            owned: request.owned.iter().map(|o| recorded(o, &recording.key)).collect(),
+            previous: request.previous.as_ref().map(|o| recorded(o, &recording.key)),
             attempt: request.attempt,
             config: serde_json::from_str(&request.config).unwrap_or(Value::Null),
+            triggers: request.triggers.iter().map(triggers::to_json).collect(),
+            triggers_dropped: request.triggers_dropped,
         },
         lookups,
         truncated,
@@ -281,6 +450,7 @@ pub struct Recording {
     inner: Arc<dyn HostServices>,
     metadata_only: Vec<Gvk>,
     kept: Mutex<Kept>,
+    key: RedactionKey,
 }
 
 /// Answer bytes one case keeps; past them, or past [`MAX_LOOKUPS`], the case is truncated.
@@ -295,9 +465,9 @@ struct Kept {
 
 impl Recording {
     /// Records the look-ups made through `inner` by a plugin served `metadata_only` kinds
-    /// as metadata.
-    pub fn new(inner: Arc<dyn HostServices>, metadata_only: Vec<Gvk>) -> Arc<Recording> {
-        Arc::new(Recording { inner, metadata_only, kept: Mutex::default() })
+    /// as metadata, Secrets digested with `key`.
+    pub fn new(inner: Arc<dyn HostServices>, metadata_only: Vec<Gvk>, key: RedactionKey) -> Arc<Recording> {
+        Arc::new(Recording { inner, metadata_only, kept: Mutex::default(), key })
     }
 
     /// The look-ups made so far, and whether some were left out.
@@ -309,9 +479,9 @@ impl Recording {
     /// An answer as the plugin is served it.
     fn served(&self, kind: &Gvk, object: &Object) -> Value {
         if self.metadata_only.contains(kind) {
-            recorded(&wasmloop_sandbox::metadata_only(object))
+            recorded(&wasmloop_sandbox::metadata_only(object), &self.key)
         } else {
-            recorded(object)
+            recorded(object, &self.key)
         }
     }
 
@@ -423,7 +593,7 @@ mod tests {
     fn a_recording_keeps_answers_as_served_and_refusals_and_stops_at_its_bounds() {
         let deployments = Gvk::from_api_version("apps/v1", "Deployment").unwrap();
         let (ns, web) = (Namespace::parse("ns").unwrap(), Name::parse("web").unwrap());
-        let lean = Recording::new(Arc::new(OneDeployment), vec![deployments.clone()]);
+        let lean = Recording::new(Arc::new(OneDeployment), vec![deployments.clone()], RedactionKey::new([1; 32]));
         lean.get(&deployments, Some(&ns), &web);
         lean.denied(&deployments, Some(&Namespace::parse("elsewhere").unwrap()));
         let (lookups, truncated) = lean.take();
@@ -432,7 +602,7 @@ mod tests {
         assert!(matches!(&lookups[1], Lookup::Denied(d) if !d.revoked && d.why.contains("ns only")), "{lookups:?}");
         assert!(!truncated);
 
-        let full = Recording::new(Arc::new(OneDeployment), Vec::new());
+        let full = Recording::new(Arc::new(OneDeployment), Vec::new(), RedactionKey::new([1; 32]));
         for _ in 0..=MAX_LOOKUPS {
             full.get(&deployments, Some(&ns), &web);
         }

@@ -348,7 +348,7 @@ mod tests {
     fn manifest(primary: &str, metadata_only: &[&str]) -> Manifest {
         let gvk = |kind: &str| Gvk::from_api_version("v1", kind).unwrap();
         Manifest {
-            reads: metadata_only.iter().map(|k| gvk(k)).collect(),
+            reads: metadata_only.iter().map(|k| KindSelector::of(gvk(k))).collect(),
             metadata_only: metadata_only.iter().map(|k| gvk(k)).collect(),
             ..Manifest::declaring("p", gvk(primary))
         }
@@ -368,11 +368,7 @@ mod tests {
     fn watching(selector: Option<&str>) -> Manifest {
         let mut m = manifest("ConfigMap", &["Secret"]);
         let pods = Gvk::from_api_version("v1", "Pod").unwrap();
-        m.watches.push(KindSelector {
-            kind: pods,
-            namespace: None,
-            label_selector: selector.map(|s| s.parse().unwrap()),
-        });
+        m.watches.push(KindSelector { label_selector: selector.map(|s| s.parse().unwrap()), ..KindSelector::of(pods) });
         m
     }
 

@@ -153,6 +153,8 @@ fn wasm_request(primary: &Object, owned: &[Object]) -> Request {
         previous: None,
         attempt: 0,
         config: "{}".into(),
+        triggers: Vec::new(),
+        triggers_dropped: 0,
     }
 }
 
@@ -210,6 +212,8 @@ fn run_native(primary: &Value, owned: &[Value]) -> Stages {
                 previous: None,
                 attempt: 0,
                 config: wasmloop_sdk::Config::new("{}".into()),
+                triggers: Vec::new(),
+                triggers_dropped: 0,
             };
             let marshal = start.elapsed();
             let (actions, [decode, logic, encode]) = timed_reconcile::<FooController>(&request);
@@ -217,8 +221,13 @@ fn run_native(primary: &Value, owned: &[Value]) -> Stages {
             // The host decodes native actions as it decodes the guest's: parse each JSON.
             let decode_start = Instant::now();
             for action in &actions {
-                if let wasmloop_sdk::Action::Apply(j) | wasmloop_sdk::Action::Status(j) = action {
-                    std::hint::black_box(serde_json::from_str::<Value>(j).unwrap());
+                let json = match action {
+                    wasmloop_sdk::Action::Apply(apply) => Some(&apply.json),
+                    wasmloop_sdk::Action::Status(json) => Some(json),
+                    _ => None,
+                };
+                if let Some(json) = json {
+                    std::hint::black_box(serde_json::from_str::<Value>(json).unwrap());
                 }
             }
             let host_decode = decode_start.elapsed();

@@ -9,7 +9,7 @@ use crate::bindings::{Gvk, Object, Phase, wit};
 use crate::capability::{self, Verb};
 use crate::error::CallFailure;
 use crate::manifest::Manifest;
-use crate::response::{Action, EventType, ObjectRef, PatchKind, Response};
+use crate::response::{Action, Apply, EventType, ObjectRef, PatchKind, Response};
 use crate::validate;
 use wasmloop_contract::action as rules;
 use wasmloop_contract::names::{Name, Namespace};
@@ -66,11 +66,12 @@ fn decode_action(
         return Err(invalid(rules::PRIMARY_GONE.into()));
     }
     Ok(match action {
-        wit::Action::Apply(json) => {
-            let object = parse(&json, "an apply action's object")?;
+        wit::Action::Apply(apply) => {
+            let object = parse(&apply.object, "an apply action's object")?;
             let target = rules::apply_target(&object).map_err(invalid)?;
+            rules::apply_precondition(apply.uid.as_deref()).map_err(invalid)?;
             granted(manifest, primary, Verb::Apply, target.api_version, target.kind, target.namespace)?;
-            Action::Apply(object)
+            Action::Apply(Apply { object, force: apply.force, uid: apply.uid })
         }
         wit::Action::Delete(target) => {
             let target = object_ref(target)?;
@@ -87,6 +88,7 @@ fn decode_action(
             let (kind, shape) = match p.kind {
                 wit::PatchKind::Merge => (PatchKind::Merge, rules::PatchKind::Merge),
                 wit::PatchKind::Json => (PatchKind::Json, rules::PatchKind::Json),
+                wit::PatchKind::Strategic => (PatchKind::Strategic, rules::PatchKind::Strategic),
             };
             rules::patch_document(shape, &patch).map_err(invalid)?;
             let ns = target.namespace.as_deref();

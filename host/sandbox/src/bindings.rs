@@ -1,37 +1,54 @@
-//! The host's two `bindgen!`s: `wit/plugin.wit` (contract 0.2.1, what the host is written
-//! against) and `wit/v0.1/plugin.wit` (contract 0.1, served through the adapter in
-//! `adapter.rs`).
+//! The host's three `bindgen!`s: `wit/plugin.wit` (contract 0.3, what the host is written
+//! against), `wit/v0.2/plugin.wit` and `wit/v0.1/plugin.wit` (contracts 0.2 and 0.1, served
+//! through the adapters in `adapter/`).
 //!
-//! wasmtime type-checks records by shape, not by package, so 0.1's exports are called with
-//! 0.2's Rust types wherever the two agree (the request, and the response and `map` results,
-//! lifted through `lift.rs`'s counted mirrors); only the manifest and the error have 0.1 mirrors
-//! of their own there, and the `host` import uses 0.1's generated types. (`with:` cannot share single
-//! records between the two: wasmtime 48 remaps whole interfaces, and 0.1's `types` holds a
-//! manifest of another shape.)
+//! wasmtime type-checks records by shape, not by package, so older exports are called with
+//! the types that have their shape: counted mirrors in `lift/` for what a guest returns, and
+//! borrowed mirrors in `adapter/` for what the host hands it. Only their imports use their own
+//! generated types. (`with:` cannot share single records between versions: wasmtime 48 remaps
+//! whole interfaces, and each version's `types` holds a manifest of another shape.)
 
 #![allow(missing_docs)]
 
 wasmtime::component::bindgen!({
     path: "../../wit",
-    world: "wasmloop:plugin/reconciler@0.2.1",
+    world: "wasmloop:plugin/reconciler@0.3.0",
     additional_derives: [PartialEq, Eq],
 });
 
-pub use exports::wasmloop::plugin::plugin::{Phase, Request};
+pub use exports::wasmloop::plugin::plugin::{ApplyConflict, FieldConflict, GenerationChange, Phase, Request, Trigger};
 pub use wasmloop::plugin::types::Object;
+/// The contract's `object-ref`, as triggers carry it (the host's own decoded form is
+/// [`crate::ObjectRef`]).
+pub use wasmloop::plugin::types::ObjectRef as WitObjectRef;
 pub use wasmloop_contract::names::Gvk;
 
 pub(crate) mod wit {
     pub use super::exports::wasmloop::plugin::cache_options::{Keep, KeptFields};
-    pub use super::exports::wasmloop::plugin::plugin::{Action, EventType, PatchKind, ReconcileError, Response};
+    pub use super::exports::wasmloop::plugin::plugin::{
+        Action, ApplyObject, Event, EventType, Patch, PatchKind, ReconcileError, Response,
+    };
     pub use super::wasmloop::plugin::cache::{CacheError, Host as CacheHost, Page};
     pub use super::wasmloop::plugin::log::Host as LogHost;
     pub use super::wasmloop::plugin::types::{
-        Gvk, Host as TypesHost, KindSelector, LogLevel, ObjectRef, PluginManifest, WriteGrant, WriteScope, WriteVerbs,
+        AnnotationMatch, Gvk, Host as TypesHost, Index, KindSelector, LogLevel, ObjectRef, PluginManifest, Settings,
+        WriteGrant, WriteScope, WriteVerbs,
     };
 }
 
-/// Contract 0.1: only what differs from 0.2 is generated anew.
+/// Contract 0.2: its imports, generated anew (their package names carry `@0.2.1`).
+pub(crate) mod v0_2 {
+    wasmtime::component::bindgen!({
+        path: "../../wit/v0.2",
+        world: "wasmloop:plugin/reconciler@0.2.1",
+    });
+
+    pub(crate) use wasmloop::plugin::cache::{CacheError, Host as CacheHost, Page};
+    pub(crate) use wasmloop::plugin::log::Host as LogHost;
+    pub(crate) use wasmloop::plugin::types::{Gvk, Host as TypesHost, LogLevel, Object};
+}
+
+/// Contract 0.1: its `host` import, generated anew.
 pub(crate) mod v0_1 {
     wasmtime::component::bindgen!({
         path: "../../wit/v0.1",

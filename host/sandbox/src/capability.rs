@@ -139,7 +139,7 @@ pub fn permits(
     let in_primary_namespace = namespace == bounds.primary_namespace;
     let allowed = match manifest.contract {
         Contract::V0_1 => manifest.declares(kind),
-        Contract::V0_2 => {
+        Contract::V0_2 | Contract::V0_3 => {
             implied(manifest, verb, kind, in_primary_namespace)
                 || manifest.writes.iter().any(|g| {
                     &g.kind == kind
@@ -167,7 +167,7 @@ mod tests {
     fn manifest(contract: Contract, writes: Vec<WriteGrant>) -> Manifest {
         Manifest {
             owns: vec![gvk("apps", "v1", "Deployment")],
-            reads: vec![gvk("", "v1", "Secret")],
+            reads: vec![crate::KindSelector::of(gvk("", "v1", "Secret"))],
             writes,
             contract,
             ..Manifest::declaring("p", gvk("example.com", "v1", "Foo"))
@@ -243,7 +243,7 @@ mod tests {
         let node = gvk("", "v1", "Node");
         let m2 = manifest(Contract::V0_2, vec![grant(node.clone(), PATCH, WriteScope::Any)]);
         let mut m1 = manifest(Contract::V0_1, Vec::new());
-        m1.reads.push(node.clone());
+        m1.reads.push(crate::KindSelector::of(node.clone()));
         let confined = Bounds { primary_namespace: Some("t"), confined_to: Some("t") };
         // A cluster-scoped primary confined too: "its namespace" is no way out.
         let cluster_primary = Bounds { primary_namespace: None, confined_to: Some("t") };

@@ -42,12 +42,15 @@ pub fn manifest() -> Manifest {
         watches: WATCHED
             .iter()
             .map(|(k, namespace, selector)| KindSelector {
-                kind: gvk(*k),
-                namespace: namespace.map(|ns| ns.parse().expect("the suite's namespaces are namespaces")),
+                namespaces: namespace
+                    .iter()
+                    .map(|ns| ns.parse().expect("the suite's namespaces are namespaces"))
+                    .collect(),
                 label_selector: Some(selector.parse().expect("the suite's selectors are selectors")),
+                ..KindSelector::of(gvk(*k))
             })
             .collect(),
-        reads: KINDS[1..].iter().map(|k| gvk(*k)).collect(),
+        reads: KINDS[1..].iter().map(|k| KindSelector::of(gvk(*k))).collect(),
         metadata_only: METADATA_ONLY.iter().map(|k| gvk(*k)).collect(),
         keeps: KEEPS
             .iter()

@@ -1,5 +1,5 @@
 //! Which components the host accepts: components (not core modules) built for a version of
-//! `wasmloop:plugin` it serves, 0.2 natively and 0.1 through the adapter.
+//! `wasmloop:plugin` it serves, 0.3 natively and 0.2 and 0.1 through the adapters.
 
 use wasmtime::Engine;
 use wasmtime::component::Component;
@@ -8,14 +8,30 @@ use crate::manifest::Contract;
 
 /// The WIT package the host serves.
 pub const CONTRACT_PACKAGE: &str = "wasmloop:plugin";
-/// The contract version the host is written against; components built for `0.2.x` are
-/// accepted, and so are those built for [`LEGACY_CONTRACT_VERSION`].
-pub const CONTRACT_VERSION: &str = "0.2.1";
-/// The optional interface of cache options (0.2.1), probed for by name; wasmtime's semver
-/// lookup finds later 0.2.x exports of it too.
-pub(crate) const CACHE_OPTIONS: &str = "wasmloop:plugin/cache-options@0.2.1";
-/// The older contract version still served, through an adapter.
-pub const LEGACY_CONTRACT_VERSION: &str = "0.1.0";
+/// The contract version the host is written against; components built for `0.3.x` are
+/// accepted, and so are those built for [`LEGACY_CONTRACT_VERSIONS`].
+pub const CONTRACT_VERSION: &str = "0.3.0";
+/// The older contract versions still served, through adapters, newest first.
+pub const LEGACY_CONTRACT_VERSIONS: [&str; 2] = ["0.2.1", "0.1.0"];
+
+/// The version of the contract `contract` the host serves it as.
+pub fn version_of(contract: Contract) -> &'static str {
+    match contract {
+        Contract::V0_3 => CONTRACT_VERSION,
+        Contract::V0_2 => LEGACY_CONTRACT_VERSIONS[0],
+        Contract::V0_1 => LEGACY_CONTRACT_VERSIONS[1],
+    }
+}
+
+/// The optional interface of cache options of a component built for `contract`, probed for by
+/// name (wasmtime's semver lookup finds later patch versions' exports of it too); none before
+/// 0.2.1 added it.
+pub(crate) fn cache_options(contract: Contract) -> Option<String> {
+    match contract {
+        Contract::V0_1 => None,
+        other => Some(format!("{CONTRACT_PACKAGE}/cache-options@{}", version_of(other))),
+    }
+}
 
 /// What the 8-byte preamble says a file is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,13 +86,7 @@ pub(crate) enum Mismatch {
 /// The contract a version string belongs to, if the host serves it.
 fn served(version: &str) -> Option<Contract> {
     let class = compat_class(version)?;
-    if class == compat_class(CONTRACT_VERSION)? {
-        Some(Contract::V0_2)
-    } else if class == compat_class(LEGACY_CONTRACT_VERSION)? {
-        Some(Contract::V0_1)
-    } else {
-        None
-    }
+    [Contract::V0_3, Contract::V0_2, Contract::V0_1].into_iter().find(|c| compat_class(version_of(*c)) == Some(class))
 }
 
 /// Checks the component against the contract; returns the full name of the plugin interface
@@ -91,7 +101,7 @@ pub(crate) fn check(engine: &Engine, component: &Component) -> Result<(String, C
     if contracts.windows(2).any(|w| w[0] != w[1]) {
         return Err(Mismatch::Mixed { found: versions });
     }
-    let contract = contracts.first().copied().unwrap_or(Contract::V0_2);
+    let contract = contracts.first().copied().unwrap_or(Contract::V0_3);
     let plugin = format!("{CONTRACT_PACKAGE}/plugin@");
     match component.component_type().exports(engine).find(|(n, _)| n.starts_with(&plugin)) {
         Some((name, _)) => Ok((name.to_owned(), contract)),
@@ -115,11 +125,13 @@ mod tests {
     }
 
     #[test]
-    fn the_host_serves_0_2_and_0_1_and_nothing_else() {
+    fn the_host_serves_0_3_0_2_and_0_1_and_nothing_else() {
+        assert_eq!(served("0.3.0"), Some(Contract::V0_3));
+        assert_eq!(served("0.3.2"), Some(Contract::V0_3));
         assert_eq!(served("0.2.0"), Some(Contract::V0_2));
         assert_eq!(served("0.2.3"), Some(Contract::V0_2));
         assert_eq!(served("0.1.0"), Some(Contract::V0_1));
-        assert_eq!(served("0.3.0"), None);
+        assert_eq!(served("0.4.0"), None);
         assert_eq!(served("1.0.0"), None);
         assert_eq!(served("x"), None);
     }

@@ -33,7 +33,7 @@ pub enum LoadError {
         source: wasmtime::Error,
     },
     /// Built for a contract version this host does not serve.
-    #[error("{origin} was built for contract {package}@{found}, but this host serves {package}@{supported} ({supported_minor}.x) and {package}@{legacy} ({legacy_minor}.x, through an adapter); rebuild the plugin with an SDK for contract {supported} (this repository's wasmloop-sdk), or run a wasmloop host that serves {found}", package = crate::CONTRACT_PACKAGE, supported = crate::CONTRACT_VERSION, supported_minor = minor(crate::CONTRACT_VERSION), legacy = crate::contract::LEGACY_CONTRACT_VERSION, legacy_minor = minor(crate::contract::LEGACY_CONTRACT_VERSION))]
+    #[error("{origin} was built for contract {package}@{found}, but this host serves {package}@{supported} ({supported_minor}.x), and {package}@{v2} ({v2_minor}.x) and {package}@{v1} ({v1_minor}.x) through adapters; rebuild the plugin with an SDK for contract {supported} (this repository's wasmloop-sdk), or run a wasmloop host that serves {found}", package = crate::CONTRACT_PACKAGE, supported = crate::CONTRACT_VERSION, supported_minor = minor(crate::CONTRACT_VERSION), v2 = crate::contract::LEGACY_CONTRACT_VERSIONS[0], v2_minor = minor(crate::contract::LEGACY_CONTRACT_VERSIONS[0]), v1 = crate::contract::LEGACY_CONTRACT_VERSIONS[1], v1_minor = minor(crate::contract::LEGACY_CONTRACT_VERSIONS[1]))]
     IncompatibleContract {
         /// Where the bytes came from.
         origin: String,

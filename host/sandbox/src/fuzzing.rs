@@ -29,9 +29,9 @@ pub struct RefInput {
 #[derive(Debug, Arbitrary)]
 #[allow(missing_docs)]
 pub enum ActionInput {
-    Apply(String),
+    Apply { object: String, force: bool, uid: Option<String> },
     Delete(RefInput),
-    Patch { target: RefInput, json_patch: bool, patch: String },
+    Patch { target: RefInput, format: u8, patch: String },
     Status(String),
     Event { warning: bool, reason: String, message: String, action: Option<String> },
     Prune,
@@ -76,7 +76,14 @@ fn manifest(grant_namespaces: Vec<String>) -> Result<Manifest, String> {
     let manifest = wit::PluginManifest {
         name: "fuzzed".into(),
         version: "1".into(),
-        primary: wit::KindSelector { kind: gvk("", "v1", "ConfigMap"), namespace: None, label_selector: None },
+        primary: wit::KindSelector {
+            kind: gvk("", "v1", "ConfigMap"),
+            namespaces: Vec::new(),
+            label_selector: None,
+            field_selector: None,
+            annotations: Vec::new(),
+            generation_changed: false,
+        },
         owns: vec![gvk("apps", "v1", "Deployment")],
         watches: Vec::new(),
         reads: Vec::new(),
@@ -85,6 +92,7 @@ fn manifest(grant_namespaces: Vec<String>) -> Result<Manifest, String> {
             grant(gvk("", "v1", "Secret"), wit::WriteScope::Namespaces(grant_namespaces)),
             grant(gvk("", "v1", "Node"), wit::WriteScope::Any),
         ],
+        indexes: Vec::new(),
         finalizer: None,
         prune: true,
         deliver_deleted: true,
@@ -97,7 +105,7 @@ fn manifest(grant_namespaces: Vec<String>) -> Result<Manifest, String> {
             resync_seconds: None,
         },
     };
-    Manifest::from_wit(manifest, Vec::new(), Contract::V0_2)
+    Manifest::from_wit(manifest, Vec::new(), Contract::V0_3)
 }
 
 fn object_ref(r: RefInput) -> wit::ObjectRef {
@@ -106,24 +114,24 @@ fn object_ref(r: RefInput) -> wit::ObjectRef {
 
 fn action(a: ActionInput) -> wit::Action {
     match a {
-        ActionInput::Apply(json) => wit::Action::Apply(json),
+        ActionInput::Apply { object, force, uid } => wit::Action::Apply(wit::ApplyObject { object, force, uid }),
         ActionInput::Delete(target) => wit::Action::Delete(object_ref(target)),
-        ActionInput::Patch { target, json_patch, patch } => {
-            wit::Action::Patch(crate::bindings::exports::wasmloop::plugin::plugin::Patch {
-                target: object_ref(target),
-                kind: if json_patch { wit::PatchKind::Json } else { wit::PatchKind::Merge },
-                patch,
-            })
-        }
+        ActionInput::Patch { target, format, patch } => wit::Action::Patch(wit::Patch {
+            target: object_ref(target),
+            kind: match format % 3 {
+                0 => wit::PatchKind::Merge,
+                1 => wit::PatchKind::Json,
+                _ => wit::PatchKind::Strategic,
+            },
+            patch,
+        }),
         ActionInput::Status(json) => wit::Action::Status(json),
-        ActionInput::Event { warning, reason, message, action } => {
-            wit::Action::Event(crate::bindings::exports::wasmloop::plugin::plugin::Event {
-                event_type: if warning { wit::EventType::Warning } else { wit::EventType::Normal },
-                reason,
-                message,
-                action,
-            })
-        }
+        ActionInput::Event { warning, reason, message, action } => wit::Action::Event(wit::Event {
+            event_type: if warning { wit::EventType::Warning } else { wit::EventType::Normal },
+            reason,
+            message,
+            action,
+        }),
         ActionInput::Prune => wit::Action::Prune,
     }
 }

@@ -2,6 +2,7 @@
 
 use crate::Selector;
 use crate::bindings::{Gvk, Object};
+use crate::manifest::Index;
 use wasmloop_contract::names::{Name, Namespace};
 
 /// Severity of a plugin's log line.
@@ -59,6 +60,37 @@ pub trait HostServices: Send + Sync {
             .list(kind, namespace, selector)
             .into_iter()
             .map(|o| (key(&o), o))
+            .filter(|(k, _)| after.is_none_or(|a| k > a))
+            .collect();
+        rest.sort_by(|a, b| a.0.cmp(&b.0));
+        let more = rest.len() > limit;
+        rest.truncate(limit);
+        let resume = if more { rest.last().map(|(k, _)| k.clone()) } else { None };
+        ListPage { items: rest.into_iter().map(|(_, o)| o).collect(), resume }
+    }
+
+    /// A page of the objects of `index.kind` that `index` files under `key`, optionally in
+    /// one namespace, in (namespace, name) order after `after`. The default evaluates the
+    /// index's paths over [`HostServices::list`] (a cache as small as a test's); the host's
+    /// informers keep the index as objects change and serve a page from it.
+    fn list_by_index(
+        &self,
+        index: &Index,
+        key: &str,
+        namespace: Option<&Namespace>,
+        after: Option<&ListKey>,
+        limit: usize,
+    ) -> ListPage {
+        let listed = |o: &Object| {
+            serde_json::from_str::<serde_json::Value>(&o.json)
+                .is_ok_and(|v| index.fields.iter().any(|p| p.values(&v).iter().any(|found| found == key)))
+        };
+        let keyed = |o: &Object| (o.namespace.clone().unwrap_or_default(), o.name.clone());
+        let mut rest: Vec<(ListKey, Object)> = self
+            .list(&index.kind, namespace, &Selector::default())
+            .into_iter()
+            .filter(listed)
+            .map(|o| (keyed(&o), o))
             .filter(|(k, _)| after.is_none_or(|a| k > a))
             .collect();
         rest.sort_by(|a, b| a.0.cmp(&b.0));

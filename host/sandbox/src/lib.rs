@@ -53,19 +53,21 @@ mod sandbox;
 mod state;
 pub use wasmloop_contract::validate;
 
-pub use bindings::{Gvk, Object, Phase, Request};
+pub use bindings::{
+    ApplyConflict, FieldConflict, GenerationChange, Gvk, Object, Phase, Request, Trigger, WitObjectRef,
+};
 pub use compile_cache::{BUDGET as COMPILE_CACHE_BUDGET, CompileCache, digest};
 pub use config::{Capped, Limits, MAX_KEEP_RESIDENT_BYTES, SandboxConfig};
-pub use contract::{CONTRACT_PACKAGE, CONTRACT_VERSION, LEGACY_CONTRACT_VERSION};
+pub use contract::{CONTRACT_PACKAGE, CONTRACT_VERSION, LEGACY_CONTRACT_VERSIONS, version_of};
 pub use cpu_budget::CpuBudget;
 pub use error::{CallError, CallFailure, LoadError};
 pub use host_services::{CacheDenied, EmptyHost, HostServices, ListKey, ListPage, LogLevel};
 pub use manifest::{
-    Contract, Keep, KindSelector, Manifest, Settings, WriteGrant, WriteScope, WriteVerbs, name_in_id, plugin_id,
+    Contract, Index, Keep, KindSelector, Manifest, Settings, WriteGrant, WriteScope, WriteVerbs, name_in_id, plugin_id,
 };
 pub use memory_budget::{MemoryBudget, Pressure};
 pub use object::{metadata_only, object_from_value};
 pub use plugin::{Plugin, StageTimings};
-pub use response::{Action, EventType, ObjectRef, PatchKind, Response};
+pub use response::{Action, Apply, EventType, ObjectRef, PatchKind, Response};
 pub use sandbox::Sandbox;
 pub use wasmloop_contract::selector::{Selector, SelectorError};

@@ -3,7 +3,9 @@
 use serde::Serialize;
 
 use crate::bindings::{Gvk, parse_gvk, wit};
+use wasmloop_contract::annotations::AnnotationMatch;
 use wasmloop_contract::cache::{Kept, Visible};
+use wasmloop_contract::fields::{FieldPath, FieldSelector};
 use wasmloop_contract::manifest as contract;
 use wasmloop_contract::names::{FieldManager, Invalid, LabelSelector, Namespace};
 
@@ -14,12 +16,57 @@ pub struct KindSelector {
     /// The kind.
     #[serde(serialize_with = "gvk_text")]
     pub kind: Gvk,
-    /// Only this namespace.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<Namespace>,
+    /// Only these namespaces; empty for every namespace.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub namespaces: Vec<Namespace>,
     /// A label selector, as the API server accepts it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub label_selector: Option<LabelSelector>,
+    /// A field selector, which the API server applies to the watch.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "text_of")]
+    pub field_selector: Option<FieldSelector>,
+    /// Annotation filters, which the host applies as objects arrive.
+    #[serde(skip_serializing_if = "Vec::is_empty", serialize_with = "texts_of")]
+    pub annotations: Vec<AnnotationMatch>,
+    /// Only generation changes call the plugin.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub generation_changed: bool,
+}
+
+impl KindSelector {
+    /// Every object of `kind`.
+    pub fn of(kind: Gvk) -> KindSelector {
+        KindSelector {
+            kind,
+            namespaces: Vec::new(),
+            label_selector: None,
+            field_selector: None,
+            annotations: Vec::new(),
+            generation_changed: false,
+        }
+    }
+
+    /// True when it narrows by something besides the kind.
+    pub fn narrows(&self) -> bool {
+        !self.namespaces.is_empty()
+            || self.label_selector.as_ref().is_some_and(|s| !s.as_str().is_empty())
+            || self.field_selector.is_some()
+            || !self.annotations.is_empty()
+    }
+}
+
+/// An index the host keeps over a cached kind (contract 0.3): each object is filed under the
+/// values its field paths reach.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Index {
+    /// Its name, a DNS label.
+    pub name: String,
+    /// The kind indexed.
+    #[serde(serialize_with = "gvk_text")]
+    pub kind: Gvk,
+    /// The paths whose values are an object's keys.
+    #[serde(serialize_with = "texts_of")]
+    pub fields: Vec<FieldPath>,
 }
 
 /// Settings a plugin proposes.
@@ -50,9 +97,13 @@ pub enum Contract {
     /// as 0.1 allowed, and Kubernetes RBAC of the plugin's identity is the only wall.
     #[serde(rename = "0.1")]
     V0_1,
-    /// `wasmloop:plugin@0.2.x`: writes need a grant (`writes`) unless implied.
+    /// `wasmloop:plugin@0.2.x`, served through the adapter: writes need a grant (`writes`)
+    /// unless implied; every apply is forced, and the request carries no triggers.
     #[serde(rename = "0.2")]
     V0_2,
+    /// `wasmloop:plugin@0.3.x`: triggers, indexes, predicates, apply options.
+    #[serde(rename = "0.3")]
+    V0_3,
 }
 
 /// Verbs of a write grant.
@@ -149,14 +200,16 @@ pub struct Manifest {
     /// Watched related kinds.
     pub watches: Vec<KindSelector>,
     /// Kinds only read.
-    #[serde(serialize_with = "gvk_list")]
-    pub reads: Vec<Gvk>,
+    pub reads: Vec<KindSelector>,
     /// Kinds served as metadata only.
     #[serde(serialize_with = "gvk_list", skip_serializing_if = "Vec::is_empty")]
     pub metadata_only: Vec<Gvk>,
     /// Write grants beyond the implied ones.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub writes: Vec<WriteGrant>,
+    /// Indexes over cached kinds (0.3).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub indexes: Vec<Index>,
     /// Fields kept on cached objects (0.2.1; empty for components that do not export
     /// `cache-options`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -184,6 +237,17 @@ fn gvk_list<S: serde::Serializer>(gs: &[Gvk], s: S) -> Result<S::Ok, S::Error> {
     s.collect_seq(gs.iter().map(ToString::to_string))
 }
 
+fn text_of<T: std::fmt::Display, S: serde::Serializer>(t: &Option<T>, s: S) -> Result<S::Ok, S::Error> {
+    match t {
+        Some(t) => s.collect_str(t),
+        None => s.serialize_none(),
+    }
+}
+
+fn texts_of<T: std::fmt::Display, S: serde::Serializer>(ts: &[T], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(ts.iter().map(ToString::to_string))
+}
+
 /// A kind the guest declared as `role`, parsed; the error names the role and the rule.
 fn kind(g: &wit::Gvk, role: &str) -> Result<Gvk, String> {
     parse_gvk(g).map_err(|e| e.within(format_args!("the {role} kind")).into())
@@ -196,9 +260,37 @@ fn kinds(gs: &[wit::Gvk], role: &str) -> Result<Vec<Gvk>, String> {
 fn selector(s: &wit::KindSelector, role: &str) -> Result<KindSelector, String> {
     let kind = kind(&s.kind, role)?;
     let within = |e: Invalid| -> String { e.within(format_args!("the {role} kind {kind}")).into() };
-    let namespace = s.namespace.as_deref().map(Namespace::parse).transpose().map_err(within)?;
+    let namespaces = s.namespaces.iter().map(|ns| Namespace::parse(ns)).collect::<Result<_, _>>().map_err(within)?;
     let label_selector = s.label_selector.as_deref().map(LabelSelector::parse).transpose().map_err(within)?;
-    Ok(KindSelector { kind, namespace, label_selector })
+    let field_selector = s
+        .field_selector
+        .as_deref()
+        .map(str::parse::<FieldSelector>)
+        .transpose()
+        .map_err(|e| format!("{role} {kind}: {e}"))?;
+    let annotations = s
+        .annotations
+        .iter()
+        .map(|a| AnnotationMatch::new(&a.key, a.value.as_deref()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("{role} {kind}: {e}"))?;
+    Ok(KindSelector {
+        kind,
+        namespaces,
+        label_selector,
+        field_selector,
+        annotations,
+        generation_changed: s.generation_changed,
+    })
+}
+
+fn index(i: &wit::Index) -> Result<Index, String> {
+    let fields = i.fields.iter().map(|f| f.parse::<FieldPath>()).collect::<Result<_, _>>();
+    Ok(Index {
+        name: i.name.clone(),
+        kind: kind(&i.kind, "indexed")?,
+        fields: fields.map_err(|e| format!("index {}: {e}", i.name))?,
+    })
 }
 
 fn grant(g: &wit::WriteGrant) -> Result<WriteGrant, String> {
@@ -235,8 +327,11 @@ fn kind_ref(g: &Gvk) -> contract::KindRef<'_> {
 fn selector_view(s: &KindSelector) -> contract::SelectorView<'_> {
     contract::SelectorView {
         kind: kind_ref(&s.kind),
-        namespace: s.namespace.as_deref(),
+        namespaces: s.namespaces.iter().map(Namespace::as_str).collect(),
         label_selector: s.label_selector.as_ref().map(LabelSelector::as_str),
+        field_selector: s.field_selector.as_ref().map(FieldSelector::as_str),
+        annotations: s.annotations.iter().map(|a| (a.key(), a.value())).collect(),
+        generation_changed: s.generation_changed,
     }
 }
 
@@ -247,8 +342,19 @@ fn wit_kind(g: &wit::Gvk) -> contract::KindRef<'_> {
 fn wit_selector(s: &wit::KindSelector) -> contract::SelectorView<'_> {
     contract::SelectorView {
         kind: wit_kind(&s.kind),
-        namespace: s.namespace.as_deref(),
+        namespaces: s.namespaces.iter().map(String::as_str).collect(),
         label_selector: s.label_selector.as_deref(),
+        field_selector: s.field_selector.as_deref(),
+        annotations: s.annotations.iter().map(|a| (a.key.as_str(), a.value.as_deref())).collect(),
+        generation_changed: s.generation_changed,
+    }
+}
+
+fn wit_index(i: &wit::Index) -> contract::IndexView<'_> {
+    contract::IndexView {
+        name: &i.name,
+        kind: wit_kind(&i.kind),
+        fields: i.fields.iter().map(String::as_str).collect(),
     }
 }
 
@@ -260,10 +366,12 @@ fn wit_view(m: &wit::PluginManifest) -> contract::ManifestView<'_> {
     let mut view = contract::ManifestView::new(&m.name, wit_selector(&m.primary));
     view.owns = m.owns.iter().map(wit_kind).collect();
     view.watches = m.watches.iter().map(wit_selector).collect();
-    view.reads = m.reads.iter().map(wit_kind).collect();
+    view.reads = m.reads.iter().map(wit_selector).collect();
     view.metadata_only = m.metadata_only.iter().map(wit_kind).collect();
     view.writes = m.writes.iter().map(wit_grant).collect();
+    view.indexes = m.indexes.iter().map(wit_index).collect();
     view.finalizer = m.finalizer.as_deref();
+    view.deliver_deleted = m.deliver_deleted;
     view.settings = contract::Settings {
         max_concurrent_reconciles: s.max_concurrent_reconciles,
         deadline_ms: s.deadline_ms,
@@ -300,21 +408,22 @@ fn wit_keep(k: &wit::Keep) -> contract::KeepView<'_> {
 const MAX_VERSION: usize = 128;
 
 impl Manifest {
-    /// A 0.2 manifest of plugin `name` that declares `primary` and nothing else, for tools and
+    /// A 0.3 manifest of plugin `name` that declares `primary` and nothing else, for tools and
     /// tests that build one by hand (a guest's comes from [`crate::Plugin::manifest`]).
     pub fn declaring(name: &str, primary: Gvk) -> Manifest {
         Manifest {
             name: name.to_owned(),
             realm: None,
             version: "1".into(),
-            primary: KindSelector { kind: primary, namespace: None, label_selector: None },
+            primary: KindSelector::of(primary),
             owns: Vec::new(),
             watches: Vec::new(),
             reads: Vec::new(),
             metadata_only: Vec::new(),
             writes: Vec::new(),
+            indexes: Vec::new(),
             keeps: Vec::new(),
-            contract: Contract::V0_2,
+            contract: Contract::V0_3,
             finalizer: None,
             prune: false,
             deliver_deleted: false,
@@ -345,9 +454,10 @@ impl Manifest {
             primary: selector(&m.primary, "primary")?,
             owns: kinds(&m.owns, "owned")?,
             watches: m.watches.iter().map(|w| selector(w, "watched")).collect::<Result<_, _>>()?,
-            reads: kinds(&m.reads, "read")?,
+            reads: m.reads.iter().map(|r| selector(r, "read")).collect::<Result<_, _>>()?,
             metadata_only: kinds(&m.metadata_only, "metadata-only")?,
             writes: m.writes.iter().map(grant).collect::<Result<_, _>>()?,
+            indexes: m.indexes.iter().map(index).collect::<Result<_, _>>()?,
             keeps: Vec::new(),
             contract,
             finalizer: m.finalizer,
@@ -394,7 +504,7 @@ impl Manifest {
             primary: selector_view(&self.primary),
             owns: self.owns.iter().map(kind_ref).collect(),
             watches: self.watches.iter().map(selector_view).collect(),
-            reads: self.reads.iter().map(kind_ref).collect(),
+            reads: self.reads.iter().map(selector_view).collect(),
             metadata_only: self.metadata_only.iter().map(kind_ref).collect(),
             writes: self
                 .writes
@@ -412,7 +522,17 @@ impl Manifest {
                 })
                 .collect(),
             keeps: self.keeps.iter().map(|k| contract::KeepView { kind: kind_ref(&k.kind), kept: k.kept() }).collect(),
+            indexes: self
+                .indexes
+                .iter()
+                .map(|i| contract::IndexView {
+                    name: &i.name,
+                    kind: kind_ref(&i.kind),
+                    fields: i.fields.iter().map(FieldPath::as_str).collect(),
+                })
+                .collect(),
             finalizer: self.finalizer.as_deref(),
+            deliver_deleted: self.deliver_deleted,
             settings: contract::Settings {
                 max_concurrent_reconciles: s.max_concurrent_reconciles,
                 deadline_ms: s.deadline_ms,
@@ -428,7 +548,7 @@ impl Manifest {
         std::iter::once(&self.primary.kind)
             .chain(&self.owns)
             .chain(self.watches.iter().map(|w| &w.kind))
-            .chain(&self.reads)
+            .chain(self.reads.iter().map(|r| &r.kind))
     }
 
     /// True when the plugin declared `kind`.
@@ -444,10 +564,15 @@ impl Manifest {
         self.declared_kinds().any(is) || self.writes.iter().any(|g| is(&g.kind))
     }
 
-    /// Which objects of `kind` the plugin's caches hold: whole, or what its watches of the
-    /// kind select (the rule of [`wasmloop_contract::cache::Visible`]).
+    /// Which objects of `kind` the plugin's caches hold: whole, or what its declarations of
+    /// the kind select (the rule of [`wasmloop_contract::cache::Visible`]).
     pub fn visible(&self, kind: &Gvk) -> Visible {
         self.view().visible(&kind_ref(kind))
+    }
+
+    /// The index named `name` on `kind`, if the manifest declares it.
+    pub fn index(&self, kind: &Gvk, name: &str) -> Option<&Index> {
+        self.indexes.iter().find(|i| i.kind == *kind && i.name == name)
     }
 
     /// True when the plugin is served objects of `kind` as metadata only.
@@ -474,17 +599,29 @@ impl Manifest {
 mod tests {
     use super::*;
 
+    fn selecting(kind: wit::Gvk) -> wit::KindSelector {
+        wit::KindSelector {
+            kind,
+            namespaces: Vec::new(),
+            label_selector: None,
+            field_selector: None,
+            annotations: Vec::new(),
+            generation_changed: false,
+        }
+    }
+
     fn wit_manifest() -> wit::PluginManifest {
         let configmap = wit::Gvk { group: String::new(), version: "v1".into(), kind: "ConfigMap".into() };
         wit::PluginManifest {
             name: "p".into(),
             version: "1".into(),
-            primary: wit::KindSelector { kind: configmap, namespace: None, label_selector: None },
+            primary: selecting(configmap),
             owns: Vec::new(),
             watches: Vec::new(),
             reads: Vec::new(),
             metadata_only: Vec::new(),
             writes: Vec::new(),
+            indexes: Vec::new(),
             finalizer: None,
             prune: false,
             deliver_deleted: false,
@@ -501,7 +638,7 @@ mod tests {
 
     #[test]
     fn a_plugin_is_known_by_its_name_in_the_operator_s_files_and_by_namespace_and_name_from_a_configmap() {
-        let mut manifest = Manifest::from_wit(wit_manifest(), Vec::new(), Contract::V0_2).unwrap();
+        let mut manifest = Manifest::from_wit(wit_manifest(), Vec::new(), Contract::V0_3).unwrap();
         assert_eq!(manifest.id(), "p");
         manifest.realm = Some(Namespace::parse("team-b").unwrap());
         assert_eq!((manifest.id().as_str(), manifest.field_manager().as_str()), ("team-b/p", "wasmloop/p"));
@@ -513,16 +650,15 @@ mod tests {
         let cases: [(&str, Change, &str); 5] = [
             (
                 "primary namespace",
-                |m| m.primary.namespace = Some("a/../b".into()),
+                |m| m.primary.namespaces = vec!["a/../b".into()],
                 "the primary kind v1/ConfigMap: namespace \"a/../b\" is not a valid namespace",
             ),
             (
                 "watch namespace",
                 |m| {
                     m.watches.push(wit::KindSelector {
-                        kind: m.primary.kind.clone(),
-                        namespace: Some("tenant-a/secrets?x=".into()),
-                        label_selector: None,
+                        namespaces: vec!["tenant-a/secrets?x=".into()],
+                        ..selecting(m.primary.kind.clone())
                     })
                 },
                 "the watched kind v1/ConfigMap: namespace \"tenant-a/secrets?x=\"",
@@ -530,11 +666,11 @@ mod tests {
             (
                 "read version",
                 |m| {
-                    m.reads.push(wit::Gvk {
+                    m.reads.push(selecting(wit::Gvk {
                         group: String::new(),
                         version: "v1/namespaces/x/secrets/y".into(),
                         kind: "Secret".into(),
-                    })
+                    }))
                 },
                 "the read kind: version \"v1/namespaces/x/secrets/y\" is not a valid API version",
             ),
@@ -558,9 +694,9 @@ mod tests {
         for (case, change, expected) in cases {
             let mut m = wit_manifest();
             change(&mut m);
-            let error = Manifest::from_wit(m, Vec::new(), Contract::V0_2).expect_err(case);
+            let error = Manifest::from_wit(m, Vec::new(), Contract::V0_3).expect_err(case);
             assert!(error.contains(expected), "{case}: {error}");
         }
-        assert!(Manifest::from_wit(wit_manifest(), Vec::new(), Contract::V0_2).is_ok());
+        assert!(Manifest::from_wit(wit_manifest(), Vec::new(), Contract::V0_3).is_ok());
     }
 }

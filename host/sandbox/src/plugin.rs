@@ -5,7 +5,7 @@
 //!   is a future under [`tokio::time::timeout_at`], so a guest waiting in a host call (a WASI
 //!   clock, a poll) is dropped at its deadline like one spinning in wasm code, and a guest
 //!   that computes yields to the executor at every epoch tick, so it never holds a runtime
-//!   thread for longer than a tick.
+//!   thread for longer than a tick, or than its longest instruction (`guest_threads`).
 //! - **A call waits for its own plugin's slot**, never for another plugin's: each plugin
 //!   holds a quota of instances ([`Limits::instances`]).
 //! - **The host's budgets hold across plugins.** Every growth of an instance's memory is
@@ -25,6 +25,7 @@ use wasmtime::component::{Component, ComponentExportIndex, ComponentNamedList, I
 use wasmtime::{Store, UpdateDeadline};
 
 use crate::action;
+use crate::adapter::Request02;
 use crate::bindings::{Object, Request, wit};
 use crate::call_clock::{CallClock, Ended};
 use crate::config::Limits;
@@ -47,13 +48,22 @@ pub(crate) struct Exports {
     manifest: ComponentExportIndex,
     reconcile: ComponentExportIndex,
     map: ComponentExportIndex,
-    /// `cache-options.keep-fields`, when the component exports it (0.2.1).
+    /// `cache-options.keep-fields`, when the component exports it (since 0.2.1).
     keep_fields: Option<ComponentExportIndex>,
 }
 
+/// `map`'s argument in contract 0.3, borrowed: the related object and whether it went.
+#[derive(wasmtime::component::ComponentType, Lower)]
+#[component(record)]
+struct RelatedChange<'a> {
+    object: &'a Object,
+    deleted: bool,
+}
+
 impl Exports {
-    /// Finds the exports of the plugin interface `interface` (its full, versioned name).
-    pub(crate) fn find(component: &Component, interface: &str) -> Result<Exports, String> {
+    /// Finds the exports of the plugin interface `interface` (its full, versioned name) of a
+    /// component built for `contract`.
+    pub(crate) fn find(component: &Component, interface: &str, contract: Contract) -> Result<Exports, String> {
         let iface =
             component.get_export_index(None, interface).ok_or_else(|| format!("it does not export {interface}"))?;
         let func = |name: &str| {
@@ -61,14 +71,14 @@ impl Exports {
                 .get_export_index(Some(&iface), name)
                 .ok_or_else(|| format!("{interface} lacks the function {name}"))
         };
-        let keep_fields = match component.get_export_index(None, crate::contract::CACHE_OPTIONS) {
-            Some(options) => Some(
-                component
-                    .get_export_index(Some(&options), "keep-fields")
-                    .ok_or_else(|| format!("{} lacks the function keep-fields", crate::contract::CACHE_OPTIONS))?,
-            ),
-            None => None,
-        };
+        let options = crate::contract::cache_options(contract);
+        let keep_fields =
+            match options.as_deref().and_then(|name| component.get_export_index(None, name)) {
+                Some(found) => Some(component.get_export_index(Some(&found), "keep-fields").ok_or_else(|| {
+                    format!("{} lacks the function keep-fields", options.as_deref().unwrap_or_default())
+                })?),
+                None => None,
+            };
         Ok(Exports { manifest: func("manifest")?, reconcile: func("reconcile")?, map: func("map")?, keep_fields })
     }
 }
@@ -84,8 +94,8 @@ pub(crate) struct CallSetup {
     pub(crate) slots: Arc<Semaphore>,
     /// The contract the component was built for: which types its exports lift into.
     pub(crate) contract: Contract,
-    /// A call of this plugin ran past an epoch tick: its calls run on the guest threads from
-    /// now on (`guest_threads`), when the sandbox has them.
+    /// The plugin's last call ran past an epoch tick (or it has made none yet): its next call
+    /// runs on the guest threads (`guest_threads`), when the sandbox has them.
     pub(crate) computes: Arc<AtomicBool>,
 }
 
@@ -180,7 +190,6 @@ impl CallSetup {
             }
             Ok(())
         });
-        let computes = self.computes.clone();
         store.epoch_deadline_callback(move |mut store| {
             if clock.expired(tokio::time::Instant::now()) {
                 return Ok(UpdateDeadline::Interrupt);
@@ -190,8 +199,8 @@ impl CallSetup {
             // call is the plugin's CPU too.
             let (guest, total) = store.data_mut().time.charge(Instant::now());
             if total >= tick {
-                // It computes: its calls run on the guest threads from now on.
-                computes.store(true, Ordering::Relaxed);
+                // It computes: its next call runs on the guest threads.
+                store.data_mut().computed = true;
             }
             let host = store.data_mut().take_host_ticks(tick);
             let ticks = (guest.as_nanos() / tick.as_nanos().max(1)).max(1);
@@ -289,6 +298,10 @@ impl CallSetup {
             (out, _) => out,
         };
         timings.memory_waits = store.data().limiter.charge.as_ref().map_or(0, |c| c.waits().0);
+        // Where its next call runs: beside the host's tasks while its calls stay under a tick,
+        // on the guest threads once one runs longer (a long instruction, such as a memory fill
+        // of hundreds of MiB, holds a thread without yielding).
+        self.computes.store(store.data().computed, Ordering::Relaxed);
         // Giving the instance's memory back to the kernel is work done for the call (tens of
         // milliseconds for hundreds of MiB touched): the plugin's CPU, owed at its next tick.
         let released = Instant::now();
@@ -305,21 +318,30 @@ impl CallSetup {
     /// a component built against another revision of the same WIT package links and answers
     /// `manifest()`, and would otherwise fail only on its first reconcile. Nothing is called.
     pub(crate) async fn check_exports(&self) -> Result<(), String> {
-        type Reconcile02 = (Result<lift::Response, lift::ReconcileError>,);
-        type Reconcile01 = (Result<lift::Response01, lift::ReconcileError01>,);
+        type Reconcile03 = (Result<lift::v0_3::Response, lift::v0_3::ReconcileError>,);
+        type Reconcile02 = (Result<lift::v0_2::Response, lift::v0_2::ReconcileError>,);
+        type Reconcile01 = (Result<lift::v0_1::Response, lift::v0_1::ReconcileError>,);
+        type Refs = (lift::List<lift::ObjectRef>,);
         let (out, _) = self
             .call(None, Arc::new(crate::host_services::EmptyHost), async |store, instance, exports| {
+                let at = &exports.reconcile;
                 let reconcile = match self.contract {
+                    Contract::V0_3 => instance.get_typed_func::<(&Request,), Reconcile03>(&mut *store, at).map(drop),
                     Contract::V0_2 => {
-                        instance.get_typed_func::<(&Request,), Reconcile02>(&mut *store, &exports.reconcile).map(drop)
+                        instance.get_typed_func::<(Request02<'_>,), Reconcile02>(&mut *store, at).map(drop)
                     }
                     Contract::V0_1 => {
-                        instance.get_typed_func::<(&Request,), Reconcile01>(&mut *store, &exports.reconcile).map(drop)
+                        instance.get_typed_func::<(Request02<'_>,), Reconcile01>(&mut *store, at).map(drop)
                     }
                 };
-                let map = instance
-                    .get_typed_func::<(&Object, &str), (lift::List<lift::ObjectRef>,)>(&mut *store, &exports.map)
-                    .map(drop);
+                let map = match self.contract {
+                    Contract::V0_3 => {
+                        instance.get_typed_func::<(RelatedChange<'_>, &str), Refs>(&mut *store, &exports.map).map(drop)
+                    }
+                    Contract::V0_2 | Contract::V0_1 => {
+                        instance.get_typed_func::<(&Object, &str), Refs>(&mut *store, &exports.map).map(drop)
+                    }
+                };
                 Ok(reconcile
                     .map_err(|e| format!("reconcile: {e:#}"))
                     .and_then(|()| map.map_err(|e| format!("map: {e:#}"))))
@@ -335,8 +357,15 @@ impl CallSetup {
             .call(None, services, async |store, instance, exports| {
                 let index = &exports.manifest;
                 match self.contract {
-                    Contract::V0_2 => counted_call::<(), lift::Manifest>(store, instance, index, (), budget).await,
-                    Contract::V0_1 => counted_call::<(), lift::Manifest01>(store, instance, index, (), budget).await,
+                    Contract::V0_3 => {
+                        counted_call::<(), lift::v0_3::Manifest>(store, instance, index, (), budget).await
+                    }
+                    Contract::V0_2 => {
+                        counted_call::<(), lift::v0_2::Manifest>(store, instance, index, (), budget).await
+                    }
+                    Contract::V0_1 => {
+                        counted_call::<(), lift::v0_1::Manifest>(store, instance, index, (), budget).await
+                    }
                 }
             })
             .await;
@@ -352,7 +381,7 @@ impl CallSetup {
         let budget = Budget::new(MAX_MANIFEST_KINDS, MAX_MANIFEST_BYTES, "kept kinds");
         let (out, _) = self
             .call(None, Arc::new(crate::host_services::EmptyHost), async |store, instance, _| {
-                counted_call::<(), lift::List<lift::Keep>>(store, instance, &index, (), budget).await
+                counted_call::<(), lift::v0_3::Keeps>(store, instance, &index, (), budget).await
             })
             .await;
         out.map(Some)
@@ -529,17 +558,22 @@ impl Plugin {
         let request = lean.as_ref().unwrap_or(request);
         let (out, mut timings) = setup
             .call(Some(self.inner.manifest.clone()), services, async |store, instance, exports| {
-                let (index, params) = (&exports.reconcile, (request,));
+                let index = &exports.reconcile;
                 match setup.contract {
+                    Contract::V0_3 => {
+                        type R = Result<lift::v0_3::Response, lift::v0_3::ReconcileError>;
+                        counted_call::<_, R>(store, instance, index, (request,), budget).await
+                    }
+                    // 0.2's request is 0.3's without the triggers.
                     Contract::V0_2 => {
-                        type R = Result<lift::Response, lift::ReconcileError>;
-                        counted_call::<_, R>(store, instance, index, params, budget).await
+                        type R = Result<lift::v0_2::Response, lift::v0_2::ReconcileError>;
+                        counted_call::<_, R>(store, instance, index, (Request02::of(request),), budget).await
                     }
                     // 0.1's request has 0.2's shape; its response lacks `prune` and its error
                     // actions and retry delay.
                     Contract::V0_1 => {
-                        type R = Result<lift::Response01, lift::ReconcileError01>;
-                        counted_call::<_, R>(store, instance, index, params, budget).await
+                        type R = Result<lift::v0_1::Response, lift::v0_1::ReconcileError>;
+                        counted_call::<_, R>(store, instance, index, (Request02::of(request),), budget).await
                     }
                 }
             })
@@ -568,6 +602,8 @@ impl Plugin {
             previous: request.previous.clone(),
             attempt: request.attempt,
             config: request.config.clone(),
+            triggers: request.triggers.clone(),
+            triggers_dropped: request.triggers_dropped,
         })
     }
 
@@ -592,27 +628,30 @@ impl Plugin {
         }
     }
 
-    /// Asks the plugin which primaries a changed related object affects.
+    /// Asks the plugin which primaries a changed related object affects: `related` as it is
+    /// now, or as it last was when `deleted` (it was deleted, or left the watch's selection).
     ///
     /// # Errors
     /// A [`CallError`] naming the plugin and the related object.
     pub async fn map(
         &self,
         related: &Object,
+        deleted: bool,
         config: &str,
         services: Arc<dyn HostServices>,
     ) -> Result<Vec<ObjectRef>, CallError> {
         if let Some(guests) = self.apart() {
             let (plugin, related, config) = (self.clone(), related.clone(), config.to_owned());
-            return guests.run(async move { plugin.map_here(&related, &config, services).await }).await;
+            return guests.run(async move { plugin.map_here(&related, deleted, &config, services).await }).await;
         }
-        self.map_here(related, config, services).await
+        self.map_here(related, deleted, config, services).await
     }
 
     /// [`Plugin::map`] on the caller's runtime.
     async fn map_here(
         &self,
         related: &Object,
+        deleted: bool,
         config: &str,
         services: Arc<dyn HostServices>,
     ) -> Result<Vec<ObjectRef>, CallError> {
@@ -628,8 +667,16 @@ impl Plugin {
         let related = lean.as_ref().unwrap_or(related);
         let (out, _) = setup
             .call(Some(self.inner.manifest.clone()), services, async |store, instance, exports| {
-                let params = (related, config);
-                counted_call::<_, lift::List<lift::ObjectRef>>(store, instance, &exports.map, params, budget).await
+                type Refs = lift::List<lift::ObjectRef>;
+                match setup.contract {
+                    Contract::V0_3 => {
+                        let params = (RelatedChange { object: related, deleted }, config);
+                        counted_call::<_, Refs>(store, instance, &exports.map, params, budget).await
+                    }
+                    Contract::V0_2 | Contract::V0_1 => {
+                        counted_call::<_, Refs>(store, instance, &exports.map, (related, config), budget).await
+                    }
+                }
             })
             .await;
         let refs = out.map_err(|f| self.error(related, f))?;

@@ -46,6 +46,26 @@ pub enum PatchKind {
     Merge,
     /// JSON patch.
     Json,
+    /// Kubernetes strategic merge patch (built-in kinds).
+    Strategic,
+}
+
+/// A server-side apply.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Apply {
+    /// The object: the plugin's whole intent for the fields it manages.
+    pub object: Value,
+    /// Take fields other managers own.
+    pub force: bool,
+    /// Only act if the live object has this UID.
+    pub uid: Option<String>,
+}
+
+impl Apply {
+    /// A forced apply of `object`, as every apply of contracts 0.1 and 0.2 was.
+    pub fn forced(object: Value) -> Apply {
+        Apply { object, force: true, uid: None }
+    }
 }
 
 /// Event severity.
@@ -58,11 +78,15 @@ pub enum EventType {
 }
 
 /// One checked action, ready for the executor.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+///
+/// It serializes (for `wasmloop reconcile`, recordings and their replay) as `{apply: OBJECT}`
+/// for a forced apply without precondition, what every apply was before contract 0.3, so
+/// cases recorded then replay unchanged; `force: false` and `uid` appear beside `apply` only
+/// when set otherwise.
+#[derive(Debug, Clone, PartialEq)]
 pub enum Action {
-    /// Server-side apply of this object.
-    Apply(Value),
+    /// Server-side apply.
+    Apply(Apply),
     /// Delete this object.
     Delete(ObjectRef),
     /// Patch this object.
@@ -70,7 +94,6 @@ pub enum Action {
         /// The target.
         target: ObjectRef,
         /// The patch format.
-        #[serde(rename = "type")]
         kind: PatchKind,
         /// The patch document.
         patch: Value,
@@ -80,16 +103,63 @@ pub enum Action {
     /// Record an Event on the primary.
     Event {
         /// Normal or Warning.
-        #[serde(rename = "type")]
         event_type: EventType,
         /// Reason.
         reason: String,
         /// Message.
         message: String,
         /// Action; the host uses `Reconcile` when none.
-        #[serde(skip_serializing_if = "Option::is_none")]
         action: Option<String>,
     },
+}
+
+/// The other actions' shapes, borrowed: the derived form of the enum without `Apply`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+enum Shown<'a> {
+    Delete(&'a ObjectRef),
+    Patch {
+        target: &'a ObjectRef,
+        #[serde(rename = "type")]
+        kind: PatchKind,
+        patch: &'a Value,
+    },
+    Status(&'a Value),
+    Event {
+        #[serde(rename = "type")]
+        event_type: EventType,
+        reason: &'a str,
+        message: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        action: &'a Option<String>,
+    },
+}
+
+impl Serialize for Action {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let shown = match self {
+            Action::Apply(a) => {
+                let entries = 1 + usize::from(!a.force) + usize::from(a.uid.is_some());
+                let mut map = s.serialize_map(Some(entries))?;
+                map.serialize_entry("apply", &a.object)?;
+                if !a.force {
+                    map.serialize_entry("force", &false)?;
+                }
+                if let Some(uid) = &a.uid {
+                    map.serialize_entry("uid", uid)?;
+                }
+                return map.end();
+            }
+            Action::Delete(r) => Shown::Delete(r),
+            Action::Patch { target, kind, patch } => Shown::Patch { target, kind: *kind, patch },
+            Action::Status(v) => Shown::Status(v),
+            Action::Event { event_type, reason, message, action } => {
+                Shown::Event { event_type: *event_type, reason, message, action }
+            }
+        };
+        shown.serialize(s)
+    }
 }
 
 /// A successful reconcile, decoded.

@@ -35,12 +35,35 @@ fn gvks(v: &Value) -> Vec<wit::Gvk> {
     v.as_array().map(|list| list.iter().map(gvk).collect()).unwrap_or_default()
 }
 
+/// A selector in 0.3's shape, or 0.2's (one `namespace`), as the suite's cases give it.
 fn selector(v: &Value) -> wit::KindSelector {
+    let mut namespaces: Vec<String> =
+        v["namespaces"].as_array().map(|l| l.iter().map(text).collect()).unwrap_or_default();
+    namespaces.extend(optional(&v["namespace"]));
+    let annotations = v["annotations"]
+        .as_array()
+        .map(|l| {
+            l.iter().map(|a| wit::AnnotationMatch { key: text(&a["key"]), value: optional(&a["value"]) }).collect()
+        })
+        .unwrap_or_default();
     wit::KindSelector {
         kind: gvk(&v["kind"]),
-        namespace: optional(&v["namespace"]),
+        namespaces,
         label_selector: optional(&v["label-selector"]),
+        field_selector: optional(&v["field-selector"]),
+        annotations,
+        generation_changed: v["generation-changed"].as_bool().unwrap_or(false),
     }
+}
+
+/// A read: a selector, or a kind alone (0.2's shape).
+fn read(v: &Value) -> wit::KindSelector {
+    if v["kind"].is_object() { selector(v) } else { selector(&serde_json::json!({ "kind": v })) }
+}
+
+fn index(v: &Value) -> wit::Index {
+    let fields = v["fields"].as_array().map(|l| l.iter().map(text).collect()).unwrap_or_default();
+    wit::Index { name: text(&v["name"]), kind: gvk(&v["kind"]), fields }
 }
 
 fn grant(v: &Value) -> wit::WriteGrant {
@@ -87,9 +110,10 @@ fn wit_manifest(m: &Value) -> Option<(wit::PluginManifest, Vec<wit::Keep>)> {
         primary: m.get("primary").map(selector)?,
         owns: gvks(&m["owns"]),
         watches: m["watches"].as_array().map(|l| l.iter().map(selector).collect()).unwrap_or_default(),
-        reads: gvks(&m["reads"]),
+        reads: m["reads"].as_array().map(|l| l.iter().map(read).collect()).unwrap_or_default(),
         metadata_only: gvks(&m["metadata-only"]),
         writes: m["writes"].as_array().map(|l| l.iter().map(grant).collect()).unwrap_or_default(),
+        indexes: m["indexes"].as_array().map(|l| l.iter().map(index).collect()).unwrap_or_default(),
         finalizer: optional(&m["finalizer"]),
         prune: false,
         deliver_deleted: false,
@@ -126,6 +150,18 @@ fn object_ref(v: &Value) -> wit::ObjectRef {
     }
 }
 
+/// An apply as 0.3 carries it: the object's text alone (forced, as 0.2's), or the record.
+fn apply_object(v: &Value) -> wit::ApplyObject {
+    match v {
+        Value::String(object) => wit::ApplyObject { object: object.clone(), force: true, uid: None },
+        record => wit::ApplyObject {
+            object: text(&record["object"]),
+            force: record["force"].as_bool().unwrap_or(true),
+            uid: optional(&record["uid"]),
+        },
+    }
+}
+
 /// The action a component would return; none when the WIT cannot carry the case.
 fn wit_action(v: &Value) -> Option<wit::Action> {
     if v == "prune" {
@@ -133,12 +169,16 @@ fn wit_action(v: &Value) -> Option<wit::Action> {
     }
     let (tag, body) = v.as_object()?.iter().next()?;
     Some(match tag.as_str() {
-        "apply" => wit::Action::Apply(text(body)),
+        "apply" => wit::Action::Apply(apply_object(body)),
         "status" => wit::Action::Status(text(body)),
         "delete" => wit::Action::Delete(object_ref(body)),
         "patch" => wit::Action::Patch(Patch {
             target: object_ref(&body["target"]),
-            kind: if body["kind"] == "json" { wit::PatchKind::Json } else { wit::PatchKind::Merge },
+            kind: match body["kind"].as_str() {
+                Some("json") => wit::PatchKind::Json,
+                Some("strategic") => wit::PatchKind::Strategic,
+                _ => wit::PatchKind::Merge,
+            },
             patch: text(&body["patch"]),
         }),
         "event" => wit::Action::Event(Event {
@@ -227,7 +267,7 @@ fn the_host_takes_each_whole_response_as_the_suite_says() {
     let primary = primary();
     let valid = |kind: &str| {
         match kind {
-        "apply" => wit::Action::Apply(r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}"#.into()),
+        "apply" => wit::Action::Apply(apply_object(&Value::from(r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}"#))),
         "delete" => wit::Action::Delete(object_ref(&serde_json::json!({"api-version": "v1", "kind": "ConfigMap", "name": "a"}))),
         "patch" => wit_action(&serde_json::json!({"patch": {"target": {"api-version": "v1", "kind": "ConfigMap", "name": "a"}, "kind": "merge", "patch": "{}"}})).expect("a patch"),
         "status" => wit::Action::Status("{}".into()),

@@ -65,6 +65,7 @@ impl Sandbox {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         Reconciler::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
+        crate::bindings::v0_2::Reconciler::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
         crate::bindings::v0_1::Reconciler::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
         let cache = Arc::new(CompileCache::new(config.cache_dir.clone()));
         let pool = Arc::new(Pool::new(engine, config)?);
@@ -140,7 +141,7 @@ impl Sandbox {
             Mismatch::Mixed { found } => LoadError::MixedContract { origin: origin_owned(), found },
             Mismatch::NotAPlugin { exports } => LoadError::NotAPlugin { origin: origin_owned(), exports },
         })?;
-        let exports = Exports::find(&component, &interface)
+        let exports = Exports::find(&component, &interface, contract)
             .map_err(|reason| LoadError::NotAPlugin { origin: origin_owned(), exports: vec![reason] })?;
         let pre = self
             .inner
@@ -156,7 +157,9 @@ impl Sandbox {
             name: Arc::from(origin),
             slots: self.inner.pool.loading.clone(),
             contract,
-            computes: Arc::default(),
+            // A plugin's first calls run on the guest threads, until one shows it light: a
+            // first call may fill hundreds of MiB in one instruction.
+            computes: Arc::new(std::sync::atomic::AtomicBool::new(true)),
         };
         let raw = setup
             .manifest(Arc::new(EmptyHost))
@@ -175,7 +178,7 @@ impl Sandbox {
             tracing::info!(
                 plugin = %manifest.name, %origin,
                 "plugin built for contract {} runs through the adapter: it may write every kind it declares, anywhere its identity's RBAC allows; rebuild it with an SDK for contract {} to declare its writes",
-                contract::LEGACY_CONTRACT_VERSION, contract::CONTRACT_VERSION
+                contract::version_of(contract), contract::CONTRACT_VERSION
             );
         }
         let limits = Limits::resolve(config.default_limits, &manifest.settings, &config.ceilings).clamp_to(config);

@@ -104,6 +104,8 @@ pub(crate) struct State {
     host_time: std::time::Duration,
     /// The guest's time, as its epoch callbacks charge it: see [`GuestTime`].
     pub(crate) time: GuestTime,
+    /// The call ran past an epoch tick of guest time.
+    pub(crate) computed: bool,
 }
 
 /// How long a call's guest code has run, told apart from its time in host functions (a WASI
@@ -176,6 +178,7 @@ impl State {
             logged: 0,
             host_time: std::time::Duration::ZERO,
             time: GuestTime::new(),
+            computed: false,
         }
     }
 
@@ -350,6 +353,50 @@ impl State {
     }
 }
 
+impl State {
+    pub(crate) fn list_by_index(&mut self, q: IndexQuery) -> Result<Page, CacheError> {
+        self.timed(|state| {
+            let gated = state.gate(&q.kind, q.namespace.as_deref(), "list by index")?;
+            let Some((kind, namespace)) = gated else { return Ok(Page { items: Vec::new(), continue_token: None }) };
+            let index = state.manifest.as_ref().and_then(|m| m.index(&kind, &q.index)).cloned();
+            let Some(index) = index else {
+                return Err(CacheError::UnknownIndex(format!(
+                    "plugin {}: the manifest declares no index {} on {kind}; declare it under `indexes`",
+                    state.plugin,
+                    validate::quoted(&q.index)
+                )));
+            };
+            // No value the index holds is longer than an object's text allows; a longer key
+            // finds nothing, and is not copied further.
+            if q.key.len() > MAX_INDEX_KEY {
+                return Ok(Page { items: Vec::new(), continue_token: None });
+            }
+            let after = q
+                .token
+                .as_deref()
+                .map(|t| parse_token(t).map_err(|why| state.invalid_continue(&kind, why)))
+                .transpose()?;
+            let limit = if q.limit == 0 { PAGE_SIZE } else { (q.limit as usize).min(PAGE_SIZE) };
+            let page = state.services.list_by_index(&index, &q.key, namespace.as_ref(), after.as_ref(), limit);
+            let continue_token = page.resume.as_ref().map(token_of);
+            Ok(Page { items: state.served(&kind, page.items), continue_token })
+        })
+    }
+}
+
+/// One `list-by-index` call's arguments, as the guest gave them.
+pub(crate) struct IndexQuery {
+    pub(crate) kind: wit::Gvk,
+    pub(crate) index: String,
+    pub(crate) key: String,
+    pub(crate) namespace: Option<String>,
+    pub(crate) limit: u32,
+    pub(crate) token: Option<String>,
+}
+
+/// Longest index key looked up: keys are values of an object's fields.
+pub(crate) const MAX_INDEX_KEY: usize = 4 << 10;
+
 /// The most objects a contract 0.1 list import returns: its WIT has no pages.
 pub(crate) const MAX_UNPAGED_LIST: usize = 10_000;
 
@@ -365,7 +412,8 @@ pub(crate) fn cache_error_text(e: &CacheError) -> &str {
         | CacheError::InvalidSelector(s)
         | CacheError::OutOfScope(s)
         | CacheError::AccessRevoked(s)
-        | CacheError::InvalidContinue(s) => s,
+        | CacheError::InvalidContinue(s)
+        | CacheError::UnknownIndex(s) => s,
     }
 }
 
@@ -402,6 +450,18 @@ impl wit::CacheHost for State {
         continue_token: Option<String>,
     ) -> Result<Page, CacheError> {
         self.list_page(kind, namespace, label_selector, limit, continue_token)
+    }
+
+    fn list_by_index(
+        &mut self,
+        kind: wit::Gvk,
+        index: String,
+        key: String,
+        namespace: Option<String>,
+        limit: u32,
+        token: Option<String>,
+    ) -> Result<Page, CacheError> {
+        State::list_by_index(self, IndexQuery { kind, index, key, namespace, limit, token })
     }
 }
 

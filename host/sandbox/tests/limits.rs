@@ -40,6 +40,8 @@ fn request(config: &serde_json::Value) -> Request {
         previous: None,
         attempt: 0,
         config: config.to_string(),
+        triggers: Vec::new(),
+        triggers_dropped: 0,
     }
 }
 

@@ -28,10 +28,7 @@ pub(super) fn run(args: &PushArgs) -> anyhow::Result<ExitCode> {
         allowed: Vec::new(),
     };
     let manifest = plugin.manifest();
-    let version = match manifest.contract {
-        wasmloop_sandbox::Contract::V0_1 => wasmloop_sandbox::LEGACY_CONTRACT_VERSION,
-        wasmloop_sandbox::Contract::V0_2 => wasmloop_sandbox::CONTRACT_VERSION,
-    };
+    let version = wasmloop_sandbox::version_of(manifest.contract);
     let exports = format!("wasmloop:plugin/plugin@{version}");
     let described = Described { name: &manifest.name, version: &manifest.version, exports: &exports };
     let pinned = common::block_on(oci::push(&args.reference, &component, &described, &auth, &policy))?

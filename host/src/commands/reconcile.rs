@@ -17,7 +17,21 @@ fn envelope(value: &Value, file: &std::path::Path) -> anyhow::Result<wasmloop_sa
 }
 
 pub(super) fn run(args: &ReconcileArgs) -> anyhow::Result<ExitCode> {
-    let primary = read_object(&args.object)?;
+    let config = args.config.as_deref().map(read_config).transpose()?.unwrap_or_else(|| "{}".into());
+    let mut cache = OfflineCache::default();
+    for file in &args.cache {
+        for object in read_objects(file)? {
+            cache.insert(object).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+        }
+    }
+    if let Some(file) = &args.map {
+        let related = read_object(file)?;
+        let object = envelope(&related, file)?;
+        let sandbox = common::sandbox(&args.sandbox, None)?;
+        return common::block_on(map(args, &sandbox, (object, related), config, cache))?;
+    }
+    let object_file = args.object.as_deref().expect("clap requires --object without --map");
+    let primary = read_object(object_file)?;
     let owned: Vec<(Value, &std::path::Path)> = args
         .owned
         .iter()
@@ -26,16 +40,8 @@ pub(super) fn run(args: &ReconcileArgs) -> anyhow::Result<ExitCode> {
         .into_iter()
         .flatten()
         .collect();
-    let mut cache = OfflineCache::default();
-    for file in &args.cache {
-        for object in read_objects(file)? {
-            cache.insert(object).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
-        }
-    }
     let previous = args.previous.as_deref().map(|f| read_object(f).and_then(|v| envelope(&v, f))).transpose()?;
-    let config = args.config.as_deref().map(read_config).transpose()?.unwrap_or_else(|| "{}".into());
-
-    let object = envelope(&primary, &args.object)?;
+    let object = envelope(&primary, object_file)?;
     let owned_objects: Vec<_> = owned.iter().map(|(o, f)| envelope(o, f)).collect::<anyhow::Result<_>>()?;
     // As in the host, the primary and its children are in the cache too.
     cache.insert_object(object.clone(), primary);
@@ -53,6 +59,8 @@ pub(super) fn run(args: &ReconcileArgs) -> anyhow::Result<ExitCode> {
         previous,
         attempt: args.attempt,
         config,
+        triggers: Vec::new(),
+        triggers_dropped: 0,
     };
 
     let sandbox = common::sandbox(&args.sandbox, None)?;
@@ -85,7 +93,7 @@ async fn reconcile(
         anyhow::bail!(
             "plugin {} reconciles {primary_kind}, but {} holds a {held}; pass a {primary_kind} object with --object",
             plugin.manifest().name,
-            args.object.display(),
+            args.object.as_deref().unwrap_or(std::path::Path::new("--object")).display(),
         );
     }
     match plugin.reconcile(&request, Arc::new(cache)).await {
@@ -113,6 +121,51 @@ async fn reconcile(
             {
                 common::print(&Response { actions: actions.clone(), requeue_after: None, prune: false }, args.output)?;
             }
+            Ok(ExitCode::from(common::EXIT_PLUGIN_ERROR))
+        }
+    }
+}
+
+/// `--map`: the primaries the plugin's `map` names for a changed related object, printed as
+/// references (or the error, as for a reconcile).
+async fn map(
+    args: &ReconcileArgs,
+    sandbox: &wasmloop_sandbox::Sandbox,
+    (mut related, value): (wasmloop_sandbox::Object, Value),
+    config: String,
+    mut cache: OfflineCache,
+) -> anyhow::Result<ExitCode> {
+    let plugin = common::load(sandbox, &args.plugin, &args.sandbox).await.context("cannot load the plugin")?;
+    let manifest = plugin.manifest();
+    let watched = related.gvk().ok().filter(|kind| manifest.watches.iter().any(|w| w.kind == *kind));
+    let Some(kind) = watched else {
+        let file = args.map.as_deref().unwrap_or(std::path::Path::new("--map")).display();
+        anyhow::bail!(
+            "plugin {} watches no {} {}, which {file} holds; pass an object of a kind under its watches",
+            manifest.name,
+            wasmloop_sandbox::validate::quoted(&related.api_version),
+            wasmloop_sandbox::validate::quoted(&related.kind),
+        );
+    };
+    // As the host's informers hold it: the related object is in the cache too, unless it went.
+    if !args.deleted {
+        cache.insert_object(related.clone(), value);
+    }
+    for dropped in cache.hold_for(manifest) {
+        eprintln!(
+            "note: {dropped} is not in plugin {}'s cache: its selectors of that kind do not select it",
+            manifest.name
+        );
+    }
+    crate::offline_cache::strip_object(manifest, &mut related);
+    tracing::debug!(%kind, deleted = args.deleted, "running map");
+    match plugin.map(&related, args.deleted, &config, Arc::new(cache)).await {
+        Ok(refs) => {
+            common::print(&serde_json::json!({ "requeue": refs }), args.output)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(error) => {
+            eprintln!("error: {error}");
             Ok(ExitCode::from(common::EXIT_PLUGIN_ERROR))
         }
     }

@@ -12,7 +12,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 /// Every plugin and test guest, as `scripts/build-plugins` lists them.
-pub const GUESTS: [&str; 14] = [
+pub const GUESTS: [&str; 15] = [
     "foo-deployment",
     "pod-logger",
     "node-image-watch",
@@ -27,6 +27,7 @@ pub const GUESTS: [&str; 14] = [
     "noop-plugin",
     "stamp-plugin",
     "smuggler-plugin",
+    "roller-plugin",
 ];
 
 /// The target directory the tests were built in (`CARGO_TARGET_DIR`, else the workspace's).

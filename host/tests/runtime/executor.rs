@@ -11,8 +11,8 @@ use wasmloop_runtime::discovery::Kinds;
 use wasmloop_runtime::executor::ExecError;
 use wasmloop_runtime::executor::{DryRunReport, Executor};
 use wasmloop_sandbox::{
-    Action, Contract, EventType, Gvk, Manifest, Object, ObjectRef, PatchKind, WriteGrant, WriteScope, WriteVerbs,
-    object_from_value,
+    Action, Apply, Contract, EventType, Gvk, Manifest, Object, ObjectRef, PatchKind, WriteGrant, WriteScope,
+    WriteVerbs, object_from_value,
 };
 use wasmloop_testenv::{TestNamespace, shared, wait_for_event};
 
@@ -56,7 +56,7 @@ async fn apply_puts_owned_children_in_the_primarys_namespace_with_a_controller_r
     let ns = shared().namespace("exec-apply").await.unwrap();
     let (owner, _) = primary(&ns, "owner").await;
     let child = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "child"}, "data": {"a": "1"}});
-    let applied = executor(&ns).execute(&manifest(true), &owner, &[Action::Apply(child)]).await.unwrap();
+    let applied = executor(&ns).execute(&manifest(true), &owner, &[Action::Apply(Apply::forced(child))]).await.unwrap();
     assert_eq!(applied[0].namespace.as_deref(), Some(ns.name.as_str()));
 
     let live = ns.api::<ConfigMap>().get("child").await.unwrap();
@@ -75,7 +75,7 @@ async fn apply_of_a_kind_not_owned_sets_no_owner_reference() {
     let ns = shared().namespace("exec-notowned").await.unwrap();
     let (owner, _) = primary(&ns, "owner").await;
     let other = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "other"}});
-    executor(&ns).execute(&manifest(false), &owner, &[Action::Apply(other)]).await.unwrap();
+    executor(&ns).execute(&manifest(false), &owner, &[Action::Apply(Apply::forced(other))]).await.unwrap();
     assert!(ns.api::<ConfigMap>().get("other").await.unwrap().metadata.owner_references.is_none());
 }
 
@@ -329,4 +329,91 @@ async fn a_finalizer_added_to_an_object_being_deleted_is_a_conflict_not_a_failur
     assert_eq!(live.metadata.finalizers, Some(vec![theirs.to_owned()]));
     let release = json!({"metadata": {"finalizers": null}});
     api.patch("target", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&release)).await.unwrap();
+}
+
+/// A Deployment manifest a plugin whose primary is a ConfigMap may apply and patch.
+fn deployment_writer() -> Manifest {
+    let deployment = Gvk::from_api_version("apps/v1", "Deployment").unwrap();
+    let all = WriteVerbs { apply: true, patch: true, delete: true };
+    let mut m = manifest(false);
+    m.writes.push(WriteGrant { kind: deployment, verbs: all, scope: WriteScope::PrimaryNamespace });
+    m
+}
+
+/// Deployment `name` with two containers, applied by field manager `manager`.
+async fn two_containers(ns: &TestNamespace, name: &str, manager: &str) {
+    let api: Api<k8s_openapi::api::apps::v1::Deployment> = ns.api();
+    let body = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}},
+                              "spec": {"containers": [{"name": "web", "image": "web:1"}, {"name": "log", "image": "log:1"}]}}}
+    });
+    let params = kube::api::PatchParams::apply(manager).force();
+    api.patch(name, &params, &kube::api::Patch::Apply(body)).await.unwrap();
+}
+
+#[tokio::test]
+async fn an_unforced_apply_of_a_field_another_manager_owns_writes_nothing_and_names_the_manager() {
+    let ns = shared().namespace("exec-conflict").await.unwrap();
+    let (owner, _) = primary(&ns, "owner").await;
+    two_containers(&ns, "web", "other-team").await;
+    let replicas =
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}, "spec": {"replicas": 5}});
+    let unforced = Action::Apply(Apply { object: replicas.clone(), force: false, uid: None });
+    let error = executor(&ns).execute(&deployment_writer(), &owner, &[unforced]).await.unwrap_err();
+    let ExecError::Conflict { conflict, .. } = &error else { panic!("not a conflict: {error}") };
+    assert_eq!(
+        conflict.fields.iter().map(|f| (f.manager.as_str(), f.field.as_str())).collect::<Vec<_>>(),
+        vec![("other-team", ".spec.replicas")]
+    );
+    assert_eq!(error.event_reason(), "ApplyConflict");
+    let api: Api<k8s_openapi::api::apps::v1::Deployment> = ns.api();
+    assert_eq!(api.get("web").await.unwrap().spec.replicas, Some(3), "nothing was written");
+    // Forced, the same apply takes the field.
+    let forced = Action::Apply(Apply::forced(replicas));
+    executor(&ns).execute(&deployment_writer(), &owner, &[forced]).await.unwrap();
+    assert_eq!(api.get("web").await.unwrap().spec.replicas, Some(5));
+}
+
+#[tokio::test]
+async fn an_apply_with_a_uid_precondition_writes_only_to_the_object_of_that_uid() {
+    let ns = shared().namespace("exec-uid").await.unwrap();
+    let (owner, _) = primary(&ns, "owner").await;
+    let (target, _) = primary(&ns, "target").await;
+    let labelled = |value: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "target", "labels": {"v": value}}});
+    let apply =
+        |value: &str, uid: &str| Action::Apply(Apply { object: labelled(value), force: true, uid: Some(uid.into()) });
+    let exec = executor(&ns);
+    exec.execute(&manifest(false), &owner, &[apply("mine", &target.uid)]).await.unwrap();
+    let api = ns.api::<ConfigMap>();
+    assert_eq!(api.get("target").await.unwrap().metadata.labels.unwrap()["v"], "mine");
+    // Another UID: the object is not the one meant, and is left alone.
+    exec.execute(&manifest(false), &owner, &[apply("not-mine", "0f0e0d0c-0b0a-4999-8888-777766665555")]).await.unwrap();
+    assert_eq!(api.get("target").await.unwrap().metadata.labels.unwrap()["v"], "mine");
+    // Gone: not recreated.
+    api.delete("target", &kube::api::DeleteParams::default()).await.unwrap();
+    exec.execute(&manifest(false), &owner, &[apply("again", &target.uid)]).await.unwrap();
+    assert!(api.get_opt("target").await.unwrap().is_none(), "a UID precondition never creates");
+}
+
+#[tokio::test]
+async fn a_strategic_merge_patch_keeps_the_other_items_of_a_list_keyed_by_name() {
+    let ns = shared().namespace("exec-smp").await.unwrap();
+    let (owner, _) = primary(&ns, "owner").await;
+    two_containers(&ns, "web", "other-team").await;
+    let target = ObjectRef {
+        api_version: "apps/v1".into(),
+        kind: "Deployment".into(),
+        name: "web".parse().unwrap(),
+        namespace: None,
+        uid: None,
+    };
+    let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "web", "image": "web:2"}]}}}});
+    let action = Action::Patch { target, kind: PatchKind::Strategic, patch };
+    executor(&ns).execute(&deployment_writer(), &owner, &[action]).await.unwrap();
+    let api: Api<k8s_openapi::api::apps::v1::Deployment> = ns.api();
+    let containers = api.get("web").await.unwrap().spec.template.spec.unwrap().containers;
+    let images: Vec<(String, Option<String>)> = containers.into_iter().map(|c| (c.name, c.image)).collect();
+    assert_eq!(images, vec![("web".into(), Some("web:2".into())), ("log".into(), Some("log:1".into()))]);
 }

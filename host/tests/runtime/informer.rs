@@ -33,7 +33,7 @@ async fn next_change(rx: &mut tokio::sync::broadcast::Receiver<Change>, name: &s
         loop {
             let change = rx.recv().await.expect("the informer is alive");
             let entry = match &change {
-                Change::Applied(e) | Change::Deleted(e) => e,
+                Change::Applied(e) | Change::Deleted(e) | Change::Left(e) => e,
             };
             if entry.envelope.name == name {
                 return change;

@@ -57,7 +57,7 @@ pub(super) async fn review_again(
                 unanswered = 0;
                 if deny.send_replace(None).is_some() {
                     tracing::info!(plugin, "access granted again to {account}; requeueing every primary");
-                    shared.enqueue_all();
+                    shared.enqueue_all(|_| wasmloop_sandbox::Trigger::Resync);
                 }
                 continue;
             }

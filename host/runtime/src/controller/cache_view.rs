@@ -5,13 +5,16 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use wasmloop_contract::names::{Name, Namespace};
-use wasmloop_sandbox::{CacheDenied, Gvk, HostServices, ListKey, ListPage, Object, Selector};
+use wasmloop_sandbox::{CacheDenied, Gvk, HostServices, Index, ListKey, ListPage, Manifest, Object, Selector};
 
-use crate::informer::{Entry, Informer};
+use crate::informer::{Entry, IndexSpec, Informer};
 
 /// The cache a plugin reads through its imports: every informer of the kinds it declared.
 pub(super) struct CacheView {
     pub(super) by_kind: HashMap<Gvk, Vec<Arc<Informer>>>,
+    /// The manifest's indexes, by kind and name: the paths every informer of the kind keeps
+    /// an index over.
+    pub(super) indexes: HashMap<(Gvk, String), IndexSpec>,
     /// Set while the plugin's grant is revoked: a call already running is served nothing more.
     pub(super) denied: tokio::sync::watch::Receiver<Option<String>>,
 }
@@ -82,6 +85,29 @@ impl HostServices for CacheView {
         merge_pages(pages, limit)
     }
 
+    fn list_by_index(
+        &self,
+        index: &Index,
+        key: &str,
+        namespace: Option<&Namespace>,
+        after: Option<&ListKey>,
+        limit: usize,
+    ) -> ListPage {
+        let Some(paths) = self.serves().then(|| self.indexes.get(&(index.kind.clone(), index.name.clone()))).flatten()
+        else {
+            return ListPage::default();
+        };
+        let pages = self.by_kind.get(&index.kind).into_iter().flatten().filter_map(|informer| {
+            let (entries, resume) =
+                informer.list_by_index(paths, key, namespace.map(Namespace::as_str), after, limit)?;
+            let keyed = entries.iter().map(|e| {
+                ((e.envelope.namespace.clone().unwrap_or_default(), e.envelope.name.clone()), e.envelope.clone())
+            });
+            Some((keyed.collect(), resume))
+        });
+        merge_pages(pages, limit)
+    }
+
     fn denied(&self, kind: &Gvk, namespace: Option<&Namespace>) -> Option<CacheDenied> {
         if let Some(why) = self.denied.borrow().as_ref() {
             return Some(CacheDenied::Revoked(format!(
@@ -134,6 +160,22 @@ fn merge_pages(pages: impl Iterator<Item = (Vec<(ListKey, Object)>, Option<ListK
     ListPage { items: items.into_iter().map(|(_, o)| o).collect(), resume }
 }
 
+/// The manifest's indexes, each kept by every informer of its kind from now on.
+pub(super) fn indexed(
+    manifest: &Manifest,
+    by_kind: &HashMap<Gvk, Vec<Arc<Informer>>>,
+) -> HashMap<(Gvk, String), IndexSpec> {
+    let mut indexes = HashMap::new();
+    for index in &manifest.indexes {
+        let paths: IndexSpec = index.fields.clone().into();
+        for informer in by_kind.get(&index.kind).into_iter().flatten() {
+            informer.index(&paths);
+        }
+        indexes.insert((index.kind.clone(), index.name.clone()), paths);
+    }
+    indexes
+}
+
 /// Cache entries one page may look at: a selector that matches little costs a call a bounded
 /// time under the informer's lock, and the page resumes where it stopped.
 const PAGE_SCAN: usize = 10_000;
@@ -164,16 +206,11 @@ mod tests {
             // A watched kind gets the informers `Controller::prepare` acquires for its watches
             // (through their selectors, when the rule says so), each holding what the API
             // server sends such a watch.
-            let watches: Vec<_> = manifest.watches.iter().filter(|w| w.kind == gvk).collect();
+            let scopes = super::super::scopes::scopes(&manifest, None).expect("the suite's manifest is served");
+            let watches: Vec<_> = scopes.watched.iter().filter(|(w, _)| w.kind == gvk).collect();
             if !watches.is_empty() {
-                for watch in watches {
-                    let scope = super::super::watch_scope(
-                        &manifest,
-                        &gvk,
-                        watch.label_selector.as_ref().filter(|s| !s.as_str().is_empty()),
-                        watch.namespace.clone(),
-                    );
-                    let informer = Informer::detached(scope, kind.namespaced);
+                for (scope, _) in watches {
+                    let informer = Informer::detached(scope.clone(), kind.namespaced);
                     informer.relist_json(objects);
                     informers.push(informer);
                 }
@@ -188,11 +225,8 @@ mod tests {
                 namespaces.dedup();
                 for ns in namespaces.into_iter().rev() {
                     let scope = InformerScope {
-                        kind: gvk.clone(),
-                        namespace: Some(Namespace::parse(ns).unwrap()),
                         kept: kept(*kind),
-                        metadata: false,
-                        selector: None,
+                        ..InformerScope::new(gvk.clone(), Some(Namespace::parse(ns).unwrap()))
                     };
                     let informer = Informer::detached(scope, true);
                     let mine: Vec<serde_json::Value> =
@@ -201,15 +235,14 @@ mod tests {
                     informers.push(informer);
                 }
             }
-            let scope =
-                InformerScope { kind: gvk, namespace: None, kept: kept(*kind), metadata: false, selector: None };
+            let scope = InformerScope { kept: kept(*kind), ..InformerScope::new(gvk, None) };
             let informer = Informer::detached(scope, kind.namespaced);
             informer.relist_json(objects);
             informers.push(informer);
         }
         // The Receiver still reads the last value after its Sender is dropped.
         let (_, denied) = tokio::sync::watch::channel(None);
-        CacheView { by_kind, denied }
+        CacheView { by_kind, indexes: HashMap::new(), denied }
     }
 
     #[test]

@@ -68,8 +68,9 @@ pub(super) struct Memory {
     tombstones: Mutex<HashMap<Key, Arc<Entry>>>,
     /// Each primary as it was at its last successful apply.
     previous: Mutex<HashMap<Key, Arc<Entry>>>,
-    /// The latest state of each related object waiting for `map`, deleted ones included.
-    related: Mutex<HashMap<Related, Arc<Entry>>>,
+    /// The latest state of each related object waiting for `map`, and whether it went
+    /// (deleted, or out of the watch's selection).
+    related: Mutex<HashMap<Related, (Arc<Entry>, bool)>>,
 }
 
 impl Memory {
@@ -105,19 +106,19 @@ impl Memory {
         self.previous.lock().expect("lock").insert(key.clone(), entry);
     }
 
-    /// A related object changed or went: its latest state waits for `map`.
-    pub(super) fn related_changed(&self, related: Related, entry: Arc<Entry>) {
-        self.related.lock().expect("lock").insert(related, entry);
+    /// A related object changed or `went`: its latest state waits for `map`.
+    pub(super) fn related_changed(&self, related: Related, entry: Arc<Entry>, went: bool) {
+        self.related.lock().expect("lock").insert(related, (entry, went));
     }
 
-    /// Takes the latest state of a related object for `map`.
-    pub(super) fn take_related(&self, related: &Related) -> Option<Arc<Entry>> {
+    /// Takes the latest state of a related object for `map`, and whether it went.
+    pub(super) fn take_related(&self, related: &Related) -> Option<(Arc<Entry>, bool)> {
         self.related.lock().expect("lock").remove(related)
     }
 
     /// Keeps a related object for the retry of its `map`, unless a newer state came meanwhile.
-    pub(super) fn keep_related(&self, related: &Related, entry: Arc<Entry>) {
-        self.related.lock().expect("lock").entry(related.clone()).or_insert(entry);
+    pub(super) fn keep_related(&self, related: &Related, taken: (Arc<Entry>, bool)) {
+        self.related.lock().expect("lock").entry(related.clone()).or_insert(taken);
     }
 
     /// Everything a successor version needs: undelivered deletions and previous states.

@@ -24,6 +24,8 @@ mod cache_view;
 pub mod config;
 mod memory;
 mod plan;
+pub mod reasons;
+mod scopes;
 mod shared;
 mod triggers;
 mod work;
@@ -38,8 +40,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use wasmloop_contract::names::{LabelSelector, Namespace};
-use wasmloop_sandbox::{Gvk, Manifest, Plugin, Selector};
+use wasmloop_contract::names::LabelSelector;
+use wasmloop_sandbox::{GenerationChange, Gvk, Manifest, Plugin, Trigger};
 
 use crate::context::Context;
 use crate::discovery::DiscoveryError;
@@ -48,10 +50,9 @@ use crate::informer::{self, Informer, InformerScope};
 use crate::queue::WorkQueue;
 use crate::shadow::ShadowSeat;
 use cache_view::CacheView;
-use config::{effective_namespace, grants_within};
+use config::grants_within;
 use memory::{Memory, Remembered};
 use shared::Shared;
-use wasmloop_contract::cache::Visible;
 use work::Work;
 
 /// How long a controller waits for its caches to fill before giving up.
@@ -143,9 +144,10 @@ impl Prepared {
             let (deleted, previous) = (shared.manifest.deliver_deleted, shared.manifest.deliver_previous);
             // Only what this version is served: its namespace and selector were reviewed, the
             // predecessor's may have been wider.
-            let namespace = shared.primary.scope().namespace.clone().filter(|_| shared.primary.namespaced());
+            let served = shared.served_namespaces();
             let serves = |key: &Key, entry: &informer::Entry| {
-                namespace.as_ref().is_none_or(|ns| key.namespace.as_deref() == Some(ns.as_str()))
+                (served.is_empty() || key.namespace.as_deref().is_some_and(|ns| served.contains(&ns)))
+                    && entry.selected()
                     && entry.selected_by(&shared.selector)
             };
             for key in shared.memory.take_over(handover.remembered, (deleted, previous), serves) {
@@ -203,44 +205,11 @@ impl Controller {
     ) -> Result<Prepared, StartError> {
         let informers = &context.informers;
         let manifest = plugin.manifest().clone();
-        let confined = |what: &str, declared: Option<&Namespace>| {
-            effective_namespace(declared, config.namespace.as_ref()).map_err(|reason| StartError::Confined {
-                plugin: manifest.id(),
-                what: what.to_owned(),
-                reason,
-            })
-        };
-        let namespace = confined("its primary kind", manifest.primary.namespace.as_ref())?;
+        let confined = |(what, reason): scopes::Confined| StartError::Confined { plugin: manifest.id(), what, reason };
         if let Some(operator) = config.namespace.as_ref() {
-            grants_within(&manifest, operator).map_err(|(what, reason)| StartError::Confined {
-                plugin: manifest.id(),
-                what,
-                reason,
-            })?;
+            grants_within(&manifest, operator).map_err(confined)?;
         }
-        let scope = |kind: &Gvk, namespace: Option<Namespace>| informer_scope(&manifest, kind, namespace);
-        let primary_scope = scope(&manifest.primary.kind, namespace.clone());
-        let owned_scopes: Vec<InformerScope> = manifest.owns.iter().map(|k| scope(k, namespace.clone())).collect();
-        let mut watched_scopes = Vec::new();
-        let watch_selectors: Vec<Selector> = manifest
-            .watches
-            .iter()
-            .map(|w| w.label_selector.as_ref().map(LabelSelector::selector).unwrap_or_default())
-            .collect();
-        for (w, selector) in manifest.watches.iter().zip(&watch_selectors) {
-            let within = confined(&format!("watched kind {}", w.kind), w.namespace.as_ref())?;
-            watched_scopes.push(watch_scope(
-                &manifest,
-                &w.kind,
-                w.label_selector.as_ref().filter(|_| !selector.0.is_empty()),
-                within,
-            ));
-        }
-        // Reads are served from the primary's namespace when it has one: a plugin confined to
-        // one namespace must not see every namespace's objects of a kind it reads.
-        let read_scopes: Vec<InformerScope> = manifest.reads.iter().map(|k| scope(k, namespace.clone())).collect();
-        let every_scope =
-            || std::iter::once(&primary_scope).chain(&owned_scopes).chain(&watched_scopes).chain(&read_scopes);
+        let scopes = scopes::scopes(&manifest, config.namespace.as_ref()).map_err(confined)?;
         // The plugin's identity before any request made for it: its ServiceAccount is checked,
         // its kinds are discovered as that account, and its reads are reviewed, before any
         // informer lists or watches on its behalf with the host's credentials.
@@ -250,25 +219,24 @@ impl Controller {
         }
         let client = context.identities.client_for(&config.identity).map_err(identity_error)?;
         let discovery = |source| StartError::Discovery { plugin: manifest.id(), source };
-        let reads = access::reads_needed(&context.kinds, &client, every_scope()).await.map_err(discovery)?;
+        let reads = access::reads_needed(&context.kinds, &client, scopes.all()).await.map_err(discovery)?;
         if let Identity::ServiceAccount(account) = &config.identity {
             context.identities.review(account, &reads).await.map_err(identity_error)?;
         }
-        let primary = informers.acquire(&primary_scope).await.map_err(discovery)?;
-        let mut owned = Vec::new();
-        for scope in &owned_scopes {
-            owned.push(informers.acquire(scope).await.map_err(discovery)?);
-        }
-        let mut watched = Vec::new();
-        for scope in &watched_scopes {
-            watched.push(informers.acquire(scope).await.map_err(discovery)?);
-        }
-        let mut read = Vec::new();
-        for scope in &read_scopes {
-            read.push(informers.acquire(scope).await.map_err(discovery)?);
-        }
+        let acquire = async |list: &[InformerScope]| -> Result<Vec<Arc<Informer>>, StartError> {
+            let mut acquired = Vec::new();
+            for scope in list {
+                acquired.push(informers.acquire(scope).await.map_err(discovery)?);
+            }
+            Ok(acquired)
+        };
+        let primaries = acquire(&scopes.primaries).await?;
+        let owned = acquire(&scopes.owned).await?;
+        let watch_scopes: Vec<InformerScope> = scopes.watched.iter().map(|(s, _)| s.clone()).collect();
+        let watched = acquire(&watch_scopes).await?;
+        let read = acquire(&scopes.read).await?;
         let mut by_kind: HashMap<Gvk, Vec<Arc<Informer>>> = HashMap::new();
-        for informer in std::iter::once(&primary).chain(&owned).chain(&watched).chain(&read) {
+        for informer in primaries.iter().chain(&owned).chain(&watched).chain(&read) {
             by_kind.entry(informer.scope().kind.clone()).or_default().push(informer.clone());
         }
         for informers in by_kind.values() {
@@ -281,6 +249,7 @@ impl Controller {
                 }
             }
         }
+        let indexes = cache_view::indexed(&manifest, &by_kind);
         let selector = manifest.primary.label_selector.as_ref().map(LabelSelector::selector).unwrap_or_default();
         let concurrency = config.concurrency_for(manifest.settings.max_concurrent_reconciles);
         let resync = config.resync_for(manifest.settings.resync_seconds);
@@ -301,8 +270,8 @@ impl Controller {
         let shared = Arc::new(Shared {
             queue: WorkQueue::new(config.queue),
             selector,
-            cache: Arc::new(CacheView { by_kind, denied: denied.clone() }),
-            primary,
+            cache: Arc::new(CacheView { by_kind, indexes, denied: denied.clone() }),
+            primaries,
             owned,
             id: manifest.id(),
             plugin,
@@ -320,27 +289,32 @@ impl Controller {
             running: OnceLock::new(),
             serving: AtomicBool::new(false),
             memory: Memory::default(),
+            reasons: Mutex::default(),
             record: context.record.clone(),
             shadow,
         });
         // Subscribe before the first full enqueue, so no change falls between the two.
         let mut tasks = Vec::new();
-        tasks.push(tokio::spawn(triggers::primary(shared.clone(), shared.primary.subscribe())));
+        for informer in &shared.primaries {
+            let changes = informer.subscribe();
+            tasks.push(tokio::spawn(triggers::primary(shared.clone(), informer.clone(), changes)));
+        }
         for informer in shared.owned.clone() {
             tasks.push(tokio::spawn(triggers::owned(shared.clone(), informer.subscribe())));
         }
-        for (informer, selector) in watched.iter().zip(watch_selectors) {
+        for (informer, (_, selector)) in watched.iter().zip(scopes.watched) {
             // Unselected watches of one kind share an informer; each applies its own selector.
             tasks.push(tokio::spawn(triggers::watched(shared.clone(), informer.subscribe(), selector)));
         }
-        shared.enqueue_all();
+        // New to this controller: each primary as first seen.
+        shared.enqueue_all(first_seen);
         {
             // Taking over the lead: every primary, from the warm cache.
             let (shared, mut leading) = (shared.clone(), shared.leading.clone());
             tasks.push(tokio::spawn(async move {
                 while leading.changed().await.is_ok() {
                     if *leading.borrow_and_update() {
-                        shared.enqueue_all();
+                        shared.enqueue_all(first_seen);
                     }
                 }
             }));
@@ -356,7 +330,7 @@ impl Controller {
                 tick.tick().await;
                 loop {
                     tick.tick().await;
-                    shared.enqueue_all();
+                    shared.enqueue_all(|_| Trigger::Resync);
                 }
             }));
         }
@@ -404,32 +378,9 @@ impl Controller {
     }
 }
 
-/// The informer scope of `kind` in `namespace` for a plugin with `manifest`. A plugin that
-/// keeps managedFields or last-applied of a kind gets an informer of its own for it; the rest
-/// share the stripped one. A metadata-only kind is watched as metadata, shared with other
-/// plugins that declare it so, apart from those that read it whole.
-pub(crate) fn informer_scope(manifest: &Manifest, kind: &Gvk, namespace: Option<Namespace>) -> InformerScope {
-    InformerScope {
-        kind: kind.clone(),
-        namespace,
-        kept: manifest.kept(kind),
-        metadata: manifest.is_metadata_only(kind),
-        selector: None,
-    }
-}
-
-/// The informer scope of one watch of `kind` (with `selector`, none or empty for every object,
-/// in `namespace`). A kind the
-/// plugin declares only under selected watches is watched through each selector, so its cache
-/// holds only what they select (`ManifestView::visible`); any other kind is watched whole.
-pub(crate) fn watch_scope(
-    manifest: &Manifest,
-    kind: &Gvk,
-    selector: Option<&LabelSelector>,
-    namespace: Option<Namespace>,
-) -> InformerScope {
-    let selected = manifest.visible(kind) != Visible::All;
-    InformerScope { selector: selector.filter(|_| selected).cloned(), ..informer_scope(manifest, kind, namespace) }
+/// The trigger of a primary a controller takes over: new to it, at its generation now.
+fn first_seen(entry: &informer::Entry) -> Trigger {
+    Trigger::PrimaryChanged(GenerationChange { old: None, new: entry.generation() })
 }
 
 impl Drop for Controller {

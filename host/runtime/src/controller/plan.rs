@@ -235,12 +235,13 @@ pub(super) fn owners_of(
 
 /// The primaries a `map` answer names, as keys. A namespaced primary named without a
 /// namespace is in the related object's; a cluster-scoped primary has none; a key outside the
-/// namespace the primaries are served from names nothing the plugin is served, and is dropped.
+/// namespaces the primaries are served from (`served_from`, empty for every namespace) names
+/// nothing the plugin is served, and is dropped.
 pub(super) fn mapped_keys(
     refs: Vec<ObjectRef>,
     related_namespace: Option<&str>,
     primary_namespaced: bool,
-    served_from: Option<&str>,
+    served_from: &[&str],
 ) -> Vec<Key> {
     refs.into_iter()
         .filter_map(|r| {
@@ -249,10 +250,10 @@ pub(super) fn mapped_keys(
             } else {
                 None
             };
-            let scope = served_from.filter(|_| primary_namespaced);
-            scope
-                .is_none_or(|scope| namespace.as_deref() == Some(scope))
-                .then(|| Key { namespace, name: r.name.to_string() })
+            let served = !primary_namespaced
+                || served_from.is_empty()
+                || namespace.as_deref().is_some_and(|ns| served_from.contains(&ns));
+            served.then(|| Key { namespace, name: r.name.to_string() })
         })
         .collect()
 }
@@ -438,13 +439,14 @@ mod tests {
         };
         let key = |ns: Option<&str>, name: &str| Key { namespace: ns.map(str::to_owned), name: name.into() };
         #[rustfmt::skip]
-        let cases: Vec<(&str, ObjectRef, bool, Option<&str>, Vec<Key>)> = vec![
-            ("no namespace: the related object's", r(None, "a"), true, None, vec![key(Some("rel"), "a")]),
-            ("its own namespace", r(Some("x"), "a"), true, None, vec![key(Some("x"), "a")]),
-            ("cluster-scoped primary drops the namespace", r(Some("x"), "a"), false, None, vec![key(None, "a")]),
-            ("inside the served namespace", r(Some("t"), "a"), true, Some("t"), vec![key(Some("t"), "a")]),
-            ("outside the served namespace: dropped", r(Some("x"), "a"), true, Some("t"), vec![]),
-            ("defaulted outside the served namespace: dropped", r(None, "a"), true, Some("t"), vec![]),
+        let cases: Vec<(&str, ObjectRef, bool, &[&str], Vec<Key>)> = vec![
+            ("no namespace: the related object's", r(None, "a"), true, &[], vec![key(Some("rel"), "a")]),
+            ("its own namespace", r(Some("x"), "a"), true, &[], vec![key(Some("x"), "a")]),
+            ("cluster-scoped primary drops the namespace", r(Some("x"), "a"), false, &[], vec![key(None, "a")]),
+            ("inside the served namespace", r(Some("t"), "a"), true, &["t"], vec![key(Some("t"), "a")]),
+            ("inside one of the served namespaces", r(Some("u"), "a"), true, &["t", "u"], vec![key(Some("u"), "a")]),
+            ("outside the served namespace: dropped", r(Some("x"), "a"), true, &["t"], vec![]),
+            ("defaulted outside the served namespace: dropped", r(None, "a"), true, &["t"], vec![]),
         ];
         for (case, reference, namespaced, served, expected) in cases {
             assert_eq!(mapped_keys(vec![reference], Some("rel"), namespaced, served), expected, "{case}");

@@ -3,18 +3,19 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use wasmloop_sandbox::{Manifest, Plugin, Selector};
+use wasmloop_sandbox::{Manifest, Plugin, Selector, Trigger};
 
 use super::cache_view::CacheView;
 use super::config::ControllerConfig;
 use super::memory::{Memory, RunningKeys};
-use super::work::{Work, key_of};
+use super::reasons::Reasons;
+use super::work::{Key, Work, key_of};
 use crate::executor::Executor;
-use crate::informer::Informer;
+use crate::informer::{Entry, Informer};
 use crate::metrics::{Metrics, PluginMetrics};
 use crate::quarantine::{Board, Health};
 use crate::queue::WorkQueue;
-use crate::record::CaseSink;
+use crate::record::Recorder;
 use crate::shadow::ShadowSeat;
 
 /// One version of a plugin's controller, as its tasks see it.
@@ -25,7 +26,8 @@ pub(super) struct Shared {
     pub(super) plugin: Plugin,
     pub(super) manifest: Manifest,
     pub(super) selector: Selector,
-    pub(super) primary: Arc<Informer>,
+    /// The primary kind's informers: one per namespace the plugin is served (one for all).
+    pub(super) primaries: Vec<Arc<Informer>>,
     pub(super) owned: Vec<Arc<Informer>>,
     pub(super) cache: Arc<CacheView>,
     pub(super) queue: WorkQueue<Work>,
@@ -52,8 +54,10 @@ pub(super) struct Shared {
     /// True once the workers run; a prepared version's queue is not yet the plugin's.
     pub(super) serving: AtomicBool,
     pub(super) memory: Memory,
+    /// Why each waiting key will run.
+    pub(super) reasons: Mutex<Reasons<Key>>,
     /// Where each reconcile is recorded, if anywhere.
-    pub(super) record: Option<CaseSink>,
+    pub(super) record: Option<Recorder>,
     /// The candidate version called beside this one, if any.
     pub(super) shadow: Arc<ShadowSeat>,
 }
@@ -74,10 +78,42 @@ impl Shared {
         }
     }
 
-    /// Every primary the plugin selects, from the cache.
-    pub(super) fn enqueue_all(&self) {
-        for entry in self.primary.list(self.primary.scope().namespace.as_deref(), &self.selector) {
-            self.enqueue(Work::Reconcile(key_of(&entry.envelope)));
+    /// Queues the primary `key`, for `trigger`.
+    pub(super) fn enqueue_because(&self, key: Key, trigger: Trigger) {
+        if !self.leads() {
+            return;
         }
+        self.reasons.lock().expect("lock").add(key.clone(), trigger);
+        self.enqueue(Work::Reconcile(key));
+    }
+
+    /// Every primary the plugin selects, from the cache, each for the trigger `why` gives it.
+    pub(super) fn enqueue_all(&self, why: impl Fn(&Entry) -> Trigger) {
+        for informer in &self.primaries {
+            for entry in informer.list(None, &self.selector) {
+                if entry.selected() {
+                    self.enqueue_because(key_of(&entry.envelope), why(&entry));
+                }
+            }
+        }
+    }
+
+    /// The primary at `key`, from whichever informer serves its namespace.
+    pub(super) fn primary(&self, key: &Key) -> Option<Arc<Entry>> {
+        self.primaries.iter().find_map(|i| i.get(key.namespace.as_deref(), &key.name))
+    }
+
+    /// True for a namespaced primary kind.
+    pub(super) fn primary_namespaced(&self) -> bool {
+        self.primaries.first().is_some_and(|i| i.namespaced())
+    }
+
+    /// The namespaces the plugin's primaries are served from; empty for every namespace.
+    pub(super) fn served_namespaces(&self) -> Vec<&str> {
+        if !self.primary_namespaced() {
+            return Vec::new();
+        }
+        let namespaces: Option<Vec<&str>> = self.primaries.iter().map(|i| i.scope().namespace.as_deref()).collect();
+        namespaces.unwrap_or_default()
     }
 }

@@ -1,47 +1,118 @@
 //! Informer changes become work: a changed primary is its own key, a changed child requeues
 //! its owner, and a changed watched object waits in the queue for the plugin's `map`, which a
-//! worker calls. Nothing here calls the plugin or writes.
+//! worker calls. Each key queued carries why ([`super::reasons`]). Nothing here calls the
+//! plugin or writes.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use tokio::sync::broadcast::{self, error::RecvError};
-use wasmloop_sandbox::Selector;
+use wasmloop_sandbox::{GenerationChange, Selector, Trigger, WitObjectRef};
 
 use super::plan;
 use super::shared::Shared;
-use super::work::{Related, Work, key_of};
-use crate::informer::{Change, Entry};
+use super::work::{Key, Related, Work, key_of};
+use crate::informer::{Change, Entry, Informer};
 
-/// The next changed object of a related kind; a lagging subscriber requeues every primary
-/// instead. None when the informer is gone.
-async fn next_related(shared: &Shared, changes: &mut broadcast::Receiver<Change>) -> Option<Arc<Entry>> {
+/// The contract's reference to a cached object.
+pub(super) fn reference(entry: &Entry) -> WitObjectRef {
+    let o = &entry.envelope;
+    WitObjectRef {
+        api_version: o.api_version.clone(),
+        kind: o.kind.clone(),
+        name: o.name.clone(),
+        namespace: o.namespace.clone(),
+        uid: (!o.uid.is_empty()).then(|| o.uid.clone()),
+    }
+}
+
+/// Every primary is requeued when a subscriber lagged: a resync from the cache.
+fn resync(shared: &Shared) {
+    shared.enqueue_all(|_| Trigger::Resync);
+}
+
+/// The next changed object of a related kind, and whether it went (deleted, or out of the
+/// informer's selection); a lagging subscriber requeues every primary instead. None when the
+/// informer is gone.
+async fn next_related(shared: &Shared, changes: &mut broadcast::Receiver<Change>) -> Option<(Arc<Entry>, bool)> {
     loop {
         match changes.recv().await {
-            Ok(Change::Applied(e) | Change::Deleted(e)) => return Some(e),
-            Err(RecvError::Lagged(_)) => shared.enqueue_all(),
+            Ok(Change::Applied(e)) => return Some((e, false)),
+            Ok(Change::Deleted(e) | Change::Left(e)) => return Some((e, true)),
+            Err(RecvError::Lagged(_)) => resync(shared),
             Err(RecvError::Closed) => return None,
         }
     }
 }
 
-/// Changes of the primary kind.
-pub(super) async fn primary(shared: Arc<Shared>, mut changes: broadcast::Receiver<Change>) {
+/// The generations of the primaries one informer serves, as the plugin last had them
+/// reported: kube-runtime's `predicate_filter` keeps the same, so that `generation-changed`
+/// can tell a spec change from a status-only one.
+#[derive(Default)]
+struct Generations(HashMap<Key, Option<i64>>);
+
+impl Generations {
+    /// The change this entry makes, or none when the plugin asked only for generation changes
+    /// and this is none: an object it has seen, at the generation it saw, not being deleted.
+    fn change(&mut self, key: Key, entry: &Entry, only_generations: bool) -> Option<GenerationChange> {
+        let new = entry.generation();
+        let old = self.0.insert(key, new);
+        let unchanged = old == Some(new) && new.is_some() && !entry.deleting();
+        if only_generations && unchanged {
+            return None;
+        }
+        Some(GenerationChange { old: old.flatten(), new })
+    }
+}
+
+/// Changes of the primary kind, from one of its `informer`s, from the moment `changes` was
+/// subscribed: the generations its cache held then are the ones the plugin is queued for at
+/// start (`enqueue_all`), so a status update of one of them is no change for the plugin.
+pub(super) async fn primary(shared: Arc<Shared>, informer: Arc<Informer>, mut changes: broadcast::Receiver<Change>) {
+    let only_generations = shared.manifest.primary.generation_changed;
+    let finalizer = shared.manifest.finalizer.clone();
+    let mut seen = Generations::default();
+    for entry in informer.list(None, &Selector::default()) {
+        seen.0.insert(key_of(&entry.envelope), entry.generation());
+    }
     loop {
         match changes.recv().await {
-            Ok(Change::Applied(entry)) if entry.selected_by(&shared.selector) => {
-                shared.enqueue(Work::Reconcile(key_of(&entry.envelope)));
-            }
-            Ok(Change::Applied(_)) => {}
-            Ok(Change::Deleted(entry)) => {
+            Ok(Change::Applied(entry)) => {
                 let key = key_of(&entry.envelope);
-                // Deletions seen as a standby were the leader's to deliver.
-                let deliver = shared.manifest.deliver_deleted && shared.leads() && entry.selected_by(&shared.selector);
-                shared.memory.deleted(&key, deliver.then_some(entry));
-                if deliver {
-                    shared.enqueue(Work::Reconcile(key));
+                let selected = entry.selected() && entry.selected_by(&shared.selector);
+                // One it keeps only for our finalizer runs its cleanup once deleted.
+                let finalized = entry.deleting() && finalizer.as_ref().is_some_and(|f| entry.finalizers().contains(f));
+                if !selected && !finalized {
+                    seen.0.remove(&key);
+                    continue;
+                }
+                if let Some(change) = seen.change(key.clone(), &entry, only_generations) {
+                    shared.enqueue_because(key, Trigger::PrimaryChanged(change));
                 }
             }
-            Err(RecvError::Lagged(_)) => shared.enqueue_all(),
+            Ok(Change::Left(entry)) => {
+                // Still there, no longer selected: not deleted, and not the plugin's any more.
+                let key = key_of(&entry.envelope);
+                seen.0.remove(&key);
+                shared.memory.deleted(&key, None);
+                shared.reasons.lock().expect("lock").forget(&key);
+            }
+            Ok(Change::Deleted(entry)) => {
+                let key = key_of(&entry.envelope);
+                let old = seen.0.remove(&key).flatten();
+                // Deletions seen as a standby were the leader's to deliver.
+                let deliver = shared.manifest.deliver_deleted
+                    && shared.leads()
+                    && entry.selected()
+                    && entry.selected_by(&shared.selector);
+                shared.memory.deleted(&key, deliver.then_some(entry));
+                if deliver {
+                    shared.enqueue_because(key, Trigger::PrimaryChanged(GenerationChange { old, new: None }));
+                } else {
+                    shared.reasons.lock().expect("lock").forget(&key);
+                }
+            }
+            Err(RecvError::Lagged(_)) => resync(&shared),
             Err(RecvError::Closed) => return,
         }
     }
@@ -49,7 +120,7 @@ pub(super) async fn primary(shared: Arc<Shared>, mut changes: broadcast::Receive
 
 /// Changes of an owned kind: each requeues its controller owner.
 pub(super) async fn owned(shared: Arc<Shared>, mut changes: broadcast::Receiver<Change>) {
-    while let Some(entry) = next_related(&shared, &mut changes).await {
+    while let Some((entry, _)) = next_related(&shared, &mut changes).await {
         let owners: Vec<(&str, &str, &str)> = entry
             .owner_references()
             .iter()
@@ -57,8 +128,8 @@ pub(super) async fn owned(shared: Arc<Shared>, mut changes: broadcast::Receiver<
             .map(|o| (o.api_version.as_str(), o.kind.as_str(), o.name.as_str()))
             .collect();
         let namespace = entry.envelope.namespace.as_deref();
-        for key in plan::owners_of(&owners, namespace, &shared.manifest.primary.kind, shared.primary.namespaced()) {
-            shared.enqueue(Work::Reconcile(key));
+        for key in plan::owners_of(&owners, namespace, &shared.manifest.primary.kind, shared.primary_namespaced()) {
+            shared.enqueue_because(key, Trigger::OwnedChanged(reference(&entry)));
         }
     }
 }
@@ -67,14 +138,17 @@ pub(super) async fn owned(shared: Arc<Shared>, mut changes: broadcast::Receiver<
 /// Unselected watches of one kind share an informer, so they map an object once.
 pub(super) async fn watched(shared: Arc<Shared>, mut changes: broadcast::Receiver<Change>, selector: Selector) {
     loop {
-        let entry = match changes.recv().await {
-            Ok(Change::Applied(entry)) => entry,
+        let (entry, went) = match changes.recv().await {
+            Ok(Change::Applied(entry)) => (entry, false),
             // A selected watch reports an object that left its selection as deleted, at its
             // old state; another watch of the kind may hold it still, at a newer one, which is
             // the state `map` must see whichever of the two reports comes last.
-            Ok(Change::Deleted(entry)) => shared.cache.held(&entry).unwrap_or(entry),
+            Ok(Change::Deleted(entry) | Change::Left(entry)) => match shared.cache.held(&entry) {
+                Some(held) => (held, false),
+                None => (entry, true),
+            },
             Err(RecvError::Lagged(_)) => {
-                shared.enqueue_all();
+                resync(&shared);
                 continue;
             }
             Err(RecvError::Closed) => return,
@@ -85,7 +159,54 @@ pub(super) async fn watched(shared: Arc<Shared>, mut changes: broadcast::Receive
         // A kind an informer of this plugin holds parsed when it was declared.
         let Ok(kind) = entry.envelope.gvk() else { continue };
         let related = Related { kind, namespace: entry.envelope.namespace.clone(), name: entry.envelope.name.clone() };
-        shared.memory.related_changed(related.clone(), entry);
+        shared.memory.related_changed(related.clone(), entry, went);
         shared.enqueue(Work::Map(related));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use kube::api::{ApiResource, DynamicObject};
+
+    use super::*;
+
+    fn deployment(generation: i64, deleting: bool) -> Entry {
+        let resource = ApiResource::erase::<Deployment>(&());
+        let mut object = DynamicObject::new("web", &resource).within("shop");
+        object.metadata.generation = Some(generation);
+        if deleting {
+            object.metadata.deletion_timestamp =
+                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+        }
+        Entry::new(object, &resource, Default::default()).unwrap()
+    }
+
+    fn key() -> Key {
+        Key { namespace: Some("shop".into()), name: "web".into() }
+    }
+
+    #[test]
+    fn a_status_only_update_does_not_pass_a_generation_filter() {
+        let mut seen = Generations::default();
+        assert!(seen.change(key(), &deployment(1, false), true).is_some(), "first seen: passes");
+        assert!(seen.change(key(), &deployment(1, false), true).is_none(), "same generation: filtered");
+        let change = seen.change(key(), &deployment(2, false), true).expect("a spec change passes");
+        assert_eq!((change.old, change.new), (Some(1), Some(2)));
+    }
+
+    #[test]
+    fn a_deletion_passes_a_generation_filter_whatever_the_generation() {
+        let mut seen = Generations::default();
+        seen.change(key(), &deployment(3, false), true);
+        assert!(seen.change(key(), &deployment(3, true), true).is_some());
+    }
+
+    #[test]
+    fn without_the_filter_every_change_passes_with_its_generations() {
+        let mut seen = Generations::default();
+        seen.change(key(), &deployment(1, false), false);
+        let change = seen.change(key(), &deployment(1, false), false).expect("passes");
+        assert_eq!((change.old, change.new), (Some(1), Some(1)));
     }
 }

@@ -6,13 +6,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tracing::Instrument;
-use wasmloop_sandbox::{CallError, CallFailure, EventType, HostServices, Object, Phase, Request};
+use wasmloop_sandbox::{CallError, CallFailure, EventType, HostServices, Object, Phase, Request, Trigger};
 
 use super::memory::{Claim, RunningKeys};
 use super::plan::{self, Child, Observed, Outcome, Requeue, Step};
 use super::shared::Shared;
+use super::triggers::reference;
 use super::work::{Key, Related, Work};
-use crate::executor::Executor;
+use crate::executor::{ExecError, Executor};
 use crate::informer::Entry;
 use crate::metrics::Outcome as MetricOutcome;
 use crate::quarantine::{Admission, Transition};
@@ -128,17 +129,30 @@ async fn reconcile_key(shared: &Arc<Shared>, running: &Arc<RunningKeys>, key: &K
 
 /// Gives work back to the queue as `plan::requeue` says, and returns the metric's outcome.
 fn requeue(shared: &Shared, work: Work, outcome: Outcome) -> MetricOutcome {
+    // Why the key runs next: a requeue once it is due, a retry whenever it is.
+    let because = |trigger: Trigger, due: Option<Duration>| {
+        if let Work::Reconcile(key) = &work {
+            let mut reasons = shared.reasons.lock().expect("lock");
+            match due {
+                Some(after) => reasons.add_due(key.clone(), trigger, Instant::now() + after),
+                None => reasons.add(key.clone(), trigger),
+            }
+        }
+    };
     match plan::requeue(outcome, shared.config.min_requeue) {
         Requeue::Forget => shared.queue.forget(&work),
         Requeue::After(after) => {
+            because(Trigger::Requeue, Some(after));
             shared.queue.forget(&work);
             shared.queue.add_after(work, after);
         }
         Requeue::Backoff => {
+            because(Trigger::Retry, None);
             shared.queue.add_rate_limited(work);
             shared.plugin_metrics.retried();
         }
         Requeue::RetryAfter(after) => {
+            because(Trigger::Retry, None);
             // Held to the requeue floor already, and to the backoff's ceiling by the queue.
             shared.queue.add_retry_after(work, after);
             shared.plugin_metrics.retried();
@@ -160,7 +174,7 @@ fn requeue(shared: &Shared, work: Work, outcome: Outcome) -> MetricOutcome {
 /// that works must not lift one that a trapping `reconcile` earned (nor the reverse).
 async fn map_related(shared: &Arc<Shared>, related: &Related) {
     let work = Work::Map(related.clone());
-    let Some(entry) = shared.memory.take_related(related) else {
+    let Some((entry, went)) = shared.memory.take_related(related) else {
         // Mapped already, with the latest state, by an earlier pass.
         shared.queue.forget(&work);
         return;
@@ -172,35 +186,36 @@ async fn map_related(shared: &Arc<Shared>, related: &Related) {
         let (shared, entry) = (shared.clone(), entry.clone());
         async move {
             let services: Arc<dyn HostServices> = shared.cache.clone();
-            shared.plugin.map(&entry.envelope, &shared.config.plugin_config, services).await
+            shared.plugin.map(&entry.envelope, went, &shared.config.plugin_config, services).await
         }
         .instrument(span.clone())
     });
     let outcome = match task.await {
         Ok(Ok(refs)) => {
-            let primary = &shared.primary;
-            let served = primary.scope().namespace.as_deref();
-            let keys = plan::mapped_keys(refs, entry.envelope.namespace.as_deref(), primary.namespaced(), served);
+            let served = shared.served_namespaces();
+            let namespaced = shared.primary_namespaced();
+            let keys = plan::mapped_keys(refs, entry.envelope.namespace.as_deref(), namespaced, &served);
             let queued = keys.len();
-            keys.into_iter().for_each(|key| shared.enqueue(Work::Reconcile(key)));
+            let changed = reference(&entry);
+            keys.into_iter().for_each(|key| shared.enqueue_because(key, Trigger::RelatedChanged(changed.clone())));
             Outcome::Done { actions: queued, requeue_after: None }
         }
         Ok(Err(error)) if error.failure.is_host_pressure() => {
             span.in_scope(|| tracing::info!("map deferred: {error}"));
-            shared.memory.keep_related(related, entry);
+            shared.memory.keep_related(related, (entry, went));
             Outcome::Deferred(plan::HOST_PRESSURE_RETRY)
         }
         Ok(Err(error)) => {
             let transient = error.failure.is_transient();
             span.in_scope(|| tracing::warn!(transient, "map failed: {error}"));
             if transient {
-                shared.memory.keep_related(related, entry);
+                shared.memory.keep_related(related, (entry, went));
             }
             plan::retry_of(transient, None, shared.config.min_requeue)
         }
         Err(panic) => {
             span.in_scope(|| tracing::error!(%panic, "map panicked; retrying with backoff"));
-            shared.memory.keep_related(related, entry);
+            shared.memory.keep_related(related, (entry, went));
             Outcome::Retry
         }
     };
@@ -209,13 +224,13 @@ async fn map_related(shared: &Arc<Shared>, related: &Related) {
 }
 
 async fn reconcile(shared: &Arc<Shared>, key: &Key, attempt: u32) -> Outcome {
-    let cached = shared.primary.get(key.namespace.as_deref(), &key.name);
+    let cached = shared.primary(key);
     let tombstone = if cached.is_none() { shared.memory.take_tombstone(key) } else { None };
     let observed = match &cached {
         None => Observed::Absent { tombstone: tombstone.is_some() },
         Some(entry) => Observed::Present {
             deleting: entry.deleting(),
-            selected: entry.selected_by(&shared.selector),
+            selected: entry.selected() && entry.selected_by(&shared.selector),
             finalizers: entry.finalizers(),
         },
     };
@@ -261,6 +276,7 @@ async fn call(shared: &Arc<Shared>, key: &Key, entry: Arc<Entry>, phase: Phase, 
         .then(|| shared.memory.previous(key, &uid))
         .flatten()
         .map(|e| e.envelope.clone());
+    let (triggers, triggers_dropped) = shared.reasons.lock().expect("lock").take(key, Instant::now());
     let request = Request {
         object: entry.envelope.clone(),
         owned,
@@ -268,9 +284,12 @@ async fn call(shared: &Arc<Shared>, key: &Key, entry: Arc<Entry>, phase: Phase, 
         previous,
         attempt,
         config: shared.config.plugin_config.clone(),
+        triggers,
+        triggers_dropped,
     };
-    let recording =
-        shared.record.is_some().then(|| Recording::new(shared.cache.clone(), shared.manifest.metadata_only.clone()));
+    let recording = shared.record.as_ref().map(|recorder| {
+        Recording::new(shared.cache.clone(), shared.manifest.metadata_only.clone(), recorder.key.clone())
+    });
     let services: Arc<dyn HostServices> = match &recording {
         Some(recording) => recording.clone(),
         None => shared.cache.clone(),
@@ -285,10 +304,13 @@ async fn call(shared: &Arc<Shared>, key: &Key, entry: Arc<Entry>, phase: Phase, 
         // The host had no room for it: not the plugin's doing, so it is neither recorded, nor
         // compared with a shadow, nor counted against the plugin; the key comes back shortly.
         tracing::info!(plugin = %shared.id, %key, "deferred: {error}");
+        // The call did not happen: its reasons wait for the one that will.
+        let reasons = (request.triggers, request.triggers_dropped);
+        shared.reasons.lock().expect("lock").put_back(key.clone(), reasons);
         return Outcome::Deferred(plan::HOST_PRESSURE_RETRY);
     }
-    if let (Some(sink), Some(recording)) = (&shared.record, recording) {
-        sink(record::case(&shared.plugin, &request, &recording, &result));
+    if let (Some(recorder), Some(recording)) = (&shared.record, recording) {
+        (recorder.sink)(record::case(&shared.plugin, &request, &recording, &result));
     }
     shared.plugin_metrics.instantiated(timings.instantiate);
     // Every failed call counts against the plugin's health, its own errors included: a
@@ -317,6 +339,10 @@ async fn call(shared: &Arc<Shared>, key: &Key, entry: Arc<Entry>, phase: Phase, 
     let applied = match executor.execute(&shared.manifest, primary, &response.actions).await {
         Ok(applied) => applied,
         Err(error) => {
+            if let ExecError::Conflict { conflict, .. } = &error {
+                // The plugin decides: its next reconcile is told which fields, and whose.
+                shared.reasons.lock().expect("lock").add(key.clone(), conflict_trigger(conflict));
+            }
             return failed(shared, primary, &error.to_string(), error.event_reason(), error.is_transient()).await;
         }
     };
@@ -345,6 +371,26 @@ async fn call(shared: &Arc<Shared>, key: &Key, entry: Arc<Entry>, phase: Phase, 
     Outcome::Done { actions: response.actions.len(), requeue_after: response.requeue_after }
 }
 
+/// The contract's `conflict` trigger for a non-forced apply that met other managers' fields.
+fn conflict_trigger(conflict: &crate::executor::conflicts::Conflict) -> Trigger {
+    let t = &conflict.target;
+    Trigger::Conflict(wasmloop_sandbox::ApplyConflict {
+        target: wasmloop_sandbox::WitObjectRef {
+            api_version: t.api_version.clone(),
+            kind: t.kind.clone(),
+            name: t.name.clone(),
+            namespace: t.namespace.clone(),
+            uid: None,
+        },
+        fields: conflict
+            .fields
+            .iter()
+            .map(|f| wasmloop_sandbox::FieldConflict { manager: f.manager.clone(), field: f.field.clone() })
+            .collect(),
+        more: conflict.more,
+    })
+}
+
 /// Records how a guest call ended in the plugin's health, and reports a quarantine entered or
 /// lifted: in the log, the metrics, the host's board (`/readyz`) and an Event on `primary`.
 async fn record_health(shared: &Shared, primary: &Object, healthy: bool) {
@@ -369,7 +415,7 @@ async fn record_health(shared: &Shared, primary: &Object, healthy: bool) {
             shared.quarantines.set(plugin, None);
             shared.metrics.quarantined(plugin, false);
             tracing::info!(plugin, "quarantine lifted: a call succeeded; requeueing every primary");
-            shared.enqueue_all();
+            shared.enqueue_all(|_| Trigger::Resync);
         }
         None => {}
     }

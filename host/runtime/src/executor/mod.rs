@@ -17,6 +17,7 @@
 //! sandbox). What each action writes is decided in [`plan`], a pure function with table
 //! tests; this module resolves kinds to resources and sends the writes.
 
+pub mod conflicts;
 pub mod plan;
 
 use std::collections::{BTreeSet, HashMap};
@@ -28,7 +29,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use kube::runtime::events::{Event, EventType as KubeEventType};
 use kube::{Client, ResourceExt};
-use wasmloop_contract::names::Namespace;
+use wasmloop_contract::names::{Name, Namespace};
 use wasmloop_sandbox::capability::NotGranted;
 use wasmloop_sandbox::validate;
 use wasmloop_sandbox::{Action, EventType, Gvk, Manifest, Object};
@@ -102,6 +103,16 @@ pub enum ExecError {
         /// What was missing, and what to declare.
         refusal: NotGranted,
     },
+    /// A non-forced apply met fields other managers own; nothing of it was written.
+    #[error("plugin {plugin}: apply {target} wrote nothing: {}; the next reconcile is told, and may force the apply or leave the fields out", conflict.summary())]
+    Conflict {
+        /// The plugin.
+        plugin: String,
+        /// The object, as `Kind namespace/name`.
+        target: String,
+        /// The fields and their managers.
+        conflict: conflicts::Conflict,
+    },
 }
 
 /// What an API error means for the user, for the message; whether the key is retried is
@@ -126,7 +137,7 @@ impl ExecError {
     pub fn is_transient(&self) -> bool {
         match self {
             ExecError::Api { source: kube::Error::Api(status), .. } => !matches!(status.code, 400 | 422),
-            ExecError::Api { .. } | ExecError::Discovery { .. } => true,
+            ExecError::Api { .. } | ExecError::Discovery { .. } | ExecError::Conflict { .. } => true,
             ExecError::Invalid { .. } | ExecError::NotGranted { .. } | ExecError::PluginNamespace { .. } => false,
         }
     }
@@ -134,6 +145,7 @@ impl ExecError {
     /// The Warning Event reason for this failure.
     pub fn event_reason(&self) -> &'static str {
         match self {
+            ExecError::Conflict { .. } => "ApplyConflict",
             ExecError::Api { source: kube::Error::Api(status), .. } if status.code == 409 => "Conflict",
             ExecError::Api { source: kube::Error::Api(status), .. } if status.code == 403 => "Forbidden",
             ExecError::Api { .. } => "ActionFailed",
@@ -400,10 +412,33 @@ impl Executor {
         let error = |source| self.api_error(manifest, verb, shown.clone(), source);
         let params = Self::patch_params(manifest.field_manager());
         match write {
-            Write::Apply { kind, namespace, name, body } => {
-                let params = PatchParams::apply(manifest.field_manager().as_str()).force();
+            Write::Apply { kind, namespace, name, body, force, uid } => {
+                if let Some(uid) = &uid
+                    && !self.still(&api, &name, uid).await.map_err(error)?
+                {
+                    tracing::debug!(plugin, object = %shown, "not applied: gone, or no longer the object of its UID precondition");
+                    return Ok(None);
+                }
+                let params = PatchParams::apply(manifest.field_manager().as_str());
+                let params = if force { params.force() } else { params };
                 let to = Target { api: &api, name: &name, plugin: &plugin, shown: &shown };
-                let live = self.writer.patch(to, verb, params, Patch::Apply(body)).await.map_err(error)?;
+                let live = match self.writer.patch(to, verb, params, Patch::Apply(body)).await {
+                    Ok(live) => live,
+                    Err(kube::Error::Api(status)) => {
+                        let fields = (!force).then(|| conflicts::fields_of(&status)).flatten();
+                        if let Some((fields, more)) = fields {
+                            let target = conflicts::target(&kind, namespace.as_ref(), &name);
+                            let conflict = conflicts::Conflict { target, fields, more };
+                            return Err(ExecError::Conflict { plugin, target: shown, conflict });
+                        }
+                        // Recreated since the check: the server refused to change its UID.
+                        if uid.is_some() && conflicts::uid_refused(&status) {
+                            return Ok(None);
+                        }
+                        return Err(error(kube::Error::Api(status)));
+                    }
+                    Err(e) => return Err(error(e)),
+                };
                 let namespace = namespace.map(|ns| ns.to_string());
                 Ok(Some(Applied { kind, namespace, name: name.to_string(), uid: live.uid() }))
             }
@@ -416,6 +451,7 @@ impl Executor {
                 let patch = match patch {
                     PatchBody::Merge(patch) => Patch::Merge(patch),
                     PatchBody::Json(operations) => Patch::Json(operations),
+                    PatchBody::Strategic(patch) => Patch::Strategic(patch),
                 };
                 let to = Target { api: &api, name: &name, plugin: &plugin, shown: &shown };
                 self.writer.patch(to, verb, params, patch).await.map_err(error)?;
@@ -433,6 +469,12 @@ impl Executor {
                 }
             }
         }
+    }
+
+    /// Whether the object `name` exists with `uid`: an apply with a UID precondition writes
+    /// nothing to one that is gone (it would create it) or has another.
+    async fn still(&self, api: &Api<DynamicObject>, name: &Name, uid: &str) -> kube::Result<bool> {
+        Ok(api.get_opt(name.as_str()).await?.is_some_and(|live| live.uid().as_deref() == Some(uid)))
     }
 
     /// Records an Event on `regarding` as the plugin. Also used by the host for failed

@@ -9,8 +9,10 @@
 //! - the write grants ([`capability::permits`]), checked once the namespace is settled;
 //! - the controller owner reference to the primary on objects of owned kinds, never across
 //!   namespaces;
-//! - a UID the plugin names becomes a precondition: `metadata.uid` in a merge patch, a leading
-//!   `test` operation in a JSON patch, a delete precondition.
+//! - a UID the plugin names becomes a precondition: `metadata.uid` in an apply and in a merge
+//!   or strategic merge patch (the API server refuses to change it), a leading `test`
+//!   operation in a JSON patch, a delete precondition;
+//! - an apply is forced only when the plugin asked (contract 0.2 and 0.1 applies always are).
 //!
 //! ```
 //! use wasmloop_runtime::executor::plan::{Write, plan};
@@ -18,7 +20,7 @@
 //! let foo = Gvk::from_api_version("example.com/v1", "Foo").unwrap();
 //! let manifest = Manifest { owns: vec![Gvk::from_api_version("v1", "ConfigMap").unwrap()], ..Manifest::declaring("p", foo) };
 //! let primary = Object { api_version: "example.com/v1".into(), kind: "Foo".into(), name: "a".into(), namespace: Some("shop".into()), uid: "u1".into(), json: "{}".into() };
-//! let action = Action::Apply(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a-cm"}}));
+//! let action = Action::Apply(wasmloop_sandbox::Apply::forced(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a-cm"}})));
 //! let Write::Apply { namespace, body, .. } = plan(&manifest, &primary, &action, true, None).unwrap() else { unreachable!() };
 //! assert_eq!(namespace.unwrap().as_str(), "shop");
 //! assert_eq!(body["metadata"]["ownerReferences"][0]["uid"], "u1");
@@ -30,14 +32,14 @@ use serde_json::{Value, json};
 use wasmloop_contract::names::{Invalid, Name, Namespace};
 use wasmloop_sandbox::capability::{self, Bounds, Verb};
 use wasmloop_sandbox::validate;
-use wasmloop_sandbox::{Action, Gvk, Manifest, Object, ObjectRef, PatchKind};
+use wasmloop_sandbox::{Action, Apply, Gvk, Manifest, Object, ObjectRef, PatchKind};
 
 use super::ExecError;
 
 /// One write, settled: the object's kind, namespace and name, and what to send.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Write {
-    /// A forced server-side apply of `body`, whose namespace and owner references are set.
+    /// A server-side apply of `body`, whose namespace and owner references are set.
     Apply {
         /// The object's kind.
         kind: Gvk,
@@ -45,8 +47,13 @@ pub enum Write {
         namespace: Option<Namespace>,
         /// Its name.
         name: Name,
-        /// The object to apply.
+        /// The object to apply, with the UID precondition in it.
         body: Value,
+        /// Take fields other managers own.
+        force: bool,
+        /// The UID the live object must have: the shell applies nothing to an object that is
+        /// gone or has another.
+        uid: Option<String>,
     },
     /// A merge patch of the primary's status subresource, with the primary's UID in it.
     Status {
@@ -131,6 +138,8 @@ pub enum PatchBody {
     Merge(Value),
     /// A JSON patch.
     Json(json_patch::Patch),
+    /// A strategic merge patch.
+    Strategic(Value),
 }
 
 /// The kind `action` writes to, which the shell resolves before [`plan`]. The checks that
@@ -142,8 +151,8 @@ pub enum PatchBody {
 /// action the sandbox decoded), and for an Event, which is recorded, not planned.
 pub fn kind_of(manifest: &Manifest, primary: &Object, action: &Action) -> Result<Gvk, ExecError> {
     match action {
-        Action::Apply(object) => {
-            let applied = Applied::read(object);
+        Action::Apply(apply) => {
+            let applied = Applied::read(&apply.object);
             let invalid = |e: Invalid| applied.invalid(manifest, e.into());
             let kind = Gvk::from_api_version(&applied.api_version, &applied.kind).map_err(invalid)?;
             Name::parse(&applied.name).map_err(invalid)?;
@@ -181,7 +190,7 @@ pub fn plan(
     let bounds =
         Bounds { primary_namespace: primary.namespace.as_deref(), confined_to: confined_to.map(Namespace::as_str) };
     match action {
-        Action::Apply(object) => apply(manifest, primary, object, namespaced, bounds),
+        Action::Apply(action) => apply(manifest, primary, action, namespaced, bounds),
         Action::Status(status) => {
             let (kind, namespace) = primary_place(manifest, primary)?;
             // A merge patch: status subresources accept it on every server version.
@@ -259,10 +268,11 @@ impl Applied {
 fn apply(
     manifest: &Manifest,
     primary: &Object,
-    object: &Value,
+    action: &Apply,
     namespaced: bool,
     bounds: Bounds<'_>,
 ) -> Result<Write, ExecError> {
+    let object = &action.object;
     let applied = Applied::read(object);
     let invalid = |reason: String| applied.invalid(manifest, reason);
     // The sandbox checked these at decode; they are parsed again here, where they become a
@@ -296,7 +306,12 @@ fn apply(
         }));
         body["metadata"]["ownerReferences"] = refs.into();
     }
-    Ok(Write::Apply { kind, namespace, name, body })
+    if let Some(uid) = &action.uid {
+        // The server refuses to change a UID: an object recreated under the name meanwhile
+        // is not written.
+        body["metadata"]["uid"] = uid.as_str().into();
+    }
+    Ok(Write::Apply { kind, namespace, name, body, force: action.force, uid: action.uid.clone() })
 }
 
 /// The target's kind, and its namespace: a namespaced target without one is in the primary's,
@@ -334,7 +349,7 @@ fn patch_body(
     let invalid =
         |reason: String| ExecError::Invalid { plugin: manifest.id(), verb: "patch", target: shown.to_owned(), reason };
     match kind {
-        PatchKind::Merge => {
+        PatchKind::Merge | PatchKind::Strategic => {
             let mut patch = patch.clone();
             if let Some(uid) = uid {
                 // A UID in a merge patch is checked by the server, not written: a precondition.
@@ -344,7 +359,7 @@ fn patch_body(
                 };
                 metadata.insert("uid".into(), uid.into());
             }
-            Ok(PatchBody::Merge(patch))
+            Ok(if kind == PatchKind::Strategic { PatchBody::Strategic(patch) } else { PatchBody::Merge(patch) })
         }
         PatchKind::Json => {
             let mut operations = patch.as_array().cloned().unwrap_or_default();
@@ -514,6 +529,8 @@ mod tests {
             namespace: namespace.map(ns),
             name: name("x"),
             body,
+            force: true,
+            uid: None,
         };
         let shop = Some("shop");
         let other_controller = json!({"apiVersion": "v1", "kind": "X", "name": "y", "uid": "u9", "controller": true});
@@ -555,7 +572,13 @@ mod tests {
             let confined = confined.map(ns);
             check(
                 case,
-                plan(&manifest(), &primary(namespace), &Action::Apply(object), namespaced, confined.as_ref()),
+                plan(
+                    &manifest(),
+                    &primary(namespace),
+                    &Action::Apply(Apply::forced(object)),
+                    namespaced,
+                    confined.as_ref(),
+                ),
                 expected,
             );
         }
@@ -620,7 +643,9 @@ mod tests {
     fn the_kind_to_resolve_is_known_before_discovery_and_an_event_has_none() {
         let m = manifest();
         let p = primary(Some("shop"));
-        let apply = Action::Apply(json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "x"}}));
+        let apply = Action::Apply(Apply::forced(
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "x"}}),
+        ));
         assert_eq!(kind_of(&m, &p, &apply).unwrap(), gvk("apps/v1", "Deployment"));
         assert_eq!(kind_of(&m, &p, &Action::Status(json!({}))).unwrap(), gvk("example.com/v1", "Foo"));
         let delete = Action::Delete(target("v1", "Secret", Some("vault"), None));
@@ -634,5 +659,34 @@ mod tests {
         assert_eq!(kind_of(&m, &p, &event).unwrap_err().event_reason(), "InvalidAction");
         let bad_primary = Object { namespace: Some("Not A Namespace".into()), ..p };
         assert_eq!(kind_of(&m, &bad_primary, &Action::Status(json!({}))).unwrap_err().event_reason(), "InvalidAction");
+    }
+
+    #[test]
+    fn an_apply_with_a_uid_carries_it_as_a_precondition_and_keeps_its_force() {
+        let object = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "x"}});
+        let action = Action::Apply(Apply { object, force: false, uid: Some("u7".into()) });
+        let Ok(Write::Apply { body, force, uid, .. }) = plan(&manifest(), &primary(Some("shop")), &action, true, None)
+        else {
+            panic!("planned as an apply")
+        };
+        assert_eq!((body["metadata"]["uid"].as_str(), force, uid.as_deref()), (Some("u7"), false, Some("u7")));
+    }
+
+    #[test]
+    fn a_strategic_merge_patch_carries_the_uid_as_a_merge_patch_does() {
+        let target = ObjectRef {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            name: name("c"),
+            namespace: None,
+            uid: Some("u3".into()),
+        };
+        let action = Action::Patch { target, kind: PatchKind::Strategic, patch: json!({"data": {"a": "1"}}) };
+        let Ok(Write::Patch { patch: PatchBody::Strategic(body), .. }) =
+            plan(&manifest(), &primary(Some("shop")), &action, true, None)
+        else {
+            panic!("planned as a strategic merge patch")
+        };
+        assert_eq!(body, json!({"data": {"a": "1"}, "metadata": {"uid": "u3"}}));
     }
 }

@@ -1,4 +1,4 @@
-//! Exports `wasmloop:plugin/plugin@0.3.0`, which a 0.2 host must refuse by name.
+//! Exports `wasmloop:plugin/plugin@0.4.0`, which a 0.3 host must refuse by name.
 
 #[cfg(target_arch = "wasm32")]
 #[allow(unsafe_code)] // the export glue wit-bindgen generates

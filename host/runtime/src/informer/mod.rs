@@ -26,86 +26,34 @@
 //! - Subscribers that fall behind get `Lagged` from the broadcast channel and must resync
 //!   from the cache.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+mod cache;
+mod entry;
+mod field_index;
+mod scope;
+
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use tokio::sync::{broadcast, watch};
-use wasmloop_contract::cache::Kept;
-use wasmloop_contract::names::{LabelSelector, Namespace};
-use wasmloop_sandbox::{Gvk, Object, Selector, object_from_value};
+#[cfg(test)]
+use wasmloop_contract::names::LabelSelector;
+use wasmloop_sandbox::Selector;
 
 use crate::api::dynamic_api;
 use crate::discovery::{DiscoveryError, Kinds};
-use crate::metrics::{Metrics, WatchLabels};
+use crate::metrics::Metrics;
+
+pub use entry::Entry;
+pub use field_index::IndexSpec;
+pub use scope::{Filter, InformerScope};
 
 /// Capacity of each informer's change channel.
 const CHANGES: usize = 4096;
-
-/// Longest watch selector a metric label shows.
-const WATCH_SELECTOR_LABEL: usize = 128;
-
-/// One cached object.
-#[derive(Debug)]
-pub struct Entry {
-    /// The metadata the host reads; nothing else of it is kept.
-    meta: ObjectMeta,
-    /// The contract's envelope of the object, serialized once: the one full copy.
-    pub envelope: Object,
-}
-
-impl Entry {
-    /// An entry for `object`, whose `apiVersion` and `kind` are `resource`'s (the items of a
-    /// list carry none), stripped of what `kept` does not keep; none when it does not serialize.
-    pub fn new(object: DynamicObject, resource: &ApiResource, kept: Kept) -> Option<Entry> {
-        let mut value = serde_json::to_value(&object).ok()?;
-        value["apiVersion"] = resource.api_version.clone().into();
-        value["kind"] = resource.kind.clone().into();
-        wasmloop_contract::cache::strip(&mut value, kept);
-        let envelope = object_from_value(&value).ok()?;
-        let m = object.metadata;
-        let meta = ObjectMeta {
-            labels: m.labels,
-            owner_references: m.owner_references,
-            finalizers: m.finalizers,
-            deletion_timestamp: m.deletion_timestamp,
-            resource_version: m.resource_version,
-            ..ObjectMeta::default()
-        };
-        Some(Entry { meta, envelope })
-    }
-
-    /// True when the object's labels satisfy `selector`.
-    pub fn selected_by(&self, selector: &Selector) -> bool {
-        let labels = self.meta.labels.as_ref();
-        selector.matches(|k| labels.and_then(|l| l.get(k)).map(String::as_str))
-    }
-
-    /// Its owner references.
-    pub fn owner_references(&self) -> &[OwnerReference] {
-        self.meta.owner_references.as_deref().unwrap_or_default()
-    }
-
-    /// Its finalizers.
-    pub fn finalizers(&self) -> &[String] {
-        self.meta.finalizers.as_deref().unwrap_or_default()
-    }
-
-    /// Its resourceVersion.
-    pub fn resource_version(&self) -> Option<String> {
-        self.meta.resource_version.clone()
-    }
-
-    /// True once its deletion has begun.
-    pub fn deleting(&self) -> bool {
-        self.meta.deletion_timestamp.is_some()
-    }
-}
 
 /// A change seen by an informer.
 #[derive(Debug, Clone)]
@@ -114,112 +62,19 @@ pub enum Change {
     Applied(Arc<Entry>),
     /// Deleted; the entry is its last known state.
     Deleted(Arc<Entry>),
+    /// Still there, but no longer kept: the informer's [`Filter`] stopped selecting it. The
+    /// entry is its new state.
+    Left(Arc<Entry>),
 }
 
-/// Where an object lives: namespace (empty for cluster-scoped) and name.
-type Key = wasmloop_sandbox::ListKey;
-
+/// What a relist has seen so far: the objects the cache keeps, and those it no longer does.
 #[derive(Default)]
-struct Cache {
-    /// Ordered by (namespace, name), so one namespace is a range, not a scan.
-    objects: BTreeMap<Key, Arc<Entry>>,
-    by_owner: HashMap<String, HashSet<Key>>,
-    /// The namespaces holding an object of each name: a look-up by name alone is a plugin's
-    /// cache call, and must not scan every object under the lock.
-    by_name: HashMap<String, BTreeSet<String>>,
+struct Relist {
+    listed: HashMap<Key, Arc<Entry>>,
+    left: HashMap<Key, Arc<Entry>>,
 }
 
-impl Cache {
-    fn owners(entry: &Entry) -> impl Iterator<Item = &str> {
-        entry.owner_references().iter().map(|o| o.uid.as_str())
-    }
-
-    fn insert(&mut self, key: Key, entry: Arc<Entry>) -> Option<Arc<Entry>> {
-        let old = self.objects.insert(key.clone(), entry.clone());
-        if let Some(old) = &old {
-            for uid in Cache::owners(old) {
-                if let Some(keys) = self.by_owner.get_mut(uid) {
-                    keys.remove(&key);
-                    if keys.is_empty() {
-                        self.by_owner.remove(uid);
-                    }
-                }
-            }
-        }
-        for uid in Cache::owners(&entry) {
-            self.by_owner.entry(uid.to_owned()).or_default().insert(key.clone());
-        }
-        if old.is_none() {
-            self.by_name.entry(key.1.clone()).or_default().insert(key.0);
-        }
-        old
-    }
-
-    fn remove(&mut self, key: &Key) -> Option<Arc<Entry>> {
-        let old = self.objects.remove(key)?;
-        if let Some(namespaces) = self.by_name.get_mut(&key.1) {
-            namespaces.remove(&key.0);
-            if namespaces.is_empty() {
-                self.by_name.remove(&key.1);
-            }
-        }
-        for uid in Cache::owners(&old) {
-            if let Some(keys) = self.by_owner.get_mut(uid) {
-                keys.remove(key);
-                if keys.is_empty() {
-                    self.by_owner.remove(uid);
-                }
-            }
-        }
-        Some(old)
-    }
-}
-
-/// One kind in one namespace scope (none: all namespaces, or a cluster-scoped kind), with
-/// the fields its objects keep.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct InformerScope {
-    /// The kind.
-    pub kind: Gvk,
-    /// The namespace, or none for all.
-    pub namespace: Option<Namespace>,
-    /// What it keeps of the fields informers strip; the default keeps neither, and is the
-    /// informer every plugin that did not ask shares.
-    pub kept: Kept,
-    /// Only the objects' metadata: a `PartialObjectMetadata` watch, for kinds plugins declare
-    /// metadata-only. The API server sends no spec or status, so none is decoded or kept.
-    pub metadata: bool,
-    /// The watch's label selector, in its canonical text (so equal selectors share a watch),
-    /// as the API server accepts it. The API
-    /// server then sends only what it selects, and reports an object that stops matching as
-    /// deleted. Only for kinds a plugin declares under selected watches alone: a primary must
-    /// never look deleted while it exists.
-    pub selector: Option<LabelSelector>,
-}
-
-impl InformerScope {
-    /// `kind` in `namespace`, whole objects, stripped as by default.
-    pub fn new(kind: Gvk, namespace: Option<Namespace>) -> InformerScope {
-        InformerScope { kind, namespace, kept: Kept::default(), metadata: false, selector: None }
-    }
-}
-
-impl InformerScope {
-    fn labels(&self) -> WatchLabels {
-        // Parsed types only: a kind and a namespace are short; a selector may hold thousands
-        // of values, so its label is cut (series of equal cuts add up, as gauges should).
-        WatchLabels {
-            kind: self.kind.to_string(),
-            namespace: self.namespace.as_ref().map(Namespace::to_string).unwrap_or_default(),
-            view: if self.metadata { "metadata" } else { "full" }.to_owned(),
-            selector: self
-                .selector
-                .as_ref()
-                .map(|s| wasmloop_contract::validate::cut(s.to_string(), WATCH_SELECTOR_LABEL))
-                .unwrap_or_default(),
-        }
-    }
-}
+use cache::{Cache, Key};
 
 /// How a watch fills its cache at first, and after each relist.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -347,10 +202,6 @@ fn whole_event(event: watcher::Event<PartialObjectMeta<DynamicObject>>) -> watch
     }
 }
 
-fn entry(object: DynamicObject, resource: &ApiResource, kept: Kept) -> Option<Arc<Entry>> {
-    Entry::new(object, resource, kept).map(Arc::new)
-}
-
 impl Informer {
     /// An empty informer with no watch yet.
     fn unstarted(scope: InformerScope, namespaced: bool, metrics: Arc<Metrics>) -> Informer {
@@ -367,7 +218,7 @@ impl Informer {
         metrics: Arc<Metrics>,
     ) -> Arc<Informer> {
         let namespace = scope.namespace.clone().filter(|_| namespaced);
-        let (metadata, selector) = (scope.metadata, scope.selector.clone());
+        let (metadata, selector, fields) = (scope.metadata, scope.selector.clone(), scope.fields.clone());
         let watched = resource.clone();
         // A metadata-only scope asks for `PartialObjectMetadata` (kube sends the Accept header
         // for it); the events become objects with no data, as the cache keeps any object.
@@ -378,6 +229,9 @@ impl Informer {
             };
             if let Some(selector) = &selector {
                 config = config.labels(selector.as_str());
+            }
+            if let Some(fields) = &fields {
+                config = config.fields(fields.as_str());
             }
             match metadata {
                 true => {
@@ -396,7 +250,7 @@ impl Informer {
         let weak = Arc::downgrade(&informer);
         let task = tokio::spawn(async move {
             let (mut list, mut events) = (list, watch(list));
-            let mut relist: Option<HashMap<Key, Arc<Entry>>> = None;
+            let mut relist: Option<Relist> = None;
             while let Some(event) = events.next().await {
                 let Some(informer) = weak.upgrade() else { return };
                 match event {
@@ -417,59 +271,115 @@ impl Informer {
         informer
     }
 
-    fn apply(
-        &self,
-        event: watcher::Event<DynamicObject>,
-        resource: &ApiResource,
-        relist: &mut Option<HashMap<Key, Arc<Entry>>>,
-    ) {
+    /// The entry for `object`, and whether the cache keeps it (what the scope's filter says).
+    fn entry(&self, object: DynamicObject, resource: &ApiResource) -> Option<(Arc<Entry>, bool)> {
+        let (selected, keep) = match &self.scope.filter {
+            None => (true, true),
+            Some(filter) => {
+                let m = &object.metadata;
+                let selected = filter.selects(m.labels.as_ref(), m.annotations.as_ref());
+                (selected, filter.keeps(selected, m.finalizers.as_deref()))
+            }
+        };
+        let mut entry = Entry::new(object, resource, self.scope.kept)?;
+        entry.selected = selected;
+        Some((Arc::new(entry), keep))
+    }
+
+    fn apply(&self, event: watcher::Event<DynamicObject>, resource: &ApiResource, relist: &mut Option<Relist>) {
         match event {
             watcher::Event::Init => {
                 self.metrics.relisted(&self.scope.labels());
-                *relist = Some(HashMap::new())
+                *relist = Some(Relist::default());
             }
             watcher::Event::InitApply(object) => {
                 let key = key_of(&object);
-                if let (Some(buffer), Some(entry)) = (relist.as_mut(), entry(object, resource, self.scope.kept)) {
-                    buffer.insert(key, entry);
+                if let (Some(buffer), Some((entry, keep))) = (relist.as_mut(), self.entry(object, resource)) {
+                    if keep {
+                        buffer.listed.insert(key, entry)
+                    } else {
+                        buffer.left.insert(key, entry)
+                    };
                 }
             }
-            watcher::Event::InitDone => {
-                let listed = relist.take().unwrap_or_default();
-                let mut cache = self.cache.write().expect("lock");
-                let gone: Vec<Key> = cache.objects.keys().filter(|k| !listed.contains_key(*k)).cloned().collect();
-                for key in gone {
-                    if let Some(old) = cache.remove(&key) {
-                        let _ = self.changes.send(Change::Deleted(old));
-                    }
-                }
-                for (key, entry) in listed {
-                    let changed =
-                        cache.objects.get(&key).is_none_or(|old| old.resource_version() != entry.resource_version());
-                    if changed {
-                        cache.insert(key, entry.clone());
-                        let _ = self.changes.send(Change::Applied(entry));
-                    }
-                }
-                drop(cache);
-                self.synced.send_replace(true);
-            }
+            watcher::Event::InitDone => self.relisted(relist.take().unwrap_or_default()),
             watcher::Event::Apply(object) => {
                 let key = key_of(&object);
-                if let Some(entry) = entry(object, resource, self.scope.kept) {
-                    self.cache.write().expect("lock").insert(key, entry.clone());
+                let Some((entry, keep)) = self.entry(object, resource) else { return };
+                let mut cache = self.cache.write().expect("lock");
+                if keep {
+                    cache.insert(key, entry.clone());
+                    drop(cache);
                     let _ = self.changes.send(Change::Applied(entry));
+                } else if cache.remove(&key).is_some() {
+                    drop(cache);
+                    let _ = self.changes.send(Change::Left(entry));
                 }
             }
             watcher::Event::Delete(object) => {
                 let key = key_of(&object);
-                let last = entry(object, resource, self.scope.kept);
+                let last = self.entry(object, resource);
                 let removed = self.cache.write().expect("lock").remove(&key);
-                if let Some(last) = last.or(removed) {
+                // Only what the cache held, or would have: a filtered-out object's deletion
+                // is no change of the cache.
+                let last = match (last, removed) {
+                    (Some((last, keep)), removed) if keep || removed.is_some() => Some(last),
+                    (_, removed) => removed,
+                };
+                if let Some(last) = last {
                     let _ = self.changes.send(Change::Deleted(last));
                 }
             }
         }
+    }
+
+    /// The cache after a relist: objects gone meanwhile reported as deleted, those the filter
+    /// no longer selects as left, changed ones as applied, each once.
+    fn relisted(&self, relist: Relist) {
+        let Relist { listed, mut left } = relist;
+        let mut cache = self.cache.write().expect("lock");
+        let gone: Vec<Key> = cache.objects.keys().filter(|k| !listed.contains_key(*k)).cloned().collect();
+        for key in gone {
+            if let Some(old) = cache.remove(&key) {
+                let change = match left.remove(&key) {
+                    Some(now) => Change::Left(now),
+                    None => Change::Deleted(old),
+                };
+                let _ = self.changes.send(change);
+            }
+        }
+        for (key, entry) in listed {
+            let changed = cache.objects.get(&key).is_none_or(|old| old.resource_version() != entry.resource_version());
+            if changed {
+                cache.insert(key, entry.clone());
+                let _ = self.changes.send(Change::Applied(entry));
+            }
+        }
+        drop(cache);
+        self.synced.send_replace(true);
+    }
+
+    /// Keeps an index over `paths` from now on (filled from the cache at once); shared by
+    /// every plugin that declares the same paths on this informer.
+    pub fn index(&self, paths: &IndexSpec) {
+        self.cache.write().expect("lock").index(paths);
+    }
+
+    /// At most `limit` objects the index over `paths` files under `value`, in `namespace`
+    /// (all when none), after `after`; and where the next page starts when more follow. None
+    /// when this informer keeps no such index.
+    pub fn list_by_index(
+        &self,
+        paths: &IndexSpec,
+        value: &str,
+        namespace: Option<&str>,
+        after: Option<&Key>,
+        limit: usize,
+    ) -> Option<(Vec<Arc<Entry>>, Option<Key>)> {
+        let cache = self.cache.read().expect("lock");
+        let index = cache.indexes.get(paths)?;
+        let (keys, resume) = index.page(value, namespace.filter(|_| self.namespaced), after, limit);
+        Some((keys.iter().filter_map(|k| cache.objects.get(k).cloned()).collect(), resume))
     }
 
     /// The scope this informer watches.
@@ -595,6 +505,7 @@ impl Informer {
         let objects: Vec<&serde_json::Value> = objects
             .iter()
             .filter(|o| selector.matches_object(o))
+            .filter(|o| self.scope.fields.as_ref().is_none_or(|f| f.matches_object(o)))
             .filter(|o| {
                 namespace.is_none_or(|ns| o.pointer("/metadata/namespace").and_then(|n| n.as_str()) == Some(ns))
             })
@@ -616,6 +527,7 @@ impl Informer {
 mod tests {
     use k8s_openapi::api::core::v1::ConfigMap;
     use tokio::sync::broadcast::error::TryRecvError;
+    use wasmloop_sandbox::Gvk;
 
     use super::*;
 
@@ -638,6 +550,7 @@ mod tests {
             .map(|c| match c {
                 Change::Applied(e) => format!("applied {}", e.envelope.name),
                 Change::Deleted(e) => format!("deleted {}", e.envelope.name),
+                Change::Left(e) => format!("left {}", e.envelope.name),
             })
             .collect();
         told.sort();

@@ -14,7 +14,13 @@
 //! guest memory and counted later).
 //!
 //! The mirror types are checked against the WIT by shape when the typed function is looked up,
-//! like the bindgen types; [`IntoWit`] turns them into those, moving the strings.
+//! like the bindgen types; [`IntoWit`] turns them into those, moving the strings. The types
+//! every version shares are here; each version's own are in `v0_3`, `v0_2` and `v0_1`, and an
+//! older version's lift into 0.3's types with the meanings it gave them.
+
+pub(crate) mod v0_1;
+pub(crate) mod v0_2;
+pub(crate) mod v0_3;
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -25,7 +31,6 @@ use wasmtime::component::__internal::wasmtime_environ::component::StringEncoding
 use wasmtime::component::__internal::{CanonicalAbiInfo, InstanceType, InterfaceType, LiftContext};
 use wasmtime::component::{ComponentType, Lift};
 
-use crate::bindings::wasmloop::plugin::types::Settings;
 use crate::bindings::wit;
 use crate::error::CallFailure;
 
@@ -225,7 +230,7 @@ impl<T: IntoWit, E: IntoWit> IntoWit for Result<T, E> {
     }
 }
 
-/// `object-ref`.
+/// `object-ref`, the same in every version.
 #[derive(ComponentType, Lift)]
 #[component(record)]
 pub(crate) struct ObjectRef {
@@ -250,16 +255,7 @@ impl IntoWit for ObjectRef {
     }
 }
 
-/// `patch`.
-#[derive(ComponentType, Lift)]
-#[component(record)]
-pub(crate) struct Patch {
-    target: ObjectRef,
-    kind: wit::PatchKind,
-    patch: Text,
-}
-
-/// `event`.
+/// `event`, the same in every version.
 #[derive(ComponentType, Lift)]
 #[component(record)]
 pub(crate) struct Event {
@@ -270,37 +266,10 @@ pub(crate) struct Event {
     action: Option<Text>,
 }
 
-/// `action`.
-#[derive(ComponentType, Lift)]
-#[component(variant)]
-pub(crate) enum Action {
-    #[component(name = "apply")]
-    Apply(Text),
-    #[component(name = "delete")]
-    Delete(ObjectRef),
-    #[component(name = "patch")]
-    Patch(Patch),
-    #[component(name = "status")]
-    Status(Text),
-    #[component(name = "event")]
-    Event(Event),
-    #[component(name = "prune")]
-    Prune,
-}
-
-impl Patch {
-    fn into_wit(self) -> crate::bindings::exports::wasmloop::plugin::plugin::Patch {
-        crate::bindings::exports::wasmloop::plugin::plugin::Patch {
-            target: self.target.into_wit(),
-            kind: self.kind,
-            patch: self.patch.0,
-        }
-    }
-}
-
-impl Event {
-    fn into_wit(self) -> crate::bindings::exports::wasmloop::plugin::plugin::Event {
-        crate::bindings::exports::wasmloop::plugin::plugin::Event {
+impl IntoWit for Event {
+    type Wit = wit::Event;
+    fn into_wit(self) -> wit::Event {
+        wit::Event {
             event_type: self.event_type,
             reason: self.reason.0,
             message: self.message.0,
@@ -309,130 +278,7 @@ impl Event {
     }
 }
 
-impl IntoWit for Action {
-    type Wit = wit::Action;
-    fn into_wit(self) -> wit::Action {
-        match self {
-            Action::Apply(t) => wit::Action::Apply(t.0),
-            Action::Delete(r) => wit::Action::Delete(r.into_wit()),
-            Action::Patch(p) => wit::Action::Patch(p.into_wit()),
-            Action::Status(t) => wit::Action::Status(t.0),
-            Action::Event(e) => wit::Action::Event(e.into_wit()),
-            Action::Prune => wit::Action::Prune,
-        }
-    }
-}
-
-/// `action` of contract 0.1: no `prune` (a 0.1 plugin's manifest flag prunes after every
-/// successful apply instead; see `Plugin::decode`).
-#[derive(ComponentType, Lift)]
-#[component(variant)]
-pub(crate) enum Action01 {
-    #[component(name = "apply")]
-    Apply(Text),
-    #[component(name = "delete")]
-    Delete(ObjectRef),
-    #[component(name = "patch")]
-    Patch(Patch),
-    #[component(name = "status")]
-    Status(Text),
-    #[component(name = "event")]
-    Event(Event),
-}
-
-impl IntoWit for Action01 {
-    type Wit = wit::Action;
-    fn into_wit(self) -> wit::Action {
-        match self {
-            Action01::Apply(t) => wit::Action::Apply(t.0),
-            Action01::Delete(r) => wit::Action::Delete(r.into_wit()),
-            Action01::Patch(p) => wit::Action::Patch(p.into_wit()),
-            Action01::Status(t) => wit::Action::Status(t.0),
-            Action01::Event(e) => wit::Action::Event(e.into_wit()),
-        }
-    }
-}
-
-/// `response`.
-#[derive(ComponentType, Lift)]
-#[component(record)]
-pub(crate) struct Response {
-    actions: List<Action>,
-    #[component(name = "requeue-after-ms")]
-    requeue_after_ms: Option<u64>,
-}
-
-impl IntoWit for Response {
-    type Wit = wit::Response;
-    fn into_wit(self) -> wit::Response {
-        wit::Response { actions: self.actions.into_wit(), requeue_after_ms: self.requeue_after_ms }
-    }
-}
-
-/// `response` of contract 0.1.
-#[derive(ComponentType, Lift)]
-#[component(record)]
-pub(crate) struct Response01 {
-    actions: List<Action01>,
-    #[component(name = "requeue-after-ms")]
-    requeue_after_ms: Option<u64>,
-}
-
-impl IntoWit for Response01 {
-    type Wit = wit::Response;
-    fn into_wit(self) -> wit::Response {
-        wit::Response { actions: self.actions.into_wit(), requeue_after_ms: self.requeue_after_ms }
-    }
-}
-
-/// `reconcile-error` of contract 0.2.
-#[derive(ComponentType, Lift)]
-#[component(record)]
-pub(crate) struct ReconcileError {
-    message: Text,
-    transient: bool,
-    reason: Option<Text>,
-    #[component(name = "retry-after-ms")]
-    retry_after_ms: Option<u64>,
-    actions: List<Action>,
-}
-
-impl IntoWit for ReconcileError {
-    type Wit = wit::ReconcileError;
-    fn into_wit(self) -> wit::ReconcileError {
-        wit::ReconcileError {
-            message: self.message.0,
-            transient: self.transient,
-            reason: self.reason.into_wit(),
-            retry_after_ms: self.retry_after_ms,
-            actions: self.actions.into_wit(),
-        }
-    }
-}
-
-/// `reconcile-error` of contract 0.1: no actions, no retry delay.
-#[derive(ComponentType, Lift)]
-#[component(record)]
-pub(crate) struct ReconcileError01 {
-    message: Text,
-    transient: bool,
-    reason: Option<Text>,
-}
-
-impl IntoWit for ReconcileError01 {
-    type Wit = wit::ReconcileError;
-    fn into_wit(self) -> wit::ReconcileError {
-        wit::ReconcileError {
-            message: self.message.0,
-            transient: self.transient,
-            reason: self.reason.into_wit(),
-            retry_after_ms: None,
-            actions: Vec::new(),
-        }
-    }
-}
-
-/// `gvk`.
+/// `gvk`, the same in every version.
 #[derive(ComponentType, Lift)]
 #[component(record)]
 pub(crate) struct Kind {
@@ -448,28 +294,7 @@ impl IntoWit for Kind {
     }
 }
 
-/// `kind-selector`.
-#[derive(ComponentType, Lift)]
-#[component(record)]
-pub(crate) struct KindSelector {
-    kind: Kind,
-    namespace: Option<Text>,
-    #[component(name = "label-selector")]
-    label_selector: Option<Text>,
-}
-
-impl IntoWit for KindSelector {
-    type Wit = wit::KindSelector;
-    fn into_wit(self) -> wit::KindSelector {
-        wit::KindSelector {
-            kind: self.kind.into_wit(),
-            namespace: self.namespace.into_wit(),
-            label_selector: self.label_selector.into_wit(),
-        }
-    }
-}
-
-/// `write-scope`.
+/// `write-scope` (since 0.2).
 #[derive(ComponentType, Lift)]
 #[component(variant)]
 pub(crate) enum WriteScope {
@@ -481,7 +306,7 @@ pub(crate) enum WriteScope {
     Any,
 }
 
-/// `write-grant`.
+/// `write-grant` (since 0.2).
 #[derive(ComponentType, Lift)]
 #[component(record)]
 pub(crate) struct WriteGrant {
@@ -502,7 +327,7 @@ impl IntoWit for WriteGrant {
     }
 }
 
-/// `cache-options.keep` (0.2.1).
+/// `cache-options.keep` (since 0.2.1).
 #[derive(ComponentType, Lift)]
 #[component(record)]
 pub(crate) struct Keep {
@@ -514,91 +339,6 @@ impl IntoWit for Keep {
     type Wit = wit::Keep;
     fn into_wit(self) -> wit::Keep {
         wit::Keep { kind: self.kind.into_wit(), fields: self.fields }
-    }
-}
-
-/// `plugin-manifest` of contract 0.2.
-#[derive(ComponentType, Lift)]
-#[component(record)]
-pub(crate) struct Manifest {
-    name: Text,
-    version: Text,
-    primary: KindSelector,
-    owns: List<Kind>,
-    watches: List<KindSelector>,
-    reads: List<Kind>,
-    #[component(name = "metadata-only")]
-    metadata_only: List<Kind>,
-    writes: List<WriteGrant>,
-    finalizer: Option<Text>,
-    prune: bool,
-    #[component(name = "deliver-deleted")]
-    deliver_deleted: bool,
-    #[component(name = "deliver-previous")]
-    deliver_previous: bool,
-    settings: Settings,
-}
-
-impl IntoWit for Manifest {
-    type Wit = wit::PluginManifest;
-    fn into_wit(self) -> wit::PluginManifest {
-        wit::PluginManifest {
-            name: self.name.0,
-            version: self.version.0,
-            primary: self.primary.into_wit(),
-            owns: self.owns.into_wit(),
-            watches: self.watches.into_wit(),
-            reads: self.reads.into_wit(),
-            metadata_only: self.metadata_only.into_wit(),
-            writes: self.writes.into_wit(),
-            finalizer: self.finalizer.into_wit(),
-            prune: self.prune,
-            deliver_deleted: self.deliver_deleted,
-            deliver_previous: self.deliver_previous,
-            settings: self.settings,
-        }
-    }
-}
-
-/// `plugin-manifest` of contract 0.1, as a 0.2 one without grants or metadata-only kinds (the
-/// 0.1 rights come from the contract version; see `adapter.rs`).
-#[derive(ComponentType, Lift)]
-#[component(record)]
-pub(crate) struct Manifest01 {
-    name: Text,
-    version: Text,
-    primary: KindSelector,
-    owns: List<Kind>,
-    watches: List<KindSelector>,
-    reads: List<Kind>,
-    finalizer: Option<Text>,
-    prune: bool,
-    #[component(name = "deliver-deleted")]
-    deliver_deleted: bool,
-    #[component(name = "deliver-previous")]
-    deliver_previous: bool,
-    settings: Settings,
-}
-
-impl IntoWit for Manifest01 {
-    type Wit = wit::PluginManifest;
-    fn into_wit(self) -> wit::PluginManifest {
-        Manifest {
-            name: self.name,
-            version: self.version,
-            primary: self.primary,
-            owns: self.owns,
-            watches: self.watches,
-            reads: self.reads,
-            metadata_only: List(Vec::new()),
-            writes: List(Vec::new()),
-            finalizer: self.finalizer,
-            prune: self.prune,
-            deliver_deleted: self.deliver_deleted,
-            deliver_previous: self.deliver_previous,
-            settings: self.settings,
-        }
-        .into_wit()
     }
 }
 

@@ -36,6 +36,16 @@ fn key_of(dir: &Path) -> anyhow::Result<RedactionKey> {
     use std::io::Read;
     let path = dir.join(KEY_FILE);
     let mut bytes = [0u8; 32];
+    #[cfg(unix)]
+    if let Ok(meta) = std::fs::metadata(&path) {
+        use std::os::unix::fs::PermissionsExt;
+        // Whoever reads the key can test guesses against the digests in the cases.
+        anyhow::ensure!(
+            meta.permissions().mode() & 0o077 == 0,
+            "{} may be read by others than its owner; make it 0600 (chmod 600), or delete it to make a new one",
+            path.display()
+        );
+    }
     match std::fs::read(&path) {
         Ok(found) if found.len() == bytes.len() => bytes.copy_from_slice(&found),
         Ok(_) => anyhow::bail!("{} is not a redaction key (32 bytes); delete it to make a new one", path.display()),

@@ -55,18 +55,7 @@ pub trait HostServices: Send + Sync {
         after: Option<&ListKey>,
         limit: usize,
     ) -> ListPage {
-        let key = |o: &Object| (o.namespace.clone().unwrap_or_default(), o.name.clone());
-        let mut rest: Vec<(ListKey, Object)> = self
-            .list(kind, namespace, selector)
-            .into_iter()
-            .map(|o| (key(&o), o))
-            .filter(|(k, _)| after.is_none_or(|a| k > a))
-            .collect();
-        rest.sort_by(|a, b| a.0.cmp(&b.0));
-        let more = rest.len() > limit;
-        rest.truncate(limit);
-        let resume = if more { rest.last().map(|(k, _)| k.clone()) } else { None };
-        ListPage { items: rest.into_iter().map(|(_, o)| o).collect(), resume }
+        page_of(self.list(kind, namespace, selector), after, limit)
     }
 
     /// A page of the objects of `index.kind` that `index` files under `key`, optionally in
@@ -85,19 +74,8 @@ pub trait HostServices: Send + Sync {
             serde_json::from_str::<serde_json::Value>(&o.json)
                 .is_ok_and(|v| index.fields.iter().any(|p| p.values(&v).iter().any(|found| found == key)))
         };
-        let keyed = |o: &Object| (o.namespace.clone().unwrap_or_default(), o.name.clone());
-        let mut rest: Vec<(ListKey, Object)> = self
-            .list(&index.kind, namespace, &Selector::default())
-            .into_iter()
-            .filter(listed)
-            .map(|o| (keyed(&o), o))
-            .filter(|(k, _)| after.is_none_or(|a| k > a))
-            .collect();
-        rest.sort_by(|a, b| a.0.cmp(&b.0));
-        let more = rest.len() > limit;
-        rest.truncate(limit);
-        let resume = if more { rest.last().map(|(k, _)| k.clone()) } else { None };
-        ListPage { items: rest.into_iter().map(|(_, o)| o).collect(), resume }
+        let filed = self.list(&index.kind, namespace, &Selector::default()).into_iter().filter(listed);
+        page_of(filed.collect(), after, limit)
     }
 
     /// Whether the cache refuses this look-up now (a revoked grant, a namespace outside the
@@ -116,6 +94,19 @@ pub trait HostServices: Send + Sync {
             LogLevel::Error => tracing::error!(plugin, "{message}"),
         }
     }
+}
+
+/// At most `limit` of `objects` after `after`, in (namespace, name) order, and where the next
+/// page starts when more follow.
+fn page_of(objects: Vec<Object>, after: Option<&ListKey>, limit: usize) -> ListPage {
+    let key = |o: &Object| (o.namespace.clone().unwrap_or_default(), o.name.clone());
+    let mut rest: Vec<(ListKey, Object)> =
+        objects.into_iter().map(|o| (key(&o), o)).filter(|(k, _)| after.is_none_or(|a| k > a)).collect();
+    rest.sort_by(|a, b| a.0.cmp(&b.0));
+    let more = rest.len() > limit;
+    rest.truncate(limit);
+    let resume = if more { rest.last().map(|(k, _)| k.clone()) } else { None };
+    ListPage { items: rest.into_iter().map(|(_, o)| o).collect(), resume }
 }
 
 /// A host with an empty cache, for calls that need none (loading, tests).

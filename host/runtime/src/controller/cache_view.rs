@@ -77,10 +77,7 @@ impl HostServices for CacheView {
         let pages = self.by_kind.get(kind).into_iter().flatten().map(|informer| {
             let (entries, resume) =
                 informer.list_after(namespace.map(Namespace::as_str), selector, after, limit, PAGE_SCAN);
-            let keyed = entries.iter().map(|e| {
-                ((e.envelope.namespace.clone().unwrap_or_default(), e.envelope.name.clone()), e.envelope.clone())
-            });
-            (keyed.collect(), resume)
+            (keyed(&entries), resume)
         });
         merge_pages(pages, limit)
     }
@@ -100,10 +97,7 @@ impl HostServices for CacheView {
         let pages = self.by_kind.get(&index.kind).into_iter().flatten().filter_map(|informer| {
             let (entries, resume) =
                 informer.list_by_index(paths, key, namespace.map(Namespace::as_str), after, limit)?;
-            let keyed = entries.iter().map(|e| {
-                ((e.envelope.namespace.clone().unwrap_or_default(), e.envelope.name.clone()), e.envelope.clone())
-            });
-            Some((keyed.collect(), resume))
+            Some((keyed(&entries), resume))
         });
         merge_pages(pages, limit)
     }
@@ -137,6 +131,12 @@ impl HostServices for CacheView {
     }
 }
 
+/// Entries as a page holds them: each under its place in the list.
+fn keyed(entries: &[Arc<Entry>]) -> Vec<(ListKey, Object)> {
+    let key = |e: &Entry| (e.envelope.namespace.clone().unwrap_or_default(), e.envelope.name.clone());
+    entries.iter().map(|e| (key(e), e.envelope.clone())).collect()
+}
+
 /// One page from the pages of several informers of a kind (scopes may overlap): merged in
 /// order and deduplicated, and valid only up to the earliest place an informer stopped, since
 /// past that one of them has not looked yet.
@@ -167,7 +167,11 @@ pub(super) fn indexed(
 ) -> HashMap<(Gvk, String), IndexSpec> {
     let mut indexes = HashMap::new();
     for index in &manifest.indexes {
-        let paths: IndexSpec = index.fields.clone().into();
+        // In one order, once each: plugins that declare the same paths share one index.
+        let mut fields = index.fields.clone();
+        fields.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        fields.dedup();
+        let paths: IndexSpec = fields.into();
         for informer in by_kind.get(&index.kind).into_iter().flatten() {
             informer.index(&paths);
         }

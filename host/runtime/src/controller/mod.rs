@@ -296,8 +296,9 @@ impl Controller {
         // Subscribe before the first full enqueue, so no change falls between the two.
         let mut tasks = Vec::new();
         for informer in &shared.primaries {
-            let changes = informer.subscribe();
-            tasks.push(tokio::spawn(triggers::primary(shared.clone(), informer.clone(), changes)));
+            // Seeded now, beside the first enqueue below: what the plugin is queued for.
+            let (changes, seen) = (informer.subscribe(), triggers::Generations::seeded(&shared, informer));
+            tasks.push(tokio::spawn(triggers::primary(shared.clone(), seen, changes)));
         }
         for informer in shared.owned.clone() {
             tasks.push(tokio::spawn(triggers::owned(shared.clone(), informer.subscribe())));

@@ -121,7 +121,8 @@ impl<K: Eq + Hash + Clone> Reasons<K> {
 /// True when `later` is a repeat of `earlier`, folded into it rather than listed again.
 fn folds(earlier: &Trigger, later: &Trigger) -> bool {
     match (earlier, later) {
-        (Trigger::PrimaryChanged(_), Trigger::PrimaryChanged(_)) => true,
+        // Not across a deletion: a recreated object of the name is another object.
+        (Trigger::PrimaryChanged(a), Trigger::PrimaryChanged(b)) => a.new.is_some() && b.old.is_some(),
         (Trigger::OwnedChanged(a), Trigger::OwnedChanged(b))
         | (Trigger::RelatedChanged(a), Trigger::RelatedChanged(b)) => {
             (&a.api_version, &a.kind, &a.namespace, &a.name) == (&b.api_version, &b.kind, &b.namespace, &b.name)
@@ -130,7 +131,8 @@ fn folds(earlier: &Trigger, later: &Trigger) -> bool {
         | (Trigger::Requeue, Trigger::Requeue)
         | (Trigger::Retry, Trigger::Retry) => true,
         (Trigger::Conflict(a), Trigger::Conflict(b)) => {
-            a.target.name == b.target.name && a.target.kind == b.target.kind
+            let (a, b) = (&a.target, &b.target);
+            (&a.api_version, &a.kind, &a.namespace, &a.name) == (&b.api_version, &b.kind, &b.namespace, &b.name)
         }
         _ => false,
     }
@@ -211,5 +213,14 @@ mod tests {
         assert_eq!(r.take(&"k", start).0, vec![changed("a")], "an early call is not the requeue");
         assert_eq!(r.take(&"k", later).0, vec![Trigger::Requeue], "kept for the call that is");
         assert!(r.is_empty());
+    }
+
+    #[test]
+    fn a_deletion_and_a_recreation_are_not_folded_into_one_change() {
+        let mut r: Reasons<&str> = Reasons::default();
+        let changed = |old, new| Trigger::PrimaryChanged(GenerationChange { old, new });
+        r.add("k", changed(Some(1), None));
+        r.add("k", changed(None, Some(1)));
+        assert_eq!(r.take(&"k", Instant::now()).0, vec![changed(Some(1), None), changed(None, Some(1))]);
     }
 }

@@ -46,35 +46,44 @@ async fn next_related(shared: &Shared, changes: &mut broadcast::Receiver<Change>
 }
 
 /// The generations of the primaries one informer serves, as the plugin last had them
-/// reported: kube-runtime's `predicate_filter` keeps the same, so that `generation-changed`
-/// can tell a spec change from a status-only one.
+/// reported, and whether each held the plugin's finalizer: kube-runtime's `predicate_filter`
+/// keeps the same, so that `generation-changed` can tell a spec change from a status-only one.
+/// Putting the finalizer on does not change the generation, and the pass after it must run.
 #[derive(Default)]
-struct Generations(HashMap<Key, Option<i64>>);
+pub(super) struct Generations(HashMap<Key, (Option<i64>, bool)>);
 
 impl Generations {
+    /// What the plugin is queued for at start: the selected primaries `informer` holds now.
+    pub(super) fn seeded(shared: &Shared, informer: &Informer) -> Generations {
+        let finalizer = shared.manifest.finalizer.as_deref();
+        let selected = informer.list(None, &shared.selector).into_iter().filter(|e| e.selected());
+        Generations(selected.map(|e| (key_of(&e.envelope), (e.generation(), holds(&e, finalizer)))).collect())
+    }
+
     /// The change this entry makes, or none when the plugin asked only for generation changes
-    /// and this is none: an object it has seen, at the generation it saw, not being deleted.
-    fn change(&mut self, key: Key, entry: &Entry, only_generations: bool) -> Option<GenerationChange> {
-        let new = entry.generation();
-        let old = self.0.insert(key, new);
-        let unchanged = old == Some(new) && new.is_some() && !entry.deleting();
-        if only_generations && unchanged {
+    /// and this is none: an object it has seen, at the generation it saw, its finalizer as it
+    /// was, not being deleted.
+    fn change(&mut self, key: Key, entry: &Entry, finalizer: Option<&str>, only: bool) -> Option<GenerationChange> {
+        let (new, finalized) = (entry.generation(), holds(entry, finalizer));
+        let old = self.0.insert(key, (new, finalized));
+        let unchanged = old == Some((new, finalized)) && new.is_some() && !entry.deleting();
+        if only && unchanged {
             return None;
         }
-        Some(GenerationChange { old: old.flatten(), new })
+        Some(GenerationChange { old: old.and_then(|(g, _)| g), new })
     }
 }
 
-/// Changes of the primary kind, from one of its `informer`s, from the moment `changes` was
-/// subscribed: the generations its cache held then are the ones the plugin is queued for at
-/// start (`enqueue_all`), so a status update of one of them is no change for the plugin.
-pub(super) async fn primary(shared: Arc<Shared>, informer: Arc<Informer>, mut changes: broadcast::Receiver<Change>) {
+fn holds(entry: &Entry, finalizer: Option<&str>) -> bool {
+    finalizer.is_some_and(|f| entry.finalizers().iter().any(|x| x == f))
+}
+
+/// Changes of the primary kind, from one of its informers, from the moment `changes` was
+/// subscribed; `seen` holds what the plugin was queued for at start (`enqueue_all`), so a
+/// status update of one of those is no change for it.
+pub(super) async fn primary(shared: Arc<Shared>, mut seen: Generations, mut changes: broadcast::Receiver<Change>) {
     let only_generations = shared.manifest.primary.generation_changed;
     let finalizer = shared.manifest.finalizer.clone();
-    let mut seen = Generations::default();
-    for entry in informer.list(None, &Selector::default()) {
-        seen.0.insert(key_of(&entry.envelope), entry.generation());
-    }
     loop {
         match changes.recv().await {
             Ok(Change::Applied(entry)) => {
@@ -86,7 +95,7 @@ pub(super) async fn primary(shared: Arc<Shared>, informer: Arc<Informer>, mut ch
                     seen.0.remove(&key);
                     continue;
                 }
-                if let Some(change) = seen.change(key.clone(), &entry, only_generations) {
+                if let Some(change) = seen.change(key.clone(), &entry, finalizer.as_deref(), only_generations) {
                     shared.enqueue_because(key, Trigger::PrimaryChanged(change));
                 }
             }
@@ -99,7 +108,7 @@ pub(super) async fn primary(shared: Arc<Shared>, informer: Arc<Informer>, mut ch
             }
             Ok(Change::Deleted(entry)) => {
                 let key = key_of(&entry.envelope);
-                let old = seen.0.remove(&key).flatten();
+                let old = seen.0.remove(&key).and_then(|(g, _)| g);
                 // Deletions seen as a standby were the leader's to deliver.
                 let deliver = shared.manifest.deliver_deleted
                     && shared.leads()
@@ -189,24 +198,38 @@ mod tests {
     #[test]
     fn a_status_only_update_does_not_pass_a_generation_filter() {
         let mut seen = Generations::default();
-        assert!(seen.change(key(), &deployment(1, false), true).is_some(), "first seen: passes");
-        assert!(seen.change(key(), &deployment(1, false), true).is_none(), "same generation: filtered");
-        let change = seen.change(key(), &deployment(2, false), true).expect("a spec change passes");
+        assert!(seen.change(key(), &deployment(1, false), None, true).is_some(), "first seen: passes");
+        assert!(seen.change(key(), &deployment(1, false), None, true).is_none(), "same generation: filtered");
+        let change = seen.change(key(), &deployment(2, false), None, true).expect("a spec change passes");
         assert_eq!((change.old, change.new), (Some(1), Some(2)));
     }
 
     #[test]
     fn a_deletion_passes_a_generation_filter_whatever_the_generation() {
         let mut seen = Generations::default();
-        seen.change(key(), &deployment(3, false), true);
-        assert!(seen.change(key(), &deployment(3, true), true).is_some());
+        seen.change(key(), &deployment(3, false), None, true);
+        assert!(seen.change(key(), &deployment(3, true), None, true).is_some());
     }
 
     #[test]
     fn without_the_filter_every_change_passes_with_its_generations() {
         let mut seen = Generations::default();
-        seen.change(key(), &deployment(1, false), false);
-        let change = seen.change(key(), &deployment(1, false), false).expect("passes");
+        seen.change(key(), &deployment(1, false), None, false);
+        let change = seen.change(key(), &deployment(1, false), None, false).expect("passes");
         assert_eq!((change.old, change.new), (Some(1), Some(1)));
+    }
+
+    #[test]
+    fn putting_the_plugins_finalizer_on_passes_a_generation_filter() {
+        let mut seen = Generations::default();
+        let f = Some("example.com/cleanup");
+        seen.change(key(), &deployment(1, false), f, true);
+        let resource = ApiResource::erase::<Deployment>(&());
+        let mut object = DynamicObject::new("web", &resource).within("shop");
+        object.metadata.generation = Some(1);
+        object.metadata.finalizers = Some(vec!["example.com/cleanup".into()]);
+        let finalized = Entry::new(object, &resource, Default::default()).unwrap();
+        assert!(seen.change(key(), &finalized, f, true).is_some(), "the pass after the finalizer runs");
+        assert!(seen.change(key(), &finalized, f, true).is_none());
     }
 }

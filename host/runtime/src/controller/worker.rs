@@ -236,10 +236,18 @@ async fn reconcile(shared: &Arc<Shared>, key: &Key, attempt: u32) -> Outcome {
     };
     let finalizer = shared.manifest.finalizer.as_deref();
     match plan::step(observed, finalizer, shared.executor.writes_requeue()) {
-        Step::Nothing => Outcome::NOTHING,
+        Step::Nothing => {
+            // Gone, or not the plugin's: its reasons go with it (a `map` may name anything).
+            shared.reasons.lock().expect("lock").forget(key);
+            Outcome::NOTHING
+        }
         Step::Call(Phase::Deleted) => {
             let last = tombstone.expect("planned from a tombstone");
             let outcome = call(shared, key, last.clone(), Phase::Deleted, attempt).await;
+            if !outcome.retries() {
+                // Delivered: no requeue of it is due any more.
+                shared.reasons.lock().expect("lock").forget(key);
+            }
             if outcome.retries() {
                 shared.memory.keep_tombstone(key, last);
             }

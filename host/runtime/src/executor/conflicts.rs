@@ -109,10 +109,20 @@ fn manager_in(message: &str) -> &str {
     message.split('"').nth(1).unwrap_or("an unnamed manager")
 }
 
-/// True when the server refused a write for changing the object's UID: the object was deleted
-/// and recreated under its name after the UID precondition was checked.
+/// True when the server refused a write for its UID precondition: the object was deleted and
+/// recreated under its name after the host checked it (a 422 on the field `metadata.uid`, or a
+/// 409 "uid mismatch" / "Precondition failed: UID"). Nothing else is: a name holding "uid" in
+/// another refusal must not pass for it.
 pub fn uid_refused(status: &Status) -> bool {
-    matches!(status.code, 409 | 422) && status.message.contains("uid")
+    let on_uid = status.details.as_ref().is_some_and(|d| d.causes.iter().any(|c| c.field == "metadata.uid"));
+    match status.code {
+        422 => on_uid,
+        409 => {
+            status.message.starts_with("uid mismatch")
+                || status.message.contains("Precondition failed: UID in precondition")
+        }
+        _ => false,
+    }
 }
 
 #[cfg(test)]
@@ -174,5 +184,38 @@ mod tests {
         let long = "m".repeat(10_000);
         let (fields, _) = fields_of(&conflict(vec![cause("FieldManagerConflict", &long, ".f")])).unwrap();
         assert!(fields[0].manager.len() <= MAX_CONFLICT_TEXT + 8);
+    }
+
+    #[test]
+    fn only_a_refusal_of_the_uid_itself_is_a_uid_refusal() {
+        let invalid = |field: &str| Status {
+            code: 422,
+            message: "ConfigMap \"squid-conf\" is invalid".into(),
+            details: Some(StatusDetails {
+                name: String::new(),
+                group: String::new(),
+                kind: String::new(),
+                uid: String::new(),
+                causes: vec![StatusCause {
+                    reason: "FieldValueInvalid".into(),
+                    message: String::new(),
+                    field: field.into(),
+                }],
+                retry_after_seconds: 0,
+            }),
+            ..Status::default()
+        };
+        assert!(uid_refused(&invalid("metadata.uid")));
+        assert!(!uid_refused(&invalid("data.x")), "a name holding \"uid\" is no UID refusal");
+        assert!(uid_refused(&Status {
+            code: 409,
+            message: "uid mismatch: the object was recreated".into(),
+            ..Status::default()
+        }));
+        assert!(!uid_refused(&Status {
+            code: 409,
+            message: "the object squid was modified".into(),
+            ..Status::default()
+        }));
     }
 }

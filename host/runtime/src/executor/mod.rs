@@ -136,7 +136,8 @@ impl ExecError {
     /// the server rejects as invalid will be rejected again.
     pub fn is_transient(&self) -> bool {
         match self {
-            ExecError::Api { source: kube::Error::Api(status), .. } => !matches!(status.code, 400 | 422),
+            // 415: a strategic merge patch of a custom resource, refused again on every retry.
+            ExecError::Api { source: kube::Error::Api(status), .. } => !matches!(status.code, 400 | 415 | 422),
             ExecError::Api { .. } | ExecError::Discovery { .. } | ExecError::Conflict { .. } => true,
             ExecError::Invalid { .. } | ExecError::NotGranted { .. } | ExecError::PluginNamespace { .. } => false,
         }
@@ -413,11 +414,17 @@ impl Executor {
         let params = Self::patch_params(manifest.field_manager());
         match write {
             Write::Apply { kind, namespace, name, body, force, uid } => {
+                // Not applied for its precondition: still counted as applied, so a prune that
+                // follows takes nothing the plugin named.
+                let skipped = || {
+                    let namespace = namespace.as_ref().map(|ns| ns.to_string());
+                    Applied { kind: kind.clone(), namespace, name: name.to_string(), uid: None }
+                };
                 if let Some(uid) = &uid
                     && !self.still(&api, &name, uid).await.map_err(error)?
                 {
                     tracing::debug!(plugin, object = %shown, "not applied: gone, or no longer the object of its UID precondition");
-                    return Ok(None);
+                    return Ok(Some(skipped()));
                 }
                 let params = PatchParams::apply(manifest.field_manager().as_str());
                 let params = if force { params.force() } else { params };
@@ -433,7 +440,7 @@ impl Executor {
                         }
                         // Recreated since the check: the server refused to change its UID.
                         if uid.is_some() && conflicts::uid_refused(&status) {
-                            return Ok(None);
+                            return Ok(Some(skipped()));
                         }
                         return Err(error(kube::Error::Api(status)));
                     }

@@ -148,6 +148,11 @@ impl Informers {
         }
         let resolved = self.kinds.resolve(&scope.kind).await?;
         let (resource, namespaced) = (resolved.resource, resolved.namespaced);
+        if !namespaced && scope.namespace.is_some() {
+            // A cluster-scoped kind has one watch, whatever namespaces its declarations name.
+            let whole = InformerScope { namespace: None, ..scope.clone() };
+            return Box::pin(self.acquire(&whole)).await;
+        }
         let list = self.initial_list().await;
         let mut live = self.live.lock().expect("lock");
         // Another caller may have started it while we ran discovery.

@@ -358,8 +358,9 @@ impl State {
         self.timed(|state| {
             let gated = state.gate(&q.kind, q.namespace.as_deref(), "list by index")?;
             let Some((kind, namespace)) = gated else { return Ok(Page { items: Vec::new(), continue_token: None }) };
-            let index = state.manifest.as_ref().and_then(|m| m.index(&kind, &q.index)).cloned();
-            let Some(index) = index else {
+            // The manifest's own index, borrowed: nothing is copied per look-up.
+            let manifest = state.manifest.clone();
+            let Some(index) = manifest.as_deref().and_then(|m| m.index(&kind, &q.index)) else {
                 return Err(CacheError::UnknownIndex(format!(
                     "plugin {}: the manifest declares no index {} on {kind}; declare it under `indexes`",
                     state.plugin,
@@ -377,7 +378,7 @@ impl State {
                 .map(|t| parse_token(t).map_err(|why| state.invalid_continue(&kind, why)))
                 .transpose()?;
             let limit = if q.limit == 0 { PAGE_SIZE } else { (q.limit as usize).min(PAGE_SIZE) };
-            let page = state.services.list_by_index(&index, &q.key, namespace.as_ref(), after.as_ref(), limit);
+            let page = state.services.list_by_index(index, &q.key, namespace.as_ref(), after.as_ref(), limit);
             let continue_token = page.resume.as_ref().map(token_of);
             Ok(Page { items: state.served(&kind, page.items), continue_token })
         })

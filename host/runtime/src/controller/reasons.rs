@@ -48,19 +48,26 @@ struct Gathered {
     due: Vec<(Instant, Trigger)>,
 }
 
-impl<K: Eq + Hash + Clone> Reasons<K> {
-    /// One more reason for `key` to run.
-    pub fn add(&mut self, key: K, trigger: Trigger) {
-        let gathered = self.waiting.entry(key).or_default();
-        if let Some(earlier) = gathered.triggers.iter_mut().find(|t| folds(t, &trigger)) {
+impl Gathered {
+    /// `trigger` folded into a repeat of it, or listed after the rest, the oldest dropped past
+    /// the bound.
+    fn push(&mut self, trigger: Trigger) {
+        if let Some(earlier) = self.triggers.iter_mut().find(|t| folds(t, &trigger)) {
             fold(earlier, trigger);
             return;
         }
-        if gathered.triggers.len() == MAX_TRIGGERS {
-            gathered.triggers.pop_front();
-            gathered.dropped = gathered.dropped.saturating_add(1);
+        if self.triggers.len() == MAX_TRIGGERS {
+            self.triggers.pop_front();
+            self.dropped = self.dropped.saturating_add(1);
         }
-        gathered.triggers.push_back(trigger);
+        self.triggers.push_back(trigger);
+    }
+}
+
+impl<K: Eq + Hash + Clone> Reasons<K> {
+    /// One more reason for `key` to run.
+    pub fn add(&mut self, key: K, trigger: Trigger) {
+        self.waiting.entry(key).or_default().push(trigger);
     }
 
     /// A reason for `key` to run that holds from `due` on: the requeue a response asked for.
@@ -75,31 +82,24 @@ impl<K: Eq + Hash + Clone> Reasons<K> {
     /// dropped; the key keeps only those not due yet.
     pub fn take(&mut self, key: &K, now: Instant) -> (Vec<Trigger>, u32) {
         let Some(mut g) = self.waiting.remove(key) else { return (Vec::new(), 0) };
-        let (mut due, later): (Vec<_>, Vec<_>) = g.due.drain(..).partition(|(at, _)| *at <= now);
-        due.sort_by_key(|(at, _)| *at);
-        let dropped = g.dropped;
-        let mut taken = Reasons::default();
-        for trigger in g.triggers.into_iter().chain(due.into_iter().map(|(_, t)| t)) {
-            taken.add((), trigger);
+        if !g.due.is_empty() {
+            let (mut due, later): (Vec<_>, Vec<_>) = g.due.drain(..).partition(|(at, _)| *at <= now);
+            due.sort_by_key(|(at, _)| *at);
+            due.into_iter().for_each(|(_, trigger)| g.push(trigger));
+            if !later.is_empty() {
+                self.waiting.insert(key.clone(), Gathered { due: later, ..Gathered::default() });
+            }
         }
-        if !later.is_empty() {
-            self.waiting.insert(key.clone(), Gathered { due: later, ..Gathered::default() });
-        }
-        let folded = taken.waiting.remove(&()).unwrap_or_default();
-        (folded.triggers.into(), dropped.saturating_add(folded.dropped))
+        (g.triggers.into(), g.dropped)
     }
 
     /// Puts back reasons taken for a call that did not happen (the host had no room for it),
     /// before any gathered since.
     pub fn put_back(&mut self, key: K, (triggers, dropped): (Vec<Trigger>, u32)) {
         let newer = self.waiting.remove(&key).unwrap_or_default();
-        let mut merged: Reasons<()> = Reasons::default();
-        for trigger in triggers.into_iter().chain(newer.triggers) {
-            merged.add((), trigger);
-        }
-        let folded = merged.waiting.remove(&()).unwrap_or_default();
-        let dropped = folded.dropped.saturating_add(dropped).saturating_add(newer.dropped);
-        self.waiting.insert(key, Gathered { triggers: folded.triggers, dropped, due: newer.due });
+        let mut g = Gathered { dropped: dropped.saturating_add(newer.dropped), due: newer.due, ..Gathered::default() };
+        triggers.into_iter().chain(newer.triggers).for_each(|trigger| g.push(trigger));
+        self.waiting.insert(key, g);
     }
 
     /// Forgets `key` (its object is gone, or no longer this controller's).

@@ -154,7 +154,7 @@ mod imp {
             index.fields.iter().filter_map(|f| f.parse().ok()).collect();
         let filed = |o: &Object| {
             serde_json::from_str::<Value>(o.json())
-                .is_ok_and(|v| paths.iter().any(|p| p.values(&v).iter().any(|k| k == query.key)))
+                .is_ok_and(|v| wasmloop_contract::fields::index_keys(&paths, &v).iter().any(|k| k == query.key))
         };
         let all: Vec<Object> = list(query.kind, query.namespace, None)?.into_iter().filter(filed).collect();
         page_of(all, query.limit, query.token)

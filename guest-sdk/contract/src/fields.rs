@@ -215,6 +215,39 @@ impl FieldPath {
     }
 }
 
+/// Keys one object is filed under at most: an object whose paths reach more is filed under
+/// the first ones, so a list of thousands cannot grow an index without bound.
+pub const MAX_KEYS_PER_OBJECT: usize = 64;
+
+/// Longest value filed: longer ones (a whole document in an annotation) are no names.
+pub const MAX_KEY: usize = 1024;
+
+/// The keys an index over `paths` files `object` under: what each path reaches, in the
+/// paths' order, without repeats, at most [`MAX_KEYS_PER_OBJECT`], none over [`MAX_KEY`]
+/// bytes. The host's indexes, its offline cache and every SDK's test host file by this.
+///
+/// ```
+/// use serde_json::json;
+/// use wasmloop_contract::fields::{FieldPath, index_keys};
+/// let paths: Vec<FieldPath> = vec!["spec.volumes[*].configMap.name".parse().unwrap()];
+/// let pod = json!({"spec": {"volumes": [{"configMap": {"name": "a"}}, {"secret": {}}, {"configMap": {"name": "b"}}]}});
+/// assert_eq!(index_keys(&paths, &pod), ["a", "b"]);
+/// ```
+pub fn index_keys(paths: &[FieldPath], object: &Value) -> Vec<String> {
+    let mut keys: Vec<String> = Vec::new();
+    for path in paths {
+        for value in path.values_at_most(object, MAX_KEYS_PER_OBJECT) {
+            if keys.len() == MAX_KEYS_PER_OBJECT {
+                return keys;
+            }
+            if value.len() <= MAX_KEY && !keys.contains(&value) {
+                keys.push(value);
+            }
+        }
+    }
+    keys
+}
+
 fn walk(path: &[Segment], at: &Value, found: &mut Vec<String>, limit: usize) {
     if found.len() >= limit {
         return;

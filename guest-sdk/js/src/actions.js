@@ -38,10 +38,19 @@ export function ref(obj, { withUid = true } = {}) {
   return new ObjectRef(obj.apiVersion, obj.kind, meta.name, meta.namespace ?? undefined, withUid ? meta.uid || undefined : undefined);
 }
 
+/**
+ * Server-side apply of `object`: the plugin's whole intent for the fields it manages (field
+ * manager `wasmloop/<name>`), so a field it applied before and leaves out now is removed. Apply
+ * a partial object naming only the fields the plugin owns. `force` takes fields other managers
+ * own; without it, an apply that would take one writes nothing and the next reconcile carries a
+ * `conflict` trigger naming them. `uid`: act only while the live object has this UID.
+ */
 export class Apply {
-  constructor(object) {
+  constructor(object, { force = true, uid = undefined } = {}) {
     if (!isPlainObject(object)) throw new TypeError('apply takes the object as a plain object');
-    this.object = object;
+    if (typeof force !== 'boolean') throw new TypeError(`Apply.force must be a boolean, not ${typeof force}`);
+    Object.assign(this, { object, force, uid: uid ?? undefined });
+    mustBeString(this, 'uid', true);
   }
 }
 export class Delete {
@@ -81,7 +90,7 @@ export class RequeueAfter {
 
 export const ACTIONS = [Apply, Delete, Patch, Status, Event, Prune, RequeueAfter];
 export const EVENT_TYPES = ['Normal', 'Warning'];
-export const PATCH_KINDS = ['merge', 'json'];
+export const PATCH_KINDS = ['merge', 'json', 'strategic'];
 const MAX_MILLIS = 2n ** 64n - 1n;
 
 const isPlainObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
@@ -113,9 +122,13 @@ export function durationMillis(seconds, what) {
   return ms >= Number(MAX_MILLIS) ? MAX_MILLIS : BigInt(ms);
 }
 
-/** Server-side apply `obj`. A namespaced object without a namespace goes to the primary's. */
-export function apply(obj) {
-  return new Apply(obj);
+/**
+ * Server-side apply `obj`. A namespaced object without a namespace goes to the primary's.
+ * `{ force: false }` reports another manager's fields instead of taking them; `{ uid }` makes
+ * the live object's UID a precondition.
+ */
+export function apply(obj, options = {}) {
+  return new Apply(obj, options);
 }
 
 /** Delete `target`: an `ObjectRef` or the object itself (pinned to its UID). */
@@ -123,7 +136,10 @@ export function remove(target) {
   return new Delete(target instanceof ObjectRef ? target : ref(target));
 }
 
-/** Patch `target` with a JSON merge patch (an object) or, with `kind: 'json'`, RFC 6902 operations. */
+/**
+ * Patch `target` with a JSON merge patch (an object), with `kind` `'json'` RFC 6902 operations,
+ * or with `'strategic'` a strategic merge patch (built-in kinds: lists merge by their key).
+ */
 export function patch(target, document, kind = 'merge') {
   return new Patch(target instanceof ObjectRef ? target : ref(target), kind, document);
 }

@@ -23,7 +23,7 @@ try {
     `the contract's rules component is missing (${new URL('../rules/rules.js', import.meta.url).pathname}): run scripts/sdk-assets in the checkout (npm ci runs it), which builds guest-sdk/rules and transpiles it with jco`,
   );
 }
-const { rules } = component;
+const { rules, cacheRules } = component;
 
 const orNull = (answer) => answer ?? null;
 
@@ -43,14 +43,30 @@ export const checkSelector = (text) => orNull(rules.checkSelector(text));
  */
 export function selectorMatches(text, labels) {
   const pairs = labels !== null && typeof labels === 'object' ? Object.entries(labels).filter(([, v]) => typeof v === 'string') : [];
+  return result(() => rules.selectorMatches(text, pairs));
+}
+
+function result(call) {
   try {
-    return rules.selectorMatches(text, pairs);
+    return call();
   } catch (e) {
     // jco throws a result's `err` side as an error carrying it.
     if (typeof e?.payload === 'string') throw new RangeError(e.payload);
     throw e;
   }
 }
+
+/**
+ * Whether the host's cache holds `obj` for a plugin with manifest `m`: its namespaces, labels,
+ * fields, annotations and finalizer, as the informers select.
+ */
+export const cacheHolds = (m, obj) => result(() => cacheRules.holds(toJson(manifestRecord(m)), toJson(obj)));
+
+/**
+ * The keys the manifest's index `index` files `obj` under, as the host's index does; a
+ * `RangeError` with the host's sentence when the manifest declares no such index.
+ */
+export const indexKeys = (m, index, obj) => result(() => cacheRules.indexKeys(toJson(manifestRecord(m)), index, toJson(obj)));
 
 export const checkManifest = (m) => orNull(rules.checkManifest(toJson(manifestRecord(m))));
 
@@ -96,7 +112,7 @@ const ref = (r) => ({ 'api-version': r.apiVersion, kind: r.kind, name: r.name, n
 
 /** `a` as the WIT's `action` variant in JSON. */
 export function actionRecord(a, payload) {
-  if (a instanceof Apply) return { apply: payload };
+  if (a instanceof Apply) return { apply: { object: payload, force: a.force, uid: a.uid ?? null } };
   if (a instanceof Delete) return { delete: ref(a.target) };
   if (a instanceof Patch) return { patch: { target: ref(a.target), kind: a.kind, patch: payload } };
   if (a instanceof Status) return { status: payload };

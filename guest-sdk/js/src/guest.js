@@ -1,15 +1,15 @@
 // The WIT glue: the component's imports and exports in the SDK's terms. Imported only by the
 // entry module `wasmloop-js build` writes; everything else in the SDK runs under node too.
 
-import { getObject, listObjects } from 'wasmloop:plugin/cache@0.2.1';
-import { log as witLog } from 'wasmloop:plugin/log@0.2.1';
+import { getObject, listByIndex, listObjects } from 'wasmloop:plugin/cache@0.3.0';
+import { log as witLog } from 'wasmloop:plugin/log@0.3.0';
 
-import { Apply, Delete, Event, Patch, Status, asObjectRef } from './actions.js';
+import { Apply, Delete, Event, ObjectRef, Patch, Status, asObjectRef } from './actions.js';
 import { CacheError } from './errors.js';
 import { install } from './host.js';
 import * as outcome from './outcome.js';
 import { SETTINGS, kindFields, kindRecord, manifestOf } from './manifest.js';
-import { Envelope, Request } from './request.js';
+import { Envelope, Related, Request, Trigger, mapChange } from './request.js';
 
 const gvk = kindRecord;
 
@@ -38,6 +38,15 @@ const componentHost = {
     }
     return [page.items.map((o) => JSON.parse(o.json)), page.continueToken];
   },
+  indexPage(kind, index, key, namespace, limit, token) {
+    let page;
+    try {
+      page = listByIndex(gvk(kind), index, key, namespace, limit, token);
+    } catch (e) {
+      throw cacheError(e);
+    }
+    return [page.items.map((o) => JSON.parse(o.json)), page.continueToken];
+  },
   log(level, message) {
     witLog(level, message);
   },
@@ -45,9 +54,29 @@ const componentHost = {
 
 const envelope = (o) => new Envelope(o.apiVersion, o.kind, o.name, o.namespace, o.uid, o.json);
 const objectRef = (r) => ({ apiVersion: r.apiVersion, kind: r.kind, name: r.name, namespace: r.namespace, uid: r.uid });
+const fromRef = (r) => new ObjectRef(r.apiVersion, r.kind, r.name, r.namespace, r.uid);
+// A generation is an s64, a BigInt here; any a cluster holds is a safe integer.
+const generation = (g) => (g === undefined || g === null ? undefined : Number(g));
+
+function trigger(t) {
+  switch (t.tag) {
+    case 'primary-changed':
+      return new Trigger(t.tag, { generation: { old: generation(t.val.old), new: generation(t.val.new) } });
+    case 'owned-changed':
+    case 'related-changed':
+      return new Trigger(t.tag, { ref: fromRef(t.val) });
+    case 'conflict': {
+      const { target, fields, more } = t.val;
+      const conflict = { target: fromRef(target), fields: fields.map(({ manager, field }) => ({ manager, field })), more };
+      return new Trigger(t.tag, { ref: conflict.target, conflict });
+    }
+    default:
+      return new Trigger(t.tag);
+  }
+}
 
 function action([a, payload]) {
-  if (a instanceof Apply) return { tag: 'apply', val: payload };
+  if (a instanceof Apply) return { tag: 'apply', val: { object: payload, force: a.force, uid: a.uid } };
   if (a instanceof Delete) return { tag: 'delete', val: objectRef(a.target) };
   if (a instanceof Patch) return { tag: 'patch', val: { target: objectRef(a.target), kind: a.kind, patch: payload } };
   if (a instanceof Status) return { tag: 'status', val: payload };
@@ -95,7 +124,7 @@ function witManifest(m) {
   };
 }
 
-/** The `plugin` and `cacheOptions` exports for `reconciler` (`{ manifest, reconcile, map? }`). */
+/** The `plugin` and `cacheOptions` exports for `reconciler` (`{ manifest, reconcile, map?, mapChange? }`). */
 export function exportsFor(reconciler) {
   install(componentHost);
   const plugin = {
@@ -110,6 +139,8 @@ export function exportsFor(reconciler) {
         r.previous === undefined || r.previous === null ? undefined : envelope(r.previous),
         r.attempt,
         r.config,
+        r.triggers.map(trigger),
+        r.triggersDropped,
       );
       let result = outcome.reconcile(reconciler, request);
       let encoded;
@@ -126,9 +157,10 @@ export function exportsFor(reconciler) {
       failure.payload = { message: error.message, transient: error.transient, reason: error.reason, retryAfterMs, actions: encoded.errorActions.map(action) };
       throw failure;
     },
-    map(related, config) {
+    map(change, config) {
+      const related = change.object;
       try {
-        const refs = reconciler.map ? reconciler.map(JSON.parse(related.json), JSON.parse(config || '{}')) : [];
+        const refs = mapChange(reconciler, new Related(JSON.parse(related.json), change.deleted), JSON.parse(config || '{}'));
         return refs.map((r) => objectRef(asObjectRef(r)));
       } catch (e) {
         // map has no error channel: say why in the host's log before the call fails.

@@ -5,7 +5,7 @@ const unset = () => {
   throw new Error('no wasmloop host: run the plugin through wasmloop (built with `wasmloop-js build`) or under the test harness (@wasmloop/sdk/testing)');
 };
 
-let current = { get: unset, page: unset, log: unset };
+let current = { get: unset, page: unset, indexPage: unset, log: unset };
 
 export function host() {
   return current;

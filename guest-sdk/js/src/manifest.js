@@ -9,12 +9,50 @@
 
 import { Kind, hasKind } from './kinds.js';
 
-/** Objects of `kind` the plugin wants to see, optionally in one namespace and through a label selector. */
+/**
+ * Which objects of `kind` the plugin wants to see. Every filter given must hold, and the host's
+ * cache keeps only what they select:
+ * - `namespace` or `namespaces`: only these namespaces (none: every namespace);
+ * - `labels`: a label selector in Kubernetes syntax (`app=web,tier!=cache`);
+ * - `fields`: a field selector the API server applies (`metadata.name=db`);
+ * - `annotations`: annotations each object carries, key to value (`null`: only present);
+ * - `generationChanged`: call the plugin only when `metadata.generation` changed (a primary's
+ *   status-only updates do not call it).
+ *
+ * @example
+ * watch(kinds.Secret, { fields: 'metadata.name=db' });
+ */
 export class Watch {
-  constructor(kind, { namespace = undefined, labels = undefined } = {}) {
-    Object.assign(this, { kind, namespace, labels });
+  constructor(kind, { namespace = undefined, labels = undefined, namespaces = [], fields = undefined, annotations = {}, generationChanged = false } = {}) {
+    if (typeof namespaces === 'string') throw new TypeError(`watch namespaces ${JSON.stringify(namespaces)}: give an array of namespaces`);
+    if (annotations === null || typeof annotations !== 'object' || Array.isArray(annotations)) {
+      throw new TypeError('watch annotations: give an object of key to value (null: only present)');
+    }
+    Object.assign(this, { kind, namespace, labels, namespaces: Object.freeze([...namespaces]), fields, annotations: Object.freeze({ ...annotations }), generationChanged });
     Object.freeze(this);
   }
+
+  /** Every namespace given, `namespace` and `namespaces` together. */
+  get namespaceList() {
+    return [...this.namespaces, ...(this.namespace === undefined || this.namespace === null ? [] : [this.namespace])];
+  }
+}
+
+/**
+ * An index the host keeps over a declared kind: `cache.byIndex(kind, name, key)` finds the
+ * objects whose `fields` (paths such as `spec.template.spec.volumes[*].configMap.name`) reach
+ * `key`, without reading every object of the kind.
+ */
+export class Index {
+  constructor(name, kind, fields) {
+    if (!Array.isArray(fields)) throw new TypeError(`index ${JSON.stringify(name)} fields: give an array of field paths`);
+    Object.assign(this, { name, kind, fields: Object.freeze([...fields]) });
+    Object.freeze(this);
+  }
+}
+
+export function index(name, kind, fields) {
+  return new Index(name, kind, fields);
 }
 
 export function watch(kind, options = {}) {
@@ -79,8 +117,9 @@ export class Manifest {
     settings = {},
     keepManagedFields = [],
     keepLastApplied = [],
+    indexes = [],
   }) {
-    Object.assign(this, { name, version, primary, owns, watches, reads, metadataOnly, writes, finalizer, prune, deliverDeleted, deliverPrevious, settings, keepManagedFields, keepLastApplied });
+    Object.assign(this, { name, version, primary, owns, watches, reads, metadataOnly, writes, finalizer, prune, deliverDeleted, deliverPrevious, settings, keepManagedFields, keepLastApplied, indexes });
   }
 
   get primaryWatch() {
@@ -91,10 +130,14 @@ export class Manifest {
     return this.watches.map((w) => (w instanceof Watch ? w : new Watch(w)));
   }
 
+  get readList() {
+    return this.reads.map((r) => (r instanceof Watch ? r : new Watch(r)));
+  }
+
   /** Every kind the plugin may read: primary, owned, watched and read. */
   declaredKinds() {
     const seen = [];
-    for (const kind of [this.primaryWatch.kind, ...this.owns, ...this.watchList.map((w) => w.kind), ...this.reads]) {
+    for (const kind of [this.primaryWatch.kind, ...this.owns, ...this.watchList.map((w) => w.kind), ...this.readList.map((r) => r.kind)]) {
       if (!hasKind(seen, kind)) seen.push(kind);
     }
     return seen;
@@ -106,19 +149,6 @@ export class Manifest {
     for (const kind of [...this.keepManagedFields, ...this.keepLastApplied]) if (!hasKind(kinds, kind)) kinds.push(kind);
     return kinds.map((k) => [k, hasKind(this.keepManagedFields, k), hasKind(this.keepLastApplied, k)]);
   }
-
-  /**
-   * Which objects of `kind` the host caches for this plugin: `null` for all of them, else only
-   * what these selected watches select. The primary is always whole.
-   */
-  visible(kind) {
-    if (kind.equals(this.primaryWatch.kind) || hasKind(this.owns, kind) || hasKind(this.reads, kind)) return null;
-    const watches = this.watchList.filter((w) => w.kind.equals(kind));
-    // One watch of every namespace that selects everything sees it all; a watch of one
-    // namespace sees only that namespace, selector or not.
-    if (watches.length === 0 || watches.some((w) => !(w.labels ?? '').trim() && w.namespace === undefined)) return null;
-    return watches;
-  }
 }
 
 /**
@@ -129,15 +159,23 @@ export class Manifest {
  */
 export function kindFields(m, key = (name) => name) {
   const gvk = kindRecord;
-  const selector = (w) => ({ kind: gvk(w.kind), namespace: w.namespace, [key('labelSelector')]: w.labels });
+  const selector = (w) => ({
+    kind: gvk(w.kind),
+    namespaces: w.namespaceList,
+    [key('labelSelector')]: w.labels,
+    [key('fieldSelector')]: w.fields,
+    annotations: Object.entries(w.annotations).map(([k, v]) => ({ key: k, value: v ?? undefined })),
+    [key('generationChanged')]: w.generationChanged,
+  });
   return {
     name: m.name,
     version: m.version,
     primary: selector(m.primaryWatch),
     owns: m.owns.map(gvk),
     watches: m.watchList.map(selector),
-    reads: m.reads.map(gvk),
+    reads: m.readList.map(selector),
     [key('metadataOnly')]: m.metadataOnly.map(gvk),
+    indexes: m.indexes.map((i) => ({ name: i.name, kind: gvk(i.kind), fields: [...i.fields] })),
   };
 }
 

@@ -1,5 +1,6 @@
 /**
- * What one reconcile sees: the primary, its owned children, the phase and the config. Objects
+ * What one reconcile sees: the primary, its owned children, the phase, the config and why it
+ * runs (its triggers). Objects
  * cross the boundary as JSON text with their routing fields beside it; each is parsed the first
  * time the plugin reads it, so filtering children by kind parses nothing.
  */
@@ -33,6 +34,45 @@ export class Envelope {
   }
 }
 
+export const TRIGGER_KINDS = ['primary-changed', 'owned-changed', 'related-changed', 'resync', 'requeue', 'retry', 'conflict'];
+
+/**
+ * Why a reconcile runs. `kind` is one of `TRIGGER_KINDS`; `ref` names the object of
+ * `owned-changed`, `related-changed` and `conflict`; `generation` is `{ old, new }` for
+ * `primary-changed`; `conflict` is `{ target, fields: [{ manager, field }], more }` for
+ * `conflict`.
+ *
+ * @example
+ * new Trigger('related-changed', { ref: new ObjectRef('v1', 'Secret', 'db', 'shop') });
+ */
+export class Trigger {
+  constructor(kind, { ref = undefined, generation = undefined, conflict = undefined } = {}) {
+    if (!TRIGGER_KINDS.includes(kind)) throw new RangeError(`trigger kind ${JSON.stringify(kind)}: one of ${TRIGGER_KINDS}`);
+    Object.assign(this, { kind, ref, generation, conflict });
+    Object.freeze(this);
+  }
+}
+
+/**
+ * A change of a related object, as `mapChange` sees it: its new state (its last, when
+ * `deleted`: it was deleted or left the watch's selection).
+ */
+export class Related {
+  constructor(object, deleted = false) {
+    Object.assign(this, { object, deleted });
+    Object.freeze(this);
+  }
+}
+
+/**
+ * What the plugin's `mapChange` returns, or its `map` on the object when it gives no
+ * `mapChange`, or nothing: the component glue and the test harness map alike.
+ */
+export function mapChange(reconciler, change, config) {
+  if (reconciler.mapChange) return reconciler.mapChange(change, config);
+  return reconciler.map ? reconciler.map(change.object, config) : [];
+}
+
 /** One reconcile's input. `phase` is `'apply'`, `'cleanup'` or `'deleted'`. */
 export class Request {
   #object;
@@ -40,9 +80,13 @@ export class Request {
   #previous;
   #config;
 
-  constructor(object, owned, phase, previous = undefined, attempt = 0, config = '{}') {
+  constructor(object, owned, phase, previous = undefined, attempt = 0, config = '{}', triggers = [], triggersDropped = 0) {
     if (!PHASES.includes(phase)) throw new RangeError(`phase ${JSON.stringify(phase)}: one of ${PHASES}`);
     Object.assign(this, { envelope: object, ownedEnvelopes: owned, phase, previousEnvelope: previous, attempt, configJson: config });
+    /** Why it runs: every trigger since the last call, oldest first (at most 32). */
+    this.triggers = [...triggers];
+    /** Triggers beyond those listed. */
+    this.triggersDropped = triggersDropped;
   }
 
   get name() {

@@ -23,7 +23,7 @@ import { install } from './host.js';
 import { Kind, hasKind } from './kinds.js';
 import { manifestOf } from './manifest.js';
 import * as outcome from './outcome.js';
-import { Envelope, Request } from './request.js';
+import { Envelope, Related, Request, mapChange } from './request.js';
 import * as rules from './contract-rules.js';
 
 export const PAGE_SIZE = 500;
@@ -89,9 +89,8 @@ class FakeHost {
   }
 
   #held(obj) {
-    const watches = this.manifest.visible(kindOf(obj));
-    if (watches === null) return true;
-    return watches.some((w) => inNamespace(w.namespace, obj) && rules.selectorMatches(w.labels ?? '', labelsOf(obj)));
+    // The host's own answer: namespaces, labels, fields, annotations and the finalizer.
+    return rules.cacheHolds(this.manifest, obj);
   }
 
   #of(kind) {
@@ -121,24 +120,38 @@ class FakeHost {
       throw new CacheError('invalid-selector', e.message);
     }
     const wanted = (labels) => rules.selectorMatches(text, labels);
-    let after;
-    if (token !== undefined && token !== null) {
-      try {
-        after = JSON.parse(token).map(String);
-      } catch {
-        throw new CacheError('invalid-continue', `continue token ${JSON.stringify(token)} is no position this host produced`);
-      }
+    return pageOf(ofKind.filter((o) => inNamespace(namespace, o) && wanted(labelsOf(o))), limit, token);
+  }
+
+  indexPage(kind, index, key, namespace, limit, token) {
+    const ofKind = this.#of(kind);
+    if (!this.manifest.indexes.some((i) => i.kind.equals(kind) && i.name === index)) {
+      throw new CacheError('unknown-index', `plugin ${this.manifest.name}: the manifest declares no index ${JSON.stringify(index)} on ${kind}; declare it under \`indexes\``);
     }
-    const items = ofKind.filter((o) => inNamespace(namespace, o) && wanted(labelsOf(o)) && (after === undefined || comparePlaces(placeOf(o), after) > 0));
-    const size = limit === 0 ? PAGE_SIZE : Math.min(limit, PAGE_SIZE);
-    const page = items.slice(0, size);
-    const next = items.length > size ? JSON.stringify(placeOf(page[page.length - 1])) : undefined;
-    return [page.map(clone), next];
+    const filed = ofKind.filter((o) => inNamespace(namespace, o) && rules.indexKeys(this.manifest, index, o).includes(key));
+    return pageOf(filed, limit, token);
   }
 
   log(level, message) {
     this.logs.push([level, message]);
   }
+}
+
+/** One page of `items` (in (namespace, name) order) after `token`, as the host pages. */
+function pageOf(items, limit, token) {
+  let after;
+  if (token !== undefined && token !== null) {
+    try {
+      after = JSON.parse(token).map(String);
+    } catch {
+      throw new CacheError('invalid-continue', `continue token ${JSON.stringify(token)} is no position this host produced`);
+    }
+  }
+  const rest = items.filter((o) => after === undefined || comparePlaces(placeOf(o), after) > 0);
+  const size = limit === 0 ? PAGE_SIZE : Math.min(limit, PAGE_SIZE);
+  const page = rest.slice(0, size);
+  const next = rest.length > size ? JSON.stringify(placeOf(page[page.length - 1])) : undefined;
+  return [page.map(clone), next];
 }
 
 function ungranted(m, primary, action) {
@@ -196,7 +209,7 @@ function refused(m, primary, phase, encoded, failed) {
 function stringsOf(action) {
   const t = action.target;
   const strings = t instanceof ObjectRef ? [t.apiVersion, t.kind, t.name, t.namespace, t.uid] : [];
-  if (action instanceof Apply) strings.push(outcome.toJson(action.object, 'an applied object'));
+  if (action instanceof Apply) strings.push(outcome.toJson(action.object, 'an applied object'), action.uid);
   else if (action instanceof Status) strings.push(outcome.toJson(action.status, 'a status'));
   else if (action instanceof Patch) strings.push(outcome.toJson(action.patch, 'a patch'));
   else if (action instanceof Event) strings.push(action.reason, action.message, action.action);
@@ -287,7 +300,13 @@ export class Outcome {
 export class TestCase {
   constructor(primary) {
     Envelope.of(primary);
-    Object.assign(this, { primary, ownedObjects: [], cachedObjects: [], configValue: {}, phaseName: 'apply', previousObject: undefined, attemptCount: 0 });
+    Object.assign(this, { primary, ownedObjects: [], cachedObjects: [], configValue: {}, phaseName: 'apply', previousObject: undefined, attemptCount: 0, triggerList: [] });
+  }
+
+  /** Why the call happens (`request.triggers`), oldest first; the host keeps 32. */
+  triggers(...triggers) {
+    this.triggerList.push(...triggers);
+    return this;
   }
 
   /** Children handed over in `request.owned` (and readable from the cache). */
@@ -332,6 +351,8 @@ export class TestCase {
       this.previousObject === undefined ? undefined : cached(this.previousObject),
       this.attemptCount,
       JSON.stringify(this.configValue),
+      this.triggerList.slice(-32),
+      Math.max(0, this.triggerList.length - 32),
     );
   }
 
@@ -369,17 +390,18 @@ export class TestCase {
   }
 
   /**
-   * Runs `plugin.map` on `related` with this case's cache and config. Throws where the host would
+   * Runs `plugin.mapChange` (or `plugin.map`) on `related`, deleted or not, with this case's
+   * cache and config. Throws where the host would
    * fail the call: a result that is not an array of `ObjectRef`s of the primary's kind with valid
    * names, or a read of an undeclared kind.
    */
-  map(plugin, related) {
+  map(plugin, related, { deleted = false } = {}) {
     const m = checked(plugin);
     const host = this.#host(m);
     const previous = install(host);
     let refs;
     try {
-      refs = plugin.map(asCached(m, related), clone(this.configValue));
+      refs = mapChange(plugin, new Related(asCached(m, related), deleted), clone(this.configValue));
     } finally {
       install(previous);
     }

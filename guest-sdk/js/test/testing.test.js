@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 
-import { CacheError, Grant, ObjectRef, TransientError, apply, cache, event, grant, kinds, log, manifest, patch, prune, remove, requeueAfter, status, watch } from '../src/index.js';
+import { CacheError, Grant, ObjectRef, TransientError, Trigger, apply, cache, event, grant, index, kinds, log, manifest, patch, prune, ref, remove, requeueAfter, status, watch } from '../src/index.js';
 import { durationMillis } from '../src/actions.js';
 import { TestCase } from '../src/testing.js';
 
@@ -127,8 +127,7 @@ test('a duration that is not finite is refused where it is given', () => {
 
 test('the SDK ships the contract it is built against', () => {
   const shipped = readFileSync(new URL('../wit/plugin.wit', import.meta.url), 'utf8');
-  // Contract 0.2 until the glue carries 0.3 (scripts/sdk-assets says which it ships).
-  const repo = readFileSync(new URL('../../../wit/v0.2/plugin.wit', import.meta.url), 'utf8');
+  const repo = readFileSync(new URL('../../../wit/plugin.wit', import.meta.url), 'utf8');
   assert.equal(shipped, repo, 'run scripts/sdk-assets (npm ci runs it): it ships wit/plugin.wit into the SDK');
 });
 
@@ -297,4 +296,80 @@ test("an error's actions changed after it was built are held to status and event
     throw error;
   };
   assert.match(new TestCase(PRIMARY).run(plugin(reconcile)).error.message, /error\.actions\[1\]: a failed reconcile may only set status and record events/);
+});
+
+// ---- contract 0.3 -------------------------------------------------------------------------
+
+const deployment = (name, configMaps = [], ns = 'ns') => ({
+  apiVersion: 'apps/v1',
+  kind: 'Deployment',
+  metadata: { name, namespace: ns, uid: name },
+  spec: { template: { spec: { volumes: configMaps.map((c) => ({ name: c, configMap: { name: c } })) } } },
+});
+
+/** Maps a ConfigMap to the Deployments that mount it, through an index. */
+const roller = {
+  manifest: () => manifest({
+    name: 'roller',
+    version: '0',
+    primary: kinds.Deployment,
+    watches: [kinds.ConfigMap],
+    indexes: [index('configmap', kinds.Deployment, ['spec.template.spec.volumes[*].configMap.name'])],
+  }),
+  reconcile: () => [],
+  map: (related) => cache.byIndex(kinds.Deployment, 'configmap', related.metadata.name, { namespace: related.metadata.namespace }).map((d) => ref(d)),
+};
+
+test('map through an index finds the objects that name the key', () => {
+  const c = new TestCase(deployment('web')).cached(deployment('web', ['settings']), deployment('db', ['other']), deployment('api', ['settings'], 'far'));
+  assert.deepEqual(c.map(roller, cm('settings')).map((r) => r.name), ['web']);
+});
+
+test('a look-up by an undeclared index is refused as the host refuses it', () => {
+  const reconcile = () => {
+    cache.byIndex(kinds.Deployment, 'secret', 'x');
+    return [];
+  };
+  const { error } = new TestCase(deployment('web')).run(plugin(reconcile, { primary: kinds.Deployment }));
+  assert.match(error.message, /the manifest declares no index "secret" on apps\/v1\/Deployment/);
+});
+
+test('an annotation filter keeps unannotated objects out of the cache', () => {
+  const tagged = { ...cm('tagged'), metadata: { ...cm('tagged').metadata, annotations: { team: 'a' } } };
+  const seen = plugin(() => [status({ names: cache.list(kinds.ConfigMap).map((c) => c.metadata.name) })], { primary: watch(kinds.ConfigMap, { annotations: { team: 'a' } }) });
+  assert.deepEqual(new TestCase(tagged).cached(cm('plain')).run(seen).status, { names: ['tagged'] });
+});
+
+test('a field selected read holds only the named objects', () => {
+  const secret = (name) => ({ apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace: 'ns' } });
+  const seen = plugin(() => [status({ names: cache.list(kinds.Secret).map((s) => s.metadata.name) })], { reads: [watch(kinds.Secret, { fields: 'metadata.name=db' })] });
+  assert.deepEqual(new TestCase(PRIMARY).cached(secret('db'), secret('api')).run(seen).status, { names: ['db'] });
+});
+
+test('triggers reach the reconcile', () => {
+  const told = new Trigger('related-changed', { ref: new ObjectRef('v1', 'ConfigMap', 'settings', 'ns') });
+  const seen = plugin((request) => [status({ why: request.triggers.map((t) => t.kind), what: request.triggers[0].ref.name })]);
+  assert.deepEqual(new TestCase(PRIMARY).triggers(told, new Trigger('resync')).run(seen).status, { why: ['related-changed', 'resync'], what: 'settings' });
+});
+
+test('an apply keeps its force and precondition', () => {
+  const [action] = new TestCase(PRIMARY).run(plugin(() => [apply(cm('child'), { force: false, uid: 'u-1' })], { owns: [kinds.ConfigMap] })).actions;
+  assert.deepEqual([action.force, action.uid], [false, 'u-1']);
+});
+
+test('an apply whose precondition is no uid is refused as the host refuses it', () => {
+  const { error } = new TestCase(PRIMARY).run(plugin(() => [apply(cm('child'), { uid: 'not a uid!' })], { owns: [kinds.ConfigMap] }));
+  assert.match(error.message, /an apply action's precondition/);
+});
+
+test('a strategic merge patch that is no object is refused', () => {
+  const granted = plugin(() => [patch(cm('b'), [], 'strategic')], { writes: [grant(kinds.ConfigMap, { patch: true })] });
+  assert.match(new TestCase(PRIMARY).run(granted).error.message, /a strategic merge patch must be a JSON object/);
+});
+
+test('mapChange is told of a deletion', () => {
+  const told = { ...roller, mapChange: (change, config) => (change.deleted ? [] : roller.map(change.object, config)) };
+  const c = new TestCase(deployment('web')).cached(deployment('web', ['settings']));
+  assert.deepEqual(c.map(told, cm('settings'), { deleted: true }), []);
+  assert.deepEqual(c.map(told, cm('settings')).map((r) => r.name), ['web']);
 });

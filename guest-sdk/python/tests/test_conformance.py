@@ -50,3 +50,15 @@ def test_an_action_gets_the_host_s_answer(case):
 def test_a_response_gets_the_host_s_answer(case):
     answer = _rules.check_response(case["actions"], case["failed"], case["phase"], case["prune-allowed"])
     assert answer == case["answer"]
+
+
+@pytest.mark.parametrize("case", SUITE["caches"], ids=_id)
+def test_a_cache_holds_what_the_host_s_cache_holds(case):
+    answer = _call("holds", _rules._json(case["manifest"]), _rules._json(case["object"]))
+    assert answer == case["holds"]
+
+
+@pytest.mark.parametrize("case", SUITE["indexes"], ids=_id)
+def test_an_index_files_an_object_under_the_host_s_keys(case):
+    answer = _call("index-keys", _rules._json(case["manifest"]), case["index"], _rules._json(case["object"]))
+    assert answer == case["keys"]

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from wasmloop import CacheError, Grant, Manifest, ObjectRef, Reconciler, TransientError, Watch, apply, cache, delete, event, kinds, log, patch, prune, requeue_after, status
+from wasmloop import CacheError, Grant, Index, Manifest, ObjectRef, Reconciler, TransientError, Trigger, Watch, apply, cache, delete, event, kinds, log, patch, prune, ref, requeue_after, status
 from wasmloop.testing import TestCase
 
 PRIMARY = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "ns", "uid": "u"}}
@@ -149,8 +149,7 @@ def test_a_manifest_the_host_would_refuse_fails_the_test():
 
 
 def test_the_sdk_ships_the_contract_it_is_built_against():
-    # Contract 0.2 until the glue carries 0.3 (scripts/sdk-assets says which it ships).
-    repo_wit = Path(__file__).resolve().parents[3] / "wit" / "v0.2" / "plugin.wit"
+    repo_wit = Path(__file__).resolve().parents[3] / "wit" / "plugin.wit"
     shipped = Path(__file__).resolve().parents[1] / "wasmloop" / "wit" / "plugin.wit"
     assert shipped.read_text() == repo_wit.read_text(), "run scripts/sdk-assets: it ships wit/plugin.wit into the SDK"
 
@@ -446,3 +445,90 @@ def test_an_error_s_actions_changed_after_it_was_built_are_held_to_status_and_ev
 
     error = TestCase(PRIMARY).run(plugin(reconcile)).error
     assert "error.actions[1]: a failed reconcile may only set status and record events" in error.message
+
+
+# ---- contract 0.3 -------------------------------------------------------------------------
+
+DEPLOYMENT = {"apiVersion": "apps/v1", "kind": "Deployment"}
+
+
+def deployment(name, configmaps=(), ns="ns"):
+    volumes = [{"name": c, "configMap": {"name": c}} for c in configmaps]
+    return {**DEPLOYMENT, "metadata": {"name": name, "namespace": ns, "uid": name}, "spec": {"template": {"spec": {"volumes": volumes}}}}
+
+
+BY_CONFIGMAP = Index("configmap", kinds.Deployment, ["spec.template.spec.volumes[*].configMap.name"])
+
+
+class Roller(Reconciler):
+    """Maps a ConfigMap to the Deployments that mount it, through an index."""
+
+    def manifest(self):
+        return Manifest("roller", "0", primary=kinds.Deployment, watches=[kinds.ConfigMap], indexes=[BY_CONFIGMAP])
+
+    def reconcile(self, request):
+        return []
+
+    def map(self, related, config):
+        meta = related["metadata"]
+        return [ref(d) for d in cache.by_index(kinds.Deployment, "configmap", meta["name"], namespace=meta["namespace"])]
+
+
+def test_map_through_an_index_finds_the_objects_that_name_the_key():
+    case = TestCase(deployment("web")).cached(deployment("web", ["settings"]), deployment("db", ["other"]), deployment("api", ["settings"], ns="far"))
+    found = case.map(Roller(), cm("settings"))
+    assert [r.name for r in found] == ["web"]
+
+
+def test_a_look_up_by_an_undeclared_index_is_refused_as_the_host_refuses_it():
+    def reconcile(_):
+        cache.by_index(kinds.Deployment, "secret", "x")
+        return []
+
+    error = TestCase(deployment("web")).run(plugin(reconcile, primary=kinds.Deployment)).error
+    assert 'the manifest declares no index "secret" on apps/v1/Deployment' in error.message
+
+
+def test_an_annotation_filter_keeps_unannotated_objects_out_of_the_cache():
+    tagged = {**cm("tagged"), "metadata": {**cm("tagged")["metadata"], "annotations": {"team": "a"}}}
+    seen = plugin(lambda _: [status({"names": [c["metadata"]["name"] for c in cache.list(kinds.ConfigMap)]})], primary=Watch(kinds.ConfigMap, annotations={"team": "a"}))
+    assert TestCase(tagged).cached(cm("plain")).run(seen).status == {"names": ["tagged"]}
+
+
+def test_a_field_selected_read_holds_only_the_named_objects():
+    secret = lambda name: {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": "ns"}}  # noqa: E731
+    seen = plugin(lambda _: [status({"names": [s["metadata"]["name"] for s in cache.list(kinds.Secret)]})], reads=[Watch(kinds.Secret, fields="metadata.name=db")])
+    assert TestCase(PRIMARY).cached(secret("db"), secret("api")).run(seen).status == {"names": ["db"]}
+
+
+def test_triggers_reach_the_reconcile():
+    told = Trigger("related-changed", ref=ObjectRef("v1", "ConfigMap", "settings", "ns"))
+    seen = plugin(lambda request: [status({"why": [t.kind for t in request.triggers], "what": request.triggers[0].ref.name})])
+    assert TestCase(PRIMARY).triggers(told, Trigger("resync")).run(seen).status == {"why": ["related-changed", "resync"], "what": "settings"}
+
+
+def test_an_apply_keeps_its_force_and_precondition():
+    child = cm("child")
+    outcome = TestCase(PRIMARY).run(plugin(lambda _: [apply(child, force=False, uid="u-1")], owns=[kinds.ConfigMap]))
+    (action,) = outcome.actions
+    assert (action.force, action.uid) == (False, "u-1")
+
+
+def test_an_apply_whose_precondition_is_no_uid_is_refused_as_the_host_refuses_it():
+    error = TestCase(PRIMARY).run(plugin(lambda _: [apply(cm("child"), uid="not a uid!")], owns=[kinds.ConfigMap])).error
+    assert "an apply action's precondition" in error.message
+
+
+def test_a_strategic_merge_patch_that_is_no_object_is_refused():
+    granted = plugin(lambda _: [patch(cm("b"), [], kind="strategic")], writes=[Grant(kinds.ConfigMap, patch=True)])
+    assert "a strategic merge patch must be a JSON object" in TestCase(PRIMARY).run(granted).error.message
+
+
+def test_map_change_is_told_of_a_deletion():
+    class Told(Roller):
+        def map_change(self, change, config):
+            return [] if change.deleted else super().map_change(change, config)
+
+    case = TestCase(deployment("web")).cached(deployment("web", ["settings"]))
+    assert case.map(Told(), cm("settings"), deleted=True) == []
+    assert [r.name for r in case.map(Told(), cm("settings"))] == ["web"]

@@ -42,15 +42,16 @@ from .actions import (
 )
 from .errors import CacheError, PermanentError, ReconcileError, TransientError
 from .kinds import Kind
-from .manifest import Grant, Manifest, Settings, Watch
+from .manifest import Grant, Index, Manifest, Settings, Watch
 from .reconciler import Reconciler
-from .request import Request
+from .request import ApplyConflict, FieldConflict, Related, Request, Trigger
 
-__version__ = "0.2.1"
+__version__ = "0.3.0"
 
 __all__ = [
-    "Action", "Apply", "CacheError", "Delete", "Event", "Grant", "Kind", "Manifest", "ObjectRef",
-    "Patch", "PermanentError", "Prune", "ReconcileError", "Reconciler", "Request", "RequeueAfter",
-    "Settings", "Status", "TransientError", "Watch", "apply", "cache", "delete", "event", "kinds",
+    "Action", "Apply", "ApplyConflict", "CacheError", "Delete", "Event", "FieldConflict", "Grant",
+    "Index", "Kind", "Manifest", "ObjectRef", "Patch", "PermanentError", "Prune", "ReconcileError",
+    "Reconciler", "Related", "Request", "RequeueAfter", "Settings", "Status", "TransientError",
+    "Trigger", "Watch", "apply", "cache", "delete", "event", "kinds",
     "log", "patch", "prune", "ref", "requeue_after", "status",
 ]

@@ -1,5 +1,5 @@
 """The WIT glue: turns a ``Reconciler`` into the ``plugin`` and ``cache-options`` exports of
-``wasmloop:plugin@0.2.1``. Imported only inside the component, where componentize-py's
+``wasmloop:plugin@0.3.0``. Imported only inside the component, where componentize-py's
 ``wit_world`` bindings exist. Not a public API."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from .errors import CacheError
 from .kinds import Kind
 from .manifest import Manifest, Watch
 from .reconciler import Reconciler
-from .request import Envelope, Request
+from .request import ApplyConflict, Envelope, FieldConflict, Related, Request, Trigger
 
 _LEVELS = {
     "trace": wit_types.LogLevel.TRACE,
@@ -36,7 +36,9 @@ _CACHE_ERRORS = {
     wit_cache.CacheError_OutOfScope: "out-of-scope",
     wit_cache.CacheError_AccessRevoked: "access-revoked",
     wit_cache.CacheError_InvalidContinue: "invalid-continue",
+    wit_cache.CacheError_UnknownIndex: "unknown-index",
 }
+_PATCH_KINDS = {"merge": wit_plugin.PatchKind.MERGE, "json": wit_plugin.PatchKind.JSON, "strategic": wit_plugin.PatchKind.STRATEGIC}
 _PHASES = {wit_plugin.Phase.APPLY: "apply", wit_plugin.Phase.CLEANUP: "cleanup", wit_plugin.Phase.DELETED: "deleted"}
 
 
@@ -45,7 +47,14 @@ def _gvk(kind: Kind) -> wit_types.Gvk:
 
 
 def _selector(watch: Watch) -> wit_types.KindSelector:
-    return wit_types.KindSelector(_gvk(watch.kind), watch.namespace, watch.labels)
+    return wit_types.KindSelector(
+        _gvk(watch.kind),
+        watch.namespace_list,
+        watch.labels,
+        watch.fields,
+        [wit_types.AnnotationMatch(k, v) for k, v in watch.annotations.items()],
+        watch.generation_changed,
+    )
 
 
 def _cache_error(e: Err) -> CacheError:
@@ -71,6 +80,15 @@ class _ComponentHost:
             raise _cache_error(e) from None
         return [json.loads(o.json) for o in page.items], page.continue_token
 
+    def index_page(
+        self, kind: Kind, index: str, key: str, namespace: Optional[str], limit: int, token: Optional[str]
+    ) -> Tuple[List[dict], Optional[str]]:
+        try:
+            page = wit_cache.list_by_index(_gvk(kind), index, key, namespace, limit, token)
+        except Err as e:
+            raise _cache_error(e) from None
+        return [json.loads(o.json) for o in page.items], page.continue_token
+
     def log(self, level: str, message: str) -> None:
         wit_log.log(_LEVELS[level], message)
 
@@ -83,14 +101,32 @@ def _ref(r: ObjectRef) -> wit_types.ObjectRef:
     return wit_types.ObjectRef(r.api_version, r.kind, r.name, r.namespace, r.uid)
 
 
+def _from_ref(r: wit_types.ObjectRef) -> ObjectRef:
+    return ObjectRef(r.api_version, r.kind, r.name, r.namespace, r.uid)
+
+
+def _trigger(t) -> Trigger:
+    if isinstance(t, wit_plugin.Trigger_PrimaryChanged):
+        return Trigger("primary-changed", generation=(t.value.old, t.value.new))
+    if isinstance(t, wit_plugin.Trigger_OwnedChanged):
+        return Trigger("owned-changed", ref=_from_ref(t.value))
+    if isinstance(t, wit_plugin.Trigger_RelatedChanged):
+        return Trigger("related-changed", ref=_from_ref(t.value))
+    if isinstance(t, wit_plugin.Trigger_Conflict):
+        c = t.value
+        fields = tuple(FieldConflict(f.manager, f.field) for f in c.fields)
+        return Trigger("conflict", ref=_from_ref(c.target), conflict=ApplyConflict(_from_ref(c.target), fields, c.more))
+    kinds = {wit_plugin.Trigger_Resync: "resync", wit_plugin.Trigger_Requeue: "requeue", wit_plugin.Trigger_Retry: "retry"}
+    return Trigger(kinds[type(t)])
+
+
 def _action(a, payload: Optional[str]) -> wit_plugin.Action:
     if isinstance(a, Apply):
-        return wit_plugin.Action_Apply(payload)
+        return wit_plugin.Action_Apply(wit_plugin.ApplyObject(payload, a.force, a.uid))
     if isinstance(a, Delete):
         return wit_plugin.Action_Delete(_ref(a.target))
     if isinstance(a, Patch):
-        kind = wit_plugin.PatchKind.MERGE if a.kind == "merge" else wit_plugin.PatchKind.JSON
-        return wit_plugin.Action_Patch(wit_plugin.Patch(_ref(a.target), kind, payload))
+        return wit_plugin.Action_Patch(wit_plugin.Patch(_ref(a.target), _PATCH_KINDS[a.kind], payload))
     if isinstance(a, Status):
         return wit_plugin.Action_Status(payload)
     if isinstance(a, Event):
@@ -121,13 +157,14 @@ def _manifest(m: Manifest) -> wit_types.PluginManifest:
         primary=_selector(m.primary_watch),
         owns=[_gvk(k) for k in m.owns],
         watches=[_selector(w) for w in m.watch_list],
-        reads=[_gvk(k) for k in m.reads],
+        reads=[_selector(r) for r in m.read_list],
         metadata_only=[_gvk(k) for k in m.metadata_only],
         writes=[grant(g) for g in m.writes],
         finalizer=m.finalizer,
         prune=m.prune,
         deliver_deleted=m.deliver_deleted,
         deliver_previous=m.deliver_previous,
+        indexes=[wit_types.Index(i.name, _gvk(i.kind), list(i.fields)) for i in m.indexes],
         settings=wit_types.Settings(s.max_concurrent_reconciles, s.deadline_ms, s.memory_limit_bytes, s.response_limit_bytes, s.resync_seconds),
     )
 
@@ -148,6 +185,8 @@ def component_exports(reconciler: Reconciler):
                 None if request.previous is None else _envelope(request.previous),
                 request.attempt,
                 request.config,
+                [_trigger(t) for t in request.triggers],
+                request.triggers_dropped,
             )
             result = _outcome.reconcile(reconciler, req)
             try:
@@ -164,9 +203,10 @@ def component_exports(reconciler: Reconciler):
             )
             raise Err(reconcile_error)
 
-        def map(self, related: wit_types.Object, config: str) -> List[wit_types.ObjectRef]:
+        def map(self, change: wit_plugin.RelatedChange, config: str) -> List[wit_types.ObjectRef]:
+            related = change.object
             try:
-                refs = reconciler.map(json.loads(related.json), json.loads(config or "{}"))
+                refs = reconciler.map_change(Related(json.loads(related.json), change.deleted), json.loads(config or "{}"))
                 return [_ref(r) for r in refs]
             except Exception as e:
                 # map has no error channel: say why in the host's log before the call fails.

@@ -15,6 +15,10 @@ class Host(Protocol):
         self, kind: Kind, namespace: Optional[str], selector: Optional[str], limit: int, token: Optional[str]
     ) -> Tuple[List[dict], Optional[str]]: ...
 
+    def index_page(
+        self, kind: Kind, index: str, key: str, namespace: Optional[str], limit: int, token: Optional[str]
+    ) -> Tuple[List[dict], Optional[str]]: ...
+
     def log(self, level: str, message: str) -> None: ...
 
 
@@ -27,7 +31,7 @@ class _Unset:
             "or under wasmloop.testing.TestCase"
         )
 
-    get = page = log = _fail
+    get = page = index_page = log = _fail
 
 
 current: Host = _Unset()

@@ -23,8 +23,12 @@ from .actions import Action, Apply, Delete, Event, ObjectRef, Patch, Prune, Stat
 from .manifest import Manifest, Watch
 
 COMPONENT = Path(__file__).resolve().parent / "rules" / "rules.wasm"
-INTERFACE = "wasmloop:rules/rules@0.1.0"
-_FUNCTIONS = ("check-value", "check-selector", "selector-matches", "check-manifest", "check-response", "check-action")
+VERSION = "0.1.1"
+# Each function the harness asks, under the interface that exports it.
+_FUNCTIONS = {
+    "rules": ("check-value", "check-selector", "selector-matches", "check-manifest", "check-response", "check-action"),
+    "cache-rules": ("holds", "index-keys"),
+}
 
 
 class _Component:
@@ -51,13 +55,14 @@ class _Component:
         linker = Linker(engine)
         linker.add_wasip2()
         instance = linker.instantiate(self._store, Component.from_file(engine, str(COMPONENT)))
-        interface = instance.get_export_index(self._store, INTERFACE)
-        if interface is None:
-            raise RuntimeError(f"{COMPONENT} exports no {INTERFACE}: run scripts/sdk-assets again")
-        self._functions = {
-            name: instance.get_func(self._store, instance.get_export_index(self._store, name, interface))
-            for name in _FUNCTIONS
-        }
+        self._functions = {}
+        for interface_name, names in _FUNCTIONS.items():
+            qualified = f"wasmloop:rules/{interface_name}@{VERSION}"
+            interface = instance.get_export_index(self._store, qualified)
+            if interface is None:
+                raise RuntimeError(f"{COMPONENT} exports no {qualified}: run scripts/sdk-assets again")
+            for name in names:
+                self._functions[name] = instance.get_func(self._store, instance.get_export_index(self._store, name, interface))
         self._lock = threading.Lock()
 
     def call(self, name: str, *args: Any) -> Any:
@@ -87,11 +92,26 @@ def selector_matches(text: str, labels: Any) -> bool:
     the host's sentence when it does not parse. Labels that are not strings are no labels, as
     the host reads JSON."""
     pairs = [(k, v) for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)] if isinstance(labels, dict) else []
-    answer = _component().call("selector-matches", text, pairs)
-    # The result's two sides differ in type: `ok` a bool, `err` the sentence.
-    if isinstance(answer, str):
+    return _result(_component().call("selector-matches", text, pairs), bool)
+
+
+def _result(answer: Any, ok: type) -> Any:
+    # A result's two sides differ in type here: `ok` is `ok`'s type, `err` the sentence.
+    if isinstance(answer, str) and ok is not str:
         raise ValueError(answer)
     return answer
+
+
+def cache_holds(manifest: Manifest, obj: dict) -> bool:
+    """Whether the host's cache holds ``obj`` for a plugin with this manifest: its namespaces,
+    labels, fields, annotations and finalizer, as the informers select."""
+    return _result(_component().call("holds", _json(manifest_record(manifest)), _json(obj)), bool)
+
+
+def index_keys(manifest: Manifest, index: str, obj: dict) -> List[str]:
+    """The keys the manifest's index ``index`` files ``obj`` under, as the host's index does;
+    ``ValueError`` with the host's sentence when the manifest declares no such index."""
+    return _result(_component().call("index-keys", _json(manifest_record(manifest)), index, _json(obj)), list)
 
 
 def check_manifest(manifest: Manifest) -> Optional[str]:
@@ -125,7 +145,14 @@ def _gvk(kind) -> Dict[str, str]:
 
 
 def _selector(watch: Watch) -> Dict[str, Any]:
-    return {"kind": _gvk(watch.kind), "namespace": watch.namespace, "label-selector": watch.labels}
+    return {
+        "kind": _gvk(watch.kind),
+        "namespaces": watch.namespace_list,
+        "label-selector": watch.labels,
+        "field-selector": watch.fields,
+        "annotations": [{"key": k, "value": v} for k, v in watch.annotations.items()],
+        "generation-changed": watch.generation_changed,
+    }
 
 
 def manifest_record(m: Manifest) -> Dict[str, Any]:
@@ -144,9 +171,10 @@ def manifest_record(m: Manifest) -> Dict[str, Any]:
         "primary": _selector(m.primary_watch),
         "owns": [_gvk(k) for k in m.owns],
         "watches": [_selector(w) for w in m.watch_list],
-        "reads": [_gvk(k) for k in m.reads],
+        "reads": [_selector(r) for r in m.read_list],
         "metadata-only": [_gvk(k) for k in m.metadata_only],
         "writes": [grant(g) for g in m.writes],
+        "indexes": [{"name": i.name, "kind": _gvk(i.kind), "fields": list(i.fields)} for i in m.indexes],
         "keep-fields": [{"kind": _gvk(k), "managed-fields": mf, "last-applied": la} for k, mf, la in m.keeps()],
         "finalizer": m.finalizer,
         "settings": {
@@ -166,7 +194,7 @@ def _ref(r: ObjectRef) -> Dict[str, Any]:
 def action_record(a: Action, payload: Optional[str]) -> Any:
     """``a`` as the WIT's ``action`` variant in JSON."""
     if isinstance(a, Apply):
-        return {"apply": payload}
+        return {"apply": {"object": payload, "force": a.force, "uid": a.uid}}
     if isinstance(a, Delete):
         return {"delete": _ref(a.target)}
     if isinstance(a, Patch):

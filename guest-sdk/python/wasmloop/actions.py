@@ -46,13 +46,24 @@ def ref(obj: dict, *, with_uid: bool = True) -> ObjectRef:
 
 @dataclass(frozen=True)
 class Apply:
-    """Server-side apply of a whole object."""
+    """Server-side apply of ``object``: the plugin's whole intent for the fields it manages
+    (field manager ``wasmloop/<name>``), so a field it applied before and leaves out now is
+    removed. Apply a partial dict naming only the fields the plugin owns.
+
+    ``force`` takes fields other managers own; without it, an apply that would take one writes
+    nothing and the next reconcile carries a ``conflict`` trigger naming them. ``uid``: act only
+    while the live object has this UID."""
 
     object: dict
+    force: bool = True
+    uid: Optional[str] = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.object, dict):
             raise TypeError(f"apply takes the object as a dict, not {type(self.object).__name__}")
+        if not isinstance(self.force, bool):
+            raise TypeError(f"Apply.force must be a bool, not {type(self.force).__name__}")
+        _string(self, "uid", optional=True)
 
 
 @dataclass(frozen=True)
@@ -68,7 +79,8 @@ class Delete:
 
 @dataclass(frozen=True)
 class Patch:
-    """Patch an object a write grant covers; ``kind`` is ``"merge"`` or ``"json"``."""
+    """Patch an object a write grant covers; ``kind`` is ``"merge"``, ``"json"`` or
+    ``"strategic"`` (built-in kinds only: lists merge by their key, a container by ``name``)."""
 
     target: ObjectRef
     kind: str
@@ -134,12 +146,14 @@ def _string(value: Any, field_name: str, optional: bool = False) -> None:
 Action = Union[Apply, Delete, Patch, Status, Event, Prune, RequeueAfter]
 
 EVENT_TYPES = ("Normal", "Warning")
-PATCH_KINDS = ("merge", "json")
+PATCH_KINDS = ("merge", "json", "strategic")
 
 
-def apply(obj: dict) -> Apply:
-    """Server-side apply ``obj``. A namespaced object without a namespace goes to the primary's."""
-    return Apply(obj)
+def apply(obj: dict, *, force: bool = True, uid: Optional[str] = None) -> Apply:
+    """Server-side apply ``obj``. A namespaced object without a namespace goes to the primary's.
+    ``force=False`` reports another manager's fields instead of taking them; ``uid`` makes the
+    live object's UID a precondition."""
+    return Apply(obj, force, uid)
 
 
 def delete(target: Union[ObjectRef, dict]) -> Delete:
@@ -148,8 +162,8 @@ def delete(target: Union[ObjectRef, dict]) -> Delete:
 
 
 def patch(target: Union[ObjectRef, dict], document: Any, kind: str = "merge") -> Patch:
-    """Patch ``target`` with a JSON merge patch (a dict) or, with ``kind="json"``, an
-    RFC 6902 operation list."""
+    """Patch ``target`` with a JSON merge patch (a dict), with ``kind="json"`` an RFC 6902
+    operation list, or with ``kind="strategic"`` a strategic merge patch (built-in kinds)."""
     return Patch(target if isinstance(target, ObjectRef) else ref(target), kind, document)
 
 

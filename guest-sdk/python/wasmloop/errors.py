@@ -62,7 +62,7 @@ class PermanentError(ReconcileError):
 class CacheError(Exception):
     """The host refused a cache look-up. ``case`` is the contract's case name
     (``undeclared-kind``, ``invalid-selector``, ``out-of-scope``, ``access-revoked``,
-    ``invalid-continue``). Left uncaught, ``access-revoked`` is retried and the rest wait
+    ``invalid-continue``, ``unknown-index``). Left uncaught, ``access-revoked`` is retried and the rest wait
     for a change, as in the Rust SDK."""
 
     def __init__(self, case: str, message: str) -> None:

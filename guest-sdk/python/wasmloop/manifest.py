@@ -11,19 +11,69 @@ test harness (``wasmloop.testing``), so a test of a plugin the host would refuse
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .kinds import Kind
 
 
 @dataclass(frozen=True)
 class Watch:
-    """Objects of ``kind`` the plugin wants to see, optionally in one namespace and through a
-    label selector in Kubernetes syntax (``app=web,tier!=cache``)."""
+    """Which objects of ``kind`` the plugin wants to see. Every filter given must hold, and the
+    host's cache keeps only what they select:
+
+    - ``namespace`` or ``namespaces``: only these namespaces (none: every namespace);
+    - ``labels``: a label selector in Kubernetes syntax (``app=web,tier!=cache``);
+    - ``fields``: a field selector the API server applies (``metadata.name=db``,
+      ``type=kubernetes.io/tls``);
+    - ``annotations``: annotations each object carries, a dict of key to value (``None``: only
+      present);
+    - ``generation_changed``: call the plugin only when ``metadata.generation`` changed
+      (status-only updates do not call it), for a primary.
+
+    >>> from wasmloop import kinds
+    >>> Watch(kinds.Secret, fields="metadata.name=db").fields
+    'metadata.name=db'
+    """
 
     kind: Kind
     namespace: Optional[str] = None
     labels: Optional[str] = None
+    namespaces: Sequence[str] = ()
+    fields: Optional[str] = None
+    annotations: Mapping[str, Optional[str]] = field(default_factory=dict)
+    generation_changed: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.namespaces, str):
+            raise TypeError(f"Watch namespaces {self.namespaces!r}: give a list of namespaces")
+        if not isinstance(self.annotations, Mapping):
+            raise TypeError("Watch annotations: give a dict of key to value (None: only present)")
+        object.__setattr__(self, "namespaces", tuple(self.namespaces))
+        object.__setattr__(self, "annotations", dict(self.annotations))
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.namespace, self.labels, self.namespaces, self.fields, self.generation_changed))
+
+    @property
+    def namespace_list(self) -> List[str]:
+        """Every namespace given, ``namespace`` and ``namespaces`` together."""
+        return [*self.namespaces, *([self.namespace] if self.namespace is not None else [])]
+
+
+@dataclass(frozen=True)
+class Index:
+    """An index the host keeps over a declared kind: ``cache.by_index(kind, name, key)`` finds
+    the objects whose ``fields`` (paths such as ``spec.template.spec.volumes[*].configMap.name``)
+    reach ``key``, without reading every object of the kind."""
+
+    name: str
+    kind: Kind
+    fields: Sequence[str]
+
+    def __post_init__(self) -> None:
+        if isinstance(self.fields, str):
+            raise TypeError(f"Index {self.name!r} fields: give a list of field paths")
+        object.__setattr__(self, "fields", tuple(self.fields))
 
 
 @dataclass(frozen=True)
@@ -78,7 +128,7 @@ class Manifest:
     primary: KindOrWatch
     owns: List[Kind] = field(default_factory=list)
     watches: List[KindOrWatch] = field(default_factory=list)
-    reads: List[Kind] = field(default_factory=list)
+    reads: List[KindOrWatch] = field(default_factory=list)
     metadata_only: List[Kind] = field(default_factory=list)
     writes: List[Grant] = field(default_factory=list)
     finalizer: Optional[str] = None
@@ -88,6 +138,7 @@ class Manifest:
     settings: Settings = field(default_factory=Settings)
     keep_managed_fields: List[Kind] = field(default_factory=list)
     keep_last_applied: List[Kind] = field(default_factory=list)
+    indexes: List[Index] = field(default_factory=list)
 
     @property
     def primary_watch(self) -> Watch:
@@ -97,10 +148,14 @@ class Manifest:
     def watch_list(self) -> List[Watch]:
         return [w if isinstance(w, Watch) else Watch(w) for w in self.watches]
 
+    @property
+    def read_list(self) -> List[Watch]:
+        return [r if isinstance(r, Watch) else Watch(r) for r in self.reads]
+
     def declared_kinds(self) -> Iterable[Kind]:
         """Every kind the plugin may read: primary, owned, watched and read."""
         seen = []
-        for kind in [self.primary_watch.kind, *self.owns, *(w.kind for w in self.watch_list), *self.reads]:
+        for kind in [self.primary_watch.kind, *self.owns, *(w.kind for w in self.watch_list), *(r.kind for r in self.read_list)]:
             if kind not in seen:
                 seen.append(kind)
         return seen
@@ -112,16 +167,3 @@ class Manifest:
             if kind not in kinds:
                 kinds.append(kind)
         return [(k, k in self.keep_managed_fields, k in self.keep_last_applied) for k in kinds]
-
-    def visible(self, kind: Kind) -> Optional[List[Watch]]:
-        """Which objects of ``kind`` the host caches for this plugin: ``None`` for all of them,
-        else only what these selected watches select (a kind declared only under watches, each
-        with a label selector). The primary is always whole."""
-        if kind == self.primary_watch.kind or kind in self.owns or kind in self.reads:
-            return None
-        watches = [w for w in self.watch_list if w.kind == kind]
-        # One watch of every namespace that selects everything sees it all; a watch of one
-        # namespace sees only that namespace, selector or not.
-        if not watches or any(not (w.labels or "").strip() and w.namespace is None for w in watches):
-            return None
-        return watches

@@ -6,7 +6,7 @@ from typing import Any, List
 
 from .actions import Action, ObjectRef
 from .manifest import Manifest
-from .request import Request
+from .request import Related, Request
 
 
 class Reconciler:
@@ -24,5 +24,11 @@ class Reconciler:
         raise NotImplementedError("a Reconciler must define reconcile(request)")
 
     def map(self, related: dict, config: Any) -> List[ObjectRef]:
-        """The primaries to requeue when ``related`` (an object of a watched kind) changes."""
+        """The primaries to requeue when ``related`` (an object of a watched kind) changes.
+        ``wasmloop.cache.by_index`` finds the primaries that name it."""
         return []
+
+    def map_change(self, change: Related, config: Any) -> List[ObjectRef]:
+        """``map``, told whether the object was deleted (or left the watch's selection). The
+        default calls ``map`` with the object."""
+        return self.map(change.object, config)

@@ -1,4 +1,5 @@
-"""What one reconcile sees: the primary, its owned children, the phase and the config.
+"""What one reconcile sees: the primary, its owned children, the phase, the config, and why
+it runs (its triggers).
 
 Objects cross the boundary as JSON text with their routing fields beside it; each is parsed
 into a plain dict the first time the plugin reads it, so filtering children by kind parses
@@ -10,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Tuple
 
 from .actions import ObjectRef
 from .kinds import Kind
@@ -44,6 +45,55 @@ class Envelope:
         return json.loads(self.json)
 
 
+@dataclass(frozen=True)
+class FieldConflict:
+    """A field another manager owns (``manager``, ``field`` as ``.spec.replicas``)."""
+
+    manager: str
+    field: str
+
+
+@dataclass(frozen=True)
+class ApplyConflict:
+    """A non-forced apply that wrote nothing, since other managers own fields it sets."""
+
+    target: ObjectRef
+    fields: Tuple[FieldConflict, ...] = ()
+    more: int = 0
+
+
+TRIGGER_KINDS = ("primary-changed", "owned-changed", "related-changed", "resync", "requeue", "retry", "conflict")
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """Why a reconcile runs. ``kind`` is one of ``TRIGGER_KINDS``; ``ref`` names the object of
+    ``owned-changed`` and ``related-changed``; ``generation`` is ``(old, new)`` for
+    ``primary-changed``; ``conflict`` is the ``ApplyConflict`` of ``conflict``.
+
+    >>> Trigger("related-changed", ref=ObjectRef("v1", "Secret", "db", "shop")).ref.name
+    'db'
+    """
+
+    kind: str
+    ref: Optional[ObjectRef] = None
+    generation: Optional[Tuple[Optional[int], Optional[int]]] = None
+    conflict: Optional[ApplyConflict] = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in TRIGGER_KINDS:
+            raise ValueError(f"trigger kind {self.kind!r}: one of {TRIGGER_KINDS}")
+
+
+@dataclass(frozen=True)
+class Related:
+    """A change of a related object, as ``Reconciler.map_change`` sees it: its new state (its
+    last, when ``deleted``: it was deleted or left the watch's selection)."""
+
+    object: dict
+    deleted: bool = False
+
+
 class Request:
     """One reconcile's input. ``phase`` is ``"apply"``, ``"cleanup"`` or ``"deleted"``."""
 
@@ -55,6 +105,8 @@ class Request:
         previous: Optional[Envelope] = None,
         attempt: int = 0,
         config: str = "{}",
+        triggers: Optional[List[Trigger]] = None,
+        triggers_dropped: int = 0,
     ) -> None:
         if phase not in PHASES:
             raise ValueError(f"phase {phase!r}: one of {PHASES}")
@@ -64,6 +116,10 @@ class Request:
         self.previous_envelope = previous
         self.attempt = attempt
         self.config_json = config
+        #: Why it runs: every trigger since the last call, oldest first (at most 32).
+        self.triggers: List[Trigger] = list(triggers or [])
+        #: Triggers beyond those listed.
+        self.triggers_dropped = triggers_dropped
 
     @property
     def name(self) -> str:

@@ -33,7 +33,7 @@ from .errors import CacheError, PermanentError, ReconcileError
 from .kinds import Kind
 from .manifest import Manifest
 from .reconciler import Reconciler
-from .request import Envelope, Request
+from .request import Envelope, Related, Request, Trigger
 
 PAGE_SIZE = 500
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
@@ -100,11 +100,8 @@ class _FakeHost:
         self.undeclared: Optional[str] = None
 
     def _held(self, obj: dict) -> bool:
-        kind = Kind.of(obj.get("apiVersion", ""), obj.get("kind", ""))
-        watches = self.manifest.visible(kind)
-        if watches is None:
-            return True
-        return any(_in_namespace(w.namespace, obj) and _rules.selector_matches(w.labels or "", _labels(obj)) for w in watches)
+        # The host's own answer: namespaces, labels, fields, annotations and the finalizer.
+        return _rules.cache_holds(self.manifest, obj)
 
     def _of(self, kind: Kind) -> List[dict]:
         if kind not in self.manifest.declared_kinds():
@@ -133,25 +130,36 @@ class _FakeHost:
         except ValueError as e:
             raise CacheError("invalid-selector", str(e)) from None
         wanted = lambda labels: _rules.selector_matches(text, labels)  # noqa: E731
-        after: Optional[Tuple[str, str]] = None
-        if token is not None:
-            try:
-                ns, name = json.loads(token)
-                after = (str(ns), str(name))
-            except (ValueError, TypeError):
-                raise CacheError("invalid-continue", f"continue token {token!r} is no position this host produced") from None
-        items = [
-            o
-            for o in of_kind
-            if _in_namespace(namespace, o) and wanted(_labels(o)) and (after is None or _place(o) > after)
-        ]
-        size = PAGE_SIZE if limit == 0 else min(limit, PAGE_SIZE)
-        page = items[:size]
-        next_token = json.dumps(list(_place(page[-1]))) if len(items) > size else None
-        return [copy.deepcopy(o) for o in page], next_token
+        return _page_of([o for o in of_kind if _in_namespace(namespace, o) and wanted(_labels(o))], limit, token)
+
+    def index_page(self, kind, index, key, namespace, limit, token):
+        of_kind = self._of(kind)
+        if not any(i.kind == kind and i.name == index for i in self.manifest.indexes):
+            raise CacheError(
+                "unknown-index",
+                f"plugin {self.manifest.name}: the manifest declares no index {json.dumps(index)} on {kind}; declare it under `indexes`",
+            )
+        filed = [o for o in of_kind if _in_namespace(namespace, o) and key in _rules.index_keys(self.manifest, index, o)]
+        return _page_of(filed, limit, token)
 
     def log(self, level: str, message: str) -> None:
         self.logs.append((level, message))
+
+
+def _page_of(items: List[dict], limit: int, token: Optional[str]) -> Tuple[List[dict], Optional[str]]:
+    """One page of ``items`` (in (namespace, name) order) after ``token``, as the host pages."""
+    after: Optional[Tuple[str, str]] = None
+    if token is not None:
+        try:
+            ns, name = json.loads(token)
+            after = (str(ns), str(name))
+        except (ValueError, TypeError):
+            raise CacheError("invalid-continue", f"continue token {token!r} is no position this host produced") from None
+    items = [o for o in items if after is None or _place(o) > after]
+    size = PAGE_SIZE if limit == 0 else min(limit, PAGE_SIZE)
+    page = items[:size]
+    next_token = json.dumps(list(_place(page[-1]))) if len(items) > size else None
+    return [copy.deepcopy(o) for o in page], next_token
 
 
 def _ungranted(manifest: Manifest, primary: dict, action: Action) -> Optional[str]:
@@ -207,7 +215,7 @@ def _strings(action: Action) -> List[Optional[str]]:
     if isinstance(ref, ObjectRef):
         strings += [ref.api_version, ref.kind, ref.name, ref.namespace, ref.uid]
     if isinstance(action, Apply):
-        strings.append(_outcome.to_json(action.object, "an applied object"))
+        strings += [_outcome.to_json(action.object, "an applied object"), action.uid]
     elif isinstance(action, Status):
         strings.append(_outcome.to_json(action.status, "a status"))
     elif isinstance(action, Patch):
@@ -321,6 +329,7 @@ class TestCase:
         self._phase = "apply"
         self._previous: Optional[dict] = None
         self._attempt = 0
+        self._triggers: List[Trigger] = []
 
     def owned(self, *children: dict) -> "TestCase":
         """Children handed over in ``request.owned`` (and readable from the cache)."""
@@ -348,6 +357,11 @@ class TestCase:
         self._attempt = attempt
         return self
 
+    def triggers(self, *triggers: Trigger) -> "TestCase":
+        """Why the call happens (``request.triggers``), oldest first; the host keeps 32."""
+        self._triggers.extend(triggers)
+        return self
+
     def request(self, manifest: Manifest) -> Request:
         """The request the plugin gets, its objects as the host's cache holds them."""
         cached = lambda o: Envelope.of(as_cached(manifest, o))  # noqa: E731
@@ -358,6 +372,8 @@ class TestCase:
             None if self._previous is None else cached(self._previous),
             self._attempt,
             json.dumps(self._config),
+            self._triggers[-32:],
+            max(0, len(self._triggers) - 32),
         )
 
     def _host(self, manifest: Manifest) -> _FakeHost:
@@ -386,15 +402,16 @@ class TestCase:
             result = _outcome.Result(error=PermanentError(refused))
         return Outcome(result, host.logs)
 
-    def map(self, plugin: Reconciler, related: dict) -> List[ObjectRef]:
-        """Runs ``plugin.map`` on ``related`` with this case's cache and config. Fails the test
+    def map(self, plugin: Reconciler, related: dict, deleted: bool = False) -> List[ObjectRef]:
+        """Runs ``plugin.map_change`` (``map``, unless the plugin overrides it) on ``related``,
+        deleted or not, with this case's cache and config. Fails the test
         where the host would fail the call: a result that is not a list of ``ObjectRef``s of
         the primary's kind with valid names, or a read of an undeclared kind."""
         manifest = checked(plugin)
         host = self._host(manifest)
         previous = _host.install(host)
         try:
-            refs = plugin.map(as_cached(manifest, related), copy.deepcopy(self._config))
+            refs = plugin.map_change(Related(as_cached(manifest, related), deleted), copy.deepcopy(self._config))
         finally:
             _host.install(previous)
         where = f"plugin {manifest.name!r}: map"

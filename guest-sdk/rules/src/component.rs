@@ -4,6 +4,7 @@
 #![allow(unsafe_code)]
 
 use crate::{ActionKind, ValueRule};
+use exports::wasmloop::rules::cache_rules::Guest as CacheRules;
 use exports::wasmloop::rules::rules::{ActionKind as WitKind, Guest, Phase as WitPhase, ValueRule as WitRule};
 use wasmloop_contract::action::Phase;
 
@@ -64,6 +65,16 @@ impl Guest for Rules {
 
     fn check_action(action: String, deleted: bool) -> Option<String> {
         crate::check_action(&action, deleted)
+    }
+}
+
+impl CacheRules for Rules {
+    fn holds(manifest: String, object: String) -> Result<bool, String> {
+        crate::cache_holds(&manifest, &object)
+    }
+
+    fn index_keys(manifest: String, index: String, object: String) -> Result<Vec<String>, String> {
+        crate::index_keys(&manifest, &index, &object)
     }
 }
 

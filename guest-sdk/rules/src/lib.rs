@@ -1,4 +1,4 @@
-//! The contract's rules as a component (`wit/rules/rules.wit`, `wasmloop:rules@0.1.0`): the
+//! The contract's rules as a component (`wit/rules/rules.wit`, `wasmloop:rules@0.1.1`): the
 //! answers `wasmloop_contract` gives the host, behind functions that take the contract's JSON.
 //!
 //! Built for `wasm32-wasip2`, this crate is the component the Python and JavaScript test
@@ -82,9 +82,9 @@ pub fn selector_matches(text: &str, labels: &[(String, String)]) -> Result<bool,
 /// `None` when the host would load a component with this manifest (the WIT's
 /// `plugin-manifest`, with `keep-fields`, as JSON), else its sentence.
 pub fn check_manifest(json: &str) -> Option<String> {
-    let manifest = match serde_json::from_str::<wire::Manifest>(json) {
+    let manifest = match manifest_of(json) {
         Ok(manifest) => manifest,
-        Err(e) => return Some(format!("the manifest is not the contract's JSON: {e}")),
+        Err(e) => return Some(e),
     };
     manifest.view().and_then(|view| manifest::validate(&view)).err()
 }
@@ -97,6 +97,51 @@ pub fn check_action(json: &str, deleted: bool) -> Option<String> {
         Err(e) => return Some(format!("the action is not the contract's JSON: {e}")),
     };
     action.check(deleted).err()
+}
+
+/// Whether the host's cache holds `object` (JSON) for a plugin with this manifest (JSON, as
+/// for [`check_manifest`]).
+///
+/// # Errors
+/// The sentence when the manifest or the object does not parse.
+pub fn cache_holds(manifest: &str, object: &str) -> Result<bool, String> {
+    let manifest = manifest_of(manifest)?;
+    let view = manifest.view()?;
+    let object = object_of(object)?;
+    let api_version = object.get("apiVersion").and_then(serde_json::Value::as_str).unwrap_or_default();
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let kind = object.get("kind").and_then(serde_json::Value::as_str).unwrap_or_default();
+    Ok(view.visible(&manifest::KindRef { group, version, kind }).admits(&object))
+}
+
+/// The keys the manifest's index named `index` files `object` (JSON) under.
+///
+/// # Errors
+/// The sentence when the manifest declares no such index, or the object does not parse.
+pub fn index_keys(manifest: &str, index: &str, object: &str) -> Result<Vec<String>, String> {
+    let manifest = manifest_of(manifest)?;
+    let view = manifest.view()?;
+    let Some(declared) = view.indexes.iter().find(|i| i.name == index) else {
+        return Err(format!("the manifest declares no index {}; declare it under `indexes`", validate::quoted(index)));
+    };
+    let paths = declared
+        .fields
+        .iter()
+        .map(|f| f.parse::<wasmloop_contract::fields::FieldPath>().map_err(|e| format!("index {index}: {e}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(wasmloop_contract::fields::index_keys(&paths, &object_of(object)?))
+}
+
+fn manifest_of(json: &str) -> Result<wire::Manifest, String> {
+    serde_json::from_str(json).map_err(|e| format!("the manifest is not the contract's JSON: {e}"))
+}
+
+fn object_of(json: &str) -> Result<serde_json::Value, String> {
+    match serde_json::from_str(json) {
+        Ok(object @ serde_json::Value::Object(_)) => Ok(object),
+        Ok(_) => Err("the object must be a JSON object".into()),
+        Err(e) => Err(format!("the object is not JSON: {e}")),
+    }
 }
 
 /// What an action is (the WIT's `action-kind`).

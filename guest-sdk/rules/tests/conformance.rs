@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use serde_json::{Value, json};
 use wasmloop_contract::action::Phase;
 use wasmloop_rules::{
-    ActionKind, ValueRule, check_action, check_manifest, check_response, check_selector, check_value, selector_matches,
+    ActionKind, ValueRule, cache_holds, check_action, check_manifest, check_response, check_selector, check_value, index_keys, selector_matches,
 };
 
 fn path() -> PathBuf {
@@ -57,11 +57,20 @@ fn answers(section: &str, case: &Value) -> Vec<(&'static str, Value)> {
             let (failed, allowed) = (case["failed"].as_bool().expect("failed"), case["prune-allowed"] == true);
             vec![("answer", answer(check_response(&kinds, failed, phase, allowed)))]
         }
+        "caches" => {
+            let holds = cache_holds(&case["manifest"].to_string(), &case["object"].to_string());
+            vec![("holds", holds.map_or_else(Value::String, Value::Bool))]
+        }
+        "indexes" => {
+            let index = case["index"].as_str().expect("an index name");
+            let keys = index_keys(&case["manifest"].to_string(), index, &case["object"].to_string());
+            vec![("keys", keys.map_or_else(Value::String, |keys| json!(keys)))]
+        }
         other => panic!("conformance.json has an unknown section {other}"),
     }
 }
 
-const SECTIONS: [&str; 5] = ["values", "selectors", "manifests", "actions", "responses"];
+const SECTIONS: [&str; 7] = ["values", "selectors", "manifests", "actions", "responses", "caches", "indexes"];
 
 #[test]
 fn the_host_s_rules_answer_every_case_as_the_suite_says() {

@@ -3,6 +3,7 @@
 use crate::Selector;
 use crate::bindings::{Gvk, Object};
 use crate::manifest::Index;
+use wasmloop_contract::fields::index_keys;
 use wasmloop_contract::names::{Name, Namespace};
 
 /// Severity of a plugin's log line.
@@ -72,7 +73,7 @@ pub trait HostServices: Send + Sync {
     ) -> ListPage {
         let listed = |o: &Object| {
             serde_json::from_str::<serde_json::Value>(&o.json)
-                .is_ok_and(|v| index.fields.iter().any(|p| p.values(&v).iter().any(|found| found == key)))
+                .is_ok_and(|v| index_keys(&index.fields, &v).iter().any(|found| found == key))
         };
         let filed = self.list(&index.kind, namespace, &Selector::default()).into_iter().filter(listed);
         page_of(filed.collect(), after, limit)

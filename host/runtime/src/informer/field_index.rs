@@ -13,19 +13,15 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use serde_json::Value;
-use wasmloop_contract::fields::FieldPath;
+use wasmloop_contract::fields::{FieldPath, index_keys};
 
 use super::cache::Key;
 
 /// The paths of an index: equal paths share one index, whichever plugin declared them.
 pub type IndexSpec = Arc<[FieldPath]>;
 
-/// Keys one object is filed under at most: an object whose paths reach more is filed under
-/// the first ones, so a list of thousands cannot grow the index without bound.
-pub const MAX_KEYS_PER_OBJECT: usize = 64;
-
-/// Longest value filed: longer ones (a whole document in an annotation) are no names.
-pub const MAX_KEY: usize = 1024;
+#[cfg(test)]
+use wasmloop_contract::fields::{MAX_KEY, MAX_KEYS_PER_OBJECT};
 
 /// One index: each key's objects, in (namespace, name) order, and each object's keys.
 pub(super) struct FieldIndex {
@@ -39,26 +35,10 @@ impl FieldIndex {
         FieldIndex { paths, by_key: HashMap::new(), keys_of: HashMap::new() }
     }
 
-    /// The keys `object` is filed under.
-    fn keys(&self, object: &Value) -> Vec<String> {
-        let mut keys: Vec<String> = Vec::new();
-        for path in self.paths.iter() {
-            for value in path.values_at_most(object, MAX_KEYS_PER_OBJECT) {
-                if keys.len() == MAX_KEYS_PER_OBJECT {
-                    return keys;
-                }
-                if value.len() <= MAX_KEY && !keys.contains(&value) {
-                    keys.push(value);
-                }
-            }
-        }
-        keys
-    }
-
     /// Files the object at `key` (new, or changed) under the keys its paths reach now.
     pub(super) fn insert(&mut self, key: &Key, object: &Value) {
         self.remove(key);
-        let keys = self.keys(object);
+        let keys = index_keys(&self.paths, object);
         for k in &keys {
             self.by_key.entry(k.clone()).or_default().insert(key.clone());
         }

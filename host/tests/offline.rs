@@ -317,6 +317,38 @@ fn the_python_configmap_mirror_agrees_with_the_rust_one_on_every_golden_case() {
 }
 
 #[test]
+fn the_python_namespace_defaults_agrees_with_the_rust_one_on_every_golden_case() {
+    twins_agree(
+        "namespace_defaults",
+        "plugins/namespace-defaults-py",
+        &[
+            ("namespace-defaults/enabled-team.yaml", &[]),
+            ("namespace-defaults/enabled-team.yaml", &["--owned", "namespace-defaults/owned.yaml"]),
+            ("namespace-defaults/enabled-team.yaml", &["--config", "namespace-defaults/config.yaml"]),
+            ("namespace-defaults/enabled.yaml", &[]),
+            ("namespace-defaults/disabled.yaml", &["--owned", "namespace-defaults/owned.yaml"]),
+            ("namespace-defaults/disabled.yaml", &[]),
+            ("namespace-defaults/terminating.yaml", &["--owned", "namespace-defaults/owned.yaml"]),
+        ],
+    );
+}
+
+#[test]
+fn the_ttl_janitor_deletes_an_expired_object_by_uid_and_keeps_a_future_one_offline() {
+    let expired = seen(&reconcile("ttl_janitor", "ttl-janitor/expired.yaml", &[]));
+    assert_eq!(expired.0, Some(0), "{}", expired.2);
+    let actions = &expired.1["actions"];
+    assert_eq!(actions[0]["event"]["reason"], "ExpiryTimeReached", "{actions}");
+    assert_eq!(actions[1]["delete"]["uid"], "3f2e1d0c-9b8a-4766-8554-433221100fed", "{actions}");
+    let future = seen(&reconcile("ttl_janitor", "ttl-janitor/future.yaml", &[]));
+    assert_eq!(future.0, Some(0), "{}", future.2);
+    assert_eq!(future.1["actions"], serde_json::json!([]), "{}", future.1);
+    let wait = future.1["requeueAfter"].as_str().and_then(|w| w.strip_suffix("ms")).and_then(|w| w.parse::<u64>().ok());
+    // Until 2999: centuries of milliseconds.
+    assert!(wait.is_some_and(|ms| ms > 30_000_000_000_000), "{}", future.1);
+}
+
+#[test]
 fn a_python_plugin_that_raises_fails_transiently_naming_the_exception_and_where() {
     // The test guest reads a key its ConfigMap does not have when asked to: a bug the SDK
     // reports.

@@ -120,13 +120,16 @@ async fn failed_creates(events: &Api<Event>, replicaset: Option<&str>) -> Vec<St
 }
 
 #[tokio::test]
-async fn the_example_overlay_ships_the_four_plugins_as_wasmplugins_naming_their_components() {
+async fn the_example_overlay_ships_the_six_plugins_as_wasmplugins_naming_their_components() {
     let client = applied().await;
     let plugins = wasmplugins(&client, SYSTEM).await;
     let shipped = plugins.list(&ListParams::default()).await.unwrap();
     let mut names: Vec<String> = shipped.items.iter().filter_map(|p| p.metadata.name.clone()).collect();
     names.sort();
-    assert_eq!(names, ["configmap-mirror", "foo-deployment", "node-image-watch", "pod-logger"]);
+    assert_eq!(
+        names,
+        ["configmap-mirror", "foo-deployment", "namespace-defaults", "node-image-watch", "pod-logger", "ttl-janitor"]
+    );
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), SYSTEM);
     for plugin in &names {
         let shipped = plugins.get(plugin).await.unwrap();

@@ -56,3 +56,6 @@ export const StatefulSet = new Kind('apps', 'v1', 'StatefulSet');
 export const DaemonSet = new Kind('apps', 'v1', 'DaemonSet');
 export const Job = new Kind('batch', 'v1', 'Job');
 export const Ingress = new Kind('networking.k8s.io', 'v1', 'Ingress');
+export const NetworkPolicy = new Kind('networking.k8s.io', 'v1', 'NetworkPolicy');
+export const ResourceQuota = new Kind('', 'v1', 'ResourceQuota');
+export const RoleBinding = new Kind('rbac.authorization.k8s.io', 'v1', 'RoleBinding');

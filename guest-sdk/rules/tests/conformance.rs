@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use serde_json::{Value, json};
 use wasmloop_contract::action::Phase;
 use wasmloop_rules::{
-    ActionKind, ValueRule, cache_holds, check_action, check_manifest, check_response, check_selector, check_value, index_keys, selector_matches,
+    ActionKind, ValueRule, cache_holds, check_action, check_manifest, check_response, check_selector, check_value,
+    index_keys, selector_matches,
 };
 
 fn path() -> PathBuf {

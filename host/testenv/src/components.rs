@@ -12,11 +12,13 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 /// Every plugin and test guest, as `scripts/build-plugins` lists them.
-pub const GUESTS: [&str; 15] = [
+pub const GUESTS: [&str; 17] = [
     "foo-deployment",
     "pod-logger",
     "node-image-watch",
     "configmap-mirror",
+    "ttl-janitor",
+    "namespace-defaults",
     "hostile-plugin",
     "future-contract-plugin",
     "stale-contract-plugin",
@@ -105,8 +107,12 @@ pub fn component_named(package: &str, lib: &str, var: &str, name: &str) -> PathB
 
 /// The Python plugins and test guests, as `scripts/build-plugins` lists them: directories
 /// relative to the workspace.
-pub const PYTHON_GUESTS: [&str; 3] =
-    ["plugins/foo-deployment-py", "plugins/configmap-mirror-py", "host/tests/guests-py/remember"];
+pub const PYTHON_GUESTS: [&str; 4] = [
+    "plugins/foo-deployment-py",
+    "plugins/configmap-mirror-py",
+    "plugins/namespace-defaults-py",
+    "host/tests/guests-py/remember",
+];
 
 /// The Python plugin in directory `dir` (relative to the workspace, `plugins/foo-deployment-py`)
 /// as a component, built with the Python SDK's build command (`python -m wasmloop build`,

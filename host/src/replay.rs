@@ -13,7 +13,7 @@ use wasmloop_contract::names::{Name, Namespace};
 use wasmloop_contract::validate::quoted;
 use wasmloop_runtime::record::{Case, Lookup, PageAsked};
 use wasmloop_sandbox::{
-    CacheDenied, Gvk, HostServices, ListKey, ListPage, Object, Phase, Request, Selector, object_from_value,
+    CacheDenied, Gvk, HostServices, Index, ListKey, ListPage, Object, Phase, Request, Selector, object_from_value,
 };
 
 /// A case file's text as a [`Case`], read as the host reads every YAML a user gives it.
@@ -158,6 +158,35 @@ impl HostServices for ReplayCache {
             }
         }
     }
+
+    fn list_by_index(
+        &self,
+        index: &Index,
+        key: &str,
+        namespace: Option<&Namespace>,
+        after: Option<&ListKey>,
+        limit: usize,
+    ) -> ListPage {
+        let (text, namespace) = (index.kind.to_string(), namespace.map(Namespace::as_str));
+        let asked = PageAsked { after: after.cloned(), limit };
+        let answered = self.lookups.iter().find_map(|l| match l {
+            Lookup::Index { kind, index: i, key: k, namespace: n, page, items, resume }
+                if *kind == text && *i == index.name && k == key && n.as_deref() == namespace && *page == asked =>
+            {
+                let items = items.iter().filter_map(|v| object_from_value(v).ok()).collect();
+                Some(ListPage { items, resume: resume.clone() })
+            }
+            _ => None,
+        });
+        answered.unwrap_or_else(|| {
+            self.miss(format!(
+                "list {text} by index {} key {key:?} in {}, {limit} after {after:?}",
+                index.name,
+                namespace.unwrap_or("every namespace")
+            ));
+            ListPage::default()
+        })
+    }
 }
 
 #[cfg(test)]
@@ -186,6 +215,29 @@ mod tests {
         case.request.phase = long;
         let refused = request_of(&case).unwrap_err();
         assert!(refused.starts_with("phase \"xxx") && refused.len() < 200, "{refused}");
+    }
+
+    #[test]
+    fn a_recorded_index_look_up_is_answered_and_another_key_is_reported_missing() {
+        let deployment =
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "ns"}});
+        let cache = ReplayCache::new(vec![Lookup::Index {
+            kind: "apps/v1/Deployment".into(),
+            index: "configmap".into(),
+            key: "settings".into(),
+            namespace: Some("ns".into()),
+            page: PageAsked { after: None, limit: 500 },
+            items: vec![deployment],
+            resume: None,
+        }]);
+        let kind = Gvk::from_api_version("apps/v1", "Deployment").unwrap();
+        let index = Index { name: "configmap".into(), kind, fields: vec!["spec.x".parse().unwrap()] };
+        let ns: Namespace = "ns".parse().unwrap();
+        let page = cache.list_by_index(&index, "settings", Some(&ns), None, 500);
+        assert_eq!(page.items.iter().map(|o| o.name.as_str()).collect::<Vec<_>>(), ["web"]);
+        assert!(cache.missing().is_empty());
+        assert!(cache.list_by_index(&index, "other", Some(&ns), None, 500).items.is_empty());
+        assert_eq!(cache.missing(), ["list apps/v1/Deployment by index configmap key \"other\" in ns, 500 after None"]);
     }
 
     #[test]

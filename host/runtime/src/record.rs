@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use wasmloop_contract::names::{Name, Namespace};
 use wasmloop_sandbox::{
-    CacheDenied, CallError, CallFailure, Gvk, HostServices, ListKey, ListPage, LogLevel, Object, Phase, Plugin,
+    CacheDenied, CallError, CallFailure, Gvk, HostServices, Index, ListKey, ListPage, LogLevel, Object, Phase, Plugin,
     Request, Response, Selector,
 };
 
@@ -195,6 +195,25 @@ pub enum Lookup {
         /// The page asked: after this (namespace, name), at most `limit`; none for the whole list.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         page: Option<PageAsked>,
+        /// The objects answered.
+        items: Vec<Value>,
+        /// Where the next page starts, if one follows.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resume: Option<ListKey>,
+    },
+    /// `list-by-index` (contract 0.3): a page of what a declared index files under a key.
+    Index {
+        /// `apiVersion/Kind`.
+        kind: String,
+        /// The index's name, as the manifest declares it.
+        index: String,
+        /// The key asked.
+        key: String,
+        /// The namespace asked, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        namespace: Option<String>,
+        /// The page asked.
+        page: PageAsked,
         /// The objects answered.
         items: Vec<Value>,
         /// Where the next page starts, if one follows.
@@ -543,6 +562,29 @@ impl HostServices for Recording {
         page
     }
 
+    fn list_by_index(
+        &self,
+        index: &Index,
+        key: &str,
+        namespace: Option<&Namespace>,
+        after: Option<&ListKey>,
+        limit: usize,
+    ) -> ListPage {
+        // Forwarded, not left to the default: the host's informers answer from the index they
+        // keep, and a replay must be asked the same question to give the same answer.
+        let page = self.inner.list_by_index(index, key, namespace, after, limit);
+        self.keep(page.items.iter(), || Lookup::Index {
+            kind: index.kind.to_string(),
+            index: index.name.clone(),
+            key: key.to_owned(),
+            namespace: namespace.map(Namespace::to_string),
+            page: PageAsked { after: after.cloned(), limit },
+            items: page.items.iter().map(|o| self.served(&index.kind, o)).collect(),
+            resume: page.resume.clone(),
+        });
+        page
+    }
+
     fn denied(&self, kind: &Gvk, namespace: Option<&Namespace>) -> Option<CacheDenied> {
         let denied = self.inner.denied(kind, namespace);
         if let Some(denial) = &denied {
@@ -587,6 +629,37 @@ mod tests {
             (namespace.is_some_and(|ns| ns == "elsewhere"))
                 .then(|| CacheDenied::OutOfScope("served from ns only".into()))
         }
+
+        // As the host's informers: an answer from the index, not from `list` (empty here).
+        fn list_by_index(
+            &self,
+            _: &Index,
+            key: &str,
+            _: Option<&Namespace>,
+            _: Option<&ListKey>,
+            _: usize,
+        ) -> ListPage {
+            let name = Name::parse(key).expect("a name");
+            ListPage {
+                items: self
+                    .get(&Gvk::from_api_version("apps/v1", "Deployment").unwrap(), None, &name)
+                    .into_iter()
+                    .collect(),
+                resume: None,
+            }
+        }
+    }
+
+    #[test]
+    fn a_look_up_by_index_is_asked_of_the_inner_cache_and_kept_with_its_page() {
+        let deployments = Gvk::from_api_version("apps/v1", "Deployment").unwrap();
+        let index = Index { name: "configmap".into(), kind: deployments, fields: vec!["spec.x".parse().unwrap()] };
+        let recording = Recording::new(Arc::new(OneDeployment), Vec::new(), RedactionKey::new([1; 32]));
+        let page = recording.list_by_index(&index, "web", None, None, 500);
+        assert_eq!(page.items.iter().map(|o| o.name.as_str()).collect::<Vec<_>>(), ["web"]);
+        let (lookups, _) = recording.take();
+        let Lookup::Index { index: name, key, page, items, .. } = &lookups[0] else { panic!("{lookups:?}") };
+        assert_eq!((name.as_str(), key.as_str(), page.limit, items.len()), ("configmap", "web", 500, 1));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 /// Every plugin and test guest, as `scripts/build-plugins` lists them.
-pub const GUESTS: [&str; 17] = [
+pub const GUESTS: [&str; 18] = [
     "foo-deployment",
     "pod-logger",
     "node-image-watch",
@@ -30,6 +30,7 @@ pub const GUESTS: [&str; 17] = [
     "stamp-plugin",
     "smuggler-plugin",
     "roller-plugin",
+    "mapper-plugin",
 ];
 
 /// The target directory the tests were built in (`CARGO_TARGET_DIR`, else the workspace's).

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use wasmloop_contract::names::{Name, Namespace};
 use wasmloop_sandbox::{CacheDenied, Gvk, HostServices, Index, ListKey, ListPage, Manifest, Object, Selector};
 
-use crate::informer::{Entry, IndexSpec, Informer};
+use crate::informer::{Entry, IndexHold, IndexRefused, IndexSpec, Informer};
 
 /// The cache a plugin reads through its imports: every informer of the kinds it declared.
 pub(super) struct CacheView {
@@ -15,6 +15,8 @@ pub(super) struct CacheView {
     /// The manifest's indexes, by kind and name: the paths every informer of the kind keeps
     /// an index over.
     pub(super) indexes: HashMap<(Gvk, String), IndexSpec>,
+    /// This plugin's holds on those indexes: they live as long as the plugin's cache does.
+    pub(super) _holds: Vec<IndexHold>,
     /// Set while the plugin's grant is revoked: a call already running is served nothing more.
     pub(super) denied: tokio::sync::watch::Receiver<Option<String>>,
 }
@@ -160,12 +162,15 @@ fn merge_pages(pages: impl Iterator<Item = (Vec<(ListKey, Object)>, Option<ListK
     ListPage { items: items.into_iter().map(|(_, o)| o).collect(), resume }
 }
 
-/// The manifest's indexes, each kept by every informer of its kind from now on.
+/// The manifest's indexes, each kept by every informer of its kind while the holds live.
+///
+/// # Errors
+/// When an informer keeps as many indexes as it may.
 pub(super) fn indexed(
     manifest: &Manifest,
     by_kind: &HashMap<Gvk, Vec<Arc<Informer>>>,
-) -> HashMap<(Gvk, String), IndexSpec> {
-    let mut indexes = HashMap::new();
+) -> Result<(HashMap<(Gvk, String), IndexSpec>, Vec<IndexHold>), IndexRefused> {
+    let (mut indexes, mut holds) = (HashMap::new(), Vec::new());
     for index in &manifest.indexes {
         // In one order, once each: plugins that declare the same paths share one index.
         let mut fields = index.fields.clone();
@@ -173,11 +178,11 @@ pub(super) fn indexed(
         fields.dedup();
         let paths: IndexSpec = fields.into();
         for informer in by_kind.get(&index.kind).into_iter().flatten() {
-            informer.index(&paths);
+            holds.push(informer.index(&paths)?);
         }
         indexes.insert((index.kind.clone(), index.name.clone()), paths);
     }
-    indexes
+    Ok((indexes, holds))
 }
 
 /// Cache entries one page may look at: a selector that matches little costs a call a bounded
@@ -246,7 +251,7 @@ mod tests {
         }
         // The Receiver still reads the last value after its Sender is dropped.
         let (_, denied) = tokio::sync::watch::channel(None);
-        CacheView { by_kind, indexes: HashMap::new(), denied }
+        CacheView { by_kind, indexes: HashMap::new(), _holds: Vec::new(), denied }
     }
 
     #[test]

@@ -46,7 +46,7 @@ use wasmloop_sandbox::{GenerationChange, Gvk, Manifest, Plugin, Trigger};
 use crate::context::Context;
 use crate::discovery::DiscoveryError;
 use crate::identity::{Identity, IdentityError};
-use crate::informer::{self, Informer, InformerScope};
+use crate::informer::{self, IndexRefused, Informer, InformerScope};
 use crate::queue::WorkQueue;
 use crate::shadow::ShadowSeat;
 use cache_view::CacheView;
@@ -89,6 +89,15 @@ pub enum StartError {
         what: String,
         /// The conflict, and what to change.
         reason: String,
+    },
+    /// An informer the plugin shares keeps as many indexes as it may.
+    #[error("plugin {plugin}: {source}")]
+    Index {
+        /// The plugin.
+        plugin: String,
+        /// Which informer.
+        #[source]
+        source: IndexRefused,
     },
     /// A cache did not fill in time.
     #[error("plugin {plugin}: the cache of {kind} did not sync within {} s; check that the host may list and watch {kind} (RBAC) and that the API server is reachable", SYNC_TIMEOUT.as_secs())]
@@ -249,7 +258,8 @@ impl Controller {
                 }
             }
         }
-        let indexes = cache_view::indexed(&manifest, &by_kind);
+        let (indexes, holds) = cache_view::indexed(&manifest, &by_kind)
+            .map_err(|source| StartError::Index { plugin: manifest.id(), source })?;
         let selector = manifest.primary.label_selector.as_ref().map(LabelSelector::selector).unwrap_or_default();
         let concurrency = config.concurrency_for(manifest.settings.max_concurrent_reconciles);
         let resync = config.resync_for(manifest.settings.resync_seconds);
@@ -270,7 +280,7 @@ impl Controller {
         let shared = Arc::new(Shared {
             queue: WorkQueue::new(config.queue),
             selector,
-            cache: Arc::new(CacheView { by_kind, indexes, denied: denied.clone() }),
+            cache: Arc::new(CacheView { by_kind, indexes, _holds: holds, denied: denied.clone() }),
             primaries,
             owned,
             id: manifest.id(),

@@ -35,6 +35,11 @@ impl FieldIndex {
         FieldIndex { paths, by_key: HashMap::new(), keys_of: HashMap::new() }
     }
 
+    /// The paths it evaluates.
+    pub(super) fn paths(&self) -> &IndexSpec {
+        &self.paths
+    }
+
     /// Files the object at `key` (new, or changed) under the keys its paths reach now.
     pub(super) fn insert(&mut self, key: &Key, object: &Value) {
         self.remove(key);

@@ -49,7 +49,9 @@ use crate::discovery::{DiscoveryError, Kinds};
 use crate::metrics::Metrics;
 
 pub use entry::Entry;
+use field_index::FieldIndex;
 pub use field_index::IndexSpec;
+
 pub use scope::{Filter, InformerScope};
 
 /// Capacity of each informer's change channel.
@@ -364,10 +366,47 @@ impl Informer {
         self.synced.send_replace(true);
     }
 
-    /// Keeps an index over `paths` from now on (filled from the cache at once); shared by
-    /// every plugin that declares the same paths on this informer.
-    pub fn index(&self, paths: &IndexSpec) {
-        self.cache.write().expect("lock").index(paths);
+    /// Keeps an index over `paths` for as long as the returned hold lives, shared by every
+    /// plugin that declares the same paths on this informer (the last hold dropped drops it).
+    /// A new index is built from a snapshot outside the cache's lock (parsing every object
+    /// would stall the informer's events and every plugin's look-ups), then brought up to date
+    /// under it with only what changed meanwhile.
+    ///
+    /// # Errors
+    /// When the informer keeps [`MAX_INDEXES_PER_INFORMER`] other indexes already.
+    pub fn index(self: &Arc<Self>, paths: &IndexSpec) -> Result<IndexHold, IndexRefused> {
+        let hold = || IndexHold { informer: Arc::downgrade(self), paths: paths.clone() };
+        let full = |cache: &Cache| cache.indexes.len() >= MAX_INDEXES_PER_INFORMER;
+        {
+            let mut cache = self.cache.write().expect("lock");
+            if cache.hold_index(paths) {
+                return Ok(hold());
+            }
+            if full(&cache) {
+                return Err(IndexRefused { kind: self.scope.kind.to_string() });
+            }
+        }
+        let snapshot: Vec<(Key, Arc<Entry>)> =
+            self.cache.read().expect("lock").objects.iter().map(|(k, e)| (k.clone(), e.clone())).collect();
+        let mut index = FieldIndex::new(paths.clone());
+        for (key, entry) in &snapshot {
+            index.insert(key, &cache::parsed(entry));
+        }
+        let mut cache = self.cache.write().expect("lock");
+        // Another plugin may have built the same index meanwhile.
+        if cache.hold_index(paths) {
+            return Ok(hold());
+        }
+        if full(&cache) {
+            return Err(IndexRefused { kind: self.scope.kind.to_string() });
+        }
+        cache.add_index(index, &snapshot);
+        Ok(hold())
+    }
+
+    /// How many indexes this informer keeps now.
+    pub fn index_count(&self) -> usize {
+        self.cache.read().expect("lock").indexes.len()
     }
 
     /// At most `limit` objects the index over `paths` files under `value`, in `namespace`
@@ -382,7 +421,7 @@ impl Informer {
         limit: usize,
     ) -> Option<(Vec<Arc<Entry>>, Option<Key>)> {
         let cache = self.cache.read().expect("lock");
-        let index = cache.indexes.get(paths)?;
+        let (index, _) = cache.indexes.get(paths)?;
         let (keys, resume) = index.page(value, namespace.filter(|_| self.namespaced), after, limit);
         Some((keys.iter().filter_map(|k| cache.objects.get(k).cloned()).collect(), resume))
     }
@@ -483,6 +522,36 @@ impl Informer {
     pub fn owned_by(&self, uid: &str) -> Vec<Arc<Entry>> {
         let cache = self.cache.read().expect("lock");
         cache.by_owner.get(uid).into_iter().flatten().filter_map(|k| cache.objects.get(k).cloned()).collect()
+    }
+}
+
+/// Most distinct indexes one informer keeps, whatever plugins declare: each costs memory in
+/// proportion to the objects it files, and time on every change.
+pub const MAX_INDEXES_PER_INFORMER: usize = 32;
+
+/// An informer already keeps [`MAX_INDEXES_PER_INFORMER`] indexes.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "the host's cache of {kind} keeps {MAX_INDEXES_PER_INFORMER} indexes for other plugins already, its limit; declare the same field paths as one of them, or fewer indexes"
+)]
+pub struct IndexRefused {
+    /// The kind.
+    pub kind: String,
+}
+
+/// A plugin's hold on an informer's index: dropped, it releases the index, and the last hold
+/// released drops it.
+#[derive(Debug)]
+pub struct IndexHold {
+    informer: Weak<Informer>,
+    paths: IndexSpec,
+}
+
+impl Drop for IndexHold {
+    fn drop(&mut self) {
+        if let Some(informer) = self.informer.upgrade() {
+            informer.cache.write().expect("lock").release_index(&self.paths);
+        }
     }
 }
 
@@ -636,5 +705,38 @@ mod tests {
         assert!(matches!(changes.try_recv(), Err(TryRecvError::Lagged(_))), "a lag must be reported, not hidden");
         // What the lagging subscriber resyncs from: every object, none lost.
         assert_eq!(informer.list(Some("t"), &Selector::default()).len(), CHANGES + 1);
+    }
+
+    fn paths(path: &str) -> IndexSpec {
+        vec![path.parse().unwrap()].into()
+    }
+
+    #[test]
+    fn an_index_is_shared_by_its_holders_and_goes_with_the_last() {
+        let (informer, resource) = detached();
+        relist(&informer, &resource, &[("a", "1"), ("b", "1")]);
+        let first = informer.index(&paths("metadata.name")).unwrap();
+        let second = informer.index(&paths("metadata.name")).unwrap();
+        assert_eq!(informer.index_count(), 1);
+        let found = informer.list_by_index(&paths("metadata.name"), "b", None, None, 10).unwrap().0;
+        assert_eq!(found.iter().map(|e| e.envelope.name.as_str()).collect::<Vec<_>>(), ["b"]);
+        drop(first);
+        assert_eq!(informer.index_count(), 1);
+        drop(second);
+        assert_eq!(informer.index_count(), 0);
+        assert!(informer.list_by_index(&paths("metadata.name"), "b", None, None, 10).is_none());
+    }
+
+    #[test]
+    fn an_informer_keeps_a_bounded_number_of_indexes() {
+        let (informer, _) = detached();
+        let holds: Vec<IndexHold> = (0..MAX_INDEXES_PER_INFORMER)
+            .map(|i| informer.index(&paths(&format!("metadata.labels.l{i}"))).unwrap())
+            .collect();
+        let refused = informer.index(&paths("metadata.labels.more")).unwrap_err();
+        assert!(refused.to_string().contains("keeps 32 indexes for other plugins"), "{refused}");
+        assert!(informer.index(&paths("metadata.labels.l0")).is_ok(), "one held already is shared past the limit");
+        drop(holds);
+        assert_eq!(informer.index_count(), 0);
     }
 }

@@ -143,6 +143,11 @@ pub struct ReconcileArgs {
     /// The attempt number (0 on a first try).
     #[arg(long, default_value_t = 0)]
     pub attempt: u32,
+    /// Why the call runs (contract 0.3's triggers): a YAML or JSON list, oldest first, in the
+    /// form recorded cases keep them (`- relatedChanged: {apiVersion: v1, kind: ConfigMap,
+    /// name: settings, namespace: shop}`, `- primaryChanged: {old: 1, new: 2}`, `- resync`).
+    #[arg(long, conflicts_with = "map")]
+    pub triggers: Option<PathBuf>,
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = OutputFormat::Yaml)]
     pub output: OutputFormat,

@@ -329,6 +329,10 @@ fn the_python_namespace_defaults_agrees_with_the_rust_one_on_every_golden_case()
             ("namespace-defaults/disabled.yaml", &["--owned", "namespace-defaults/owned.yaml"]),
             ("namespace-defaults/disabled.yaml", &[]),
             ("namespace-defaults/terminating.yaml", &["--owned", "namespace-defaults/owned.yaml"]),
+            ("namespace-defaults/enabled-team.yaml", &["--cache", "namespace-defaults/theirs.yaml"]),
+            ("namespace-defaults/kube-system.yaml", &[]),
+            ("namespace-defaults/kube-system.yaml", &["--owned", "namespace-defaults/owned.yaml"]),
+            ("namespace-defaults/enabled.yaml", &["--config", "namespace-defaults/config-list.yaml"]),
         ],
     );
 }
@@ -346,6 +350,102 @@ fn the_ttl_janitor_deletes_an_expired_object_by_uid_and_keeps_a_future_one_offli
     let wait = future.1["requeueAfter"].as_str().and_then(|w| w.strip_suffix("ms")).and_then(|w| w.parse::<u64>().ok());
     // Until 2999: centuries of milliseconds.
     assert!(wait.is_some_and(|ms| ms > 30_000_000_000_000), "{}", future.1);
+}
+
+/// The `roller` guest's golden cases: contract 0.3's request (triggers, a conflict), selectors
+/// (annotation, field), an unforced apply and the config, for the Rust guest and its twins.
+const ROLLER_CASES: &[(&str, &[&str])] = &[
+    ("roller/deployment.yaml", &["--cache", "roller/cache.yaml", "--triggers", "roller/triggers.yaml"]),
+    (
+        "roller/deployment.yaml",
+        &[
+            "--cache",
+            "roller/cache.yaml",
+            "--triggers",
+            "roller/triggers-conflict.yaml",
+            "--config",
+            "roller/config-replicas.yaml",
+        ],
+    ),
+    ("roller/deployment.yaml", &["--config", "roller/config-replicas.yaml"]),
+    ("roller/deployment-rolled.yaml", &["--cache", "roller/cache.yaml"]),
+    ("roller/deployment.yaml", &["--phase", "cleanup"]),
+];
+
+/// `map` of the roller and its twins: a ConfigMap through the index, the Secret by a list.
+const ROLLER_MAPS: &[(&str, &[&str])] = &[
+    ("roller/settings.yaml", &["--cache", "roller/cache.yaml"]),
+    ("roller/settings.yaml", &["--cache", "roller/cache.yaml", "--deleted"]),
+    ("roller/secret.yaml", &["--cache", "roller/cache.yaml"]),
+    ("roller/settings.yaml", &[]),
+];
+
+/// What a user sees of one offline `map`: exit code, the primaries named, and stderr without
+/// the log lines' times.
+fn seen_map(out: &Output) -> (Option<i32>, Value, String) {
+    let (code, refs, report) = seen(out);
+    let untimed: Vec<&str> = report
+        .lines()
+        .map(|l| if l.starts_with("20") { l.split_once(' ').map_or(l, |(_, rest)| rest) } else { l })
+        .collect();
+    (code, refs, untimed.join("\n"))
+}
+
+/// Runs `map` of the Rust guest `rust` and of `twin` on every case and asserts a user could
+/// not tell them apart.
+fn maps_agree(rust: &str, twin: &Path, cases: &[(&str, &[&str])]) {
+    let rust = component(rust);
+    for (related, extra) in cases {
+        let args: Vec<String> =
+            extra.iter().map(|a| if a.ends_with(".yaml") { path_arg(a) } else { (*a).to_owned() }).collect();
+        let related = path_arg(related);
+        let run = |plugin: &Path| {
+            let mut all = vec!["reconcile", "--plugin", plugin.to_str().unwrap(), "--map", related.as_str()];
+            all.extend(args.iter().map(String::as_str));
+            seen_map(&wasmloop(&all))
+        };
+        let (from_rust, from_twin) = (run(&rust), run(twin));
+        assert_eq!(from_rust.0, Some(0), "{}", from_rust.2);
+        assert_eq!(
+            from_twin,
+            from_rust,
+            "the twin {} of the roller differs on map of {related} {extra:?}",
+            twin.display()
+        );
+    }
+}
+
+#[test]
+fn the_python_roller_agrees_with_the_rust_one_on_contract_0_3_s_golden_cases() {
+    twins_agree("roller_plugin", "host/tests/guests-py/roller", ROLLER_CASES);
+    maps_agree(
+        "roller_plugin",
+        &wasmloop_testenv::components::python_component("host/tests/guests-py/roller"),
+        ROLLER_MAPS,
+    );
+}
+
+#[test]
+fn the_javascript_roller_agrees_with_the_rust_one_on_contract_0_3_s_golden_cases() {
+    let twin = wasmloop_testenv::components::js_component("host/tests/guests-js/roller");
+    twin_agrees("roller_plugin", &twin, ROLLER_CASES);
+    maps_agree("roller_plugin", &twin, ROLLER_MAPS);
+}
+
+#[test]
+fn reconcile_takes_the_triggers_a_file_lists_and_refuses_one_the_contract_has_not() {
+    let listed = stdout_yaml(&reconcile(
+        "roller_plugin",
+        "roller/deployment.yaml",
+        &["--triggers", &path_arg("roller/triggers.yaml")],
+    ));
+    let triggers = listed["actions"][0]["apply"]["data"]["triggers"].as_str().unwrap_or_default().to_owned();
+    assert_eq!(triggers, "primary 1->2;related ConfigMap/settings;owned ConfigMap/roller-observed-web;resync");
+    let bad = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(bad.path(), "- resync\n- earthquake\n").unwrap();
+    let out = reconcile("roller_plugin", "roller/deployment.yaml", &["--triggers", bad.path().to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("trigger [1] \"earthquake\" is none the contract has"), "{}", stderr(&out));
 }
 
 #[test]

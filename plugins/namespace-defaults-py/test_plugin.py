@@ -20,7 +20,7 @@ def applied(outcome):
 
 
 def test_a_labelled_namespace_gets_its_three_defaults_and_an_event():
-    outcome = TestCase(namespace({LABEL: ENABLED, TEAM: "payments"})).run(NamespaceDefaults())
+    outcome = TestCase(namespace({LABEL: ENABLED, TEAM: "payments"})).config({"teams": ["payments"]}).run(NamespaceDefaults())
     assert applied(outcome) == ["NetworkPolicy default-deny", "ResourceQuota default-resourcequota", "RoleBinding default-team"]
     binding = outcome.applied(kinds.RoleBinding)[0]
     assert binding["subjects"][0]["name"] == "payments" and binding["roleRef"]["name"] == "edit"
@@ -71,3 +71,30 @@ def test_a_namespace_being_deleted_is_left_alone():
 def test_an_unknown_config_key_is_a_permanent_error_naming_it():
     error = TestCase(namespace({LABEL: ENABLED})).config({"quotas": {}}).run(NamespaceDefaults()).error
     assert not error.transient and "quotas" in error.message
+
+
+def test_a_team_the_config_does_not_list_gets_no_rolebinding_and_a_warning():
+    outcome = TestCase(namespace({LABEL: ENABLED, TEAM: "everyone"})).run(NamespaceDefaults())
+    assert applied(outcome) == ["NetworkPolicy default-deny", "ResourceQuota default-resourcequota"]
+    assert outcome.events[0].reason == "TeamNotAllowed"
+
+
+def test_an_object_of_the_same_name_made_by_someone_else_is_never_taken_over():
+    theirs = child("networking.k8s.io/v1", "NetworkPolicy", "default-deny")
+    theirs["metadata"]["ownerReferences"] = []
+    outcome = TestCase(namespace({LABEL: ENABLED})).cached(theirs).run(NamespaceDefaults())
+    assert applied(outcome) == ["ResourceQuota default-resourcequota"]
+    assert outcome.events[0].reason == "DefaultExists"
+
+
+def test_an_excluded_namespace_gets_nothing_and_loses_what_it_had():
+    system = namespace({LABEL: ENABLED})
+    system["metadata"]["name"] = "kube-system"
+    assert TestCase(system).run(NamespaceDefaults()).actions == []
+    outcome = TestCase(system).owned(child("networking.k8s.io/v1", "NetworkPolicy", "default-deny")).run(NamespaceDefaults())
+    assert outcome.prunes and applied(outcome) == []
+
+
+def test_a_config_that_is_no_mapping_is_refused():
+    error = TestCase(namespace({LABEL: ENABLED})).config([{"quota": {}}]).run(NamespaceDefaults()).error
+    assert "expected a mapping" in error.message

@@ -206,10 +206,18 @@ struct Measured {
 async fn measure(side: Side, ns: &TestNamespace, count: usize, changes: usize, dir: &Path) -> Measured {
     let mut running = start(side, ns, count, dir);
     synced(side, &mut running, count).await;
-    // The first list's mappings are not the changes: drain them.
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    running.lines.try_iter().for_each(drop);
-    let before = if side == Side::Native { (0.0, 0.0) } else { map_histogram(&running.metrics).await };
+    // The first list's mappings are not the changes: wait until they stop (no line, and no
+    // `map` call counted, for half a second), and leave them out.
+    let mut before = (-1.0, -1.0);
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let quiet = running.lines.try_iter().count() == 0;
+        let now = if side == Side::Native { (0.0, 0.0) } else { map_histogram(&running.metrics).await };
+        if quiet && now == before {
+            break;
+        }
+        before = now;
+    }
     let (mut seen, mut times) = (Vec::new(), Vec::new());
     for round in 1..=changes {
         change(ns, round).await;

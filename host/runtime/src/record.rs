@@ -94,77 +94,7 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
-/// Triggers as a case keeps them: `{primaryChanged: {old, new}}`, `{ownedChanged: REF}`,
-/// `{relatedChanged: REF}`, `resync`, `requeue`, `retry`, `{conflict: {target, fields, more}}`.
-pub mod triggers {
-    use serde_json::{Value, json};
-    use wasmloop_sandbox::{ApplyConflict, FieldConflict, GenerationChange, Trigger, WitObjectRef};
-
-    fn reference(r: &WitObjectRef) -> Value {
-        json!({"apiVersion": r.api_version, "kind": r.kind, "name": r.name, "namespace": r.namespace, "uid": r.uid})
-    }
-
-    fn reference_of(v: &Value) -> Option<WitObjectRef> {
-        let text = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
-        Some(WitObjectRef {
-            api_version: text("apiVersion")?,
-            kind: text("kind")?,
-            name: text("name")?,
-            namespace: text("namespace"),
-            uid: text("uid"),
-        })
-    }
-
-    /// `trigger` as JSON.
-    pub fn to_json(trigger: &Trigger) -> Value {
-        match trigger {
-            Trigger::PrimaryChanged(g) => json!({"primaryChanged": {"old": g.old, "new": g.new}}),
-            Trigger::OwnedChanged(r) => json!({"ownedChanged": reference(r)}),
-            Trigger::RelatedChanged(r) => json!({"relatedChanged": reference(r)}),
-            Trigger::Resync => json!("resync"),
-            Trigger::Requeue => json!("requeue"),
-            Trigger::Retry => json!("retry"),
-            Trigger::Conflict(c) => json!({"conflict": {
-                "target": reference(&c.target),
-                "fields": c.fields.iter().map(|f| json!({"manager": f.manager, "field": f.field})).collect::<Vec<_>>(),
-                "more": c.more,
-            }}),
-        }
-    }
-
-    /// The trigger a case kept; none for anything else.
-    pub fn of(v: &Value) -> Option<Trigger> {
-        if let Some(word) = v.as_str() {
-            return match word {
-                "resync" => Some(Trigger::Resync),
-                "requeue" => Some(Trigger::Requeue),
-                "retry" => Some(Trigger::Retry),
-                _ => None,
-            };
-        }
-        let (tag, body) = v.as_object()?.iter().next()?;
-        match tag.as_str() {
-            "primaryChanged" => Some(Trigger::PrimaryChanged(GenerationChange {
-                old: body.get("old").and_then(Value::as_i64),
-                new: body.get("new").and_then(Value::as_i64),
-            })),
-            "ownedChanged" => reference_of(body).map(Trigger::OwnedChanged),
-            "relatedChanged" => reference_of(body).map(Trigger::RelatedChanged),
-            "conflict" => {
-                let fields = body.get("fields")?.as_array()?.iter().map(|f| FieldConflict {
-                    manager: f.get("manager").and_then(Value::as_str).unwrap_or_default().to_owned(),
-                    field: f.get("field").and_then(Value::as_str).unwrap_or_default().to_owned(),
-                });
-                Some(Trigger::Conflict(ApplyConflict {
-                    target: reference_of(body.get("target")?)?,
-                    fields: fields.collect(),
-                    more: body.get("more").and_then(Value::as_u64).and_then(|n| u32::try_from(n).ok()).unwrap_or(0),
-                }))
-            }
-            _ => None,
-        }
-    }
-}
+pub use wasmloop_sandbox::triggers;
 
 /// One cache look-up and its answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -207,7 +137,9 @@ pub enum Lookup {
         kind: String,
         /// The index's name, as the manifest declares it.
         index: String,
-        /// The key asked.
+        /// The key asked; over Secrets, its digest (`redacted-HEX`, as a `stringData` value's),
+        /// since an index over a Secret's fields files it under its values. A replay, which has
+        /// no key, then reports that look-up missing rather than answer it.
         key: String,
         /// The namespace asked, if any.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -573,10 +505,17 @@ impl HostServices for Recording {
         // Forwarded, not left to the default: the host's informers answer from the index they
         // keep, and a replay must be asked the same question to give the same answer.
         let page = self.inner.list_by_index(index, key, namespace, after, limit);
+        let secret = index.kind.to_string() == "v1/Secret";
+        let asked = if secret {
+            let hex: String = self.key.digest(key.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+            format!("redacted-{hex}")
+        } else {
+            key.to_owned()
+        };
         self.keep(page.items.iter(), || Lookup::Index {
             kind: index.kind.to_string(),
             index: index.name.clone(),
-            key: key.to_owned(),
+            key: asked,
             namespace: namespace.map(Namespace::to_string),
             page: PageAsked { after: after.cloned(), limit },
             items: page.items.iter().map(|o| self.served(&index.kind, o)).collect(),
@@ -660,6 +599,17 @@ mod tests {
         let (lookups, _) = recording.take();
         let Lookup::Index { index: name, key, page, items, .. } = &lookups[0] else { panic!("{lookups:?}") };
         assert_eq!((name.as_str(), key.as_str(), page.limit, items.len()), ("configmap", "web", 500, 1));
+    }
+
+    #[test]
+    fn a_look_up_by_an_index_over_secrets_keeps_its_key_digested() {
+        let secrets = Gvk::from_api_version("v1", "Secret").unwrap();
+        let index = Index { name: "token".into(), kind: secrets, fields: vec!["data.token".parse().unwrap()] };
+        let recording = Recording::new(Arc::new(OneDeployment), Vec::new(), RedactionKey::new([1; 32]));
+        recording.list_by_index(&index, "s3cr3t", None, None, 500);
+        let (lookups, _) = recording.take();
+        let Lookup::Index { key, .. } = &lookups[0] else { panic!("{lookups:?}") };
+        assert!(key.starts_with("redacted-") && !key.contains("s3cr3t"), "{key}");
     }
 
     #[test]

@@ -51,6 +51,7 @@ mod response;
 mod rules_suite;
 mod sandbox;
 mod state;
+pub mod triggers;
 pub use wasmloop_contract::validate;
 
 pub use bindings::{

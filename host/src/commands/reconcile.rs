@@ -48,7 +48,7 @@ pub(super) fn run(args: &ReconcileArgs) -> anyhow::Result<ExitCode> {
     for (envelope, (value, _)) in owned_objects.iter().zip(owned) {
         cache.insert_object(envelope.clone(), value);
     }
-    let request = Request {
+    let mut request = Request {
         object,
         owned: owned_objects,
         phase: match args.phase {
@@ -62,9 +62,36 @@ pub(super) fn run(args: &ReconcileArgs) -> anyhow::Result<ExitCode> {
         triggers: Vec::new(),
         triggers_dropped: 0,
     };
+    if let Some(file) = &args.triggers {
+        (request.triggers, request.triggers_dropped) = read_triggers(file)?;
+    }
 
     let sandbox = common::sandbox(&args.sandbox, None)?;
     common::block_on(reconcile(args, &sandbox, request, cache))?
+}
+
+/// The triggers a file lists, as the host hands them over: the newest [`triggers::MAX`], and
+/// how many older ones were dropped.
+fn read_triggers(file: &std::path::Path) -> anyhow::Result<(Vec<wasmloop_sandbox::Trigger>, u32)> {
+    let text = read_config(file)?;
+    let listed: Value = serde_json::from_str(&text).context("the triggers file parses")?;
+    let Value::Array(listed) = listed else {
+        anyhow::bail!("{}: give a list of triggers, oldest first (`- resync`)", file.display());
+    };
+    let mut triggers = Vec::with_capacity(listed.len());
+    for (i, value) in listed.iter().enumerate() {
+        let trigger = wasmloop_sandbox::triggers::of(value).ok_or_else(|| {
+            let shown = wasmloop_sandbox::validate::cut(value.to_string(), wasmloop_sandbox::validate::MAX_QUOTED);
+            anyhow::anyhow!(
+                "{}: trigger [{i}] {shown} is none the contract has: write primaryChanged {{old, new}}, ownedChanged REF, relatedChanged REF, conflict {{target, fields, more}}, resync, requeue or retry (REF: {{apiVersion, kind, name, namespace}})",
+                file.display()
+            )
+        })?;
+        triggers.push(trigger);
+    }
+    let dropped = triggers.len().saturating_sub(wasmloop_sandbox::triggers::MAX);
+    triggers.drain(..dropped);
+    Ok((triggers, u32::try_from(dropped).unwrap_or(u32::MAX)))
 }
 
 async fn reconcile(

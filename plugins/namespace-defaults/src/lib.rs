@@ -7,12 +7,18 @@
 //! - `default-resourcequota`: a ResourceQuota, its `hard` limits from the plugin's config
 //!   (`quota`, default Kyverno's: 4 CPUs and 16Gi requested and limited);
 //! - `default-team`: a RoleBinding of the ClusterRole `edit` (config `role`) to the Group the
-//!   Namespace's `wasmloop.dev/team` label names; none without that label.
+//!   Namespace's `wasmloop.dev/team` label names, only for a Group the config's `teams` lists:
+//!   whoever may label a Namespace must not be able to grant a Group of their choosing `edit`
+//!   there. An unlisted team gets a Warning Event (`TeamNotAllowed`) and no RoleBinding.
 //!
 //! They are the Namespace's children: one deleted is put back (its deletion calls the plugin),
 //! one edited has the fields this plugin manages set back by the next apply (fields another
 //! manager added are theirs, as server-side apply has it), and all of them are pruned when the
 //! label goes or changes. A Namespace being deleted is left alone: its objects go with it.
+//! An object of the same name that is not the Namespace's own (made by someone else) is never
+//! taken over: it is left alone, with a Warning Event (`DefaultExists`). Namespaces the config's
+//! `excludedNamespaces` names (default `kube-*` and `wasmloop-system`: a deny-all policy there
+//! would cut off the cluster's DNS or the host itself) get nothing, label or not.
 //!
 //! Every Namespace is the plugin's primary, not only labelled ones: the label going away is
 //! what prunes, and a Namespace that left a label selection would no longer be reconciled.
@@ -24,6 +30,7 @@ use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use wasmloop_sdk::Gvk;
 use wasmloop_sdk::prelude::*;
 
 /// The label that asks for the defaults, with the value [`ENABLED`].
@@ -38,19 +45,47 @@ pub struct NamespaceDefaults;
 
 /// The plugin's configuration.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(deny_unknown_fields, default, rename_all = "camelCase")]
 pub struct Defaults {
     /// The ResourceQuota's `hard` limits.
     pub quota: BTreeMap<String, String>,
     /// The ClusterRole the team is bound to.
     pub role: String,
+    /// The Groups a Namespace's team label may name.
+    pub teams: Vec<String>,
+    /// Namespaces that get nothing: names, or prefixes ending in `*`.
+    pub excluded_namespaces: Vec<String>,
 }
 
 impl Default for Defaults {
     fn default() -> Self {
         let quota =
             [("requests.cpu", "4"), ("requests.memory", "16Gi"), ("limits.cpu", "4"), ("limits.memory", "16Gi")];
-        Defaults { quota: quota.map(|(k, v)| (k.to_owned(), v.to_owned())).into(), role: "edit".into() }
+        Defaults {
+            quota: quota.map(|(k, v)| (k.to_owned(), v.to_owned())).into(),
+            role: "edit".into(),
+            teams: Vec::new(),
+            excluded_namespaces: vec!["kube-*".into(), "wasmloop-system".into()],
+        }
+    }
+}
+
+impl Defaults {
+    /// The configuration, refusing what is not a mapping (serde would read a list as a struct).
+    fn of(request: &Request) -> Result<Defaults, Error> {
+        let fix = "fix the plugin's configuration (config.yaml or --config)";
+        let value: Value = request.config()?;
+        if !value.is_object() {
+            return Err(Error::permanent(format!("invalid plugin config: expected a mapping; {fix}")));
+        }
+        serde_json::from_value(value).map_err(|e| Error::permanent(format!("invalid plugin config: {e}; {fix}")))
+    }
+
+    fn excludes(&self, namespace: &str) -> bool {
+        self.excluded_namespaces.iter().any(|pattern| match pattern.strip_suffix('*') {
+            Some(prefix) => namespace.starts_with(prefix),
+            None => namespace == pattern,
+        })
     }
 }
 
@@ -113,34 +148,49 @@ impl Reconciler for NamespaceDefaults {
         if request.phase != Phase::Apply || namespace.metadata.deletion_timestamp.is_some() {
             return Ok(Vec::new());
         }
-        if label(&namespace, LABEL) != Some(ENABLED) {
+        let config = Defaults::of(request)?;
+        let name = request.object.name.as_str();
+        if label(&namespace, LABEL) != Some(ENABLED) || config.excludes(name) {
             if request.owned.is_empty() {
                 return Ok(Vec::new());
             }
             let gone = request.owned.len();
-            return Ok(vec![
-                prune(),
-                event(
-                    EventType::Normal,
-                    "DefaultsRemoved",
-                    format!("{LABEL} is not {ENABLED}: {gone} default object(s) removed"),
-                ),
-            ]);
+            let message = format!("{LABEL} is not {ENABLED} here: {gone} default object(s) removed");
+            return Ok(vec![prune(), event(EventType::Normal, "DefaultsRemoved", message)]);
         }
-        let config: Defaults = request.config()?;
-        let wanted = defaults_for(&request.object.name, label(&namespace, TEAM), &config);
-        let missing: Vec<String> = wanted
-            .iter()
-            .filter(|(kind, name, _)| !request.owned.iter().any(|o| o.kind == *kind && o.name == *name))
-            .map(|(kind, name, _)| format!("{kind} {name}"))
-            .collect();
-        let mut actions: Vec<Action> = wanted.iter().map(|(_, _, object)| apply(object)).collect();
+        let team = label(&namespace, TEAM);
+        let allowed = team.filter(|t| config.teams.iter().any(|listed| listed == t));
+        let (mut actions, mut created, mut taken) = (Vec::new(), Vec::new(), Vec::new());
+        for (kind, child, object) in defaults_for(name, allowed, &config) {
+            let ours = request.owned.iter().any(|o| o.kind == kind && o.name == child);
+            if !ours {
+                let gvk = Gvk::from_api_version(object["apiVersion"].as_str().unwrap_or_default(), kind);
+                if cache::get_object(&gvk, Some(name), child)?.is_some() {
+                    taken.push(format!("{kind} {child}"));
+                    continue;
+                }
+                created.push(format!("{kind} {child}"));
+            }
+            actions.push(apply(&object));
+        }
         actions.push(prune());
-        if !missing.is_empty() {
+        if !taken.is_empty() {
+            let message = format!(
+                "{} exist(s) and are not this Namespace's; left alone: rename or remove them",
+                taken.join(", ")
+            );
+            actions.push(event(EventType::Warning, "DefaultExists", message));
+        }
+        if let Some(team) = team.filter(|_| allowed.is_none()) {
+            let message =
+                format!("team {team:?} is not in the plugin's teams; no RoleBinding: list it in the config's teams");
+            actions.push(event(EventType::Warning, "TeamNotAllowed", message));
+        }
+        if !created.is_empty() {
             actions.push(event(
                 EventType::Normal,
                 "DefaultsApplied",
-                format!("created or put back: {}", missing.join(", ")),
+                format!("created or put back: {}", created.join(", ")),
             ));
         }
         Ok(actions)
@@ -181,7 +231,9 @@ mod tests {
 
     #[test]
     fn a_labelled_namespace_gets_its_three_defaults_and_an_event() {
-        let outcome = TestCase::new(namespace(json!({LABEL: ENABLED, TEAM: "payments"}))).run::<NamespaceDefaults>();
+        let outcome = TestCase::new(namespace(json!({LABEL: ENABLED, TEAM: "payments"})))
+            .config(json!({"teams": ["payments"]}))
+            .run::<NamespaceDefaults>();
         assert_eq!(
             kinds_applied(&outcome),
             ["NetworkPolicy default-deny", "ResourceQuota default-resourcequota", "RoleBinding default-team"]
@@ -246,6 +298,45 @@ mod tests {
         let mut ns = namespace(json!({LABEL: ENABLED}));
         ns["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
         assert!(TestCase::new(ns).run::<NamespaceDefaults>().actions().is_empty());
+    }
+
+    #[test]
+    fn a_team_the_config_does_not_list_gets_no_rolebinding_and_a_warning() {
+        let outcome = TestCase::new(namespace(json!({LABEL: ENABLED, TEAM: "everyone"}))).run::<NamespaceDefaults>();
+        assert_eq!(kinds_applied(&outcome), ["NetworkPolicy default-deny", "ResourceQuota default-resourcequota"]);
+        assert_eq!(outcome.events()[0].reason, "TeamNotAllowed");
+    }
+
+    #[test]
+    fn an_object_of_the_same_name_made_by_someone_else_is_never_taken_over() {
+        let mut theirs = child("networking.k8s.io/v1", "NetworkPolicy", "default-deny");
+        theirs["metadata"]["ownerReferences"] = json!([]);
+        let outcome = TestCase::new(namespace(json!({LABEL: ENABLED}))).cached(theirs).run::<NamespaceDefaults>();
+        assert_eq!(kinds_applied(&outcome), ["ResourceQuota default-resourcequota"]);
+        assert_eq!(outcome.events()[0].reason, "DefaultExists");
+        assert!(
+            outcome.events()[0].message.starts_with("NetworkPolicy default-deny exist(s)"),
+            "{}",
+            outcome.events()[0].message
+        );
+    }
+
+    #[test]
+    fn an_excluded_namespace_gets_nothing_and_loses_what_it_had() {
+        let mut system = namespace(json!({LABEL: ENABLED}));
+        system["metadata"]["name"] = json!("kube-system");
+        assert!(TestCase::new(system.clone()).run::<NamespaceDefaults>().actions().is_empty());
+        let outcome = TestCase::new(system)
+            .owned(child("networking.k8s.io/v1", "NetworkPolicy", "default-deny"))
+            .run::<NamespaceDefaults>();
+        assert!(outcome.prunes() && kinds_applied(&outcome).is_empty());
+    }
+
+    #[test]
+    fn a_config_that_is_no_mapping_is_refused() {
+        let outcome =
+            TestCase::new(namespace(json!({LABEL: ENABLED}))).config(json!([{"quota": {}}])).run::<NamespaceDefaults>();
+        assert!(outcome.error().to_string().contains("expected a mapping"), "{}", outcome.error());
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //! - `janitor/expires`: an absolute time, `2026-12-24T18:00:00Z`, `2026-12-24T18:00Z` or
 //!   `2026-12-24` (midnight UTC).
 //!
-//! When both are given the earlier wins. When the time has come the janitor records an Event
+//! A TTL counts from the object's `creationTimestamp` (whole seconds, as the API server stamps
+//! it), by the host's clock. When both are given the earlier wins. When the time has come the
+//! janitor records an Event
 //! (`TimeToLiveExpired` or `ExpiryTimeReached`, kube-janitor's reasons) and deletes the object,
 //! pinned to its UID so that a new object of the same name is never taken for it. Before then
 //! it asks to be called again when the time comes (`requeue_after`), and on that call checks
@@ -16,10 +18,12 @@
 //! and an object whose time passed while no host ran is deleted on the first call.
 //!
 //! A value that does not parse gets a Warning Event (`InvalidTTL`, `InvalidExpiry`) naming
-//! the value and the forms allowed, and the object is left alone until it changes.
+//! the value and the forms allowed, and is ignored: the other annotation still counts.
 //!
 //! What differs from kube-janitor, and why: one component serves one kind (the contract's one
-//! primary; build another for another kind), and there is no dry-run flag (run `wasmloop
+//! primary). Built for another kind, drop the generation filter unless that kind, as
+//! Deployments do, moves its generation when its annotations change (StatefulSets, Jobs and
+//! CronJobs do not: an annotation added later would not call the janitor). There is no dry-run flag (run `wasmloop
 //! reconcile` on the object instead, or `wasmloop shadow`). kube-janitor's rules file (TTLs by
 //! JMESPath) is not carried over.
 
@@ -46,15 +50,15 @@ pub enum Cause {
     Expires(String),
 }
 
-/// When an object's time is up, and what says so; or why its annotations say nothing usable.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum End {
-    /// No annotation, or `janitor/ttl: forever`.
-    Never,
-    /// At this instant.
-    At(Timestamp, Cause),
-    /// An annotation that does not parse: the Event's reason and message.
-    Invalid(&'static str, String),
+/// When an object's time is up and what says so (none: never), and the annotations that do not
+/// parse, each as an Event's reason and message. Each annotation counts on its own, as in
+/// kube-janitor: a bad expiry does not cancel a good TTL.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct End {
+    /// The earliest end the annotations give.
+    pub at: Option<(Timestamp, Cause)>,
+    /// What did not parse.
+    pub invalid: Vec<(&'static str, String)>,
 }
 
 /// `text` as a time to live: `None` for `forever`.
@@ -104,53 +108,68 @@ pub fn parse_expiry(text: &str) -> Result<Timestamp, String> {
     civil.and_then(|c| c.to_zoned(tz::TimeZone::UTC).ok()).map(|z| z.timestamp()).ok_or_else(refuse)
 }
 
-/// When the object with these annotations, created at `created`, is due for deletion.
+/// When the object with these annotations, created at `created` (its `creationTimestamp`, in
+/// whole seconds as the API server stamps it), is due for deletion.
 pub fn end_of(created: Option<Timestamp>, ttl: Option<&str>, expires: Option<&str>) -> End {
+    let mut end = End::default();
     let mut ends = Vec::new();
     if let Some(text) = ttl {
         match parse_ttl(text) {
             Ok(None) => {}
-            Ok(Some(ttl)) => {
-                // An object the API server has not stamped yet has no age: it is not due.
-                if let Some(at) = created.and_then(|c| c.checked_add(ttl).ok()) {
-                    ends.push((at, Cause::Ttl(text.to_owned())));
+            // An object the API server has not stamped yet has no age: it is not due.
+            Ok(Some(ttl)) => match created.map(|c| c.checked_add(ttl)) {
+                None => {}
+                Some(Ok(at)) => ends.push((at, Cause::Ttl(text.to_owned()))),
+                Some(Err(_)) => {
+                    end.invalid.push(("InvalidTTL", format!("TTL {text:?} ends past the last time there is")))
                 }
-            }
-            Err(why) => return End::Invalid("InvalidTTL", why),
+            },
+            Err(why) => end.invalid.push(("InvalidTTL", why)),
         }
     }
     if let Some(text) = expires {
         match parse_expiry(text) {
             Ok(at) => ends.push((at, Cause::Expires(text.to_owned()))),
-            Err(why) => return End::Invalid("InvalidExpiry", why),
+            Err(why) => end.invalid.push(("InvalidExpiry", why)),
         }
     }
-    ends.into_iter().min_by_key(|(at, _)| *at).map_or(End::Never, |(at, cause)| End::At(at, cause))
+    end.at = ends.into_iter().min_by_key(|(at, _)| *at);
+    end
 }
 
-/// What to do about an object whose end is `end`, at `now`.
+/// What to do about an object whose end is `end`, at `now` (the host's clock).
 pub fn actions_at(end: End, now: Timestamp, target: ObjectRef, what: &str) -> Vec<Action> {
-    match end {
-        End::Never => Vec::new(),
-        End::Invalid(reason, why) => vec![event(EventType::Warning, reason, format!("{why}; the object is kept"))],
-        End::At(at, cause) if now >= at => {
+    let mut actions: Vec<Action> = end
+        .invalid
+        .into_iter()
+        .map(|(reason, why)| event(EventType::Warning, reason, format!("{why}; the annotation is ignored")))
+        .collect();
+    match end.at {
+        None => {}
+        Some((at, cause)) if now >= at => {
             let (reason, message) = match cause {
                 Cause::Ttl(ttl) => ("TimeToLiveExpired", format!("{what} with {ttl} TTL has expired; deleting it")),
                 Cause::Expires(at) => {
                     ("ExpiryTimeReached", format!("{what} reached its expiry time {at}; deleting it"))
                 }
             };
-            vec![event(EventType::Normal, reason, message), delete(target)]
+            actions.push(event(EventType::Normal, reason, message));
+            actions.push(delete(target));
         }
-        End::At(at, _) => {
+        Some((at, cause)) => {
+            let by = match cause {
+                Cause::Ttl(ttl) => format!("its {ttl} TTL"),
+                Cause::Expires(when) => format!("its expiry time {when}"),
+            };
+            wasmloop_sdk::info!("{what} is due at {at} by {by}; kept until then");
             // Rounded up to the millisecond: a wait cut short would fire a moment early, and
             // only find the time not yet come.
             let left = at.duration_since(now).unsigned_abs();
-            vec![requeue_after(Duration::from_millis(
-                u64::try_from(left.as_micros().div_ceil(1_000)).unwrap_or(u64::MAX),
-            ))]
+            let millis = u64::try_from(left.as_micros().div_ceil(1_000)).unwrap_or(u64::MAX);
+            actions.push(requeue_after(Duration::from_millis(millis)));
         }
     }
+    actions
 }
 
 fn annotation<'a>(object: &'a serde_json::Value, key: &str) -> Option<&'a str> {
@@ -220,14 +239,24 @@ mod tests {
 
     #[test]
     fn forever_never_ends() {
-        assert_eq!(end_of(Some(at("2001-01-01T00:00:00Z")), Some("forever"), None), End::Never);
+        assert_eq!(end_of(Some(at("2001-01-01T00:00:00Z")), Some("forever"), None), End::default());
     }
 
     #[test]
     fn a_ttl_that_is_no_duration_is_reported_and_the_object_kept() {
-        for bad in ["", "m", "10", "10y", "-5m", "1.5h", "5 m", "99999999999999999999w", "٣m"] {
-            assert!(matches!(end_of(None, Some(bad), None), End::Invalid("InvalidTTL", _)), "{bad:?}");
+        let created = Some(at("2001-01-01T00:00:00Z"));
+        for bad in ["", "m", "10", "10y", "-5m", "1.5h", "5 m", "99999999999999999999w", "٣m", "600000000w"] {
+            let end = end_of(created, Some(bad), None);
+            assert!(end.at.is_none() && end.invalid[0].0 == "InvalidTTL", "{bad:?}: {end:?}");
         }
+    }
+
+    #[test]
+    fn a_bad_expiry_does_not_cancel_a_good_ttl() {
+        let outcome = TestCase::new(deployment(json!({TTL: "1h", EXPIRES: "soon"}))).run::<TtlJanitor>();
+        assert_eq!(outcome.events()[0].reason, "InvalidExpiry");
+        assert_eq!(outcome.events()[1].reason, "TimeToLiveExpired");
+        assert_eq!(outcome.deletes().len(), 1);
     }
 
     #[test]
@@ -244,14 +273,14 @@ mod tests {
     fn the_earlier_of_ttl_and_expiry_wins() {
         let created = Some(at("2026-01-01T00:00:00Z"));
         let end = end_of(created, Some("1d"), Some("2026-01-01T12:00Z"));
-        assert_eq!(end, End::At(at("2026-01-01T12:00:00Z"), Cause::Expires("2026-01-01T12:00Z".into())));
+        assert_eq!(end.at, Some((at("2026-01-01T12:00:00Z"), Cause::Expires("2026-01-01T12:00Z".into()))));
         let end = end_of(created, Some("1h"), Some("2026-01-01T12:00Z"));
-        assert_eq!(end, End::At(at("2026-01-01T01:00:00Z"), Cause::Ttl("1h".into())));
+        assert_eq!(end.at, Some((at("2026-01-01T01:00:00Z"), Cause::Ttl("1h".into()))));
     }
 
     #[test]
     fn before_its_time_an_object_is_requeued_for_exactly_then_and_not_deleted() {
-        let end = End::At(at("2026-01-01T00:01:00Z"), Cause::Ttl("1m".into()));
+        let end = End { at: Some((at("2026-01-01T00:01:00Z"), Cause::Ttl("1m".into()))), invalid: Vec::new() };
         let now = at("2026-01-01T00:00:00.000200Z");
         let target = ObjectRef::new::<Deployment>("preview");
         let actions = actions_at(end, now, target, "Deployment pr-7/preview");

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use wasmloop_contract::names::{Name, Namespace};
-use wasmloop_sandbox::{CacheDenied, Gvk, HostServices, Index, ListKey, ListPage, Manifest, Object, Selector};
+use wasmloop_sandbox::{CacheDenied, Gvk, HostServices, Index, ListKey, ListPage, Object, Selector};
 
 use crate::informer::{Entry, IndexHold, IndexRefused, IndexSpec, Informer};
 
@@ -96,10 +96,13 @@ impl HostServices for CacheView {
         else {
             return ListPage::default();
         };
-        let pages = self.by_kind.get(&index.kind).into_iter().flatten().filter_map(|informer| {
-            let (entries, resume) =
-                informer.list_by_index(paths, key, namespace.map(Namespace::as_str), after, limit)?;
-            Some((keyed(&entries), resume))
+        let namespace = namespace.map(Namespace::as_str);
+        let pages = self.by_kind.get(&index.kind).into_iter().flatten().map(|informer| {
+            // An informer that could not keep the index (past its limit) answers by reading.
+            let (entries, resume) = informer
+                .list_by_index(paths, key, namespace, after, limit)
+                .unwrap_or_else(|| informer.list_filed_after(paths, key, namespace, after, limit, PAGE_SCAN));
+            (keyed(&entries), resume)
         });
         merge_pages(pages, limit)
     }
@@ -162,27 +165,33 @@ fn merge_pages(pages: impl Iterator<Item = (Vec<(ListKey, Object)>, Option<ListK
     ListPage { items: items.into_iter().map(|(_, o)| o).collect(), resume }
 }
 
-/// The manifest's indexes, each kept by every informer of its kind while the holds live.
-///
-/// # Errors
-/// When an informer keeps as many indexes as it may.
-pub(super) fn indexed(
-    manifest: &Manifest,
-    by_kind: &HashMap<Gvk, Vec<Arc<Informer>>>,
-) -> Result<(HashMap<(Gvk, String), IndexSpec>, Vec<IndexHold>), IndexRefused> {
-    let (mut indexes, mut holds) = (HashMap::new(), Vec::new());
-    for index in &manifest.indexes {
+/// The manifest's indexes, by kind and name, each kept by every informer of its kind while
+/// the holds live. An informer at its limit keeps none more, and says so (the look-ups by that
+/// index read its objects instead): one tenant's indexes never stop another's plugin.
+pub(super) struct Indexed {
+    pub(super) indexes: HashMap<(Gvk, String), IndexSpec>,
+    pub(super) holds: Vec<IndexHold>,
+    pub(super) refused: Vec<IndexRefused>,
+}
+
+/// Builds [`Indexed`] for `indexes` (the manifest's) over the informers of their kinds.
+pub(super) fn indexed(indexes: &[Index], by_kind: &HashMap<Gvk, Vec<Arc<Informer>>>) -> Indexed {
+    let mut made = Indexed { indexes: HashMap::new(), holds: Vec::new(), refused: Vec::new() };
+    for index in indexes {
         // In one order, once each: plugins that declare the same paths share one index.
         let mut fields = index.fields.clone();
         fields.sort_by(|a, b| a.as_str().cmp(b.as_str()));
         fields.dedup();
         let paths: IndexSpec = fields.into();
         for informer in by_kind.get(&index.kind).into_iter().flatten() {
-            holds.push(informer.index(&paths)?);
+            match informer.index(&paths) {
+                Ok(hold) => made.holds.push(hold),
+                Err(refused) => made.refused.push(refused),
+            }
         }
-        indexes.insert((index.kind.clone(), index.name.clone()), paths);
+        made.indexes.insert((index.kind.clone(), index.name.clone()), paths);
     }
-    Ok((indexes, holds))
+    made
 }
 
 /// Cache entries one page may look at: a selector that matches little costs a call a bounded

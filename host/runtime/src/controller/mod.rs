@@ -46,7 +46,7 @@ use wasmloop_sandbox::{GenerationChange, Gvk, Manifest, Plugin, Trigger};
 use crate::context::Context;
 use crate::discovery::DiscoveryError;
 use crate::identity::{Identity, IdentityError};
-use crate::informer::{self, IndexRefused, Informer, InformerScope};
+use crate::informer::{self, Informer, InformerScope};
 use crate::queue::WorkQueue;
 use crate::shadow::ShadowSeat;
 use cache_view::CacheView;
@@ -89,15 +89,6 @@ pub enum StartError {
         what: String,
         /// The conflict, and what to change.
         reason: String,
-    },
-    /// An informer the plugin shares keeps as many indexes as it may.
-    #[error("plugin {plugin}: {source}")]
-    Index {
-        /// The plugin.
-        plugin: String,
-        /// Which informer.
-        #[source]
-        source: IndexRefused,
     },
     /// A cache did not fill in time.
     #[error("plugin {plugin}: the cache of {kind} did not sync within {} s; check that the host may list and watch {kind} (RBAC) and that the API server is reachable", SYNC_TIMEOUT.as_secs())]
@@ -258,8 +249,15 @@ impl Controller {
                 }
             }
         }
-        let (indexes, holds) = cache_view::indexed(&manifest, &by_kind)
-            .map_err(|source| StartError::Index { plugin: manifest.id(), source })?;
+        // Built off the async workers: a new index parses every object its informer holds.
+        let (declared, informers_by_kind) = (manifest.indexes.clone(), by_kind.clone());
+        let indexed = tokio::task::spawn_blocking(move || cache_view::indexed(&declared, &informers_by_kind))
+            .await
+            .expect("building indexes does not panic");
+        for refused in &indexed.refused {
+            tracing::warn!(plugin = %manifest.id(), "{refused}");
+        }
+        let (indexes, holds) = (indexed.indexes, indexed.holds);
         let selector = manifest.primary.label_selector.as_ref().map(LabelSelector::selector).unwrap_or_default();
         let concurrency = config.concurrency_for(manifest.settings.max_concurrent_reconciles);
         let resync = config.resync_for(manifest.settings.resync_seconds);

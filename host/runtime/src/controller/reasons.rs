@@ -25,7 +25,7 @@ use std::time::Instant;
 use wasmloop_sandbox::{GenerationChange, Trigger};
 
 /// Triggers one reconcile carries at most.
-pub const MAX_TRIGGERS: usize = 32;
+pub const MAX_TRIGGERS: usize = wasmloop_sandbox::triggers::MAX;
 
 /// The triggers of each waiting key.
 #[derive(Debug)]

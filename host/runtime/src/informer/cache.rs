@@ -60,11 +60,16 @@ impl Cache {
         self.indexes.get_mut(paths).map(|(_, holders)| *holders += 1).is_some()
     }
 
-    /// Adds `index`, built from `snapshot` (what the cache held when its build began), with one
-    /// holder: first brought up to what the cache holds now, by the objects that changed or
-    /// went since, the only ones parsed under the lock.
-    pub(super) fn add_index(&mut self, mut index: FieldIndex, snapshot: &[(Key, Arc<Entry>)]) {
-        let before: HashMap<&Key, &Arc<Entry>> = snapshot.iter().map(|(k, e)| (k, e)).collect();
+    /// Adds `index`, built from `snapshot` (what the cache held when its build began; `before`
+    /// is it by key, made outside the lock too), with one holder: first brought up to what the
+    /// cache holds now, by the objects that changed or went since, the only ones parsed under
+    /// the lock.
+    pub(super) fn add_index(
+        &mut self,
+        mut index: FieldIndex,
+        snapshot: &[(Key, Arc<Entry>)],
+        before: &HashMap<&Key, &Arc<Entry>>,
+    ) {
         for (key, entry) in &self.objects {
             if before.get(key).is_none_or(|old| !Arc::ptr_eq(old, entry)) {
                 index.insert(key, &parsed(entry));
@@ -155,7 +160,7 @@ mod tests {
         let (key, new) = entry("new", "a");
         cache.insert(key, new);
         cache.remove(&("s".to_owned(), "gone".to_owned()));
-        cache.add_index(index, &snapshot);
+        cache.add_index(index, &snapshot, &snapshot.iter().map(|(k, e)| (k, e)).collect());
         assert_eq!(filed(&cache, &paths, "a"), ["kept", "new"]);
         assert_eq!(filed(&cache, &paths, "b"), ["changed"]);
     }
@@ -164,7 +169,7 @@ mod tests {
     fn the_last_holder_released_drops_the_index() {
         let paths: IndexSpec = vec!["metadata.name".parse().unwrap()].into();
         let mut cache = Cache::default();
-        cache.add_index(FieldIndex::new(paths.clone()), &[]);
+        cache.add_index(FieldIndex::new(paths.clone()), &[], &HashMap::new());
         assert!(cache.hold_index(&paths));
         cache.release_index(&paths);
         assert!(cache.indexes.contains_key(&paths));

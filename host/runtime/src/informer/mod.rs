@@ -51,6 +51,7 @@ use crate::metrics::Metrics;
 pub use entry::Entry;
 use field_index::FieldIndex;
 pub use field_index::IndexSpec;
+use wasmloop_contract::fields::index_keys;
 
 pub use scope::{Filter, InformerScope};
 
@@ -392,6 +393,7 @@ impl Informer {
         for (key, entry) in &snapshot {
             index.insert(key, &cache::parsed(entry));
         }
+        let before: HashMap<&Key, &Arc<Entry>> = snapshot.iter().map(|(k, e)| (k, e)).collect();
         let mut cache = self.cache.write().expect("lock");
         // Another plugin may have built the same index meanwhile.
         if cache.hold_index(paths) {
@@ -400,7 +402,7 @@ impl Informer {
         if full(&cache) {
             return Err(IndexRefused { kind: self.scope.kind.to_string() });
         }
-        cache.add_index(index, &snapshot);
+        cache.add_index(index, &snapshot, &before);
         Ok(hold())
     }
 
@@ -484,6 +486,33 @@ impl Informer {
         limit: usize,
         scan: usize,
     ) -> (Vec<Arc<Entry>>, Option<Key>) {
+        self.page_after(namespace, after, limit, scan, |entry| entry.selected_by(selector))
+    }
+
+    /// As [`Informer::list_after`], for the objects an index over `paths` would file under
+    /// `value`, each object's paths evaluated as it is looked at: the answer for an index this
+    /// informer could not keep (past [`MAX_INDEXES_PER_INFORMER`]), slower but the same.
+    pub fn list_filed_after(
+        &self,
+        paths: &IndexSpec,
+        value: &str,
+        namespace: Option<&str>,
+        after: Option<&Key>,
+        limit: usize,
+        scan: usize,
+    ) -> (Vec<Arc<Entry>>, Option<Key>) {
+        let filed = |entry: &Entry| index_keys(paths, &cache::parsed(entry)).iter().any(|k| k == value);
+        self.page_after(namespace, after, limit, scan, filed)
+    }
+
+    fn page_after(
+        &self,
+        namespace: Option<&str>,
+        after: Option<&Key>,
+        limit: usize,
+        scan: usize,
+        matches: impl Fn(&Entry) -> bool,
+    ) -> (Vec<Arc<Entry>>, Option<Key>) {
         use std::ops::Bound;
         let cache = self.cache.read().expect("lock");
         let namespace = namespace.filter(|_| self.namespaced);
@@ -505,7 +534,7 @@ impl Informer {
             if scanned == scan {
                 return (items, seen.cloned());
             }
-            if entry.selected_by(selector) {
+            if matches(entry) {
                 if items.len() == limit {
                     // One more matches: the page is full, and another follows.
                     return (items, last_item.cloned());
@@ -725,6 +754,19 @@ mod tests {
         drop(second);
         assert_eq!(informer.index_count(), 0);
         assert!(informer.list_by_index(&paths("metadata.name"), "b", None, None, 10).is_none());
+    }
+
+    #[test]
+    fn an_index_an_informer_could_not_keep_is_answered_by_reading_alike() {
+        let (informer, resource) = detached();
+        relist(&informer, &resource, &[("a", "1"), ("b", "1"), ("c", "1")]);
+        let by_name = paths("metadata.name");
+        assert!(informer.list_by_index(&by_name, "b", None, None, 10).is_none(), "no index kept");
+        let (read, resume) = informer.list_filed_after(&by_name, "b", None, None, 10, 10_000);
+        assert_eq!((read.iter().map(|e| e.envelope.name.as_str()).collect::<Vec<_>>(), resume), (vec!["b"], None));
+        let _hold = informer.index(&by_name).unwrap();
+        let (kept, _) = informer.list_by_index(&by_name, "b", None, None, 10).unwrap();
+        assert_eq!(kept.len(), read.len());
     }
 
     #[test]

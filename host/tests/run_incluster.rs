@@ -196,7 +196,7 @@ async fn deploy_and_its_example_plugins_overlay_are_accepted_by_the_api_server_a
     let overlay = render(&tree.path().join("deploy/overlays/example-plugins"));
     let (cache_roles, identities): (Vec<_>, Vec<_>) =
         overlay.into_iter().partition(|o| o.metadata.name.as_deref().is_some_and(|n| n.starts_with("wasmloop-cache-")));
-    assert_eq!(cache_roles.len(), 4, "one cache role per example plugin");
+    assert_eq!(cache_roles.len(), 6, "one cache role per example plugin");
     apply_all(&identities).await;
     let pod_logger = component("pod_logger");
     let waiting = in_cluster_host(secrets.path(), home.path(), &["--plugin", pod_logger.to_str().unwrap()]);
@@ -223,7 +223,7 @@ async fn deploy_and_its_example_plugins_overlay_are_accepted_by_the_api_server_a
     let resource = kube::api::ApiResource::from_gvk_with_plural(&gvk, "wasmplugins");
     let wasmplugins: Api<kube::api::DynamicObject> =
         Api::namespaced_with(shared().client().await.unwrap(), SYSTEM, &resource);
-    for plugin in ["foo-deployment", "pod-logger", "node-image-watch", "configmap-mirror"] {
+    for plugin in ["foo-deployment", "pod-logger", "node-image-watch", "configmap-mirror", "ttl-janitor", "namespace-defaults"] {
         eventually(Duration::from_secs(60), &format!("{plugin} ready from its WasmPlugin, pinned"), || {
             let wasmplugins = wasmplugins.clone();
             async move {

@@ -223,7 +223,9 @@ async fn deploy_and_its_example_plugins_overlay_are_accepted_by_the_api_server_a
     let resource = kube::api::ApiResource::from_gvk_with_plural(&gvk, "wasmplugins");
     let wasmplugins: Api<kube::api::DynamicObject> =
         Api::namespaced_with(shared().client().await.unwrap(), SYSTEM, &resource);
-    for plugin in ["foo-deployment", "pod-logger", "node-image-watch", "configmap-mirror", "ttl-janitor", "namespace-defaults"] {
+    for plugin in
+        ["foo-deployment", "pod-logger", "node-image-watch", "configmap-mirror", "ttl-janitor", "namespace-defaults"]
+    {
         eventually(Duration::from_secs(60), &format!("{plugin} ready from its WasmPlugin, pinned"), || {
             let wasmplugins = wasmplugins.clone();
             async move {

@@ -239,15 +239,9 @@ impl Controller {
         for informer in primaries.iter().chain(&owned).chain(&watched).chain(&read) {
             by_kind.entry(informer.scope().kind.clone()).or_default().push(informer.clone());
         }
-        for informers in by_kind.values() {
-            for informer in informers {
-                if tokio::time::timeout(SYNC_TIMEOUT, informer.synced()).await.is_err() {
-                    return Err(StartError::NotSynced {
-                        plugin: manifest.id(),
-                        kind: informer.scope().kind.to_string(),
-                    });
-                }
-            }
+        let every: Vec<Arc<Informer>> = by_kind.values().flatten().cloned().collect();
+        if let Err(late) = informer::all_synced(&every, SYNC_TIMEOUT).await {
+            return Err(StartError::NotSynced { plugin: manifest.id(), kind: late.scope().kind.to_string() });
         }
         // Built off the async workers: a new index parses every object its informer holds.
         let (declared, informers_by_kind) = (manifest.indexes.clone(), by_kind.clone());

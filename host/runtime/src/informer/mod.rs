@@ -554,6 +554,21 @@ impl Informer {
     }
 }
 
+/// Waits until every one of `informers` has cached its first full list, all of them at once
+/// under one deadline: a plugin of several kinds is ready when its slowest cache is, and gives
+/// up `within` after it started waiting, however many kinds it has.
+///
+/// # Errors
+/// The first informer not synced when the deadline passed.
+pub async fn all_synced(informers: &[Arc<Informer>], within: std::time::Duration) -> Result<(), Arc<Informer>> {
+    let all = futures::future::join_all(informers.iter().map(|i| i.synced()));
+    if tokio::time::timeout(within, all).await.is_ok() {
+        return Ok(());
+    }
+    let late = informers.iter().find(|i| !*i.synced.borrow()).or(informers.first());
+    Err(late.expect("an informer timed out").clone())
+}
+
 /// Most distinct indexes one informer keeps, whatever plugins declare: each costs memory in
 /// proportion to the objects it files, and time on every change.
 pub const MAX_INDEXES_PER_INFORMER: usize = 32;
@@ -780,5 +795,39 @@ mod tests {
         assert!(informer.index(&paths("metadata.labels.l0")).is_ok(), "one held already is shared past the limit");
         drop(holds);
         assert_eq!(informer.index_count(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn caches_that_sync_in_a_second_each_are_ready_together_in_a_second() {
+        let informers: Vec<(Arc<Informer>, ApiResource)> = (0..3).map(|_| detached()).collect();
+        for (informer, resource) in &informers {
+            let (informer, resource) = (informer.clone(), resource.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                relist(&informer, &resource, &[("a", "1")]);
+            });
+        }
+        let started = tokio::time::Instant::now();
+        let all: Vec<Arc<Informer>> = informers.iter().map(|(i, _)| i.clone()).collect();
+        assert!(all_synced(&all, std::time::Duration::from_secs(120)).await.is_ok());
+        assert_eq!(started.elapsed(), std::time::Duration::from_secs(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn one_deadline_holds_for_every_cache_and_names_the_one_that_did_not_sync() {
+        // Each would sync within 120 s of the one before: one deadline for all still ends at 120 s.
+        let (first, second) = (detached(), detached());
+        for ((informer, resource), at) in [(&first, 100), (&second, 200)] {
+            let (informer, resource) = (informer.clone(), resource.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(std::time::Duration::from_secs(at)).await;
+                relist(&informer, &resource, &[("a", "1")]);
+            });
+        }
+        let started = tokio::time::Instant::now();
+        let late =
+            all_synced(&[first.0.clone(), second.0.clone()], std::time::Duration::from_secs(120)).await.unwrap_err();
+        assert!(Arc::ptr_eq(&late, &second.0), "the one not synced is named");
+        assert_eq!(started.elapsed(), std::time::Duration::from_secs(120), "one deadline, not one per cache");
     }
 }

@@ -41,11 +41,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use wasmloop_contract::names::LabelSelector;
-use wasmloop_sandbox::{GenerationChange, Gvk, Manifest, Plugin, Trigger};
+use wasmloop_sandbox::{GenerationChange, Gvk, Manifest, Plugin, Selector, Trigger};
 
 use crate::context::Context;
 use crate::discovery::DiscoveryError;
-use crate::identity::{Identity, IdentityError};
+use crate::identity::{Access, Identity, IdentityError};
 use crate::informer::{self, Informer, InformerScope};
 use crate::queue::WorkQueue;
 use crate::shadow::ShadowSeat;
@@ -182,6 +182,14 @@ impl Drop for Prepared {
     }
 }
 
+/// The informers a plugin reads, acquired and synced.
+struct Acquired {
+    primaries: Vec<Arc<Informer>>,
+    owned: Vec<Arc<Informer>>,
+    watched: Vec<Arc<Informer>>,
+    by_kind: HashMap<Gvk, Vec<Arc<Informer>>>,
+}
+
 /// A running plugin controller.
 pub struct Controller {
     shared: Arc<Shared>,
@@ -203,46 +211,10 @@ impl Controller {
         config: ControllerConfig,
         shadow: Arc<ShadowSeat>,
     ) -> Result<Prepared, StartError> {
-        let informers = &context.informers;
         let manifest = plugin.manifest().clone();
-        let confined = |(what, reason): scopes::Confined| StartError::Confined { plugin: manifest.id(), what, reason };
-        if let Some(operator) = config.namespace.as_ref() {
-            grants_within(&manifest, operator).map_err(confined)?;
-        }
-        let scopes = scopes::scopes(&manifest, config.namespace.as_ref()).map_err(confined)?;
-        // The plugin's identity before any request made for it: its ServiceAccount is checked,
-        // its kinds are discovered as that account, and its reads are reviewed, before any
-        // informer lists or watches on its behalf with the host's credentials.
-        let identity_error = |source| StartError::Identity { plugin: manifest.id(), source };
-        if let Identity::ServiceAccount(account) = &config.identity {
-            context.identities.ensure_usable(account).await.map_err(identity_error)?;
-        }
-        let client = context.identities.client_for(&config.identity).map_err(identity_error)?;
-        let discovery = |source| StartError::Discovery { plugin: manifest.id(), source };
-        let reads = access::reads_needed(&context.kinds, &client, scopes.all()).await.map_err(discovery)?;
-        if let Identity::ServiceAccount(account) = &config.identity {
-            context.identities.review(account, &reads).await.map_err(identity_error)?;
-        }
-        let acquire = async |list: &[InformerScope]| -> Result<Vec<Arc<Informer>>, StartError> {
-            let mut acquired = Vec::new();
-            for scope in list {
-                acquired.push(informers.acquire(scope).await.map_err(discovery)?);
-            }
-            Ok(acquired)
-        };
-        let primaries = acquire(&scopes.primaries).await?;
-        let owned = acquire(&scopes.owned).await?;
-        let watch_scopes: Vec<InformerScope> = scopes.watched.iter().map(|(s, _)| s.clone()).collect();
-        let watched = acquire(&watch_scopes).await?;
-        let read = acquire(&scopes.read).await?;
-        let mut by_kind: HashMap<Gvk, Vec<Arc<Informer>>> = HashMap::new();
-        for informer in primaries.iter().chain(&owned).chain(&watched).chain(&read) {
-            by_kind.entry(informer.scope().kind.clone()).or_default().push(informer.clone());
-        }
-        let every: Vec<Arc<Informer>> = by_kind.values().flatten().cloned().collect();
-        if let Err(late) = informer::all_synced(&every, SYNC_TIMEOUT).await {
-            return Err(StartError::NotSynced { plugin: manifest.id(), kind: late.scope().kind.to_string() });
-        }
+        let (scopes, client, reads) = Self::admitted(&manifest, context, &config).await?;
+        let acquired = Self::acquired(&manifest, context, &scopes).await?;
+        let Acquired { primaries, owned, watched, by_kind } = acquired;
         // Built off the async workers: a new index parses every object its informer holds.
         let (declared, informers_by_kind) = (manifest.indexes.clone(), by_kind.clone());
         let indexed = tokio::task::spawn_blocking(move || cache_view::indexed(&declared, &informers_by_kind))
@@ -251,7 +223,6 @@ impl Controller {
         for refused in &indexed.refused {
             tracing::warn!(plugin = %manifest.id(), "{refused}");
         }
-        let (indexes, holds) = (indexed.indexes, indexed.holds);
         let selector = manifest.primary.label_selector.as_ref().map(LabelSelector::selector).unwrap_or_default();
         let concurrency = config.concurrency_for(manifest.settings.max_concurrent_reconciles);
         let resync = config.resync_for(manifest.settings.resync_seconds);
@@ -269,10 +240,11 @@ impl Controller {
                 .confined_to(config.namespace.clone()),
         );
         let (deny, denied) = tokio::sync::watch::channel(None);
+        let cache = CacheView { by_kind, indexes: indexed.indexes, _holds: indexed.holds, denied: denied.clone() };
         let shared = Arc::new(Shared {
             queue: WorkQueue::new(config.queue),
             selector,
-            cache: Arc::new(CacheView { by_kind, indexes, _holds: holds, denied: denied.clone() }),
+            cache: Arc::new(cache),
             primaries,
             owned,
             id: manifest.id(),
@@ -295,17 +267,85 @@ impl Controller {
             record: context.record.clone(),
             shadow,
         });
-        // Subscribe before the first full enqueue, so no change falls between the two.
+        let watches = watched.into_iter().zip(scopes.watched.into_iter().map(|(_, selector)| selector)).collect();
+        let tasks = Self::spawned(&shared, context, watches, reads, deny, resync);
+        Ok(Prepared { shared, tasks, concurrency })
+    }
+
+    /// The plugin's declarations held to the operator's confinement, and its identity checked
+    /// before any request is made for it: its ServiceAccount is checked, its kinds are
+    /// discovered as that account, and its reads are reviewed, before any informer lists or
+    /// watches on its behalf with the host's credentials.
+    async fn admitted(
+        manifest: &Manifest,
+        context: &Context,
+        config: &ControllerConfig,
+    ) -> Result<(scopes::Scopes, kube::Client, Vec<Access>), StartError> {
+        let confined = |(what, reason): scopes::Confined| StartError::Confined { plugin: manifest.id(), what, reason };
+        if let Some(operator) = config.namespace.as_ref() {
+            grants_within(manifest, operator).map_err(confined)?;
+        }
+        let scopes = scopes::scopes(manifest, config.namespace.as_ref()).map_err(confined)?;
+        let identity_error = |source| StartError::Identity { plugin: manifest.id(), source };
+        if let Identity::ServiceAccount(account) = &config.identity {
+            context.identities.ensure_usable(account).await.map_err(identity_error)?;
+        }
+        let client = context.identities.client_for(&config.identity).map_err(identity_error)?;
+        let discovery = |source| StartError::Discovery { plugin: manifest.id(), source };
+        let reads = access::reads_needed(&context.kinds, &client, scopes.all()).await.map_err(discovery)?;
+        if let Identity::ServiceAccount(account) = &config.identity {
+            context.identities.review(account, &reads).await.map_err(identity_error)?;
+        }
+        Ok((scopes, client, reads))
+    }
+
+    /// The informers of every scope, shared ones with their warm caches, once all have synced.
+    async fn acquired(manifest: &Manifest, context: &Context, scopes: &scopes::Scopes) -> Result<Acquired, StartError> {
+        let discovery = |source| StartError::Discovery { plugin: manifest.id(), source };
+        let acquire = async |list: &[InformerScope]| -> Result<Vec<Arc<Informer>>, StartError> {
+            let mut acquired = Vec::new();
+            for scope in list {
+                acquired.push(context.informers.acquire(scope).await.map_err(discovery)?);
+            }
+            Ok(acquired)
+        };
+        let primaries = acquire(&scopes.primaries).await?;
+        let owned = acquire(&scopes.owned).await?;
+        let watch_scopes: Vec<InformerScope> = scopes.watched.iter().map(|(s, _)| s.clone()).collect();
+        let watched = acquire(&watch_scopes).await?;
+        let read = acquire(&scopes.read).await?;
+        let mut by_kind: HashMap<Gvk, Vec<Arc<Informer>>> = HashMap::new();
+        for informer in primaries.iter().chain(&owned).chain(&watched).chain(&read) {
+            by_kind.entry(informer.scope().kind.clone()).or_default().push(informer.clone());
+        }
+        let every: Vec<Arc<Informer>> = by_kind.values().flatten().cloned().collect();
+        if let Err(late) = informer::all_synced(&every, SYNC_TIMEOUT).await {
+            return Err(StartError::NotSynced { plugin: manifest.id(), kind: late.scope().kind.to_string() });
+        }
+        Ok(Acquired { primaries, owned, watched, by_kind })
+    }
+
+    /// The controller's tasks: the change streams (subscribed before the first full enqueue,
+    /// so no change falls between the two), the first enqueue, the lead, the review of the
+    /// plugin's reads and the resync.
+    fn spawned(
+        shared: &Arc<Shared>,
+        context: &Context,
+        watches: Vec<(Arc<Informer>, Selector)>,
+        reads: Vec<Access>,
+        deny: tokio::sync::watch::Sender<Option<String>>,
+        resync: Option<Duration>,
+    ) -> Vec<tokio::task::JoinHandle<()>> {
         let mut tasks = Vec::new();
         for informer in &shared.primaries {
             // Seeded now, beside the first enqueue below: what the plugin is queued for.
-            let (changes, seen) = (informer.subscribe(), triggers::Generations::seeded(&shared, informer));
+            let (changes, seen) = (informer.subscribe(), triggers::Generations::seeded(shared, informer));
             tasks.push(tokio::spawn(triggers::primary(shared.clone(), seen, changes)));
         }
         for informer in shared.owned.clone() {
             tasks.push(tokio::spawn(triggers::owned(shared.clone(), informer.subscribe())));
         }
-        for (informer, (_, selector)) in watched.iter().zip(scopes.watched) {
+        for (informer, selector) in watches {
             // Unselected watches of one kind share an informer; each applies its own selector.
             tasks.push(tokio::spawn(triggers::watched(shared.clone(), informer.subscribe(), selector)));
         }
@@ -337,7 +377,7 @@ impl Controller {
                 }
             }));
         }
-        Ok(Prepared { shared, tasks, concurrency })
+        tasks
     }
 
     /// What the host knows the plugin by ([`Manifest::id`]).

@@ -15,19 +15,35 @@ use crate::{ApplyConflict, FieldConflict, GenerationChange, Trigger, WitObjectRe
 /// Triggers one call carries at most: the newest, the rest counted in `triggers-dropped`.
 pub const MAX: usize = 32;
 
+/// Fields one conflict names at most; the rest are counted in its `more`.
+pub const MAX_CONFLICT_FIELDS: usize = 64;
+
+/// Longest manager or field name a conflict keeps.
+pub const MAX_CONFLICT_TEXT: usize = 256;
+
 fn reference(r: &WitObjectRef) -> Value {
     json!({"apiVersion": r.api_version, "kind": r.kind, "name": r.name, "namespace": r.namespace, "uid": r.uid})
 }
 
+/// A reference read from a file: none unless it names an object as the API server would
+/// (kind, apiVersion, name, namespace and UID held to their rules, so none is unbounded).
 fn reference_of(v: &Value) -> Option<WitObjectRef> {
     let text = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
-    Some(WitObjectRef {
+    let r = WitObjectRef {
         api_version: text("apiVersion")?,
         kind: text("kind")?,
         name: text("name")?,
         namespace: text("namespace"),
         uid: text("uid"),
-    })
+    };
+    let valid = wasmloop_contract::action::check_ref(
+        &r.api_version,
+        &r.kind,
+        r.namespace.as_deref(),
+        &r.name,
+        r.uid.as_deref(),
+    );
+    valid.ok().map(|()| r)
 }
 
 /// `trigger` as JSON.
@@ -47,7 +63,9 @@ pub fn to_json(trigger: &Trigger) -> Value {
     }
 }
 
-/// The trigger a case kept; none for anything else.
+/// The trigger a case kept; none for anything else, or for one naming an object by an invalid
+/// name. A conflict keeps its first [`MAX_CONFLICT_FIELDS`] fields, each text cut to
+/// [`MAX_CONFLICT_TEXT`], as the host keeps the API server's.
 pub fn of(v: &Value) -> Option<Trigger> {
     if let Some(word) = v.as_str() {
         return match word {
@@ -66,16 +84,47 @@ pub fn of(v: &Value) -> Option<Trigger> {
         "ownedChanged" => reference_of(body).map(Trigger::OwnedChanged),
         "relatedChanged" => reference_of(body).map(Trigger::RelatedChanged),
         "conflict" => {
-            let fields = body.get("fields")?.as_array()?.iter().map(|f| FieldConflict {
-                manager: f.get("manager").and_then(Value::as_str).unwrap_or_default().to_owned(),
-                field: f.get("field").and_then(Value::as_str).unwrap_or_default().to_owned(),
-            });
+            let listed = body.get("fields")?.as_array()?;
+            let text = |f: &Value, k: &str| {
+                crate::validate::cut(f.get(k).and_then(Value::as_str).unwrap_or_default().to_owned(), MAX_CONFLICT_TEXT)
+            };
+            let fields = listed
+                .iter()
+                .take(MAX_CONFLICT_FIELDS)
+                .map(|f| FieldConflict { manager: text(f, "manager"), field: text(f, "field") });
+            let beyond = u32::try_from(listed.len().saturating_sub(MAX_CONFLICT_FIELDS)).unwrap_or(u32::MAX);
+            let more = body.get("more").and_then(Value::as_u64).and_then(|n| u32::try_from(n).ok()).unwrap_or(0);
             Some(Trigger::Conflict(ApplyConflict {
                 target: reference_of(body.get("target")?)?,
                 fields: fields.collect(),
-                more: body.get("more").and_then(Value::as_u64).and_then(|n| u32::try_from(n).ok()).unwrap_or(0),
+                more: more.saturating_add(beyond),
             }))
         }
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_trigger_naming_an_object_by_an_invalid_name_is_none() {
+        let long = "n".repeat(100_000);
+        let named = |name: &str| json!({"relatedChanged": {"apiVersion": "v1", "kind": "ConfigMap", "name": name}});
+        assert!(of(&named("settings")).is_some());
+        assert!(of(&named(&long)).is_none());
+        assert!(of(&named("Not A Name")).is_none());
+    }
+
+    #[test]
+    fn a_conflict_from_a_file_is_bounded_as_the_host_bounds_one() {
+        let fields: Vec<Value> = (0..100).map(|_| json!({"manager": "m".repeat(10_000), "field": ".spec"})).collect();
+        let conflict = json!({"conflict": {"target": {"apiVersion": "v1", "kind": "ConfigMap", "name": "a"}, "fields": fields, "more": 1}});
+        let Some(Trigger::Conflict(c)) = of(&conflict) else { panic!("a conflict") };
+        assert_eq!((c.fields.len(), c.more), (MAX_CONFLICT_FIELDS, 37));
+        assert!(c.fields[0].manager.len() <= MAX_CONFLICT_TEXT + 4, "{}", c.fields[0].manager.len());
     }
 }

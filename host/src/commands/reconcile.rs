@@ -83,7 +83,7 @@ fn read_triggers(file: &std::path::Path) -> anyhow::Result<(Vec<wasmloop_sandbox
         let trigger = wasmloop_sandbox::triggers::of(value).ok_or_else(|| {
             let shown = wasmloop_sandbox::validate::cut(value.to_string(), wasmloop_sandbox::validate::MAX_QUOTED);
             anyhow::anyhow!(
-                "{}: trigger [{i}] {shown} is none the contract has: write primaryChanged {{old, new}}, ownedChanged REF, relatedChanged REF, conflict {{target, fields, more}}, resync, requeue or retry (REF: {{apiVersion, kind, name, namespace}})",
+                "{}: trigger [{i}] {shown} is none the contract has, or names its object by an invalid apiVersion, kind, name or namespace: write primaryChanged {{old, new}}, ownedChanged REF, relatedChanged REF, conflict {{target, fields, more}}, resync, requeue or retry (REF: {{apiVersion, kind, name, namespace}})",
                 file.display()
             )
         })?;

@@ -20,12 +20,13 @@ use wasmloop_contract::names::{Name, Namespace};
 use wasmloop_contract::validate;
 use wasmloop_sandbox::Gvk;
 
-/// Conflicts listed to the plugin at most; the rest are counted.
-pub const MAX_CONFLICTS: usize = 64;
+/// Conflicts listed to the plugin at most; the rest are counted (the contract's bound, which a
+/// case file's conflicts are held to as well).
+pub const MAX_CONFLICTS: usize = wasmloop_sandbox::triggers::MAX_CONFLICT_FIELDS;
 
 /// Longest manager name or field path passed on: both are the API server's words about other
 /// clients' choices.
-const MAX_CONFLICT_TEXT: usize = 256;
+const MAX_CONFLICT_TEXT: usize = wasmloop_sandbox::triggers::MAX_CONFLICT_TEXT;
 
 /// One field another manager owns.
 #[derive(Debug, Clone, PartialEq, Eq)]

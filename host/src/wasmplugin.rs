@@ -297,14 +297,17 @@ impl Spec {
                 })
             })
             .transpose()?;
-        let signature = raw.signature.map(|s| Signature { key: s.key_ref, digest: s.digest });
-        if let Some(key) = signature.as_ref().and_then(|s| s.key.as_deref()) {
+        let mut signature = raw.signature.map(|s| Signature { key: s.key_ref, digest: s.digest });
+        if let Some(key) = signature.as_mut().and_then(|s| s.key.as_mut()) {
             if key.is_empty() || key.len() > 16 || !key.bytes().all(|b| b.is_ascii_hexdigit()) {
                 return Err(format!(
                     "spec.signature.keyRef {} is not a minisign key id (16 hex digits)",
                     validate::quoted(key)
                 ));
             }
+            // As the host names trusted keys: 16 digits. minisign's own comment line drops
+            // leading zeros, and a user copies the id from there.
+            *key = format!("{:0>16}", key.to_ascii_uppercase());
             if matches!(source, Source::Image { .. }) {
                 return Err("spec.signature.keyRef: the host reads a component's signature from its ConfigMap (plugin.wasm.minisig); ship a signed component with spec.configMapRef (a host run with --trusted-keys loads only signed components, so an image alone does not load there)".to_owned());
             }
@@ -495,6 +498,13 @@ mod tests {
     }
 
     const IMAGE: &str = "127.0.0.1:5000/hello@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn a_key_ref_copied_from_minisign_s_comment_without_its_leading_zero_names_the_key() {
+        let spec = json!({"configMapRef": {"name": "a"}, "signature": {"keyRef": "7062bb2c1849a14"}});
+        let parsed = Spec::parse(&plugin("p", spec)).unwrap();
+        assert_eq!(parsed.signature.and_then(|s| s.key).as_deref(), Some("07062BB2C1849A14"));
+    }
 
     #[test]
     fn a_spec_the_schema_would_refuse_is_refused_naming_the_field() {

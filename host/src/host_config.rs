@@ -7,8 +7,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use serde::Deserialize;
+use wasmloop_contract::names::Namespace;
 use wasmloop_runtime::identity::ServiceAccount;
 use wasmloop_runtime::quarantine::Policy as QuarantinePolicy;
+use wasmloop_sandbox::PluginId;
 
 /// What operators set for the whole host.
 #[derive(Debug, Default, Deserialize)]
@@ -27,7 +29,7 @@ pub struct HostConfig {
     /// Per-plugin settings: `NAME` for a plugin from the operator's files, `NAMESPACE/NAME`
     /// for one from a plugin ConfigMap in `NAMESPACE` ([`HostConfig::settings_for`]).
     #[serde(default)]
-    pub plugins: HashMap<String, PluginSettings>,
+    pub plugins: HashMap<PluginId, PluginSettings>,
     /// Ceilings on what a plugin may propose for itself.
     #[serde(default)]
     pub limits: Ceilings,
@@ -106,25 +108,6 @@ impl QuarantineSettings {
         }
         Ok(())
     }
-}
-
-/// A key of `plugins`: `NAME` (a plugin from the operator's files) or `NAMESPACE/NAME` (one
-/// from a plugin ConfigMap in that namespace).
-fn check_plugin_key(key: &str) -> Result<(), String> {
-    let (namespace, name) = match key.split_once('/') {
-        Some((namespace, name)) => (Some(namespace), name),
-        None => (None, key),
-    };
-    if let Some(namespace) = namespace {
-        wasmloop_sandbox::validate::namespace(namespace).map_err(|e| format!("{}: {e}", validate_key(key)))?;
-    }
-    wasmloop_sandbox::validate::plugin_name(name).map_err(|e| {
-        format!("{}: {e}; write NAME for a plugin file, NAMESPACE/NAME for a plugin ConfigMap", validate_key(key))
-    })
-}
-
-fn validate_key(key: &str) -> String {
-    wasmloop_sandbox::validate::quoted(key)
 }
 
 /// The most a plugin may ask for itself; the operator's per-plugin settings are not held to
@@ -213,7 +196,6 @@ impl HostConfig {
             .map_err(|e| format!(" is not a valid wasmloop host configuration: {}", crate::input::yaml_error(&e)))?;
         config.quarantine.check().map_err(|e| format!(": {e}"))?;
         for (plugin, settings) in &config.plugins {
-            check_plugin_key(plugin).map_err(|e| format!(": plugins.{e}"))?;
             if let Some(account) = &settings.service_account {
                 account.parse::<ServiceAccount>().map_err(|e| format!(": plugins.{plugin}.serviceAccount: {e}"))?;
             }
@@ -229,10 +211,11 @@ impl HostConfig {
     /// ConfigMap in `NAMESPACE`. Never by name alone: a ConfigMap writer who names a plugin
     /// after one the operator configured gets none of its settings.
     pub fn settings_for(&self, realm: &str, plugin: &str) -> Option<&PluginSettings> {
-        match realm {
-            "" => self.plugins.get(plugin),
-            realm => self.plugins.get(&format!("{realm}/{plugin}")),
-        }
+        let realm = match realm {
+            "" => None,
+            realm => Some(Namespace::parse(realm).ok()?),
+        };
+        self.plugins.get(&PluginId::new(realm, plugin).ok()?)
     }
 
     /// The ServiceAccount the operator configured for `plugin` of `realm` (checked when read).
@@ -262,5 +245,11 @@ mod tests {
         assert!(config.settings_for("", "labeler").unwrap().writes_per_second.is_none());
         assert_eq!(config.settings_for("team-b", "labeler").unwrap().writes_per_second.map(u32::from), Some(5));
         assert!(config.settings_for("team-c", "labeler").is_none());
+    }
+
+    #[test]
+    fn a_plugin_key_that_names_no_plugin_says_what_to_write() {
+        let error = HostConfig::parse("plugins:\n  Team_B/labeler: {}\n").unwrap_err();
+        assert!(error.contains("write NAME for a plugin file, NAMESPACE/NAME for a plugin namespace's"), "{error}");
     }
 }

@@ -18,7 +18,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use wasmloop_contract::names::{Name, Namespace};
+use wasmloop_contract::names::Name;
 use wasmloop_contract::validate::quoted;
 
 use crate::oci::{OciError, PluginRef};
@@ -47,25 +47,6 @@ pub const CONFIGMAP_LIMIT: usize = 1024 * 1024;
 const HEADROOM: usize = 16 * 1024;
 /// A decompressed component larger than this is refused: a gzip bomb, not a plugin.
 pub use crate::input::MAX_COMPONENT;
-
-/// How the registry and its reports name the plugin source that ConfigMap `namespace/name` is.
-pub fn source_of(namespace: &str, name: &str) -> String {
-    format!("ConfigMap {namespace}/{name}")
-}
-
-/// The ConfigMap (namespace, name) a source names, parsed, when it names one ([`source_of`]'s
-/// inverse).
-///
-/// ```
-/// use wasmloop::plugin_configmap::{configmap_of, source_of};
-/// let (namespace, name) = configmap_of(&source_of("team-a", "hello")).unwrap();
-/// assert_eq!((namespace.as_str(), name.as_str()), ("team-a", "hello"));
-/// assert!(configmap_of("file hello.wasm").is_none());
-/// ```
-pub fn configmap_of(source: &str) -> Option<(Namespace, Name)> {
-    let (namespace, name) = source.strip_prefix("ConfigMap ")?.split_once('/')?;
-    Some((Namespace::parse(namespace).ok()?, Name::parse(name).ok()?))
-}
 
 /// What a plugin ConfigMap holds.
 #[derive(Debug, Clone, PartialEq)]

@@ -204,8 +204,11 @@ pub fn to_text(case: &Case) -> anyhow::Result<String> {
 
 /// The directory of plugin `id`'s cases: `NAME`, or `NAMESPACE.NAME` for a plugin ConfigMap's
 /// (neither holds a `.`), so plugins of one name from two realms keep their cases apart.
-fn folder(id: &str) -> String {
-    id.replace('/', ".")
+fn folder(id: &wasmloop_sandbox::PluginId) -> String {
+    match id.realm() {
+        None => id.name().to_owned(),
+        Some(realm) => format!("{realm}.{}", id.name()),
+    }
 }
 
 /// `<time>-<namespace>-<name>.yaml`, the time in UTC to the nanosecond at a fixed width so
@@ -254,7 +257,7 @@ mod tests {
 
     fn case(plugin: &str, name: &str, at: &str, padding: usize) -> Case {
         Case {
-            plugin: plugin.into(),
+            plugin: wasmloop_sandbox::PluginId::parse(plugin).unwrap(),
             version: "1.0.0".into(),
             digest: "d".into(),
             recorded_at: at.into(),

@@ -7,6 +7,21 @@
 //! reaches the host as JSON ([`WasmPlugin::spec`]) and becomes a [`Spec`] here, each field parsed
 //! into the host's own types; a spec that does not parse is refused with the field's name.
 //!
+//! - Its plugin is its own name, or `track.shadows` for a shadow.
+//! - The component is an image pinned by digest (`spec.image`, with an optional pull secret)
+//!   or lives in a ConfigMap it names (`spec.configMapRef`): [`Spec::payload`] refuses one that
+//!   is missing, is a plugin ConfigMap of its own or holds a configuration (a `WasmPlugin`'s
+//!   is `spec.config`), and reads its component as a plugin ConfigMap's.
+//! - `spec.settings` go over what the manifest proposes, each limit held to the operator's
+//!   ceilings as a proposal is, and under the command line's limits; they are part of the
+//!   version's digest, so an edit of them alone is a new version.
+//! - A promotion's superseded mark is the status itself: `Ready` false with reason
+//!   `Superseded` for its generation, read back by [`superseded`], so an edit of the spec (a
+//!   new generation) offers it again.
+//! - [`build`] writes what `wasmloop bundle --wasmplugin` prints: a `WasmPlugin` pinned to the
+//!   component's digest, and the ConfigMap `NAME-component` holding it (or, with `--ref`, the
+//!   `WasmPlugin` alone, naming the image).
+//!
 //! ```
 //! use wasmloop::wasmplugin::{Source, Spec, WasmPlugin};
 //! let plugin: WasmPlugin = serde_json::from_value(serde_json::json!({
@@ -33,8 +48,6 @@ use crate::plugin_configmap::{PLUGIN_LABEL, PluginPayload, Track, component_of};
 pub const GROUP: &str = "wasmloop.dev";
 /// The kind's version.
 pub const VERSION: &str = "v1alpha1";
-/// How [`crate::plugin_configmap::source_of`]'s counterpart names a `WasmPlugin` source.
-const SOURCE_PREFIX: &str = "WasmPlugin ";
 
 /// The longest `spec.config` a `WasmPlugin` may give, as JSON: the kind's schema holds it to
 /// this too (`deploy/base/wasmplugin-crd.yaml`). The host keeps every `WasmPlugin`'s spec, and
@@ -74,25 +87,6 @@ impl k8s_openapi::Metadata for WasmPlugin {
     fn metadata_mut(&mut self) -> &mut ObjectMeta {
         &mut self.metadata
     }
-}
-
-/// How the registry and its reports name the plugin source that `WasmPlugin`
-/// `namespace/name` is.
-///
-/// ```
-/// use wasmloop::wasmplugin::{source_of, wasmplugin_of};
-/// let (namespace, name) = wasmplugin_of(&source_of("team-a", "hello")).unwrap();
-/// assert_eq!((namespace.as_str(), name.as_str()), ("team-a", "hello"));
-/// assert!(wasmplugin_of("ConfigMap team-a/hello").is_none());
-/// ```
-pub fn source_of(namespace: &str, name: &str) -> String {
-    format!("{SOURCE_PREFIX}{namespace}/{name}")
-}
-
-/// The `WasmPlugin` (namespace, name) a source names, parsed, when it names one.
-pub fn wasmplugin_of(source: &str) -> Option<(wasmloop_contract::names::Namespace, Name)> {
-    let (namespace, name) = source.strip_prefix(SOURCE_PREFIX)?.split_once('/')?;
-    Some((wasmloop_contract::names::Namespace::parse(namespace).ok()?, Name::parse(name).ok()?))
 }
 
 /// Where a `WasmPlugin`'s component comes from.

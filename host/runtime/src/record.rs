@@ -3,6 +3,12 @@
 //! version can be replayed against, offline (`wasmloop replay`).
 //!
 //! A case is plain data: the objects as the plugin saw them, so a replay needs no cluster.
+//! It is the plugin's view of one call and nothing else: [`Recording`] sits between the
+//! plugin's imports and its cache view, so it keeps exactly the questions the imports asked.
+//! Cases flow one way, worker → [`CaseSink`] → the store's thread (`host/src/recording.rs`);
+//! the store never reaches back into the controller. `wasmloop record` is `dev --dry-run` with
+//! a record directory: the dry-run writer and the recording are two context options, so it
+//! needs no code of its own.
 //! Secrets never leave in clear: any Secret in a case, wherever it appears, has the values of
 //! `data` and `stringData` replaced (the keys stay, so a plugin that checks for a key still
 //! replays the same). What the plugin was given keeps each value's type under a keyed digest
@@ -43,8 +49,8 @@ const MAX_LOOKUPS: usize = 1_000;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Case {
-    /// The plugin's name, version and component digest.
-    pub plugin: String,
+    /// The plugin, as the host knows it (`NAME`, or `NAMESPACE/NAME` from a plugin namespace).
+    pub plugin: wasmloop_sandbox::PluginId,
     /// Its version.
     pub version: String,
     /// Its component's sha256, hex.

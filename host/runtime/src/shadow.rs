@@ -19,6 +19,26 @@
 //!   operator's files: seats are kept by realm and plugin), so a ConfigMap writer cannot
 //!   shadow, or by promotion replace, another namespace's plugin.
 //!
+//! A shadow is a second `Plugin`, not a second controller. The registry keeps one
+//! [`ShadowSeat`] per realm and plugin name, apart from the serving versions' slots, and hands
+//! it to every version's controller, so a shadow seated before its plugin serves, or kept
+//! across a new serving version, is called without rewiring. It gets the serving request, not
+//! one rebuilt later; its look-ups are answered at its own call time, so a change between the
+//! two calls can make them differ (rare; the next reconcile compares again); answering it from
+//! the serving call's recorded look-ups would be exact, at the cost of recording every call.
+//! [`ShadowSeat::seat`] checks and swaps under one lock, so two sources cannot both win a seat.
+//! Findings flow one way: counts to the metric and a `watch` channel ([`ShadowReport`]), which
+//! the registry forwards to the status writer at most once a second. Failures compare by
+//! class (a trap, a deadline, a broken limit), whatever their messages say of timings.
+//!
+//! Promotion is a normal load: a source offering as serving, unchanged, the version it shadows
+//! takes the plugin's slot from the source of its realm that held it, reuses the shadow's
+//! instances (a full pool cannot stop it) and empties the seat first, so it is never compared
+//! with itself; the status writer then marks the superseded object, which a restart reads.
+//! Left out: a shadow's `map` (the serving version decides which keys run) and acting on its
+//! `requeue-after` (compared only). While one is seated, replacing the serving version needs
+//! room in the pool for three versions at once.
+//!
 //! ```
 //! use wasmloop_runtime::compare::ShadowResult;
 //! use wasmloop_runtime::shadow::ShadowReport;
@@ -35,7 +55,7 @@ use std::sync::{Arc, RwLock};
 
 use serde::Serialize;
 use tokio::sync::{Semaphore, watch};
-use wasmloop_sandbox::{CallError, Gvk, HostServices, Manifest, Object, Plugin, Request, Response};
+use wasmloop_sandbox::{CallError, Gvk, HostServices, Manifest, Object, Plugin, Request, Response, SourceId};
 
 use crate::compare::{self, ShadowResult};
 use crate::metrics::Metrics;
@@ -163,7 +183,7 @@ pub struct Shadow {
     plugin: Plugin,
     /// Tells this seating's findings from those of an earlier one of the same source.
     id: u64,
-    source: String,
+    source: SourceId,
     /// Its own configuration; none to run with the serving version's.
     config: Option<String>,
     /// One per instance reserved for it: a comparison runs only when one is free.
@@ -184,7 +204,7 @@ impl Shadow {
     /// Its realm is the seat's: the registry keeps seats by realm and plugin.
     pub fn new(
         plugin: Plugin,
-        source: String,
+        source: SourceId,
         config: Option<String>,
         instances: usize,
         metrics: Arc<Metrics>,
@@ -206,7 +226,7 @@ impl Shadow {
     }
 
     /// Where it comes from.
-    pub fn source(&self) -> &str {
+    pub fn source(&self) -> &SourceId {
         &self.source
     }
 
@@ -265,7 +285,7 @@ impl Shadow {
 
     fn count(&self, result: ShadowResult, object: &str, diff: Option<String>) {
         let plugin = &self.plugin.manifest().id();
-        self.metrics.shadow_reconciled(plugin, result.label());
+        self.metrics.shadow_reconciled(plugin.as_str(), result.label());
         let at = k8s_openapi::jiff::Timestamp::now().to_string();
         let mut differences = 0;
         self.report.send_modify(|report| {
@@ -276,7 +296,7 @@ impl Shadow {
             // The first difference, then at powers of two: a shadow that differs on every
             // object must not flood the log.
             tracing::info!(
-                plugin,
+                %plugin,
                 shadow = %self.source,
                 object,
                 result = result.label(),
@@ -324,7 +344,7 @@ impl ShadowSeat {
     ///
     /// # Errors
     /// The source of the shadow seated.
-    pub fn seat(&self, shadow: Arc<Shadow>) -> Result<Option<Arc<Shadow>>, String> {
+    pub fn seat(&self, shadow: Arc<Shadow>) -> Result<Option<Arc<Shadow>>, SourceId> {
         let mut seat = self.0.write().expect("lock");
         match seat.as_ref() {
             Some(current) if current.source != shadow.source => Err(current.source.clone()),
@@ -333,9 +353,9 @@ impl ShadowSeat {
     }
 
     /// Empties the seat if `source`'s shadow sits here, returning it.
-    pub fn vacate(&self, source: &str) -> Option<Arc<Shadow>> {
+    pub fn vacate(&self, source: &SourceId) -> Option<Arc<Shadow>> {
         let mut seat = self.0.write().expect("lock");
-        if seat.as_ref().is_some_and(|s| s.source == source) { seat.take() } else { None }
+        if seat.as_ref().is_some_and(|s| s.source == *source) { seat.take() } else { None }
     }
 }
 

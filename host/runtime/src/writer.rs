@@ -3,8 +3,17 @@
 //! [`LiveWriter`] to the API server, [`DryRunWriter`] to the API server with `dryRun=All`
 //! and a [`DryRunReport`] of what would change. Events and finalizers, which have no
 //! server-side dry run, are reported and not sent.
+//!
+//! The verbs have no dry-run branches: `Executor::with_dry_run` swaps the writer, and
+//! everything the executor decides stays the same. A dry write reports the live object (read
+//! after it, so unchanged) and the one the server returned, none for a delete
+//! (`DryRunWriter::report_write`). Since a dry write never comes back as a watch event,
+//! [`Writer::persists`] tells the controller so (`Executor::writes_requeue`), and the plugin is
+//! called in the same pass as the finalizer it would have added. The binary renders each
+//! [`DryRunReport`] as a YAML diff (`host/src/dry_run.rs`).
 
 use std::sync::Arc;
+use wasmloop_sandbox::PluginId;
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -20,7 +29,7 @@ pub struct Target<'a> {
     /// The object's name.
     pub name: &'a str,
     /// The plugin the write is for.
-    pub plugin: &'a str,
+    pub plugin: &'a PluginId,
     /// The object as `Kind namespace/name`, for reports.
     pub shown: &'a str,
 }
@@ -223,7 +232,7 @@ impl DryRunWriter {
         note: Option<String>,
     ) {
         (self.sink)(DryRunReport {
-            plugin: target.plugin.to_owned(),
+            plugin: target.plugin.to_string(),
             verb,
             target: target.shown.to_owned(),
             before,

@@ -1,5 +1,13 @@
 //! Errors of loading and calling plugins. Each message names the plugin (or file) and the
 //! object, says what happened, and what to do next.
+//!
+//! [`CallFailure::is_transient`] decides backoff: a trap, a deadline, a memory limit or a failed
+//! instantiation may depend on load and on what the cache holds, so they back off and retry; an
+//! invalid action, an undeclared kind or an oversized response is the same for the same input,
+//! so it waits until the object changes or a new version loads (which requeues every primary).
+//! [`CallFailure::event_reason`] names the Warning Event (the plugin's own reason for its own
+//! errors); [`CallFailure::metric_reason`] labels the error metric from a fixed set, whatever the
+//! plugin says. `anyhow` appears only in binaries.
 
 use std::time::Duration;
 
@@ -81,7 +89,7 @@ pub enum LoadError {
     )]
     PoolFull {
         /// The plugin.
-        plugin: String,
+        plugin: crate::PluginId,
         /// Its quota.
         wanted: usize,
         /// Instances not reserved by other plugins.
@@ -163,8 +171,8 @@ impl LoadError {
 #[derive(Debug, thiserror::Error)]
 #[error("plugin {plugin} failed on {object}: {failure}")]
 pub struct CallError {
-    /// The plugin's name.
-    pub plugin: String,
+    /// The plugin.
+    pub plugin: crate::PluginId,
     /// The object (`Kind namespace/name`).
     pub object: String,
     /// What went wrong.

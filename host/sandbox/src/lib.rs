@@ -40,6 +40,7 @@ mod error;
 pub mod fuzzing;
 mod guest_threads;
 mod host_services;
+mod ids;
 mod lift;
 mod manifest;
 pub mod memory_budget;
@@ -63,9 +64,8 @@ pub use contract::{CONTRACT_PACKAGE, CONTRACT_VERSION, LEGACY_CONTRACT_VERSIONS,
 pub use cpu_budget::CpuBudget;
 pub use error::{CallError, CallFailure, LoadError};
 pub use host_services::{CacheDenied, EmptyHost, HostServices, ListKey, ListPage, LogLevel};
-pub use manifest::{
-    Contract, Index, Keep, KindSelector, Manifest, Settings, WriteGrant, WriteScope, WriteVerbs, name_in_id, plugin_id,
-};
+pub use ids::{BadPluginId, PluginId, SourceId, SourceKind};
+pub use manifest::{Contract, Index, Keep, KindSelector, Manifest, Settings, WriteGrant, WriteScope, WriteVerbs};
 pub use memory_budget::{MemoryBudget, Pressure};
 pub use object::{metadata_only, object_from_value};
 pub use plugin::{Plugin, StageTimings};

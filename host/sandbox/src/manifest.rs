@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 
+use crate::PluginId;
 use crate::bindings::{Gvk, parse_gvk, wit};
 use wasmloop_contract::annotations::AnnotationMatch;
 use wasmloop_contract::cache::{Kept, Visible};
@@ -161,21 +162,6 @@ impl Keep {
     pub fn kept(&self) -> Kept {
         Kept { managed_fields: self.managed_fields, last_applied: self.last_applied }
     }
-}
-
-/// What the host knows plugin `name` of `realm` by ([`Manifest::id`]): `NAME` for the
-/// operator's files, `NAMESPACE/NAME` for a plugin ConfigMap's, as `host.yaml` keys name them.
-pub fn plugin_id(realm: Option<&Namespace>, name: &str) -> String {
-    match realm {
-        None => name.to_owned(),
-        Some(realm) => format!("{realm}/{name}"),
-    }
-}
-
-/// The plugin's name in an id [`plugin_id`] made: plugin names hold no `/`, so it is the
-/// last part.
-pub fn name_in_id(id: &str) -> &str {
-    id.rsplit('/').next().unwrap_or(id)
 }
 
 /// A validated manifest.
@@ -583,8 +569,8 @@ impl Manifest {
     /// What the host knows the plugin by, in metrics, logs, quarantine and sharding: its
     /// name for one of the operator's files, `NAMESPACE/NAME` for one from a plugin ConfigMap
     /// in `NAMESPACE`. The name and namespace were parsed, so the id is too.
-    pub fn id(&self) -> String {
-        plugin_id(self.realm.as_ref(), &self.name)
+    pub fn id(&self) -> PluginId {
+        PluginId::new(self.realm.clone(), &self.name).expect("a manifest's name was checked at load")
     }
 
     /// The field manager of the plugin's writes: by name alone, as the plugin's author

@@ -14,6 +14,22 @@
 //!   moves the call's deadline out (`call_clock`), and a call the memory budget cannot fit
 //!   fails as host pressure, never as the plugin's fault.
 //! - **Responses are bounded** in entries and bytes (see `lift` for what is checked when).
+//!   What a guest hands the host in an import call is bounded too: each Store's hostcall fuel
+//!   is the response budget plus 512 bytes an entry plus 1 MiB (`hostcall_fuel`), not
+//!   wasmtime's default of 128 MiB.
+//!
+//! Each call (`CallSetup::store`) gets a fresh Store, with its own WASI context (no preopens,
+//! no environment, no network; stderr captured to 16 KiB), the memory limiter, an epoch
+//! deadline and a new instance from the `InstancePre`: nothing leaks between reconciles, and a
+//! trap poisons nothing. A plugin's calls run on the caller's task until one of them computes
+//! past a tick; from then on on the guest threads (`guest_threads`), so the host's own tasks
+//! never queue behind a computing guest.
+//!
+//! Failures are classified after the fact (`CallSetup::classify`): host pressure first, then an
+//! `Interrupt` trap as the deadline, then a growth the limiter refused as the memory limit (the
+//! guest aborts on it: reported as such, not as a mysterious `unreachable`), else a trap whose
+//! Rust panic message is recovered from the captured stderr. A look-up of an undeclared kind
+//! fails the call even if the guest swallowed the error.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -504,7 +520,7 @@ impl Plugin {
         let inner = Arc::get_mut(&mut plugin.inner).expect("a plugin just derived has no other holder");
         // Its log lines, cache errors and pool refusals name it as the host knows it, so one
         // realm's plugin cannot write lines that read as another's.
-        inner.setup.name = Arc::from(manifest.id());
+        inner.setup.name = Arc::from(manifest.id().as_str());
         inner.manifest = Arc::new(manifest);
         plugin
     }

@@ -1,5 +1,12 @@
 //! `wasmloop dev`: one plugin against the cluster, reloaded whenever its file or crate
 //! changes, without restarting the host or dropping its caches.
+//!
+//! Bytes already accepted or refused are not offered again; a start failure is retried on the
+//! next save (`reload`). Before each rebuild the watch set is computed again, and the watch
+//! moved if it changed, a path dependency added say (`rewatch`). A reload may be replacing a
+//! serving version, so a signal gives it the drain timeout before it is dropped
+//! (`reload_unless_signalled`); cargo runs with `kill_on_drop`. `wasmloop record` is this
+//! command with `--dry-run` and a record directory (`record`).
 
 use std::process::ExitCode;
 
@@ -44,7 +51,7 @@ async fn reload(host: &Host, source: &PathSource, last: &mut String) -> bool {
         return false;
     }
     let candidate = Candidate {
-        source: source.label(),
+        source: source.id(),
         // The operator's own file, as `run --plugin`.
         realm: None,
         expected_name: None,
@@ -57,7 +64,7 @@ async fn reload(host: &Host, source: &PathSource, last: &mut String) -> bool {
     match host.registry.upsert(candidate).await {
         Ok(loaded) => {
             *last = tried;
-            tracing::info!(plugin = loaded.name(), digest = loaded.digest(), "{loaded}");
+            tracing::info!(plugin = %loaded.name(), digest = loaded.digest(), "{loaded}");
             true
         }
         Err(error) => {

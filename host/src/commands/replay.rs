@@ -37,7 +37,7 @@ async fn replay(args: &ReplayArgs, sandbox: &wasmloop_sandbox::Sandbox) -> anyho
         let case = read_case(file)?;
         // By name: cases of a plugin ConfigMap's plugin are filed as NAMESPACE/NAME (replay
         // one namespace's by naming its directory, DIR/NAMESPACE.NAME).
-        if wasmloop_sandbox::name_in_id(&case.plugin) != name {
+        if case.plugin.name() != name {
             continue;
         }
         results.push((file.clone(), replay_one(&plugin, &case, file).await?));

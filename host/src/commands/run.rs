@@ -1,4 +1,12 @@
 //! `wasmloop run`: every plugin against the cluster, in one process.
+//!
+//! `--plugin` files are compiled before the host connects (`load_all`), so a bad file fails
+//! the command at once, then installed side by side (`seat_all`), so a file plugin whose
+//! caches are slow to sync holds up no other. Each stage of the start races SIGTERM and
+//! SIGINT (`Shutdown`, in `host.rs`): compiling and connecting end without a drain, since
+//! nothing serves yet; installing stops, and the plugins already serving drain. No install
+//! of `run`'s start replaces a serving version, so none is cut off mid-drain. Under `--shard`
+//! the coordinator loads plugins in its own task, and a signal waits for its tick.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -61,7 +69,7 @@ async fn load_shadows(args: &RunArgs, sandbox: &Sandbox) -> anyhow::Result<Vec<(
 
 /// Seats a `--shadow`: called beside plugin `name`.
 async fn seat_shadow(host: &Host, name: &str, plugin: Plugin) -> anyhow::Result<()> {
-    let source = format!("file {}", plugin.origin());
+    let source = wasmloop_sandbox::SourceId::file(plugin.origin());
     let seated = host
         .registry
         .seat_compiled((&source, None), name, plugin, None)
@@ -132,8 +140,11 @@ async fn start(args: &RunArgs, config: HostConfig) -> anyhow::Result<(Host, Star
 async fn seat_all(host: &Host, args: &RunArgs, start: Start) -> anyhow::Result<()> {
     // Side by side: one plugin whose caches are slow to sync holds up no other.
     let installs = start.plugins.into_iter().map(|plugin| async move {
-        let (name, item, source) =
-            (plugin.manifest().name.clone(), readiness_item(&plugin), format!("file {}", plugin.origin()));
+        let (name, item, source) = (
+            plugin.manifest().name.clone(),
+            readiness_item(&plugin),
+            wasmloop_sandbox::SourceId::file(plugin.origin()),
+        );
         let loaded = host
             .registry
             .install(&source, host.file_account(), plugin, None)

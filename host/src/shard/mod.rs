@@ -16,8 +16,39 @@
 //! - **Memory divides.** A plugin this replica does not run is parked in the registry:
 //!   compiled, but with no informers, instances or queue ([`Registry::sharded`]).
 //!
-//! The limit: a plugin is the unit. One plugin's keys are never split between replicas (see
-//! `docs/architecture.md`, "Sharding", for how that would be done).
+//! Leader election stays for the simple case: while one process holds every plugin, its
+//! standby's caches are warm and failover needs no relist. Sharding is for when one process is
+//! not enough (memory, CPU, API watches), at the price of a cold start (compile from the cache,
+//! list, sync) and a relist on the new replica for every move.
+//!
+//! - **Members and ticks.** Every tick (a sixth of the Lease duration, at most 2 s) a replica
+//!   lists the group's Leases once and renews each it holds with a resourceVersion-guarded
+//!   `replace`. Liveness is judged by when *this* replica saw a Lease change (`lease`).
+//! - **Fence keys.** A fence's key is the plugin's id, or `x.` and a hash of it for ids that
+//!   are no valid label value (a namespaced plugin's `NAMESPACE/NAME`; `lease::plugin_key`).
+//!   Its holder is the *process* (the identity and a per-process nonce), so a pod restarted
+//!   under the same name waits like anyone. A replica takes a fence only when it is free or
+//!   stale, with a guarded write, so two takers cannot both win; then it admits the plugin in
+//!   the registry (a start that leaves it parked is tried again after 10 s). A replica that is
+//!   no longer the owner evicts it, keeps renewing the fence while its reconciles drain, and
+//!   releases it only once the last has ended (`Handover::quiesced`), drain timeout or not.
+//!   Freshness is judged by the longer of this replica's duration and the holder's.
+//! - **Stopping in time.** A replica that cannot renew its member Lease or a fence within
+//!   `lease::renew_deadline` of *sending* its last successful renewal exits: the others may
+//!   judge a Lease stale only a whole duration after they saw it change, which is after it was
+//!   sent. A watchdog task checks every 100 ms, so a coordinator stuck in a slow call still
+//!   stops in time; every API call is bounded by a third of the duration; a fence found held by
+//!   another process while renewing it means that promise broke, and the replica exits too.
+//!   So a plugin runs on at most one replica at any moment while the nodes' clock *rates*
+//!   agree (the Lease protocol's assumption).
+//! - **Leaving.** SIGTERM makes the replica hand every plugin over as for a new member, then
+//!   delete its member Lease, so the others take over on their next tick, not a Lease later.
+//!   After a SIGKILL a move takes a little more than a Lease duration (17.2 s median at 15 s,
+//!   `docs/benchmarks.md`), since trusting the dead replica's `renewTime` would trust another
+//!   node's clock.
+//!
+//! The limit: a plugin is the unit. One plugin's keys are never split between replicas
+//! (`docs/limits.md` sketches how that would be done).
 
 pub mod hashing;
 pub mod lease;
@@ -25,6 +56,7 @@ pub mod lease;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
+use wasmloop_sandbox::PluginId;
 
 use anyhow::Context as _;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -118,7 +150,7 @@ struct Coordinator {
     registry: Arc<Registry>,
     metrics: Arc<Metrics>,
     seen: Observations,
-    held: HashMap<String, Work>,
+    held: HashMap<PluginId, Work>,
     renewals: Renewals,
     /// Set at shutdown: hand everything over, take nothing.
     leaving: bool,
@@ -316,17 +348,16 @@ impl Coordinator {
             .filter_map(|l| Some((l.metadata.name.as_deref()?, l)))
             .collect();
         let settings = self.settings.clone();
-        let fence = |plugin: &str| fences.get(settings.fence_lease(plugin).as_str()).copied();
+        let fence = |plugin: &PluginId| fences.get(settings.fence_lease(plugin.as_str()).as_str()).copied();
         let known = self.registry.known();
-        let mine: HashSet<&str> = known
+        let mine: HashSet<&PluginId> = known
             .iter()
-            .map(String::as_str)
             .filter(|_| !self.leaving)
-            .filter(|p| hashing::owner(p, &members) == Some(self.settings.identity.as_str()))
+            .filter(|p| hashing::owner(p.as_str(), &members) == Some(self.settings.identity.as_str()))
             .collect();
-        let held: Vec<String> = self.held.keys().cloned().collect();
+        let held: Vec<PluginId> = self.held.keys().cloned().collect();
         for plugin in held {
-            self.keep_or_hand_over(&plugin, mine.contains(plugin.as_str()), fence(&plugin)).await;
+            self.keep_or_hand_over(&plugin, mine.contains(&plugin), fence(&plugin)).await;
         }
         let settling = self.joined.elapsed() < 2 * self.settings.tick();
         for plugin in mine.into_iter().filter(|_| !settling) {
@@ -338,11 +369,11 @@ impl Coordinator {
 
     /// Renews a held fence; starts handing the plugin over when it is no longer this
     /// replica's, and releases the fence once it has stopped.
-    async fn keep_or_hand_over(&mut self, plugin: &str, mine: bool, fence: Option<&Lease>) {
+    async fn keep_or_hand_over(&mut self, plugin: &PluginId, mine: bool, fence: Option<&Lease>) {
         let work = self.held.get_mut(plugin).expect("held");
         if !mine && let Work::Started { start, .. } = work {
             let start = std::mem::replace(start, tokio::spawn(async {}));
-            let (registry, name) = (self.registry.clone(), plugin.to_owned());
+            let (registry, name) = (self.registry.clone(), plugin.clone());
             tracing::info!(%plugin, "another replica is to run this plugin: stopping it here before handing it over");
             *work = Work::Evicting(tokio::spawn(async move {
                 // A start in progress ends first, so the stop finds what it started; and the
@@ -358,7 +389,7 @@ impl Coordinator {
         if restart && self.registry.is_parked(plugin) {
             tracing::info!(%plugin, "starting the plugin again: its last start left it parked");
             let again = self.start(plugin);
-            self.held.insert(plugin.to_owned(), Work::Started { start: again, at: Instant::now() });
+            self.held.insert(plugin.clone(), Work::Started { start: again, at: Instant::now() });
         }
         let work = self.held.get_mut(plugin).expect("held");
         if let Work::Evicting(task) = work
@@ -367,18 +398,18 @@ impl Coordinator {
             self.release(plugin).await;
             return;
         }
-        let name = self.settings.fence_lease(plugin);
+        let name = self.settings.fence_lease(plugin.as_str());
         if self.due(&name)
-            && let Err(error) = self.renew_from(&name, "fence", Some(plugin), fence).await
+            && let Err(error) = self.renew_from(&name, "fence", Some(plugin.as_str()), fence).await
         {
             tracing::warn!(%plugin, %error, "could not renew the plugin's fence");
         }
     }
 
     /// Starts admitting `plugin` in the registry; its metric says it runs once a version does.
-    fn start(&self, plugin: &str) -> JoinHandle<()> {
+    fn start(&self, plugin: &PluginId) -> JoinHandle<()> {
         let (registry, metrics, replica, name) =
-            (self.registry.clone(), self.metrics.clone(), self.settings.identity.clone(), plugin.to_owned());
+            (self.registry.clone(), self.metrics.clone(), self.settings.identity.clone(), plugin.clone());
         tokio::spawn(async move {
             // Reconciles of a version stopped here without a successor end first.
             for handover in registry.take_retired(&name) {
@@ -395,21 +426,21 @@ impl Coordinator {
                 }
             }
             if serving {
-                metrics.shard_running(&name, &replica, true);
+                metrics.shard_running(name.as_str(), &replica, true);
             }
         })
     }
 
     /// Takes the fence of a plugin this replica is to run, if it is free or stale, and starts
     /// the plugin.
-    async fn try_take(&mut self, plugin: &str, fence: Option<&Lease>, now: Instant) {
-        let name = self.settings.fence_lease(plugin);
+    async fn try_take(&mut self, plugin: &PluginId, fence: Option<&Lease>, now: Instant) {
+        let name = self.settings.fence_lease(plugin.as_str());
         let fresh = self.seen.fresh(&name, now, self.settings.judged(fence));
         if fence.is_some() && lease::step(fence.and_then(holder), &self.settings.process, fresh) == Step::Wait {
             return;
         }
         let sent = Instant::now();
-        let mut lease = self.settings.held(name.clone(), "fence", Some(plugin), None);
+        let mut lease = self.settings.held(name.clone(), "fence", Some(plugin.as_str()), None);
         let taken = match fence {
             None => self.bounded(self.leases.create(&PostParams::default(), &lease)).await.map(drop),
             Some(current) => {
@@ -424,7 +455,7 @@ impl Coordinator {
                 self.renewals.lock().expect("lock").insert(name, sent);
                 tracing::info!(%plugin, identity = %self.settings.identity, "took the plugin's fence: starting it here");
                 let start = self.start(plugin);
-                self.held.insert(plugin.to_owned(), Work::Started { start, at: Instant::now() });
+                self.held.insert(plugin.clone(), Work::Started { start, at: Instant::now() });
             }
             Err(error) if error.downcast_ref::<kube::Error>().is_some_and(is_conflict) => {
                 tracing::debug!(%plugin, "another replica wrote the fence first; judging again next tick");
@@ -434,8 +465,8 @@ impl Coordinator {
     }
 
     /// Gives a fence back (holder cleared), once its plugin no longer runs here.
-    async fn release(&mut self, plugin: &str) {
-        let name = self.settings.fence_lease(plugin);
+    async fn release(&mut self, plugin: &PluginId) {
+        let name = self.settings.fence_lease(plugin.as_str());
         let released = async {
             let mut current = self.bounded(self.leases.get(&name)).await?;
             if holder(&current) != Some(self.settings.process.as_str()) {
@@ -449,13 +480,13 @@ impl Coordinator {
             Ok(()) => {
                 self.held.remove(plugin);
                 self.renewals.lock().expect("lock").remove(&name);
-                self.metrics.shard_running(plugin, &self.settings.identity, false);
+                self.metrics.shard_running(plugin.as_str(), &self.settings.identity, false);
                 tracing::info!(%plugin, "handed the plugin over: fence released");
             }
             Err(error) => {
                 // Still held, still renewed: the next tick tries again.
                 tracing::warn!(%plugin, %error, "could not release the plugin's fence; trying again");
-                if let Err(error) = self.renew(&name, "fence", Some(plugin)).await {
+                if let Err(error) = self.renew(&name, "fence", Some(plugin.as_str())).await {
                     tracing::warn!(%plugin, %error, "could not renew the plugin's fence");
                 }
             }

@@ -3,6 +3,14 @@
 //! with `notify` and debounced, so an editor's burst of writes (or a file copied in several
 //! chunks) is one reload; a half-written file that still slips through fails validation and
 //! the next write reloads.
+//!
+//! A component file is watched through its directory (a rename replaces the inode a file
+//! watch would follow; `WatchSet::roots`); if that directory is deleted (`cargo clean`),
+//! restart `dev`. A crate is watched for what its build reads, never `target/`; when `cargo
+//! metadata` fails at start, only the crate's own sources are
+//! ([`PathSource::own_watch_set`]). Changes are debounced by 25 ms (`DEBOUNCE`). A crate is
+//! built with cargo's JSON messages, which name the artifact; the rendered diagnostics go to
+//! the terminal.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ffi::OsString;
@@ -178,12 +186,17 @@ impl PathSource {
         Ok(PathSource::File(path))
     }
 
+    /// The source it is, as the registry knows it.
+    pub fn id(&self) -> wasmloop_sandbox::SourceId {
+        match self {
+            PathSource::File(p) => wasmloop_sandbox::SourceId::File(p.clone()),
+            PathSource::Crate(p) => wasmloop_sandbox::SourceId::Crate(p.clone()),
+        }
+    }
+
     /// How users name it, in logs and errors.
     pub fn label(&self) -> String {
-        match self {
-            PathSource::File(p) => format!("file {}", p.display()),
-            PathSource::Crate(p) => format!("crate {}", p.display()),
-        }
+        self.id().to_string()
     }
 
     /// What to watch: the file; for a crate, what its build reads

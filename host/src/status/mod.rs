@@ -15,6 +15,20 @@
 //! status leaves its generation as it was), as a relist's do; the superseded mark does change
 //! it, and the loop closes through the cluster as an executor's writes do: the source retires
 //! that object.
+//!
+//! - **Keeping pace.** The writer takes what came while it wrote as one batch (at most
+//!   `BATCH`), writes each object's status once per batch and, of one reason's Events about
+//!   it, the last (`plan::coalesced`), so it keeps up with any rate of reports.
+//! - **One source's reports come in the order its changes happened**: its offers and
+//!   deletions are one at a time, and each is reported where the registry makes it.
+//! - **A `WasmPlugin`'s status** is written by a merge patch of its status subresource, field
+//!   manager `wasmloop`, which replaces the conditions whole. A condition whose status did not
+//!   change keeps its transition time, across restarts and leader changes too: before its
+//!   first write of an object the writer reads the status it holds and adopts those times.
+//! - **`status.errors`** counts the serving version's failed reconciles over the last five
+//!   minutes: sampled every 10 s from the metrics ([`errors`]), a new version's window
+//!   started at its counter when its load is reported; a replica that becomes leader forgets
+//!   the counts shown, so each is written at its next sample.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -41,7 +55,8 @@ mod conditions;
 pub mod errors;
 mod plan;
 
-use plan::{Effect, Kind, ObjectKey, ObjectKind, Statuses, coalesced};
+use plan::{Effect, ObjectKey, Statuses, coalesced};
+use wasmloop_sandbox::SourceKind;
 
 /// Reports taken in one batch at most: what a burst says about one ConfigMap is written once.
 const BATCH: usize = 256;
@@ -198,13 +213,13 @@ impl StatusWriter {
         let leads = *self.leading.borrow();
         match effect {
             // A `WasmPlugin`'s mark is its status, the leader's to write as always.
-            Effect::Supersede { object, status } if object.kind == ObjectKind::ConfigMap => {
+            Effect::Supersede { object, status } if object.kind == SourceKind::ConfigMap => {
                 self.supersede(&object, leads.then_some(&status)).await;
             }
             _ if !leads => {}
             Effect::Status { object, status } | Effect::Supersede { object, status } => match object.kind {
-                ObjectKind::ConfigMap => self.write_status(&object, &status).await,
-                ObjectKind::WasmPlugin => self.write_wasmplugin_status(&object, status).await,
+                SourceKind::ConfigMap => self.write_status(&object, &status).await,
+                SourceKind::WasmPlugin => self.write_wasmplugin_status(&object, status).await,
             },
             Effect::Event { object, plugin, kind, reason, action, note } => {
                 if self.pays(&object, plugin.as_deref()) {
@@ -289,13 +304,20 @@ impl StatusWriter {
         bucket.check().is_ok()
     }
 
-    async fn event(&mut self, object: &ObjectKey, kind: Kind, reason: &str, action: &str, note: String) {
+    async fn event(
+        &mut self,
+        object: &ObjectKey,
+        kind: wasmloop_sandbox::EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
         // The Event names the object by UID too, as `kubectl describe` looks it up: read now, it
         // is the object as it is, and none is recorded about one deleted meanwhile.
         let (namespace, name) = (&object.namespace, &object.name);
         let read = match object.kind {
-            ObjectKind::ConfigMap => self.api(namespace).get_opt(name).await.map(|o| o.map(|o| o.object_ref(&()))),
-            ObjectKind::WasmPlugin => {
+            SourceKind::ConfigMap => self.api(namespace).get_opt(name).await.map(|o| o.map(|o| o.object_ref(&()))),
+            SourceKind::WasmPlugin => {
                 self.wasmplugins(namespace).get_opt(name).await.map(|o| o.map(|o| o.object_ref(&())))
             }
         };
@@ -311,8 +333,8 @@ impl StatusWriter {
         let note = wasmloop_contract::validate::event_note(note);
         let recorder = self.recorders.get(MANAGER, &note, &regarding);
         let type_ = match kind {
-            Kind::Normal => EventType::Normal,
-            Kind::Warning => EventType::Warning,
+            wasmloop_sandbox::EventType::Normal => EventType::Normal,
+            wasmloop_sandbox::EventType::Warning => EventType::Warning,
         };
         let event = Event { type_, reason: reason.into(), note: Some(note), action: action.into(), secondary: None };
         if let Err(error) = recorder.publish(&event, &regarding).await {

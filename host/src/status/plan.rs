@@ -17,10 +17,11 @@ use wasmloop_runtime::compare::ShadowResult;
 use wasmloop_runtime::registry::Loaded;
 use wasmloop_runtime::registry::reports::{Report, Reported};
 use wasmloop_runtime::shadow::ShadowReport;
+use wasmloop_sandbox::{EventType, SourceId, SourceKind};
 
 use super::conditions::{self, Condition};
-use crate::plugin_configmap::{TRACK_ANNOTATION, configmap_of};
-use crate::wasmplugin::{SUPERSEDED, wasmplugin_of};
+use crate::plugin_configmap::TRACK_ANNOTATION;
+use crate::wasmplugin::SUPERSEDED;
 
 /// The longest refusal a status shows.
 pub(super) const MAX_LAST_ERROR: usize = 4096;
@@ -97,20 +98,11 @@ pub(super) struct Shown {
     pub(super) capped: Option<String>,
 }
 
-/// The kinds of object whose status the writer shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(super) enum ObjectKind {
-    /// A plugin ConfigMap: the `wasmloop.dev/status` annotation.
-    ConfigMap,
-    /// A `WasmPlugin`: its status subresource, with conditions.
-    WasmPlugin,
-}
-
 /// An object that ships a plugin: kind, namespace and name, parsed.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(super) struct ObjectKey {
     /// Its kind.
-    pub(super) kind: ObjectKind,
+    pub(super) kind: SourceKind,
     /// Its namespace.
     pub(super) namespace: Namespace,
     /// Its name.
@@ -118,31 +110,16 @@ pub(super) struct ObjectKey {
 }
 
 impl ObjectKey {
-    /// How the registry and its reports name it.
-    pub(super) fn source(&self) -> String {
-        match self.kind {
-            ObjectKind::ConfigMap => crate::plugin_configmap::source_of(&self.namespace, &self.name),
-            ObjectKind::WasmPlugin => crate::wasmplugin::source_of(&self.namespace, &self.name),
-        }
+    /// The source it is, as the registry and its reports name it.
+    pub(super) fn source(&self) -> SourceId {
+        SourceId::object(self.kind, self.namespace.clone(), self.name.clone())
     }
 }
 
-/// The object a source names, when it names a ConfigMap or a `WasmPlugin`.
-pub(super) fn object_of(source: &str) -> Option<ObjectKey> {
-    let (kind, (namespace, name)) = match configmap_of(source) {
-        Some(found) => (ObjectKind::ConfigMap, found),
-        None => (ObjectKind::WasmPlugin, wasmplugin_of(source)?),
-    };
-    Some(ObjectKey { kind, namespace, name })
-}
-
-/// An Event's type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Kind {
-    /// Normal.
-    Normal,
-    /// Warning.
-    Warning,
+/// The object a source is, when it is a ConfigMap or a `WasmPlugin` (not a file).
+pub(super) fn object_of(source: &SourceId) -> Option<ObjectKey> {
+    let (kind, namespace, name) = source.as_object()?;
+    Some(ObjectKey { kind, namespace: namespace.clone(), name: name.clone() })
 }
 
 /// A write to carry out.
@@ -160,7 +137,7 @@ pub(super) enum Effect {
     Event {
         object: ObjectKey,
         plugin: Option<String>,
-        kind: Kind,
+        kind: EventType,
         reason: &'static str,
         action: &'static str,
         note: String,
@@ -202,7 +179,7 @@ impl Statuses {
             Reported::Stopped { reason, message } => self.stopped(object.clone(), reason, message, now),
             Reported::Retired { said } => self.retired(object.clone(), said, now),
             Reported::ShadowSeated { id, plugin, version, digest } => {
-                let loaded = Version { plugin, version, digest, loaded_at: now.to_owned() };
+                let loaded = Version { plugin: plugin.name().to_owned(), version, digest, loaded_at: now.to_owned() };
                 self.shadow_seated(object.clone(), id, loaded, pin, now)
             }
             Reported::ShadowUnchanged => self.error_over(object.clone(), now),
@@ -273,7 +250,7 @@ impl Statuses {
     /// (plugin, version), the version being what [`Statuses::errors`] counts by, so a new version
     /// starts from none.
     pub(super) fn serving_wasmplugins(&self) -> Vec<(String, String)> {
-        let serving = self.shown.iter().filter(|(object, _)| object.kind == ObjectKind::WasmPlugin);
+        let serving = self.shown.iter().filter(|(object, _)| object.kind == SourceKind::WasmPlugin);
         serving.filter_map(|(_, shown)| shown.active.as_ref().map(|a| (a.id.clone(), a.version_key()))).collect()
     }
 
@@ -289,7 +266,7 @@ impl Statuses {
     /// serving version ([`Statuses::serving_wasmplugins`]) to its count.
     pub(super) fn errors(&mut self, counts: &BTreeMap<String, u64>, now: &str) -> Vec<Effect> {
         self.restate(now, |object, shown| {
-            let Some(active) = shown.active.as_ref().filter(|_| object.kind == ObjectKind::WasmPlugin) else {
+            let Some(active) = shown.active.as_ref().filter(|_| object.kind == SourceKind::WasmPlugin) else {
                 return false;
             };
             let count = counts.get(&active.version_key()).copied();
@@ -305,7 +282,7 @@ impl Statuses {
     fn event(
         &self,
         object: &ObjectKey,
-        kind: Kind,
+        kind: EventType,
         reason: &'static str,
         action: &'static str,
         note: String,
@@ -347,7 +324,7 @@ impl Statuses {
     fn loaded(&mut self, object: ObjectKey, loaded: &Loaded, pin: Option<Option<String>>, now: &str) -> Vec<Effect> {
         let (id, version, superseded) = match loaded {
             Loaded::Started { name, version, .. } | Loaded::Replaced { name, version, .. } => (name, version, None),
-            Loaded::Promoted { name, version, superseded, .. } => (name, version, superseded.as_deref()),
+            Loaded::Promoted { name, version, superseded, .. } => (name, version, superseded.as_ref()),
             Loaded::Parked { .. } => {
                 // Another replica runs it, and says so in the status. Nothing is made for an
                 // object not shown (deleted since).
@@ -365,14 +342,14 @@ impl Statuses {
                 return self.error_over(object, now);
             }
         };
-        let plugin = wasmloop_sandbox::name_in_id(id).to_owned();
+        let plugin = id.name().to_owned();
         let mut effects = Vec::new();
         // The object that served before, unless deleted since (then nothing is shown for it).
         if let Some(old) = superseded.and_then(object_of).filter(|old| self.shown.contains_key(old)) {
             let by = object.source();
             let what = match old.kind {
-                ObjectKind::ConfigMap => "delete this ConfigMap",
-                ObjectKind::WasmPlugin => "delete this WasmPlugin, or edit its spec to offer it again",
+                SourceKind::ConfigMap => "delete this ConfigMap",
+                SourceKind::WasmPlugin => "delete this WasmPlugin, or edit its spec to offer it again",
             };
             let old_shown = self.shown(&old);
             old_shown.active = None;
@@ -393,7 +370,7 @@ impl Statuses {
         let shown = self.shown(&object);
         // Serving now: whatever this object shadowed before is unseated. A new version starts
         // healthy.
-        shown.active = Some(Active { id: id.clone(), loaded: loaded_version });
+        shown.active = Some(Active { id: id.to_string(), loaded: loaded_version });
         (shown.shadow, shown.quarantined, shown.errors, shown.capped) = (None, None, None, None);
         (shown.last_error, shown.last_error_at, shown.reason) = (None, None, None);
         if let Some(pin) = pin {
@@ -401,7 +378,7 @@ impl Statuses {
         }
         effects.push(self.status(&object, now));
         let note = format!("plugin {plugin} {version} serving (sha256 {})", short(loaded.digest()));
-        effects.push(self.event(&object, Kind::Normal, "PluginLoaded", "LoadPlugin", note));
+        effects.push(self.event(&object, EventType::Normal, "PluginLoaded", "LoadPlugin", note));
         effects
     }
 
@@ -438,7 +415,7 @@ impl Statuses {
         shown.last_error_at = Some(now.to_owned());
         shown.reason = Some(reason.to_owned());
         let note = format!("{reason}: {message}");
-        vec![self.status(&object, now), self.event(&object, Kind::Warning, "PluginRejected", "LoadPlugin", note)]
+        vec![self.status(&object, now), self.event(&object, EventType::Warning, "PluginRejected", "LoadPlugin", note)]
     }
 
     /// What served or shadowed from the object stopped, as it asked.
@@ -452,7 +429,7 @@ impl Statuses {
         (shown.active, shown.shadow, shown.quarantined, shown.pinned, shown.errors) = (None, None, None, None, None);
         (shown.last_error, shown.last_error_at) = (Some(message.clone()), Some(now.to_owned()));
         shown.reason = Some(reason.clone());
-        let kind = if reason == "Suspended" { Kind::Normal } else { Kind::Warning };
+        let kind = if reason == "Suspended" { EventType::Normal } else { EventType::Warning };
         let note = format!("{reason}: {message}");
         vec![self.status(&object, now), self.event(&object, kind, "PluginStopped", "StopPlugin", note)]
     }
@@ -471,15 +448,15 @@ impl Statuses {
             return Vec::new();
         }
         let message = match object.kind {
-            ObjectKind::ConfigMap => format!(
+            SourceKind::ConfigMap => format!(
                 "superseded ({TRACK_ANNOTATION}: superseded): this ConfigMap loads nothing; delete it, or remove the annotation to offer it again"
             ),
-            ObjectKind::WasmPlugin => {
+            SourceKind::WasmPlugin => {
                 "superseded: this WasmPlugin loads nothing; delete it, or edit its spec to offer it again".to_owned()
             }
         };
         (shown.last_error, shown.last_error_at) = (Some(message.clone()), Some(now.to_owned()));
-        vec![self.status(&object, now), self.event(&object, Kind::Normal, "Superseded", "LoadPlugin", message)]
+        vec![self.status(&object, now), self.event(&object, EventType::Normal, "Superseded", "LoadPlugin", message)]
     }
 
     fn shadow_seated(
@@ -500,7 +477,7 @@ impl Statuses {
         if let Some(pin) = pin {
             shown.pinned = pin;
         }
-        vec![self.status(&object, now), self.event(&object, Kind::Normal, "ShadowStarted", "LoadPlugin", note)]
+        vec![self.status(&object, now), self.event(&object, EventType::Normal, "ShadowStarted", "LoadPlugin", note)]
     }
 
     /// Shows a shadow's findings, with an Event the first time it differs.
@@ -512,8 +489,8 @@ impl Statuses {
         let first = !shadow.announced && shadow.findings.differences() > 0;
         shadow.announced |= first;
         let where_ = match object.kind {
-            ObjectKind::ConfigMap => "the wasmloop.dev/status annotation counts",
-            ObjectKind::WasmPlugin => "the Shadowing condition counts",
+            SourceKind::ConfigMap => "the wasmloop.dev/status annotation counts",
+            SourceKind::WasmPlugin => "the Shadowing condition counts",
         };
         let note = shadow.findings.latest.as_ref().filter(|_| first).map(|latest| {
             format!(
@@ -526,7 +503,7 @@ impl Statuses {
         });
         let mut effects = vec![self.status(&object, now)];
         if let Some(note) = note {
-            effects.push(self.event(&object, Kind::Normal, "ShadowDiffers", "CompareShadow", note));
+            effects.push(self.event(&object, EventType::Normal, "ShadowDiffers", "CompareShadow", note));
         }
         effects
     }
@@ -582,8 +559,8 @@ fn status_effect(object: &ObjectKey, shown: &mut Shown, replica: Option<&str>, n
 /// status, whose conditions are kept in `shown` for their transition times.
 fn status_of_kind(object: &ObjectKey, shown: &mut Shown, replica: Option<&str>, now: &str) -> serde_json::Value {
     match object.kind {
-        ObjectKind::ConfigMap => status_of(shown, replica),
-        ObjectKind::WasmPlugin => {
+        SourceKind::ConfigMap => status_of(shown, replica),
+        SourceKind::WasmPlugin => {
             let fresh = conditions::of(shown, now);
             shown.conditions = conditions::carried_over(&shown.conditions, fresh);
             conditions::status(shown, replica)
@@ -592,7 +569,7 @@ fn status_of_kind(object: &ObjectKey, shown: &mut Shown, replica: Option<&str>, 
 }
 
 #[cfg(test)]
-fn event(object: &ObjectKey, kind: Kind, reason: &'static str, action: &'static str, note: String) -> Effect {
+fn event(object: &ObjectKey, kind: EventType, reason: &'static str, action: &'static str, note: String) -> Effect {
     Effect::Event { object: object.clone(), plugin: None, kind, reason, action, note }
 }
 
@@ -638,14 +615,18 @@ mod tests {
 
     fn key(name: &str) -> ObjectKey {
         ObjectKey {
-            kind: ObjectKind::ConfigMap,
+            kind: SourceKind::ConfigMap,
             namespace: Namespace::parse("team-a").unwrap(),
             name: Name::parse(name).unwrap(),
         }
     }
 
-    fn source(name: &str) -> String {
-        format!("ConfigMap team-a/{name}")
+    fn source(name: &str) -> SourceId {
+        SourceId::object(SourceKind::ConfigMap, Namespace::parse("team-a").unwrap(), Name::parse(name).unwrap())
+    }
+
+    fn pid(text: &str) -> wasmloop_sandbox::PluginId {
+        wasmloop_sandbox::PluginId::parse(text).unwrap()
     }
 
     fn loaded(name: &str, loaded: Loaded) -> Report {
@@ -653,13 +634,13 @@ mod tests {
     }
 
     fn started(version: &str, digest: &str) -> Loaded {
-        Loaded::Started { name: "team-a/hello".into(), version: version.into(), digest: digest.into() }
+        Loaded::Started { name: pid("team-a/hello"), version: version.into(), digest: digest.into() }
     }
 
     /// `hello-shadow`'s version, promoted over what `hello` served.
     fn promoted() -> Loaded {
         Loaded::Promoted {
-            name: "team-a/hello".into(),
+            name: pid("team-a/hello"),
             version: "2.0.0".into(),
             previous: Some("1.0.0".into()),
             superseded: Some(source("hello")),
@@ -672,7 +653,7 @@ mod tests {
     }
 
     fn seated(name: &str, id: u64) -> Report {
-        let what = Reported::ShadowSeated { id, plugin: "hello".into(), version: "2".into(), digest: "d".into() };
+        let what = Reported::ShadowSeated { id, plugin: pid("team-a/hello"), version: "2".into(), digest: "d".into() };
         Report::new(source(name), what)
     }
 
@@ -719,18 +700,18 @@ mod tests {
                 "an offer of what serves ends a refusal",
                 vec![
                     refused("hello", "bad"),
-                    loaded("hello", Loaded::Unchanged { name: "team-a/hello".into(), digest: "d1".into() }),
+                    loaded("hello", Loaded::Unchanged { name: pid("team-a/hello"), digest: "d1".into() }),
                 ],
                 vec!["status hello"],
             ),
             (
                 "an offer of what serves, with nothing refused, writes nothing",
-                vec![loaded("hello", Loaded::Unchanged { name: "team-a/hello".into(), digest: "d1".into() })],
+                vec![loaded("hello", Loaded::Unchanged { name: pid("team-a/hello"), digest: "d1".into() })],
                 vec![],
             ),
             (
                 "a version parked for another replica writes nothing here",
-                vec![loaded("hello", Loaded::Parked { name: "team-a/hello".into(), digest: "d1".into() })],
+                vec![loaded("hello", Loaded::Parked { name: pid("team-a/hello"), digest: "d1".into() })],
                 vec![],
             ),
             (
@@ -771,7 +752,10 @@ mod tests {
             ),
             (
                 "a source that is no ConfigMap shows nowhere",
-                vec![Report::new("file a.wasm", Reported::Refused { reason: "X".into(), message: "m".into() })],
+                vec![Report::new(
+                    SourceId::file("a.wasm"),
+                    Reported::Refused { reason: "X".into(), message: "m".into() },
+                )],
                 vec![],
             ),
             (
@@ -813,7 +797,7 @@ mod tests {
         assert!(shown["lastError"].as_str().unwrap().len() <= MAX_LAST_ERROR);
         assert_eq!(shown["lastErrorAt"], NOW);
         let Effect::Event { kind, note, .. } = &effects[1] else { panic!("an Event") };
-        assert_eq!(*kind, Kind::Warning);
+        assert_eq!(*kind, EventType::Warning);
         assert!(note.starts_with("LoadFailed: xxx"));
     }
 
@@ -882,15 +866,15 @@ mod tests {
     #[test]
     fn a_burst_writes_each_configmap_s_last_status_once() {
         let status = |name: &str, n: u64| Effect::Status { object: key(name), status: json!(n) };
-        let note = |name: &str| event(&key(name), Kind::Normal, "PluginLoaded", "LoadPlugin", String::new());
+        let note = |name: &str| event(&key(name), EventType::Normal, "PluginLoaded", "LoadPlugin", String::new());
         let burst = vec![status("a", 1), note("a"), status("b", 1), status("a", 2), note("b"), status("b", 2)];
         assert_eq!(coalesced(burst), vec![note("a"), status("a", 2), note("b"), status("b", 2)]);
     }
 
     #[test]
     fn a_burst_of_refusals_records_the_last_event_of_each_reason() {
-        let refusal = |n: u32| event(&key("a"), Kind::Warning, "PluginRejected", "LoadPlugin", n.to_string());
-        let loaded = event(&key("a"), Kind::Normal, "PluginLoaded", "LoadPlugin", String::new());
+        let refusal = |n: u32| event(&key("a"), EventType::Warning, "PluginRejected", "LoadPlugin", n.to_string());
+        let loaded = event(&key("a"), EventType::Normal, "PluginLoaded", "LoadPlugin", String::new());
         assert_eq!(coalesced(vec![refusal(1), loaded.clone(), refusal(2), refusal(3)]), vec![loaded, refusal(3)]);
     }
 
@@ -902,8 +886,8 @@ mod tests {
         assert_eq!(coalesced(vec![mark("a", 1), status("a", 2)]), vec![mark("a", 1), status("a", 2)]);
     }
 
-    fn plugin_source(name: &str) -> String {
-        format!("WasmPlugin team-a/{name}")
+    fn plugin_source(name: &str) -> SourceId {
+        SourceId::object(SourceKind::WasmPlugin, Namespace::parse("team-a").unwrap(), Name::parse(name).unwrap())
     }
 
     fn observed(name: &str, generation: i64, settled: bool) -> Report {
@@ -1084,7 +1068,7 @@ mod tests {
         assert_eq!(payer, Some(None), "serving nothing: its namespace's bucket pays");
     }
 
-    fn capped(source: String) -> Report {
+    fn capped(source: SourceId) -> Report {
         Report::new(source, Reported::Capped { message: "runs with 1 concurrent reconcile".into() })
     }
 
@@ -1123,7 +1107,7 @@ mod tests {
             {"type": "Loaded", "status": "True", "lastTransitionTime": "not a time"},
         ]);
         let key = ObjectKey {
-            kind: ObjectKind::WasmPlugin,
+            kind: SourceKind::WasmPlugin,
             namespace: Namespace::parse("team-a").unwrap(),
             name: Name::parse("hello").unwrap(),
         };
@@ -1155,7 +1139,8 @@ mod tests {
     #[test]
     fn a_shadow_wasmplugin_counts_its_findings_in_the_shadowing_condition() {
         let mut statuses = Statuses::new(None);
-        let what = Reported::ShadowSeated { id: 3, plugin: "hello".into(), version: "2".into(), digest: "d".into() };
+        let what =
+            Reported::ShadowSeated { id: 3, plugin: pid("team-a/hello"), version: "2".into(), digest: "d".into() };
         let seated = Report::new(plugin_source("canary"), what);
         let report = ShadowReport { compared: 5, same: 3, differing: 2, ..ShadowReport::default() };
         let found = Report::new(plugin_source("canary"), Reported::ShadowFindings { id: 3, report });
@@ -1175,7 +1160,7 @@ mod tests {
         let mut statuses = Statuses::new(None);
         last_status(&mut statuses, vec![observed("hello", 4, false), wasmplugin_loaded("1.0.0")], NOW);
         let promoted = Loaded::Promoted {
-            name: "team-a/hello".into(),
+            name: pid("team-a/hello"),
             version: "2.0.0".into(),
             previous: Some("1.0.0".into()),
             superseded: Some(plugin_source("hello")),
@@ -1196,7 +1181,7 @@ mod tests {
     #[test]
     fn nothing_is_made_for_a_configmap_not_shown() {
         let mut statuses = Statuses::new(None);
-        statuses.report(loaded("gone", Loaded::Parked { name: "team-a/gone".into(), digest: "d".into() }), NOW);
+        statuses.report(loaded("gone", Loaded::Parked { name: pid("team-a/gone"), digest: "d".into() }), NOW);
         assert!(statuses.shown.is_empty(), "a parked report of a ConfigMap not shown keeps nothing");
     }
 }

@@ -43,7 +43,11 @@ fn registry(client: kube::Client) -> Registry {
 /// The noop plugin (which reconciles ConfigMaps) offered from a ConfigMap in `ns`.
 fn noop_from(ns: &TestNamespace, bytes: &bytes::Bytes) -> Candidate {
     Candidate {
-        source: format!("ConfigMap {}/noop", ns.name),
+        source: wasmloop_sandbox::SourceId::object(
+            wasmloop_sandbox::SourceKind::ConfigMap,
+            ns.name.parse().unwrap(),
+            "noop".parse().unwrap(),
+        ),
         realm: Some(ns.name.parse().unwrap()),
         expected_name: Some("noop".to_owned()),
         bytes: bytes.clone(),
@@ -72,7 +76,7 @@ async fn a_load_that_cannot_sync_holds_up_no_other_load() {
     });
     let stuck_id = format!("{}/noop", stuck_ns.name);
     eventually(Duration::from_secs(60), "the first load to be preparing its controller", || {
-        let (preparing, reached) = (registry.preparing(), registry.preparing().contains(&stuck_id));
+        let (preparing, reached) = (registry.preparing(), registry.preparing().iter().any(|p| *p == stuck_id));
         async move { if reached { Ok(()) } else { Err(format!("preparing: {preparing:?}")) } }
     })
     .await;

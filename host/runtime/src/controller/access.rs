@@ -41,7 +41,7 @@ pub(super) async fn review_again(
     reads: Vec<Access>,
     deny: tokio::sync::watch::Sender<Option<String>>,
 ) {
-    let plugin = shared.id.clone();
+    let plugin = shared.id.to_string();
     let mut tick = tokio::time::interval(identities.review_interval());
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;

@@ -17,7 +17,19 @@
 //! - `memory`: what a controller keeps per key between passes, handed to the next version.
 //!
 //! `cache_view` is what the plugin reads through its imports; `access` re-reviews a plugin's
-//! ServiceAccount while it runs.
+//! ServiceAccount while it runs; `scopes` decides which informers it reads through; `shared`
+//! is what one version's triggers and workers share; `reasons` says why each key runs.
+//!
+//! [`Controller::prepare`] goes in parts: `admitted` (the confinement and the scopes; the
+//! identity checked, the kinds discovered as that identity and its reads reviewed, before any
+//! informer lists or watches on its behalf with the host's credentials), `acquired` (the
+//! informers, shared ones with their warm caches, synced together within 120 s), the
+//! version's `Shared` state and executor, and `spawned` (the change streams, subscribed before
+//! every primary is enqueued so no change falls between; every primary again on taking the
+//! lead and each resync; the access review). The result is a [`Prepared`] controller with a
+//! filling queue and no workers: [`Prepared::run`] starts them, [`Prepared::run_after`] as the
+//! successor of a stopped version, from its [`Handover`]. [`StartError`] says why a plugin could
+//! not start.
 
 mod access;
 mod cache_view;
@@ -39,6 +51,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
+use wasmloop_sandbox::PluginId;
 
 use wasmloop_contract::names::LabelSelector;
 use wasmloop_sandbox::{GenerationChange, Gvk, Manifest, Plugin, Selector, Trigger};
@@ -65,7 +78,7 @@ pub enum StartError {
     #[error("plugin {plugin}: {source}")]
     Discovery {
         /// The plugin.
-        plugin: String,
+        plugin: PluginId,
         /// Why.
         #[source]
         source: DiscoveryError,
@@ -75,7 +88,7 @@ pub enum StartError {
     #[error("plugin {plugin}: {source}")]
     Identity {
         /// The plugin.
-        plugin: String,
+        plugin: PluginId,
         /// Why.
         #[source]
         source: IdentityError,
@@ -84,7 +97,7 @@ pub enum StartError {
     #[error("plugin {plugin}: {what}: {reason}")]
     Confined {
         /// The plugin.
-        plugin: String,
+        plugin: PluginId,
         /// Which declaration.
         what: String,
         /// The conflict, and what to change.
@@ -94,7 +107,7 @@ pub enum StartError {
     #[error("plugin {plugin}: the cache of {kind} did not sync within {} s; check that the host may list and watch {kind} (RBAC) and that the API server is reachable", SYNC_TIMEOUT.as_secs())]
     NotSynced {
         /// The plugin.
-        plugin: String,
+        plugin: PluginId,
         /// The kind.
         kind: String,
     },
@@ -226,12 +239,12 @@ impl Controller {
         let selector = manifest.primary.label_selector.as_ref().map(LabelSelector::selector).unwrap_or_default();
         let concurrency = config.concurrency_for(manifest.settings.max_concurrent_reconciles);
         let resync = config.resync_for(manifest.settings.resync_seconds);
-        let plugin_metrics = context.metrics.plugin(&manifest.id());
+        let plugin_metrics = context.metrics.plugin(manifest.id().as_str());
         let holder = match &config.identity {
             Identity::ServiceAccount(account) => account.user(),
             Identity::Host => format!("plugin {}", manifest.id()),
         };
-        let bucket = context.write_buckets.bucket_of(&manifest.id(), &holder, config.write_budget);
+        let bucket = context.write_buckets.bucket_of(manifest.id().as_str(), &holder, config.write_budget);
         let executor = Arc::new(
             context
                 .executor
@@ -381,7 +394,7 @@ impl Controller {
     }
 
     /// What the host knows the plugin by ([`Manifest::id`]).
-    pub fn id(&self) -> &str {
+    pub fn id(&self) -> &PluginId {
         &self.shared.id
     }
 
@@ -405,8 +418,8 @@ impl Controller {
         }
         // A version that stops takes its quarantine with it; its successor starts healthy.
         if shared.health.lock().expect("lock").quarantined().is_some() {
-            shared.quarantines.set(&shared.id, None);
-            shared.metrics.quarantined(&shared.id, false);
+            shared.quarantines.set(shared.id.as_str(), None);
+            shared.metrics.quarantined(shared.id.as_str(), false);
         }
         // Dropping `self` aborts the pumps and workers, which releases the informers.
         Handover {

@@ -1,7 +1,12 @@
-//! What one version of a plugin's controller shares between its triggers and workers.
+//! What one version of a plugin's controller shares between its triggers and workers: the
+//! plugin, its manifest, informers, cache view, queue, executors, health, memory and settings.
+//! A standby keeps its caches warm but queues nothing (`Shared::enqueue`); on taking the lead
+//! it enqueues every primary from its cache, so nothing stands between the Lease and a
+//! reconcile.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use wasmloop_sandbox::PluginId;
 
 use wasmloop_sandbox::{Manifest, Plugin, Selector, Trigger};
 
@@ -22,7 +27,7 @@ use crate::shadow::ShadowSeat;
 pub(super) struct Shared {
     /// What the host knows the plugin by ([`Manifest::id`]): its metrics, quarantine and log
     /// lines say this.
-    pub(super) id: String,
+    pub(super) id: PluginId,
     pub(super) plugin: Plugin,
     pub(super) manifest: Manifest,
     pub(super) selector: Selector,

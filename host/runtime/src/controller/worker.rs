@@ -1,6 +1,29 @@
 //! The workers: each takes work from the queue, reads the latest state from the cache, asks
 //! `plan` what to do and does it through the plugin and the executor, then gives the work
 //! back to the queue as the outcome says.
+//!
+//! A worker waits until the host leads, drops work while the plugin's access is revoked, and
+//! puts a reconcile back (`add_after`) while the plugin is quarantined, so it holds no worker;
+//! a `map` runs regardless.
+//! - **Reconcile** (`reconcile_key`): the key is claimed in `RunningKeys` (held by an older
+//!   version: retried in 100 ms; by this one: counted as an overlap) and runs in a task of its
+//!   own, where a panic is a retry. `plan::step` picks nothing, a call in a phase, or the
+//!   finalizer first, whose write requeues the key (in a dry run, whose writes never come back
+//!   as events, the call follows at once). The actions go to the executor; `plan::follow_up` says
+//!   what follows: a prune, the finalizer's release after `cleanup`, keeping the primary as
+//!   the next call's `previous`. With `--record-dir` the call reads through
+//!   `record::Recording` and its case goes to the context's sink; a seated shadow is handed
+//!   the same request after the serving call.
+//! - **Map** (`map_related`): the related object's latest state from `Memory` goes to the
+//!   plugin's `map` with the cache view, and its answer becomes keys (`plan::mapped_keys`). A
+//!   map stays out of the plugin's health: a quarantine is about reconciles, and a `map` that
+//!   works must not lift one a trapping `reconcile` earned. A transient failure retries with
+//!   the object's latest state; a permanent one waits for the next change.
+//! - **Failures are visible where users look**: a Warning Event on the primary. Failures the
+//!   host detected are written by the host's executor with fixed reasons (`failed`), so they
+//!   are written even when the plugin may not write Events; an error the plugin returned goes
+//!   through the plugin's executor and write budget, after its own `status` and `event`
+//!   actions (`guest_failed`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -410,7 +433,7 @@ async fn record_health(shared: &Shared, primary: &Object, healthy: bool) {
             shared.metrics.quarantined(plugin, true);
             tracing::error!(plugin, "plugin quarantined: {reason}");
             let note = format!("plugin {plugin} quarantined: {reason}; fix the plugin or its limits");
-            shared.executor.charge(plugin).await;
+            shared.executor.charge(&shared.id).await;
             if let Err(error) = shared
                 .host_executor
                 .event(&shared.manifest, primary, EventType::Warning, "PluginQuarantined", &note, None)
@@ -472,7 +495,7 @@ async fn failed_as(
     let message = &wasmloop_contract::validate::foreign(message);
     tracing::warn!(reason, transient, "{message}");
     // The metric's reason label comes from a fixed set; a plugin's own reasons would not be.
-    shared.metrics.reconcile_failed(&shared.id, metric);
+    shared.metrics.reconcile_failed(shared.id.as_str(), metric);
     if !primary.uid.is_empty() {
         let next = match &retry {
             Outcome::RetryAfter(after) => format!("retrying in {} ms, as the plugin asked", after.as_millis()),

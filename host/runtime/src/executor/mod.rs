@@ -16,6 +16,17 @@
 //! The kinds were checked against the manifest when the response was decoded (in the
 //! sandbox). What each action writes is decided in [`plan`], a pure function with table
 //! tests; this module resolves kinds to resources and sends the writes.
+//!
+//! One executor per controller version, acting as the plugin's identity
+//! ([`Executor::acting_as`]), whose errors name it ("failed as ServiceAccount NS/NAME", and on
+//! a 403 what to grant: `next_step`), and paying from the plugin's write budget
+//! ([`Executor::with_write_bucket`]): a `governor` bucket each action, finalizer change and
+//! plugin-error Event takes a token from, waiting when it is empty. The buckets live in the
+//! context's [`WriteBuckets`], keyed by whom the plugin acts as, so versions and sibling
+//! objects of one plugin share one. Finalizer changes are JSON patches that test the list as
+//! read, the UID and (for an add) that no deletion began, so writers of other fields cannot
+//! starve them; a release re-reads the live object (the cache lags behind the cleanup's own
+//! writes) and retries up to five conflicts. Events go through [`crate::events::Recorders`].
 
 pub mod conflicts;
 pub mod plan;
@@ -23,6 +34,7 @@ pub mod plan;
 use std::collections::{BTreeSet, HashMap};
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex, Weak};
+use wasmloop_sandbox::PluginId;
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -48,7 +60,7 @@ pub enum ExecError {
     #[error("plugin {plugin}: {verb} {target} failed as {actor}: {source}; {}", next_step(source, actor))]
     Api {
         /// The plugin.
-        plugin: String,
+        plugin: PluginId,
         /// Whom the request acted as ("ServiceAccount ns/name", or the host).
         actor: String,
         /// apply, status, patch, delete or event.
@@ -63,7 +75,7 @@ pub enum ExecError {
     #[error("plugin {plugin}: {source}")]
     Discovery {
         /// The plugin.
-        plugin: String,
+        plugin: PluginId,
         /// The discovery error.
         #[source]
         source: DiscoveryError,
@@ -72,7 +84,7 @@ pub enum ExecError {
     #[error("plugin {plugin}: cannot {verb} {target}: {reason}; fix the plugin")]
     Invalid {
         /// The plugin.
-        plugin: String,
+        plugin: PluginId,
         /// The verb.
         verb: &'static str,
         /// The object.
@@ -87,7 +99,7 @@ pub enum ExecError {
     )]
     PluginNamespace {
         /// The plugin.
-        plugin: String,
+        plugin: PluginId,
         /// The write, as `verb Kind namespace/name`.
         target: String,
         /// The plugin namespace.
@@ -97,7 +109,7 @@ pub enum ExecError {
     #[error("plugin {plugin}: refused to {target}: {refusal}")]
     NotGranted {
         /// The plugin.
-        plugin: String,
+        plugin: PluginId,
         /// The object, as `Kind namespace/name`.
         target: String,
         /// What was missing, and what to declare.
@@ -107,7 +119,7 @@ pub enum ExecError {
     #[error("plugin {plugin}: apply {target} wrote nothing: {}; the next reconcile is told, and may force the apply or leave the fields out", conflict.summary())]
     Conflict {
         /// The plugin.
-        plugin: String,
+        plugin: PluginId,
         /// The object, as `Kind namespace/name`.
         target: String,
         /// The fields and their managers.
@@ -329,10 +341,10 @@ impl Executor {
     /// Takes a write token for `plugin`, waiting for one when its budget is spent: every write
     /// made as the plugin pays, including those the host makes for it outside `execute`
     /// (finalizers, its failure Events).
-    pub async fn charge(&self, plugin: &str) {
+    pub async fn charge(&self, plugin: &PluginId) {
         if let Some(budget) = &self.budget {
             if budget.check().is_err() {
-                self.metrics.write_throttled(plugin);
+                self.metrics.write_throttled(plugin.as_str());
                 budget.until_ready().await;
             }
         }
@@ -360,8 +372,8 @@ impl Executor {
         PatchParams { field_manager: Some(manager.to_string()), ..PatchParams::default() }
     }
 
-    async fn resolve(&self, plugin: &str, kind: &Gvk) -> Result<Resolved, ExecError> {
-        self.kinds.resolve(kind).await.map_err(|source| ExecError::Discovery { plugin: plugin.into(), source })
+    async fn resolve(&self, plugin: &PluginId, kind: &Gvk) -> Result<Resolved, ExecError> {
+        self.kinds.resolve(kind).await.map_err(|source| ExecError::Discovery { plugin: plugin.clone(), source })
     }
 
     fn api(&self, resolved: &Resolved, namespace: Option<&Namespace>) -> Api<DynamicObject> {
@@ -385,7 +397,7 @@ impl Executor {
             self.charge(&manifest.id()).await;
             if let Action::Event { event_type, reason, message, action } = action {
                 self.event(manifest, primary, *event_type, reason, message, action.as_deref()).await?;
-                self.metrics.action(&manifest.id(), "Event", "event");
+                self.metrics.action(manifest.id().as_str(), "Event", "event");
                 continue;
             }
             let kind = plan::kind_of(manifest, primary, action)?;
@@ -400,7 +412,7 @@ impl Executor {
             if let Some(done) = self.send(manifest, &resolved, write).await? {
                 applied.push(done);
             }
-            self.metrics.action(&manifest.id(), &kind, verb);
+            self.metrics.action(manifest.id().as_str(), &kind, verb);
         }
         Ok(applied)
     }
@@ -423,7 +435,7 @@ impl Executor {
                 if let Some(uid) = &uid
                     && !self.still(&api, &name, uid).await.map_err(error)?
                 {
-                    tracing::debug!(plugin, object = %shown, "not applied: gone, or no longer the object of its UID precondition");
+                    tracing::debug!(%plugin, object = %shown, "not applied: gone, or no longer the object of its UID precondition");
                     return Ok(Some(skipped()));
                 }
                 let params = PatchParams::apply(manifest.field_manager().as_str());
@@ -549,8 +561,9 @@ impl Executor {
             before: current,
             finalizers: &finalizers,
         };
-        self.charge(&manifest.id()).await;
-        let to = Target { api: &api, name: &primary.name, plugin: &manifest.id(), shown: &shown };
+        let plugin = manifest.id();
+        self.charge(&plugin).await;
+        let to = Target { api: &api, name: &primary.name, plugin: &plugin, shown: &shown };
         let params = Self::patch_params(manifest.field_manager());
         self.writer
             .set_finalizers(to, change, params)
@@ -573,7 +586,8 @@ impl Executor {
     ) -> Result<(), ExecError> {
         let api = self.primary_api(manifest, primary).await?;
         let shown = label(&primary.kind, primary.namespace.as_deref(), &primary.name);
-        let to = Target { api: &api, name: &primary.name, plugin: &manifest.id(), shown: &shown };
+        let plugin = manifest.id();
+        let to = Target { api: &api, name: &primary.name, plugin: &plugin, shown: &shown };
         let mut last = None;
         for _ in 0..FINALIZER_CONFLICTS {
             let live = match api.get_opt(&primary.name).await {
@@ -592,7 +606,7 @@ impl Executor {
                 before: live.finalizers(),
                 finalizers: &rest,
             };
-            self.charge(&manifest.id()).await;
+            self.charge(&plugin).await;
             let params = Self::patch_params(manifest.field_manager());
             match self.writer.set_finalizers(to, change, params).await {
                 Ok(()) => return Ok(()),

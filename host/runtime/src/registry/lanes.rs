@@ -6,15 +6,16 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::OwnedMutexGuard;
+use wasmloop_sandbox::{PluginId, SourceId};
 
 /// What a lane is named by. Sources and plugins are kept apart: a source's text cannot take a
 /// plugin's lane.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(super) enum Lane {
     /// Loads and removals of one source, one at a time.
-    Source(String),
+    Source(SourceId),
     /// Installs, stops, parks and hand-overs of one plugin, one at a time.
-    Plugin(String),
+    Plugin(PluginId),
 }
 
 /// The lanes in use. A lane exists while someone holds or waits for it, so a source that
@@ -64,7 +65,7 @@ mod tests {
     use super::*;
 
     fn plugin(name: &str) -> Lane {
-        Lane::Plugin(name.to_owned())
+        Lane::Plugin(PluginId::new(None, name).unwrap())
     }
 
     #[tokio::test]
@@ -78,7 +79,7 @@ mod tests {
     #[tokio::test]
     async fn lanes_go_when_nobody_holds_them() {
         let lanes = Lanes::default();
-        drop(lanes.enter([plugin("a"), Lane::Source("ConfigMap x".into()), plugin("a")]).await);
+        drop(lanes.enter([plugin("a"), Lane::Source(SourceId::file("x.wasm")), plugin("a")]).await);
         assert!(lanes.lanes.lock().unwrap().is_empty());
     }
 
@@ -93,6 +94,6 @@ mod tests {
 
     #[test]
     fn sources_come_before_plugins() {
-        assert!(Lane::Source("zz".into()) < plugin("aa"));
+        assert!(Lane::Source(SourceId::file("zz")) < plugin("aa"));
     }
 }

@@ -8,12 +8,36 @@
 //! way leaves the old version serving and comes back as a [`RegistryError`] naming the source,
 //! the plugin and what to do.
 //!
+//! A candidate's steps ([`Registry::upsert`]; `run`'s files, compiled before the host
+//! connects, enter at the third through [`Registry::install`]):
+//! 1. the same digest (component, configuration, settings) and identity the source serves:
+//!    nothing to do;
+//! 2. compile and validate (`Registry::compile`, through the sandbox's on-disk cache);
+//! 3. decide, as a pure function of what serves, what is parked and what shadows
+//!    ([`plan::decide`]): unchanged, refused, parked (`--shard`), or installed;
+//! 4. resolve the identity and reserve the plugin's instances (its concurrency: the workers
+//!    make the `map` calls too);
+//! 5. prepare the new version's controller (`Controller::prepare`): informers acquired and
+//!    synced, every primary queued, no worker started;
+//! 6. shut the old version down: stop taking work, let reconciles in flight finish within the
+//!    drain timeout (one still running after it finishes in the background, keeping its key);
+//! 7. start the new version's workers from the old one's `Handover`.
+//!
+//! No lock is held across an await. Work waits in **lanes** instead (`lanes`): one per source,
+//! so a source's offers and removal happen one at a time, and one per plugin, so installs,
+//! stops, parks and hand-overs of a plugin do; steps 3 to 7 hold the lanes of the plugin
+//! offered and of the one the source serves. Lanes are taken in order, sources before
+//! plugins, so two loads never wait on each other. A load whose caches cannot sync holds only
+//! its own lanes while every other plugin loads ([`Registry::preparing`] lists it). The maps
+//! sit under short synchronous locks, so [`Registry::known`] and [`Registry::names`] never
+//! wait for a load, and reconciles of every plugin go on throughout.
+//!
 //! ```no_run
 //! # async fn demo(registry: &wasmloop_runtime::registry::Registry, bytes: Vec<u8>) {
 //! use wasmloop_runtime::registry::Candidate;
 //! use wasmloop_runtime::identity::AccountChoice;
 //! let account = AccountChoice::Operator { namespace: "wasmloop-system".into() };
-//! let candidate = Candidate { source: "file labeler.wasm".into(), realm: None, expected_name: None, bytes: bytes.into(), held: None, config: None, account, settings: None };
+//! let candidate = Candidate { source: wasmloop_sandbox::SourceId::file("labeler.wasm"), realm: None, expected_name: None, bytes: bytes.into(), held: None, config: None, account, settings: None };
 //! match registry.upsert(candidate).await {
 //!     Ok(loaded) => println!("{loaded}"),
 //!     Err(error) => eprintln!("{error}"), // the previous version, if any, still serves
@@ -35,7 +59,7 @@ use bytes::Bytes;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use wasmloop_contract::names::Namespace;
-use wasmloop_sandbox::{LoadError, Plugin, Sandbox, plugin_id};
+use wasmloop_sandbox::{LoadError, Plugin, PluginId, Sandbox, SourceId};
 
 use crate::context::Context;
 use crate::controller::{Controller, ControllerConfig, Handover, StartError};
@@ -62,9 +86,8 @@ pub type Settings = Arc<dyn Fn(&str, &str) -> ControllerConfig + Send + Sync>;
 /// A plugin version offered by a source.
 #[derive(Debug, Clone)]
 pub struct Candidate {
-    /// Where it comes from, as users would name it ("ConfigMap ns/name", "file x.wasm"); one
-    /// source serves at most one plugin.
-    pub source: String,
+    /// Where it comes from; one source serves at most one plugin.
+    pub source: SourceId,
     /// Its realm: a plugin ConfigMap's namespace, none for the operator's files. Plugin names
     /// are unique within a realm ([`wasmloop_sandbox::Manifest::id`]); a version shadows and,
     /// promoted, replaces versions of its own realm only.
@@ -115,7 +138,7 @@ pub enum RegistryError {
     #[error("{origin} is labelled plugin {expected:?} but the component's manifest names plugin {found:?}; make the two agree (wasmloop bundle --name sets the label){}", keeps(.running))]
     NameMismatch {
         /// The source.
-        origin: String,
+        origin: SourceId,
         /// What the source promised.
         expected: String,
         /// What the manifest says.
@@ -129,11 +152,11 @@ pub enum RegistryError {
     )]
     NameTaken {
         /// The source.
-        origin: String,
+        origin: SourceId,
         /// The plugin.
-        name: String,
+        name: PluginId,
         /// The source serving it.
-        holder: String,
+        holder: SourceId,
     },
     /// Another source already offers a shadow of this plugin.
     #[error(
@@ -141,17 +164,17 @@ pub enum RegistryError {
     )]
     ShadowTaken {
         /// The source.
-        origin: String,
+        origin: SourceId,
         /// The plugin.
         name: String,
         /// The source whose shadow is seated.
-        holder: String,
+        holder: SourceId,
     },
     /// A shadow cannot stand beside the serving version.
     #[error("{origin}: the shadow of plugin {name:?} {reason}")]
     ShadowMismatch {
         /// The source.
-        origin: String,
+        origin: SourceId,
         /// The plugin.
         name: String,
         /// What does not match, and what to do.
@@ -161,7 +184,7 @@ pub enum RegistryError {
     #[error("plugin {plugin}: not started, the host is shutting down")]
     ShuttingDown {
         /// The plugin.
-        plugin: String,
+        plugin: PluginId,
     },
     /// Its controller could not start (a kind not served, a cache that did not sync).
     #[error("{source}{}", keeps(.running))]
@@ -197,14 +220,14 @@ impl RegistryError {
 /// Where a version comes from, as an install needs it.
 #[derive(Clone)]
 struct Offer {
-    source: String,
+    source: SourceId,
     realm: Option<Namespace>,
     expected_name: Option<String>,
     account: AccountChoice,
 }
 
 struct Slot {
-    source: String,
+    source: SourceId,
     realm: Option<Namespace>,
     /// How the version serving picked its ServiceAccount: a new choice is a new version.
     account: AccountChoice,
@@ -226,13 +249,13 @@ struct Parked {
 /// the install it allows are one step: both happen within the plugin's lane.
 #[derive(Default)]
 struct Gate {
-    admitted: HashSet<String>,
+    admitted: HashSet<PluginId>,
     /// By source: each source's latest offer of a plugin not admitted.
-    parked: HashMap<String, Parked>,
+    parked: HashMap<SourceId, Parked>,
     /// Versions stopped without a successor here (their source removed, or offering another
     /// plugin), by plugin: reconciles past the drain time may still run, and a hand-over to
     /// another replica, or a new start here, waits for them.
-    retired: HashMap<String, Vec<Handover>>,
+    retired: HashMap<PluginId, Vec<Handover>>,
 }
 
 /// The running plugins of one host, by name.
@@ -244,10 +267,10 @@ pub struct Registry {
     drain: Duration,
     /// Held only to read or change the map, never across an await: a load waits on its
     /// lanes instead.
-    slots: std::sync::Mutex<HashMap<String, Slot>>,
+    slots: std::sync::Mutex<HashMap<PluginId, Slot>>,
     lanes: Lanes,
     /// The plugins whose controllers are being prepared ([`Registry::preparing`]).
-    preparing: std::sync::Mutex<BTreeSet<String>>,
+    preparing: std::sync::Mutex<BTreeSet<PluginId>>,
     /// Shut down: no version starts any more. Set and read under the slots lock.
     closed: AtomicBool,
     /// Each plugin's shadow seat, by realm and plugin name, whether or not a version serves:
@@ -259,7 +282,7 @@ pub struct Registry {
     reporter: Reporter,
     /// The plugin name each source was last refused for, whose metric series go with the
     /// source ([`Registry::remove`]).
-    refused: std::sync::Mutex<HashMap<String, String>>,
+    refused: std::sync::Mutex<HashMap<SourceId, PluginId>>,
 }
 
 /// A version to start, as [`plan::decide`] said.
@@ -269,24 +292,28 @@ struct Install {
     config: Option<String>,
     digest: String,
     promote: bool,
-    replace: Option<String>,
+    replace: Option<PluginId>,
     /// The version its source serves now, to name in errors.
     running: Option<String>,
 }
 
 /// A plugin noted as preparing while this lives, and counted in `wasmloop_plugins_preparing`.
 struct Preparing<'a> {
-    set: &'a std::sync::Mutex<BTreeSet<String>>,
+    set: &'a std::sync::Mutex<BTreeSet<PluginId>>,
     metrics: &'a crate::metrics::Metrics,
-    id: String,
+    id: PluginId,
 }
 
 impl<'a> Preparing<'a> {
-    fn enter(set: &'a std::sync::Mutex<BTreeSet<String>>, metrics: &'a crate::metrics::Metrics, id: &str) -> Self {
+    fn enter(
+        set: &'a std::sync::Mutex<BTreeSet<PluginId>>,
+        metrics: &'a crate::metrics::Metrics,
+        id: &PluginId,
+    ) -> Self {
         let mut preparing = set.lock().expect("lock");
-        preparing.insert(id.to_owned());
+        preparing.insert(id.clone());
         metrics.plugins_preparing(preparing.len());
-        Preparing { set, metrics, id: id.to_owned() }
+        Preparing { set, metrics, id: id.clone() }
     }
 }
 
@@ -403,29 +430,29 @@ impl Registry {
     }
 
     /// Reports what `source`'s version did, when it did something.
-    fn reported(&self, source: &str, result: Result<Loaded, RegistryError>) -> Result<Loaded, RegistryError> {
+    fn reported(&self, source: &SourceId, result: Result<Loaded, RegistryError>) -> Result<Loaded, RegistryError> {
         if let Ok(loaded) = &result {
-            self.reporter.publish(Report::new(source, Reported::Loaded(loaded.clone())));
+            self.reporter.publish(Report::new(source.clone(), Reported::Loaded(loaded.clone())));
         }
         result
     }
 
     /// True while a version of plugin `id` ([`wasmloop_sandbox::Manifest::id`]) waits here,
     /// parked, for admission.
-    pub fn is_parked(&self, id: &str) -> bool {
+    pub fn is_parked(&self, id: &PluginId) -> bool {
         self.gate
             .as_ref()
-            .is_some_and(|g| g.lock().expect("lock").parked.values().any(|p| p.plugin.manifest().id() == id))
+            .is_some_and(|g| g.lock().expect("lock").parked.values().any(|p| p.plugin.manifest().id() == *id))
     }
 
     /// Lets this replica run plugin `name` (it holds the plugin's fence) and starts the
     /// versions parked for it. Returns what each source's version did.
-    pub async fn admit(&self, name: &str) -> Vec<(String, Result<Loaded, RegistryError>)> {
+    pub async fn admit(&self, name: &PluginId) -> Vec<(SourceId, Result<Loaded, RegistryError>)> {
         let Some(gate) = &self.gate else { return Vec::new() };
-        let sources: Vec<String> = {
+        let sources: Vec<SourceId> = {
             let mut gate = gate.lock().expect("lock");
-            gate.admitted.insert(name.to_owned());
-            gate.parked.iter().filter(|(_, p)| p.plugin.manifest().id() == name).map(|(s, _)| s.clone()).collect()
+            gate.admitted.insert(name.clone());
+            gate.parked.iter().filter(|(_, p)| p.plugin.manifest().id() == *name).map(|(s, _)| s.clone()).collect()
         };
         let mut results = Vec::new();
         for source in sources {
@@ -433,7 +460,7 @@ impl Registry {
             // Taken under the source's lane: a newer offer from it, made meanwhile, wins.
             let parked = {
                 let mut gate = gate.lock().expect("lock");
-                let still = gate.parked.get(&source).is_some_and(|p| p.plugin.manifest().id() == name);
+                let still = gate.parked.get(&source).is_some_and(|p| p.plugin.manifest().id() == *name);
                 if !still {
                     continue;
                 }
@@ -459,9 +486,9 @@ impl Registry {
     /// hand-overs it returns (of this version, and of any stopped here without a successor)
     /// say when the last of them has ended ([`Handover::quiesced`]), which a caller handing
     /// the plugin to another process waits for.
-    pub async fn evict(&self, name: &str) -> Vec<Handover> {
+    pub async fn evict(&self, name: &PluginId) -> Vec<Handover> {
         let Some(gate) = self.gate.as_ref() else { return Vec::new() };
-        let _plugin = self.lanes.enter([Lane::Plugin(name.to_owned())]).await;
+        let _plugin = self.lanes.enter([Lane::Plugin(name.clone())]).await;
         gate.lock().expect("lock").admitted.remove(name);
         let mut handovers = self.take_retired(name);
         // Taken from the slots and parked in one step under both locks (slots first, as
@@ -482,31 +509,31 @@ impl Registry {
             gate.lock().expect("lock").parked.insert(slot.source.clone(), parked);
             slot
         };
-        let parked = Loaded::Parked { name: name.to_owned(), digest: slot.digest.clone() };
+        let parked = Loaded::Parked { name: name.clone(), digest: slot.digest.clone() };
         self.reporter.publish(Report::new(slot.source.clone(), Reported::Loaded(parked)));
         let handover = slot.controller.shut_down(self.drain).await;
-        self.context.metrics.plugin_stopped(name);
+        self.context.metrics.plugin_stopped(name.as_str());
         handovers.push(handover);
         handovers
     }
 
     /// The hand-overs of versions of `name` stopped here without a successor (see
     /// [`Registry::evict`]); whoever takes them waits for them.
-    pub fn take_retired(&self, name: &str) -> Vec<Handover> {
+    pub fn take_retired(&self, name: &PluginId) -> Vec<Handover> {
         self.gate.as_ref().and_then(|g| g.lock().expect("lock").retired.remove(name)).unwrap_or_default()
     }
 
-    fn retire(&self, name: &str, handover: Handover) {
+    fn retire(&self, name: &PluginId, handover: Handover) {
         if let Some(gate) = &self.gate {
-            gate.lock().expect("lock").retired.entry(name.to_owned()).or_default().push(handover);
+            gate.lock().expect("lock").retired.entry(name.clone()).or_default().push(handover);
         }
     }
 
     /// Every plugin this replica knows a valid version of, running, admitted (perhaps starting)
     /// or parked, sorted. Never waits for a load: a caller that must keep renewing Leases is
     /// never held up by a cache sync (up to two minutes).
-    pub fn known(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.slots.lock().expect("lock").keys().cloned().collect();
+    pub fn known(&self) -> Vec<PluginId> {
+        let mut names: Vec<PluginId> = self.slots.lock().expect("lock").keys().cloned().collect();
         if let Some(gate) = &self.gate {
             let gate = gate.lock().expect("lock");
             names.extend(gate.admitted.iter().cloned());
@@ -519,7 +546,7 @@ impl Registry {
 
     /// The plugins whose new version is being prepared (their caches syncing), sorted: loads
     /// in progress, each on its own, none waiting for another plugin's.
-    pub fn preparing(&self) -> Vec<String> {
+    pub fn preparing(&self) -> Vec<PluginId> {
         self.preparing.lock().expect("lock").iter().cloned().collect()
     }
 
@@ -559,14 +586,16 @@ impl Registry {
             Ok(plugin) => plugin,
             Err(source) => {
                 // Name the plugin by what the source promised or what it serves now.
-                let promised = candidate.expected_name.as_deref().map(|n| plugin_id(candidate.realm.as_ref(), n));
-                let name = promised.or(serving).unwrap_or_else(|| "unknown".to_owned());
-                self.context.metrics.plugin_rejected(&name, source.reason());
+                let promised =
+                    candidate.expected_name.as_deref().and_then(|n| PluginId::new(candidate.realm.clone(), n).ok());
+                let name =
+                    promised.or(serving).unwrap_or_else(|| PluginId::new(None, "unknown").expect("a plugin name"));
+                self.context.metrics.plugin_rejected(name.as_str(), source.reason());
                 self.note_refusal(&candidate.source, Some(name));
                 return Err(RegistryError::Load { source, running });
             }
         };
-        let (source, name) = (candidate.source.clone(), plugin_id(candidate.realm.as_ref(), &plugin.manifest().name));
+        let (source, name) = (candidate.source.clone(), plugin.in_realm(candidate.realm.clone()).manifest().id());
         let offer = Offer {
             source: candidate.source,
             realm: candidate.realm,
@@ -579,7 +608,7 @@ impl Registry {
     }
 
     /// The plugin `candidate`'s very version is parked for, if it is.
-    fn parked_same(&self, candidate: &Candidate, digest: &str) -> Option<String> {
+    fn parked_same(&self, candidate: &Candidate, digest: &str) -> Option<PluginId> {
         let gate = self.gate.as_ref()?.lock().expect("lock");
         let parked = gate.parked.get(&candidate.source)?;
         let same = plugin_version_digest(&parked.plugin, parked.config.as_deref()) == digest
@@ -590,16 +619,16 @@ impl Registry {
     /// Notes the plugin `source` was last refused as (none: it loads now), and forgets the
     /// series of the one it was refused as before, unless that one serves or is the same: a
     /// source that keeps offering components of new names cannot grow `/metrics`.
-    fn note_refusal(&self, source: &str, refused_as: Option<String>) {
+    fn note_refusal(&self, source: &SourceId, refused_as: Option<PluginId>) {
         let earlier = {
             let mut refused = self.refused.lock().expect("lock");
             match refused_as {
-                Some(id) => refused.insert(source.to_owned(), id.clone()).filter(|earlier| *earlier != id),
+                Some(id) => refused.insert(source.clone(), id.clone()).filter(|earlier| *earlier != id),
                 None => refused.remove(source),
             }
         };
         if let Some(earlier) = earlier.filter(|e| !self.slots.lock().expect("lock").contains_key(e)) {
-            self.context.metrics.forget_plugin(&earlier);
+            self.context.metrics.forget_plugin(earlier.as_str());
         }
     }
 
@@ -610,13 +639,13 @@ impl Registry {
     /// As [`Registry::upsert`], compiling aside.
     pub async fn install(
         &self,
-        source: &str,
+        source: &SourceId,
         account: AccountChoice,
         plugin: Plugin,
         config: Option<String>,
     ) -> Result<Loaded, RegistryError> {
-        let _source = self.lanes.enter([Lane::Source(source.to_owned())]).await;
-        let offer = Offer { source: source.to_owned(), realm: None, expected_name: None, account };
+        let _source = self.lanes.enter([Lane::Source(source.clone())]).await;
+        let offer = Offer { source: source.clone(), realm: None, expected_name: None, account };
         self.install_entered(offer, plugin, config).await
     }
 
@@ -639,7 +668,7 @@ impl Registry {
         let _plugins = self.lanes.enter([Lane::Plugin(id.clone())].into_iter().chain(mine.map(Lane::Plugin))).await;
         let (view, running) = self.view(&offer, &name, &id, &digest);
         let reject = |error: RegistryError| {
-            self.context.metrics.plugin_rejected(&id, error.reason());
+            self.context.metrics.plugin_rejected(id.as_str(), error.reason());
             error
         };
         let (origin, source) = (offer.source.clone(), offer.source.clone());
@@ -680,29 +709,29 @@ impl Registry {
 
     /// The plugin (`NAMESPACE/NAME` within a realm) and version `source` serves here, if any:
     /// what keeps serving when its newer offer is refused.
-    pub fn serving(&self, source: &str) -> Option<(String, String)> {
+    pub fn serving(&self, source: &SourceId) -> Option<(PluginId, String)> {
         let slots = self.slots.lock().expect("lock");
-        slots.iter().find(|(_, s)| s.source == source).map(|(n, s)| (n.clone(), version_of(&s.controller)))
+        slots.iter().find(|(_, s)| s.source == *source).map(|(n, s)| (n.clone(), version_of(&s.controller)))
     }
 
     /// The plugin `source` serves.
-    fn serving_for(&self, source: &str) -> Option<String> {
+    fn serving_for(&self, source: &SourceId) -> Option<PluginId> {
         self.serving(source).map(|(name, _)| name)
     }
 
     /// What the decision on an offer of plugin `name` (known as `id`) looks at, and the version
     /// its source serves now.
-    fn view(&self, offer: &Offer, name: &str, id: &str, digest: &str) -> (View, Option<String>) {
+    fn view(&self, offer: &Offer, name: &str, id: &PluginId, digest: &str) -> (View, Option<String>) {
         let slots = self.slots.lock().expect("lock");
-        let source = offer.source.as_str();
-        let mine = slots.iter().find(|(_, s)| s.source == source);
+        let source = &offer.source;
+        let mine = slots.iter().find(|(_, s)| s.source == *source);
         let gate = self.gate.as_ref().map(|g| g.lock().expect("lock"));
         let view = View {
             mine: mine.map(|(n, s)| (n.clone(), s.digest == digest && s.account == offer.account)),
-            holder: slots.get(id).filter(|s| s.source != source).map(|s| s.source.clone()),
+            holder: slots.get(id).filter(|s| s.source != *source).map(|s| s.source.clone()),
             admitted: gate.as_ref().map(|g| g.admitted.contains(id)),
             parked_elsewhere: gate.as_ref().and_then(|g| {
-                g.parked.iter().find(|(s, p)| *s != source && p.plugin.manifest().id() == id).map(|(s, _)| s.clone())
+                g.parked.iter().find(|(s, p)| *s != source && p.plugin.manifest().id() == *id).map(|(s, _)| s.clone())
             }),
             shadows_this: self.seated(offer.realm.as_ref(), name).is_some_and(|shadow| {
                 shadow.source() == source && plugin_version_digest(shadow.plugin(), shadow.config()) == digest
@@ -785,7 +814,7 @@ impl Registry {
             slots.insert(id.clone(), slot_of(controller));
             self.context.metrics.plugins_active(slots.len());
         }
-        self.context.metrics.plugin_loaded(&id);
+        self.context.metrics.plugin_loaded(id.as_str());
         let name = id;
         let loaded = match previous {
             _ if promoted.is_some() => Loaded::Promoted { name, version, previous, superseded, digest },
@@ -807,7 +836,7 @@ impl Registry {
     }
 
     /// Takes plugin `name`'s slot out, to stop it.
-    fn take_slot(&self, name: &str) -> Option<Slot> {
+    fn take_slot(&self, name: &PluginId) -> Option<Slot> {
         let mut slots = self.slots.lock().expect("lock");
         let slot = slots.remove(name)?;
         self.context.metrics.plugins_active(slots.len());
@@ -836,7 +865,8 @@ impl Registry {
     ) -> Result<(), StartError> {
         let configured = (self.settings)(realm_text(realm), name).service_account;
         let identities = &self.context.identities;
-        let refused = |source| StartError::Identity { plugin: plugin_id(realm, name), source };
+        let id = PluginId::new(realm.cloned(), name).expect("a manifest's name");
+        let refused = |source| StartError::Identity { plugin: id.clone(), source };
         let identity = identities.identity_for(account, name, configured.as_ref()).map_err(refused)?;
         if let crate::identity::Identity::ServiceAccount(account) = &identity {
             identities.ensure_usable(account).await.map_err(refused)?;
@@ -846,7 +876,7 @@ impl Registry {
 
     /// Keeps `plugin` for when its name is admitted. What the source served before (`stop`, a
     /// plugin of another name) stops: the source offers this one now.
-    async fn park(&self, offer: Offer, plugin: Plugin, config: Option<String>, stop: Option<String>) -> Loaded {
+    async fn park(&self, offer: Offer, plugin: Plugin, config: Option<String>, stop: Option<PluginId>) -> Loaded {
         let (name, digest) = (plugin.manifest().id(), plugin_version_digest(&plugin, config.as_deref()));
         if let Some((old_name, old)) = stop.and_then(|old| self.take_slot(&old).map(|slot| (old, slot))) {
             let handover = old.controller.shut_down(self.drain).await;
@@ -869,7 +899,7 @@ impl Registry {
     }
 
     /// Unseats every shadow of `source`, returning the plugins they shadowed.
-    fn vacate(&self, source: &str) -> Vec<String> {
+    fn vacate(&self, source: &SourceId) -> Vec<String> {
         vacate_locked(&mut self.seats.lock().expect("lock"), source, None)
     }
 
@@ -893,7 +923,7 @@ impl Registry {
         })?;
         let digest = candidate.version_digest().await;
         if let Some(current) = self.seated(candidate.realm.as_ref(), &name) {
-            if current.source() != origin {
+            if *current.source() != origin {
                 let holder = current.source().to_owned();
                 return Err(RegistryError::ShadowTaken { origin, name, holder });
             }
@@ -903,7 +933,9 @@ impl Registry {
             }
         }
         let plugin = self.compile(&candidate).await.map_err(|source| {
-            self.context.metrics.plugin_rejected(&plugin_id(candidate.realm.as_ref(), &name), source.reason());
+            let id =
+                PluginId::new(candidate.realm.clone(), &name).map(|id| id.to_string()).unwrap_or_else(|_| name.clone());
+            self.context.metrics.plugin_rejected(id.as_str(), source.reason());
             RegistryError::Load { source, running: None }
         })?;
         self.seat_compiled((&origin, candidate.realm.as_ref()), &name, plugin, candidate.config).await
@@ -916,25 +948,29 @@ impl Registry {
     /// As [`Registry::shadow`], compiling aside.
     pub async fn seat_compiled(
         &self,
-        (origin, realm): (&str, Option<&Namespace>),
+        (origin, realm): (&SourceId, Option<&Namespace>),
         name: &str,
         plugin: Plugin,
         config: Option<String>,
     ) -> Result<Shadowed, RegistryError> {
-        let (origin, name, plugin) = (origin.to_owned(), name.to_owned(), plugin.in_realm(realm.cloned()));
+        let (origin, name, plugin) = (origin.clone(), name.to_owned(), plugin.in_realm(realm.cloned()));
         // The serving version it stands beside is its own realm's: names are unique per realm.
-        let id = plugin_id(realm, &name);
-        let mismatch = |origin: String, name: String, reason: String| {
-            self.context.metrics.plugin_rejected(&id, "ShadowMismatch");
+        let id = PluginId::new(realm.cloned(), &name).map_err(|e| RegistryError::ShadowMismatch {
+            origin: origin.clone(),
+            name: String::new(),
+            reason: format!("names no plugin: {e}"),
+        })?;
+        let mismatch = |origin: SourceId, name: String, reason: String| {
+            self.context.metrics.plugin_rejected(id.as_str(), "ShadowMismatch");
             RegistryError::ShadowMismatch { origin, name, reason }
         };
-        if let Some(holder) = self.seated(realm, &name).map(|s| s.source().to_owned()).filter(|h| *h != origin) {
+        if let Some(holder) = self.seated(realm, &name).map(|s| s.source().clone()).filter(|h| *h != origin) {
             return Err(RegistryError::ShadowTaken { origin, name, holder });
         }
         let digest = plugin_version_digest(&plugin, config.as_deref());
         let found = plugin.manifest().name.clone();
         if found != name {
-            self.context.metrics.plugin_rejected(&id, "NameMismatch");
+            self.context.metrics.plugin_rejected(id.as_str(), "NameMismatch");
             return Err(RegistryError::NameMismatch { origin, expected: name, found, running: None });
         }
         {
@@ -951,7 +987,7 @@ impl Registry {
         }
         let concurrency = limits.instances;
         let plugin = self.sandbox.reserve(&plugin.with_limits(limits)).map_err(|source| {
-            self.context.metrics.plugin_rejected(&id, source.reason());
+            self.context.metrics.plugin_rejected(id.as_str(), source.reason());
             RegistryError::Load { source, running: None }
         })?;
         let version = plugin.manifest().version.clone();
@@ -971,7 +1007,7 @@ impl Registry {
         drop(seats);
         let seated = Reported::ShadowSeated {
             id: seating,
-            plugin: name.clone(),
+            plugin: id.clone(),
             version: version.clone(),
             digest: digest.clone(),
         };
@@ -982,7 +1018,7 @@ impl Registry {
 
     /// Reports what shadow seating `id` of `source` finds as it changes, at most once per
     /// [`FINDINGS_EVERY`]; ends when the shadow is gone.
-    fn forward_findings(&self, source: String, id: u64, mut findings: tokio::sync::watch::Receiver<ShadowReport>) {
+    fn forward_findings(&self, source: SourceId, id: u64, mut findings: tokio::sync::watch::Receiver<ShadowReport>) {
         let reporter = self.reporter.clone();
         tokio::spawn(async move {
             while findings.changed().await.is_ok() {
@@ -995,12 +1031,12 @@ impl Registry {
 
     /// Unseats the shadows `source` offered; their calls in flight finish unseen. Returns the
     /// plugins they shadowed.
-    pub fn unshadow(&self, source: &str) -> Vec<String> {
+    pub fn unshadow(&self, source: &SourceId) -> Vec<String> {
         self.vacate(source)
     }
 
     async fn compile(&self, candidate: &Candidate) -> Result<Plugin, LoadError> {
-        let load = (self.loader)(candidate.bytes.clone(), candidate.source.clone(), candidate.settings.clone());
+        let load = (self.loader)(candidate.bytes.clone(), candidate.source.to_string(), candidate.settings.clone());
         // A panic while loading one candidate is that candidate's failure, not the source's end.
         match std::panic::AssertUnwindSafe(load).catch_unwind().await {
             Ok(result) => result,
@@ -1010,15 +1046,15 @@ impl Registry {
                     .map(|s| (*s).to_owned())
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "a panic".to_owned());
-                Err(LoadError::Panicked { origin: candidate.source.clone(), message: what })
+                Err(LoadError::Panicked { origin: candidate.source.to_string(), message: what })
             }
         }
     }
 
     /// Stops the plugin `source` serves, letting its reconciles in flight finish; its informers
     /// are released when no other plugin holds them. Returns the plugin's name.
-    pub async fn remove(&self, source: &str) -> Option<String> {
-        let _source = self.lanes.enter([Lane::Source(source.to_owned())]).await;
+    pub async fn remove(&self, source: &SourceId) -> Option<PluginId> {
+        let _source = self.lanes.enter([Lane::Source(source.clone())]).await;
         let serving = self.serving_for(source);
         let _plugin = self.lanes.enter(serving.clone().map(Lane::Plugin)).await;
         let parked = self.gate.as_ref().and_then(|g| g.lock().expect("lock").parked.remove(source));
@@ -1026,12 +1062,12 @@ impl Registry {
         // name serves: a ConfigMap writer who makes up names cannot grow `/metrics`.
         let refused = self.refused.lock().expect("lock").remove(source);
         if let Some(refused) = refused.filter(|n| !self.slots.lock().expect("lock").contains_key(n)) {
-            self.context.metrics.forget_plugin(&refused);
+            self.context.metrics.forget_plugin(refused.as_str());
         }
         // Read again within the lanes: a promotion may have taken the plugin over meanwhile,
         // and another source's version is not this source's to stop.
         let serving = serving.filter(|name| self.serving_for(source).as_ref() == Some(name));
-        let Some(slot) = serving.as_deref().and_then(|name| self.take_slot(name)) else {
+        let Some(slot) = serving.as_ref().and_then(|name| self.take_slot(name)) else {
             // Only parked here: gone all the same, and whatever waited for its name may load.
             return parked.map(|p| p.plugin.manifest().id());
         };
@@ -1044,15 +1080,15 @@ impl Registry {
         // this one's reconciles have finished.
         let handover = slot.controller.shut_down(self.drain).await;
         self.retire(&name, handover);
-        self.context.metrics.plugin_stopped(&name);
-        self.context.metrics.forget_plugin(&name);
+        self.context.metrics.plugin_stopped(name.as_str());
+        self.context.metrics.forget_plugin(name.as_str());
         self.vacate(source);
         Some(name)
     }
 
     /// The names of the plugins serving, sorted.
-    pub fn names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.slots.lock().expect("lock").keys().cloned().collect();
+    pub fn names(&self) -> Vec<PluginId> {
+        let mut names: Vec<PluginId> = self.slots.lock().expect("lock").keys().cloned().collect();
         names.sort();
         names
     }
@@ -1074,7 +1110,11 @@ impl Registry {
 /// shadowed, and forgets the seats nothing uses any more (a hostile source must not grow the
 /// map name by name). A serving controller holds its seat, so only seats held by nothing else
 /// go.
-fn vacate_locked(seats: &mut HashMap<SeatKey, Arc<ShadowSeat>>, source: &str, except: Option<&SeatKey>) -> Vec<String> {
+fn vacate_locked(
+    seats: &mut HashMap<SeatKey, Arc<ShadowSeat>>,
+    source: &SourceId,
+    except: Option<&SeatKey>,
+) -> Vec<String> {
     let vacated = seats
         .iter()
         .filter(|(key, seat)| Some(*key) != except && seat.vacate(source).is_some())
@@ -1084,8 +1124,8 @@ fn vacate_locked(seats: &mut HashMap<SeatKey, Arc<ShadowSeat>>, source: &str, ex
     vacated
 }
 
-fn running_version(slots: &HashMap<String, Slot>, source: &str) -> Option<String> {
-    slots.values().find(|s| s.source == source).map(|s| version_of(&s.controller))
+fn running_version(slots: &HashMap<PluginId, Slot>, source: &SourceId) -> Option<String> {
+    slots.values().find(|s| s.source == *source).map(|s| version_of(&s.controller))
 }
 
 fn version_of(controller: &Controller) -> String {

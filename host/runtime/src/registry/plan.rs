@@ -16,10 +16,14 @@
 //!
 //! ```
 //! use wasmloop_runtime::registry::plan::{Decision, Offered, View, decide};
-//! let offered = Offered { name: "labeler", id: "labeler", expected_name: None };
-//! let view = View { mine: Some(("labeler".into(), false)), ..View::default() };
-//! assert_eq!(decide(&view, &offered), Decision::Install { promote: false, replace: Some("labeler".into()) });
+//! use wasmloop_sandbox::PluginId;
+//! let id = PluginId::new(None, "labeler").unwrap();
+//! let offered = Offered { name: "labeler", id: &id, expected_name: None };
+//! let view = View { mine: Some((id.clone(), false)), ..View::default() };
+//! assert_eq!(decide(&view, &offered), Decision::Install { promote: false, replace: Some(id) });
 //! ```
+
+use wasmloop_sandbox::{PluginId, SourceId};
 
 /// What serves, waits or shadows, as it concerns one offer: read under the registry's lock
 /// while the offer's names are held, so nothing in it changes before the decision is carried
@@ -28,13 +32,13 @@
 pub struct View {
     /// The plugin the offering source serves now, and whether that is this very version
     /// (component, configuration and account).
-    pub mine: Option<(String, bool)>,
+    pub mine: Option<(PluginId, bool)>,
     /// Another source serving the offered plugin.
-    pub holder: Option<String>,
+    pub holder: Option<SourceId>,
     /// Whether this replica may run the offered plugin: none when the host is not sharded.
     pub admitted: Option<bool>,
     /// Another source whose version of the offered plugin is parked here.
-    pub parked_elsewhere: Option<String>,
+    pub parked_elsewhere: Option<SourceId>,
     /// Whether the offered plugin's shadow is this source's, of this very version.
     pub shadows_this: bool,
 }
@@ -46,7 +50,7 @@ pub struct Offered<'a> {
     pub name: &'a str,
     /// What the host knows the plugin by: the name within its realm
     /// ([`wasmloop_sandbox::Manifest::id`]).
-    pub id: &'a str,
+    pub id: &'a PluginId,
     /// The name the source promised (a ConfigMap's label), if it promised one.
     pub expected_name: Option<&'a str>,
 }
@@ -57,7 +61,7 @@ pub enum Decision {
     /// It already serves: nothing to do.
     Unchanged {
         /// The plugin.
-        id: String,
+        id: PluginId,
     },
     /// It is refused; whatever served before still does.
     Refuse(Refusal),
@@ -65,14 +69,14 @@ pub enum Decision {
     /// admitted, after stopping what the source served before.
     Park {
         /// The plugin the source served before, of another name, which stops.
-        stop: Option<String>,
+        stop: Option<PluginId>,
     },
     /// Prepare its controller, then stop `replace` and start it.
     Install {
         /// It is the seated shadow, promoted: it takes over from whichever source served.
         promote: bool,
         /// The serving plugin it replaces.
-        replace: Option<String>,
+        replace: Option<PluginId>,
     },
 }
 
@@ -87,7 +91,7 @@ pub enum Refusal {
     /// Another source of the realm serves, or has parked, a plugin of this name.
     NameTaken {
         /// That source.
-        holder: String,
+        holder: SourceId,
     },
 }
 
@@ -116,7 +120,7 @@ pub fn decide(view: &View, offered: &Offered<'_>) -> Decision {
     }
     match (&view.holder, promote) {
         (Some(holder), false) => Decision::Refuse(Refusal::NameTaken { holder: holder.clone() }),
-        (Some(_), true) => Decision::Install { promote, replace: Some(offered.id.to_owned()) },
+        (Some(_), true) => Decision::Install { promote, replace: Some(offered.id.clone()) },
         (None, _) => Decision::Install { promote, replace: mine },
     }
 }
@@ -125,47 +129,62 @@ pub fn decide(view: &View, offered: &Offered<'_>) -> Decision {
 mod tests {
     use super::*;
 
-    const LABELER: Offered<'static> = Offered { name: "labeler", id: "team-a/labeler", expected_name: None };
+    use std::sync::LazyLock;
+    use wasmloop_contract::names::{Name, Namespace};
+    use wasmloop_sandbox::SourceKind;
 
-    fn mine(id: &str, same: bool) -> Option<(String, bool)> {
-        Some((id.to_owned(), same))
+    static LABELER_ID: LazyLock<PluginId> = LazyLock::new(|| id("team-a/labeler"));
+    static LABELER: LazyLock<Offered<'static>> =
+        LazyLock::new(|| Offered { name: "labeler", id: &LABELER_ID, expected_name: None });
+
+    fn id(text: &str) -> PluginId {
+        PluginId::parse(text).unwrap()
+    }
+
+    /// ConfigMap `name` of the realm.
+    fn configmap(name: &str) -> SourceId {
+        SourceId::object(SourceKind::ConfigMap, Namespace::parse("team-a").unwrap(), Name::parse(name).unwrap())
+    }
+
+    fn mine(plugin: &str, same: bool) -> Option<(PluginId, bool)> {
+        Some((id(plugin), same))
     }
 
     fn taken(holder: &str) -> Decision {
-        Decision::Refuse(Refusal::NameTaken { holder: holder.to_owned() })
+        Decision::Refuse(Refusal::NameTaken { holder: configmap(holder) })
     }
 
     fn install(promote: bool, replace: Option<&str>) -> Decision {
-        Decision::Install { promote, replace: replace.map(str::to_owned) }
+        Decision::Install { promote, replace: replace.map(id) }
     }
 
     #[test]
     fn decisions_follow_the_rules_in_order() {
-        let promised = |name| Offered { expected_name: Some(name), ..LABELER };
+        let promised = |name| Offered { expected_name: Some(name), ..*LABELER };
         let cases: Vec<(&str, View, Offered<'_>, Decision)> = vec![
-            ("a first version starts", View::default(), LABELER, install(false, None)),
+            ("a first version starts", View::default(), *LABELER, install(false, None)),
             (
                 "the same version from the same source changes nothing",
                 View { mine: mine("team-a/labeler", true), ..View::default() },
-                LABELER,
-                Decision::Unchanged { id: "team-a/labeler".into() },
+                *LABELER,
+                Decision::Unchanged { id: id("team-a/labeler") },
             ),
             (
                 "unchanged wins over a name mismatch: the version serving was checked already",
                 View { mine: mine("team-a/labeler", true), ..View::default() },
                 promised("other"),
-                Decision::Unchanged { id: "team-a/labeler".into() },
+                Decision::Unchanged { id: id("team-a/labeler") },
             ),
             (
                 "a new version replaces the source's",
                 View { mine: mine("team-a/labeler", false), ..View::default() },
-                LABELER,
+                *LABELER,
                 install(false, Some("team-a/labeler")),
             ),
             (
                 "a source offering another name gives its old plugin up",
                 View { mine: mine("team-a/stamp", false), ..View::default() },
-                LABELER,
+                *LABELER,
                 install(false, Some("team-a/stamp")),
             ),
             ("the promised name must be the manifest's", View::default(), promised("stamp"), {
@@ -174,74 +193,69 @@ mod tests {
             ("the promised name matching passes", View::default(), promised("labeler"), install(false, None)),
             (
                 "a name another source serves is refused",
-                View { holder: Some("ConfigMap b".into()), ..View::default() },
-                LABELER,
-                taken("ConfigMap b"),
+                View { holder: Some(configmap("b")), ..View::default() },
+                *LABELER,
+                taken("b"),
             ),
             (
                 "the seated shadow of this very version is promoted over the other source",
-                View { holder: Some("ConfigMap b".into()), shadows_this: true, ..View::default() },
-                LABELER,
+                View { holder: Some(configmap("b")), shadows_this: true, ..View::default() },
+                *LABELER,
                 install(true, Some("team-a/labeler")),
             ),
             (
                 "a promotion with nothing serving starts the plugin",
                 View { shadows_this: true, ..View::default() },
-                LABELER,
+                *LABELER,
                 install(true, None),
             ),
             (
                 "a source that serves already is not promoted: it replaces its own",
                 View { mine: mine("team-a/labeler", false), shadows_this: true, ..View::default() },
-                LABELER,
+                *LABELER,
                 install(false, Some("team-a/labeler")),
             ),
             (
                 "on a shard admitted to the plugin, it installs",
                 View { admitted: Some(true), ..View::default() },
-                LABELER,
+                *LABELER,
                 install(false, None),
             ),
             (
                 "on a shard not admitted, it is parked",
                 View { admitted: Some(false), ..View::default() },
-                LABELER,
+                *LABELER,
                 Decision::Park { stop: None },
             ),
             (
                 "parking a new name stops what the source served",
                 View { admitted: Some(false), mine: mine("team-a/stamp", false), ..View::default() },
-                LABELER,
-                Decision::Park { stop: Some("team-a/stamp".into()) },
+                *LABELER,
+                Decision::Park { stop: Some(id("team-a/stamp")) },
             ),
             (
                 "not admitted, a name served by another source is refused",
-                View { admitted: Some(false), holder: Some("ConfigMap b".into()), ..View::default() },
-                LABELER,
-                taken("ConfigMap b"),
+                View { admitted: Some(false), holder: Some(configmap("b")), ..View::default() },
+                *LABELER,
+                taken("b"),
             ),
             (
                 "not admitted, a name parked by another source is refused",
-                View { admitted: Some(false), parked_elsewhere: Some("ConfigMap c".into()), ..View::default() },
-                LABELER,
-                taken("ConfigMap c"),
+                View { admitted: Some(false), parked_elsewhere: Some(configmap("c")), ..View::default() },
+                *LABELER,
+                taken("c"),
             ),
             (
                 "admitted, a name parked by another source that admit has yet to start is refused",
-                View { admitted: Some(true), parked_elsewhere: Some("ConfigMap c".into()), ..View::default() },
-                LABELER,
-                taken("ConfigMap c"),
+                View { admitted: Some(true), parked_elsewhere: Some(configmap("c")), ..View::default() },
+                *LABELER,
+                taken("c"),
             ),
             (
                 "not admitted, a shadow is not promoted past the first source",
-                View {
-                    admitted: Some(false),
-                    holder: Some("ConfigMap b".into()),
-                    shadows_this: true,
-                    ..View::default()
-                },
-                LABELER,
-                taken("ConfigMap b"),
+                View { admitted: Some(false), holder: Some(configmap("b")), shadows_this: true, ..View::default() },
+                *LABELER,
+                taken("b"),
             ),
         ];
         for (case, view, offered, expected) in cases {

@@ -8,28 +8,30 @@
 //!
 //! ```
 //! use wasmloop_runtime::registry::reports::{self, Report, Reported};
+//! use wasmloop_sandbox::SourceId;
 //! let (reporter, mut reports) = reports::channel();
-//! reporter.publish(Report::new("ConfigMap team-a/hello", Reported::Removed));
+//! reporter.publish(Report::new(SourceId::file("hello.wasm"), Reported::Removed));
 //! assert_eq!(reports.try_recv().map(|r| r.what), Ok(Reported::Removed));
 //! ```
 
 use tokio::sync::mpsc;
+use wasmloop_sandbox::{PluginId, SourceId};
 
 use crate::shadow::ShadowReport;
 
 /// One thing that happened to a source's plugin.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Report {
-    /// The source, named as the registry names it (`ConfigMap NAMESPACE/NAME`, a file's path).
-    pub source: String,
+    /// The source.
+    pub source: SourceId,
     /// What happened.
     pub what: Reported,
 }
 
 impl Report {
     /// That `what` happened to `source`'s plugin.
-    pub fn new(source: impl Into<String>, what: Reported) -> Report {
-        Report { source: source.into(), what }
+    pub fn new(source: SourceId, what: Reported) -> Report {
+        Report { source, what }
     }
 }
 
@@ -60,7 +62,7 @@ pub enum Reported {
         /// The seating's id: findings of an earlier seating are stale.
         id: u64,
         /// The plugin it shadows.
-        plugin: String,
+        plugin: PluginId,
         /// The candidate's version.
         version: String,
         /// SHA-256 of component and configuration.
@@ -145,7 +147,7 @@ pub enum Loaded {
     /// A plugin that was not running now is.
     Started {
         /// The plugin.
-        name: String,
+        name: PluginId,
         /// Its version.
         version: String,
         /// SHA-256 of component and configuration.
@@ -154,7 +156,7 @@ pub enum Loaded {
     /// A new version replaced the running one.
     Replaced {
         /// The plugin.
-        name: String,
+        name: PluginId,
         /// The new version.
         version: String,
         /// The version it replaced.
@@ -166,13 +168,13 @@ pub enum Loaded {
     /// shadow was promoted: its source offered it as serving).
     Promoted {
         /// The plugin.
-        name: String,
+        name: PluginId,
         /// The new version.
         version: String,
         /// The version it replaced, if one served.
         previous: Option<String>,
         /// The source that served it, and now serves nothing.
-        superseded: Option<String>,
+        superseded: Option<SourceId>,
         /// SHA-256 of component and configuration.
         digest: String,
     },
@@ -180,22 +182,22 @@ pub enum Loaded {
     /// started, until the plugin is admitted ([`super::Registry::admit`]).
     Parked {
         /// The plugin.
-        name: String,
+        name: PluginId,
         /// SHA-256 of component and configuration.
         digest: String,
     },
     /// The same component and configuration already serve: nothing to do.
     Unchanged {
         /// The plugin.
-        name: String,
+        name: PluginId,
         /// SHA-256 of component and configuration.
         digest: String,
     },
 }
 
 impl Loaded {
-    /// The plugin's name.
-    pub fn name(&self) -> &str {
+    /// The plugin.
+    pub fn name(&self) -> &PluginId {
         self.plugin_and_digest().0
     }
 
@@ -204,7 +206,7 @@ impl Loaded {
         self.plugin_and_digest().1
     }
 
-    fn plugin_and_digest(&self) -> (&str, &str) {
+    fn plugin_and_digest(&self) -> (&PluginId, &str) {
         match self {
             Loaded::Started { name, digest, .. }
             | Loaded::Replaced { name, digest, .. }

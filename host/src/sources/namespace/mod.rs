@@ -7,8 +7,9 @@
 //! conditions, and Events on either. This source writes no status.
 //!
 //! Both kinds share one loop, one state per object ([`plan::Seen`]) and one registry realm, the
-//! namespace: a `WasmPlugin` refused because a ConfigMap serves its plugin loads once that
-//! ConfigMap is deleted, which is how a plugin moves from one kind to the other.
+//! namespace: a `WasmPlugin` takes its plugin from the plugin ConfigMaps that serve it, which
+//! are refused (`NameTaken`) and load again once it is deleted; that is how a plugin moves from
+//! one kind to the other.
 //!
 //! A `WasmPlugin`'s component may live in a ConfigMap it names (`spec.configMapRef`); the
 //! source follows those ConfigMaps' metadata (a metadata-only watch of the namespace's
@@ -25,6 +26,45 @@
 //!
 //! A `WasmPlugin` with `suspend: true` serves nothing; under `failurePolicy: Stop`, a version
 //! that is refused stops the one that served (both reported as [`Reported::Stopped`]).
+//!
+//! How the loop ([`NamespaceSource::run`]) keeps its promises:
+//! - **One stream.** Three kube `watcher`s merged (`watches`): the plugin ConfigMaps, the
+//!   `WasmPlugin`s, and the metadata of the namespace's other ConfigMaps. The kind not
+//!   installed, or not listable, holds up neither readiness nor the ConfigMaps: its watch
+//!   retries with backoff (`watch_failed`). After a relist, objects of that kind that went
+//!   while its watch was down are unloaded.
+//! - **Content, not events.** The source remembers what it handled per object (`content_of`:
+//!   component digest, configuration, account, pin, signature, track, pull secret, signer), so
+//!   an update of anything else (the status writer's, a relist) loads nothing, and changing a
+//!   pin or a signature alone offers again. A `WasmPlugin` whose UID and generation were
+//!   handled already offers nothing (`arrived`). `suspend` and a superseded mark act before
+//!   the component is read, so a broken spec does not keep a suspended plugin serving.
+//! - **What needs no bytes is checked first** (`offer`): a superseded object is retired, a
+//!   registry the operator did not allow is `PullRefused`, a malformed pin `DigestMismatch`,
+//!   a missing or untrusted signature under `--trusted-keys` `SignatureRejected`; then the
+//!   component is pinned and its signature verified (`crate::pinning`), a `signature.keyRef`
+//!   naming a trusted key that signed it (`signed_by`).
+//! - **Each pull and each load runs in a task of its own** (`start_pull`, `start_load`) and
+//!   reports back (`pulled`, `finished`), so an object whose plugin cannot sync for two
+//!   minutes holds up no other. Reports are taken only from the work under way for that
+//!   object; its newest edit or deletion meanwhile waits, so one object's events keep their
+//!   order and a deletion never overtakes its own load. Until its kind's first list is handled, each pull
+//!   and load holds `/readyz`, so a starting replica is ready once it serves what its objects
+//!   name.
+//! - **Retries.** A start failure retries after 15 s (`START_RETRY`: a CRD often arrives after
+//!   the plugin), a failed pull after 30 s (`PULL_RETRY`), one at a time, backing off to 5 min
+//!   while the content stays the same. A `configMapRef` is read with a GET of at most 10 s
+//!   (`READ_TIMEOUT`); failing is the host's fault, not the object's (`ConfigMapUnreadable`),
+//!   so it is retried and stops nothing whatever the failure policy.
+//! - **One name per realm.** Of two objects of one kind offering one plugin name, the first to
+//!   reach the registry keeps it (`NameTaken` for the other); a `WasmPlugin` wins over a
+//!   plugin ConfigMap whichever came first (`plan::claimant`, `take_name`), so every replica
+//!   and every restart end alike. Once the one serving goes, what it blocked is offered again
+//!   (`retry_blocked`).
+//! - **What the status shows.** Before an offer's outcome the source reports
+//!   `Reported::Observed` (the generation it handles, what pins it, whether it is settled
+//!   already), so `observedGeneration` is written with that generation's outcome, never
+//!   before it.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -43,7 +83,7 @@ use wasmloop_runtime::api;
 use wasmloop_runtime::identity::{AccountChoice, SERVICE_ACCOUNT_ANNOTATION, ServiceAccount};
 use wasmloop_runtime::registry::reports::{Report, Reported, Reporter};
 use wasmloop_runtime::registry::{Candidate, Loaded, Registry, RegistryError};
-use wasmloop_sandbox::LoadError;
+use wasmloop_sandbox::{LoadError, PluginId, SourceId, SourceKind as Kind};
 
 use crate::endpoints::Readiness;
 
@@ -53,7 +93,7 @@ use crate::oci::{self, OciError, PluginRef, Puller, RegistryPolicy};
 use crate::pinning::{self, TrustedKeys};
 use crate::plugin_configmap::{self, PLUGIN_LABEL, PluginPayload, STATUS_ANNOTATION, Stored, TRACK_ANNOTATION, Track};
 use crate::wasmplugin::{self, WasmPlugin};
-use plan::{Content, DeleteStep, Key, Kind, OfferStep, RetryStep, Seen, Shipper, Waiting};
+use plan::{Content, DeleteStep, Key, OfferStep, RetryStep, Seen, Shipper, Waiting};
 
 /// How long before a plugin that failed to start (a kind not served yet, a cache that did
 /// not sync) is tried again with the same object.
@@ -155,8 +195,8 @@ enum Failed {
 /// One object's version, checked as far as it can be without its bytes: what a load task
 /// expands, checks and offers the registry.
 struct Load {
-    /// The object, as the registry names it.
-    source: String,
+    /// The object, as the registry knows it.
+    source: SourceId,
     realm: Namespace,
     payload: PluginPayload,
     /// The ConfigMap holding the component, for what its bytes may be refused for.
@@ -317,13 +357,13 @@ pub struct NamespaceSource {
     seen: HashMap<Key, Seen>,
     /// The newest of each `WasmPlugin` (without its managed fields), offered again when the
     /// ConfigMap it names changes.
-    latest: HashMap<String, WasmPlugin>,
+    latest: HashMap<Name, WasmPlugin>,
     /// The UID and generation of each `WasmPlugin` handled last: an update that changes only
     /// its status or metadata offers nothing new; one recreated under its name does.
-    generations: HashMap<String, (Option<String>, i64)>,
+    generations: HashMap<Name, (Option<String>, i64)>,
     /// The `WasmPlugin`s naming each ConfigMap (`spec.configMapRef`), and the ConfigMap's
     /// resourceVersion last seen: a relist of an unchanged one offers nothing again.
-    naming: HashMap<String, (HashSet<String>, Option<String>)>,
+    naming: HashMap<String, (HashSet<Name>, Option<String>)>,
     /// Objects to offer again (a start failure's retry, or one another object blocked).
     retry: mpsc::UnboundedSender<Key>,
     retries: Option<mpsc::UnboundedReceiver<Key>>,
@@ -398,14 +438,14 @@ impl NamespaceSource {
         self
     }
 
-    fn readiness_item(namespace: &str, kind: Kind) -> String {
+    fn readiness_item(namespace: &Namespace, kind: Kind) -> String {
         match kind {
             Kind::ConfigMap => format!("plugin ConfigMaps in {namespace}"),
             Kind::WasmPlugin => format!("WasmPlugins in {namespace}"),
         }
     }
 
-    fn source(&self, key: &Key) -> String {
+    fn source(&self, key: &Key) -> SourceId {
         key.source(&self.namespace)
     }
 
@@ -439,7 +479,7 @@ impl NamespaceSource {
         let mut retries = self.retries.take().expect("run once");
         let mut pulled = self.pulled.take().expect("run once");
         let mut finished = self.finished.take().expect("run once");
-        let mut listing: HashMap<Kind, HashSet<String>> = HashMap::new();
+        let mut listing: HashMap<Kind, HashSet<Name>> = HashMap::new();
         loop {
             tokio::select! {
                 Some(done) = pulled.recv() => self.pulled(done).await,
@@ -460,8 +500,15 @@ impl NamespaceSource {
         &mut self,
         kind: Kind,
         event: Result<watcher::Event<Shipper>, watcher::Error>,
-        listing: &mut HashMap<Kind, HashSet<String>>,
+        listing: &mut HashMap<Kind, HashSet<Name>>,
     ) {
+        if let Ok(watcher::Event::Apply(shipper) | watcher::Event::InitApply(shipper) | watcher::Event::Delete(shipper)) =
+            &event
+            && !shipper.is_named()
+        {
+            tracing::warn!(namespace = %self.namespace, %kind, "an object whose name is not an object name was skipped");
+            return;
+        }
         match event {
             Ok(watcher::Event::Init) => {
                 listing.insert(kind, HashSet::new());
@@ -512,7 +559,7 @@ impl NamespaceSource {
     /// only its status or metadata (the status writer's own writes among them).
     async fn arrived(&mut self, shipper: Shipper) {
         if let Shipper::WasmPlugin(plugin) = &shipper {
-            let name = plugin.name_any();
+            let name = shipper.key().name;
             // Kept to offer again when its ConfigMap changes: without what the host never reads,
             // which can be as large as the spec.
             let mut kept = plugin.clone();
@@ -540,18 +587,18 @@ impl NamespaceSource {
 
     /// Notes which ConfigMap `WasmPlugin` `name` names, if any; one it named already keeps the
     /// resourceVersion seen.
-    fn index(&mut self, name: &str, plugin: &WasmPlugin) {
+    fn index(&mut self, name: &Name, plugin: &WasmPlugin) {
         let named = wasmplugin::Spec::parse(plugin).ok().and_then(|spec| spec.configmap().map(ToString::to_string));
         if named.as_ref().and_then(|c| self.naming.get(c)).is_some_and(|(plugins, _)| plugins.contains(name)) {
             return;
         }
         self.unindex(name);
         if let Some(configmap) = named {
-            self.naming.entry(configmap).or_default().0.insert(name.to_owned());
+            self.naming.entry(configmap).or_default().0.insert(name.clone());
         }
     }
 
-    fn unindex(&mut self, name: &str) {
+    fn unindex(&mut self, name: &Name) {
         self.naming.retain(|_, (plugins, _)| {
             plugins.remove(name);
             !plugins.is_empty()
@@ -857,12 +904,7 @@ impl NamespaceSource {
                 ),
                 Kind::WasmPlugin => "a shadow is a second WasmPlugin: set track.mode back to serving here".to_owned(),
             };
-            let message = format!(
-                "this {} serves plugin {}; {how}{}",
-                key.kind.word(),
-                wasmloop_sandbox::name_in_id(&serving),
-                self.keeps(&key)
-            );
+            let message = format!("this {} serves plugin {}; {how}{}", key.kind, serving.name(), self.keeps(&key));
             return self.rejected(&key, invalid(key.kind), &message).await;
         }
         // A WasmPlugin of the name wins it; one that comes while this serves takes it over
@@ -950,7 +992,7 @@ impl NamespaceSource {
             self.readiness.pending(&self.load_item(&key), "loading the plugin it ships");
         }
         let (registry, puller, finish) = (self.registry.clone(), self.puller.clone(), self.finish.clone());
-        let origin = load.source.clone();
+        let origin = load.source.to_string();
         tokio::spawn(async move {
             let loading = load.run(&registry, &puller, memory);
             // A panic must still report, or the object would wait for this load forever.
@@ -981,7 +1023,7 @@ impl NamespaceSource {
             Ok(Done::Loaded(loaded)) => {
                 self.loaded(&key, &loaded);
                 // A WasmPlugin of the name came while this ConfigMap's version loaded: it wins.
-                let plugin = wasmloop_sandbox::name_in_id(loaded.name()).to_owned();
+                let plugin = loaded.name().name().to_owned();
                 if key.kind == Kind::ConfigMap && self.claimed(&plugin).is_some() {
                     self.take_name(&plugin).await;
                     self.retry_blocked();
@@ -992,7 +1034,7 @@ impl NamespaceSource {
                 if key.kind == Kind::WasmPlugin && self.yields_to_me(&name) =>
             {
                 // A ConfigMap's version of the name loaded while this one did: it yields.
-                self.take_name(wasmloop_sandbox::name_in_id(&name)).await;
+                self.take_name(name.name()).await;
                 let _ = self.retry.send(key.clone());
             }
             Err(Failed::Registry(error)) => {
@@ -1043,7 +1085,7 @@ impl NamespaceSource {
     /// What keeps serving from object `key`, whatever its failure policy.
     fn keeps_anyway(&self, key: &Key) -> String {
         match self.registry.serving(&self.source(key)) {
-            Some((id, version)) => format!(" (plugin {} {version} keeps serving)", wasmloop_sandbox::name_in_id(&id)),
+            Some((id, version)) => format!(" (plugin {} {version} keeps serving)", id.name()),
             None => String::new(),
         }
     }
@@ -1065,8 +1107,8 @@ impl NamespaceSource {
 
     /// Whether plugin `id` (`NAMESPACE/NAME`) is served or offered by a plugin ConfigMap here,
     /// which a `WasmPlugin` of the name takes it from.
-    fn yields_to_me(&self, id: &str) -> bool {
-        !plan::yielding(wasmloop_sandbox::name_in_id(id), &self.seen).is_empty()
+    fn yields_to_me(&self, id: &PluginId) -> bool {
+        !plan::yielding(id.name(), &self.seen).is_empty()
     }
 
     /// Stops what the plugin ConfigMaps offering plugin `plugin` serve: a `WasmPlugin` of the
@@ -1085,7 +1127,7 @@ impl NamespaceSource {
             // refused.
             let what = match stopped {
                 Some(plugin) => {
-                    tracing::info!(%source, plugin, "a WasmPlugin of the same name takes the plugin");
+                    tracing::info!(%source, %plugin, "a WasmPlugin of the same name takes the plugin");
                     Reported::Stopped { reason, message }
                 }
                 None => Reported::Refused { reason, message },
@@ -1137,13 +1179,13 @@ impl NamespaceSource {
     }
 
     /// Stops what serves or shadows from `source`: the plugin that stopped, if any did.
-    async fn stop_serving(&mut self, source: &str) -> Option<String> {
+    async fn stop_serving(&mut self, source: &SourceId) -> Option<String> {
         let unshadowed = self.registry.unshadow(source);
         let removed = self.registry.remove(source).await;
         if removed.is_some() || !unshadowed.is_empty() {
             self.retry_blocked();
         }
-        removed.or_else(|| unshadowed.into_iter().next())
+        removed.map(|id| id.to_string()).or_else(|| unshadowed.into_iter().next())
     }
 
     /// A suspended `WasmPlugin` serves nothing until it is resumed.
@@ -1177,7 +1219,7 @@ impl NamespaceSource {
         }
         let removed = self.registry.remove(&source).await;
         if let Some(plugin) = &removed {
-            tracing::info!(%source, plugin, "deleted: plugin unloaded");
+            tracing::info!(%source, %plugin, "deleted: plugin unloaded");
         }
         // Reported once what it served and shadowed is gone: nothing about it comes after.
         self.reporter.publish(Report::new(source, Reported::Removed));
@@ -1206,7 +1248,7 @@ impl NamespaceSource {
         let source = self.source(key);
         self.registry.unshadow(&source);
         if let Some(plugin) = self.registry.remove(&source).await {
-            tracing::info!(%source, plugin, "marked superseded: plugin unloaded");
+            tracing::info!(%source, %plugin, "marked superseded: plugin unloaded");
             self.retry_blocked();
         }
         self.seen.entry(key.clone()).or_default().refused = false;

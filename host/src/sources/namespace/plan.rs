@@ -23,46 +23,25 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use tokio::task::AbortHandle;
-use wasmloop_contract::names::Name;
+use wasmloop_contract::names::{Name, Namespace};
+use wasmloop_sandbox::{SourceId, SourceKind};
 
 use crate::plugin_configmap::Track;
 use crate::wasmplugin::WasmPlugin;
-
-/// The kinds of object that ship plugins.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(super) enum Kind {
-    /// A ConfigMap labelled `wasmloop.dev/plugin`.
-    ConfigMap,
-    /// A `WasmPlugin`.
-    WasmPlugin,
-}
-
-impl Kind {
-    /// How users name the kind.
-    pub(super) fn word(self) -> &'static str {
-        match self {
-            Kind::ConfigMap => "ConfigMap",
-            Kind::WasmPlugin => "WasmPlugin",
-        }
-    }
-}
 
 /// One object that ships a plugin: its kind and name (its namespace is the source's).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(super) struct Key {
     /// Its kind.
-    pub(super) kind: Kind,
+    pub(super) kind: SourceKind,
     /// Its name.
-    pub(super) name: String,
+    pub(super) name: Name,
 }
 
 impl Key {
-    /// How the registry and its reports name it, as a source in `namespace`.
-    pub(super) fn source(&self, namespace: &str) -> String {
-        match self.kind {
-            Kind::ConfigMap => crate::plugin_configmap::source_of(namespace, &self.name),
-            Kind::WasmPlugin => crate::wasmplugin::source_of(namespace, &self.name),
-        }
+    /// The source it is in `namespace`, as the registry and its reports know it.
+    pub(super) fn source(&self, namespace: &Namespace) -> SourceId {
+        SourceId::object(self.kind, namespace.clone(), self.name.clone())
     }
 }
 
@@ -78,10 +57,31 @@ pub(super) enum Shipper {
 impl Shipper {
     /// Which object it is.
     pub(super) fn key(&self) -> Key {
+        let name = self.name();
+        // The API server names objects more strictly than `Name` asks, and the watch lets
+        // only parsed names through besides ([`Shipper::is_named`]).
+        Key { kind: self.kind(), name: Name::parse(&name).expect("a watched object's name parses") }
+    }
+
+    /// Its kind.
+    pub(super) fn kind(&self) -> SourceKind {
         match self {
-            Shipper::ConfigMap(cm) => Key { kind: Kind::ConfigMap, name: cm.name_any() },
-            Shipper::WasmPlugin(plugin) => Key { kind: Kind::WasmPlugin, name: plugin.name_any() },
+            Shipper::ConfigMap(_) => SourceKind::ConfigMap,
+            Shipper::WasmPlugin(_) => SourceKind::WasmPlugin,
         }
+    }
+
+    fn name(&self) -> String {
+        match self {
+            Shipper::ConfigMap(cm) => cm.name_any(),
+            Shipper::WasmPlugin(plugin) => plugin.name_any(),
+        }
+    }
+
+    /// Its name is an object name ([`Name`]): the API server's always is; anything else is not
+    /// let in.
+    pub(super) fn is_named(&self) -> bool {
+        Name::parse(&self.name()).is_ok()
     }
 }
 
@@ -330,7 +330,7 @@ pub(super) fn claimant<'a>(plugin: &str, serving_wasmplugins: impl IntoIterator<
 /// whose last offer named it.
 pub(super) fn yielding<'a>(plugin: &str, seen: impl IntoIterator<Item = (&'a Key, &'a Seen)>) -> Vec<&'a Key> {
     seen.into_iter()
-        .filter(|(key, seen)| key.kind == Kind::ConfigMap && seen.plugin.as_deref() == Some(plugin))
+        .filter(|(key, seen)| key.kind == SourceKind::ConfigMap && seen.plugin.as_deref() == Some(plugin))
         .map(|(key, _)| key)
         .collect()
 }
@@ -371,16 +371,16 @@ mod tests {
 
     #[test]
     fn the_configmaps_a_wasmplugin_takes_its_plugin_from_are_those_that_named_it() {
-        let key = |kind, name: &str| Key { kind, name: name.to_owned() };
+        let key = |kind, name: &str| Key { kind, name: Name::parse(name).unwrap() };
         let named = |plugin: &str| Seen { plugin: Some(plugin.to_owned()), ..Seen::default() };
         let seen = [
-            (key(Kind::ConfigMap, "a"), named("hello")),
-            (key(Kind::ConfigMap, "b"), named("other")),
-            (key(Kind::WasmPlugin, "hello"), named("hello")),
-            (key(Kind::ConfigMap, "c"), Seen::default()),
+            (key(SourceKind::ConfigMap, "a"), named("hello")),
+            (key(SourceKind::ConfigMap, "b"), named("other")),
+            (key(SourceKind::WasmPlugin, "hello"), named("hello")),
+            (key(SourceKind::ConfigMap, "c"), Seen::default()),
         ];
         let yielding = yielding("hello", seen.iter().map(|(k, s)| (k, s)));
-        assert_eq!(yielding, [&key(Kind::ConfigMap, "a")]);
+        assert_eq!(yielding, [&key(SourceKind::ConfigMap, "a")]);
     }
 
     fn content(digest: &str) -> Content {

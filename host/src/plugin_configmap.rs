@@ -383,6 +383,42 @@ pub fn build(
     })
 }
 
+/// What a plugin ConfigMap offers, in one number: its UID, labels, annotations, `data` and
+/// `binaryData`, leaving out the status annotation the host writes itself. Equal fingerprints
+/// are equal offers, so the echo of the host's own status write (and a relist) is told apart
+/// without reading the component again. The hash is keyed by `keys` (random per process): a
+/// tenant cannot make an edit collide with what was handled.
+///
+/// ```
+/// use std::hash::RandomState;
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use wasmloop::plugin_configmap::{STATUS_ANNOTATION, fingerprint};
+/// let keys = RandomState::new();
+/// let mut cm = ConfigMap::default();
+/// let before = fingerprint(&cm, &keys);
+/// cm.metadata.annotations.get_or_insert_default().insert(STATUS_ANNOTATION.into(), "{}".into());
+/// assert_eq!(fingerprint(&cm, &keys), before);
+/// cm.data.get_or_insert_default().insert("config.yaml".into(), "a: 1".into());
+/// assert_ne!(fingerprint(&cm, &keys), before);
+/// ```
+pub fn fingerprint(cm: &ConfigMap, keys: &std::hash::RandomState) -> u64 {
+    use std::hash::{BuildHasher, Hash, Hasher};
+    let mut hasher = keys.build_hasher();
+    cm.metadata.uid.hash(&mut hasher);
+    cm.metadata.labels.hash(&mut hasher);
+    let annotations = cm.metadata.annotations.iter().flatten().filter(|(key, _)| *key != STATUS_ANNOTATION);
+    for (key, value) in annotations {
+        (key, value).hash(&mut hasher);
+    }
+    // A separator: annotations and data cannot trade entries and hash the same.
+    0xffu8.hash(&mut hasher);
+    cm.data.hash(&mut hasher);
+    for (key, value) in cm.binary_data.iter().flatten() {
+        (key, &value.0).hash(&mut hasher);
+    }
+    hasher.finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -557,5 +593,60 @@ mod tests {
         cm.data = Some(BTreeMap::from([("config.yaml".to_owned(), "a: [".to_owned())]));
         let error = read(&cm).unwrap_err().to_string();
         assert!(error.contains("data[\"config.yaml\"]"), "{error}");
+    }
+
+    /// A plugin ConfigMap with a component, a config, a pull secret and a status.
+    fn shipped() -> ConfigMap {
+        let mut cm = build("p", "ns", &[1, 2, 3], Some("a: 1"), None, Track::Serving, None).unwrap();
+        let annotations = cm.metadata.annotations.get_or_insert_default();
+        annotations.insert(STATUS_ANNOTATION.into(), r#"{"active":null}"#.into());
+        annotations.insert(PULL_SECRET_ANNOTATION.into(), "creds".into());
+        cm.metadata.uid = Some("u1".into());
+        cm
+    }
+
+    #[test]
+    fn the_hosts_own_status_write_leaves_the_fingerprint_as_it_was() {
+        let keys = std::hash::RandomState::new();
+        let (before, mut after) = (shipped(), shipped());
+        after.metadata.annotations.as_mut().unwrap().insert(STATUS_ANNOTATION.into(), r#"{"lastError":"x"}"#.into());
+        after.metadata.resource_version = Some("99".into());
+        assert_eq!(fingerprint(&after, &keys), fingerprint(&before, &keys));
+    }
+
+    #[test]
+    fn every_edit_of_what_a_configmap_offers_changes_its_fingerprint() {
+        let keys = std::hash::RandomState::new();
+        let base = fingerprint(&shipped(), &keys);
+        let edits: [(&str, fn(&mut ConfigMap)); 6] = [
+            ("the component", |cm| cm.binary_data.as_mut().unwrap().values_mut().for_each(|b| b.0.push(0))),
+            ("the config", |cm| {
+                cm.data.get_or_insert_default().insert("config.yaml".into(), "a: 2".into());
+            }),
+            ("the plugin label", |cm| {
+                cm.metadata.labels.as_mut().unwrap().insert(PLUGIN_LABEL.into(), "q".into());
+            }),
+            ("the pull secret", |cm| {
+                cm.metadata.annotations.as_mut().unwrap().insert(PULL_SECRET_ANNOTATION.into(), "other".into());
+            }),
+            ("the track the host marks superseded", |cm| {
+                cm.metadata.annotations.as_mut().unwrap().insert(TRACK_ANNOTATION.into(), "superseded".into());
+            }),
+            ("its UID (deleted and created again)", |cm| cm.metadata.uid = Some("u2".into())),
+        ];
+        for (what, edit) in edits {
+            let mut cm = shipped();
+            edit(&mut cm);
+            assert_ne!(fingerprint(&cm, &keys), base, "an edit of {what} went unseen");
+        }
+    }
+
+    #[test]
+    fn an_annotation_and_a_data_key_of_the_same_text_are_told_apart() {
+        let keys = std::hash::RandomState::new();
+        let (mut annotated, mut stored) = (ConfigMap::default(), ConfigMap::default());
+        annotated.metadata.annotations = Some([("k".to_owned(), "v".to_owned())].into());
+        stored.data = Some([("k".to_owned(), "v".to_owned())].into());
+        assert_ne!(fingerprint(&annotated, &keys), fingerprint(&stored, &keys));
     }
 }

@@ -93,7 +93,7 @@ use crate::oci::{self, OciError, PluginRef, Puller, RegistryPolicy};
 use crate::pinning::{self, TrustedKeys};
 use crate::plugin_configmap::{self, PLUGIN_LABEL, PluginPayload, STATUS_ANNOTATION, Stored, TRACK_ANNOTATION, Track};
 use crate::wasmplugin::{self, WasmPlugin};
-use plan::{Content, DeleteStep, Key, OfferStep, RetryStep, Seen, Shipper, Waiting};
+use plan::{Arrival, Content, DeleteStep, Key, OfferStep, RetryStep, Seen, Shipper, Waiting};
 
 /// How long before a plugin that failed to start (a kind not served yet, a cache that did
 /// not sync) is tried again with the same object.
@@ -387,6 +387,8 @@ pub struct NamespaceSource {
     finished: Option<mpsc::UnboundedReceiver<Finished>>,
     /// Loads started so far: the next one's id.
     loads_started: u64,
+    /// Keys the ConfigMaps' fingerprints ([`plugin_configmap::fingerprint`]).
+    keys: std::hash::RandomState,
 }
 
 impl NamespaceSource {
@@ -428,6 +430,7 @@ impl NamespaceSource {
             latest: HashMap::new(),
             generations: HashMap::new(),
             naming: HashMap::new(),
+            keys: std::hash::RandomState::new(),
         }
     }
 
@@ -638,6 +641,15 @@ impl NamespaceSource {
         }
     }
 
+    /// A plugin ConfigMap's fingerprint ([`plugin_configmap::fingerprint`]), hashed off the
+    /// runtime's threads: its data may hold a megabyte. None for a `WasmPlugin`.
+    async fn fingerprint(&self, shipper: &Shipper) -> Option<u64> {
+        let Shipper::ConfigMap(cm) = shipper else { return None };
+        let (cm, keys) = (cm.clone(), self.keys.clone());
+        let hashed = tokio::task::spawn_blocking(move || plugin_configmap::fingerprint(&cm, &keys)).await;
+        Some(hashed.expect("hashing does not panic"))
+    }
+
     /// What `shipper` offers, or why it offers nothing usable.
     async fn read(&self, shipper: &Shipper) -> Result<Offer, Unread> {
         match shipper {
@@ -717,8 +729,12 @@ impl NamespaceSource {
 
     async fn offer(&mut self, shipper: &Shipper) {
         let key = shipper.key();
-        // Read (up to 64 MiB unzipped and hashed) only once it is its turn.
-        if self.seen.get_mut(&key).is_some_and(|seen| seen.wait_for_load(shipper)) {
+        // Read (up to 64 MiB unzipped and hashed) only once it is its turn, and only when what
+        // it offers may have changed: the echo of the status writer's annotation is not.
+        let fingerprint = self.fingerprint(shipper).await;
+        if let Some(Arrival::Wait | Arrival::Echo) =
+            self.seen.get_mut(&key).map(|seen| seen.arrive(shipper, fingerprint))
+        {
             return;
         }
         let generation = match shipper {
@@ -738,7 +754,7 @@ impl NamespaceSource {
         .await
         .expect("hashing does not panic");
         let seen = self.seen.entry(key.clone()).or_default();
-        let step = seen.offer(shipper, content);
+        let step = seen.offer(shipper, content, fingerprint);
         seen.stop = match &read {
             Ok(offer) => offer.stop,
             Err(unread) => unread.stop,

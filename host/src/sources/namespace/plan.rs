@@ -13,7 +13,14 @@
 //! - a retry ([`Seen::retry`]): skip it while a pull or a load will report anyway, or offer
 //!   the object afresh;
 //! - a pull's or a load's report ([`Seen::pulled`], [`Seen::load_finished`]): stale unless it
-//!   is the one under way, and a load hands back what waited for it.
+//!   is the one under way, and a load hands back what waited for it;
+//! - a retry's delay ([`Seen::schedule_retry`]): one at a time, backing off to [`MAX_RETRY`]
+//!   while the content stays the same;
+//! - who holds a plugin name ([`claimant`], [`yielding`]): a `WasmPlugin` wins it over a plugin
+//!   ConfigMap of the namespace, whichever came first.
+//!
+//! Content is named by what the object stores (`plugin_configmap::Stored::digest`), so an edit
+//! elsewhere in it expands nothing.
 //!
 //! What the object's status shows is not the source's to know: the status writer
 //! (`crate::status`) shows what the registry and the source report.
@@ -92,6 +99,9 @@ pub(super) struct Seen {
     /// config), so that an update of anything else (an annotation, a relist) reloads nothing.
     /// A digest, not the bytes: a rejected component is not kept in memory.
     pub(super) handled: Option<Content>,
+    /// The fingerprint of the ConfigMap whose content is handled
+    /// ([`crate::plugin_configmap::fingerprint`]): the same again is not read again.
+    pub(super) fingerprint: Option<u64>,
     /// Its last offer was refused.
     pub(super) refused: bool,
     /// Its last offer asked that a refused version stop the one serving (`failurePolicy:
@@ -163,6 +173,18 @@ pub(super) struct Content {
     pub(super) settings: Option<String>,
 }
 
+/// What to do with an object the watch brought, before anything reads it.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Arrival {
+    /// A load is under way: the object waits for its report, kept as [`Waiting::Offer`].
+    Wait,
+    /// What it offers was handled already: the echo of the host's own status write, or a
+    /// relist. Nothing is read.
+    Echo,
+    /// Read it, and offer what it holds ([`Seen::offer`]).
+    Read,
+}
+
 /// What to do with content an object offers.
 #[derive(Debug)]
 pub(super) enum OfferStep {
@@ -210,11 +232,24 @@ impl Seen {
         true
     }
 
-    /// Content `content` of object `shipper` is offered.
-    pub(super) fn offer(&mut self, shipper: &Shipper, content: Content) -> OfferStep {
+    /// Object `shipper` came, of `fingerprint` (a ConfigMap's; none for a `WasmPlugin`, whose
+    /// generation tells its edits apart): whether it is to be read.
+    pub(super) fn arrive(&mut self, shipper: &Shipper, fingerprint: Option<u64>) -> Arrival {
+        if self.wait_for_load(shipper) {
+            return Arrival::Wait;
+        }
+        if fingerprint.is_some() && self.handled.is_some() && self.fingerprint == fingerprint {
+            return Arrival::Echo;
+        }
+        Arrival::Read
+    }
+
+    /// Content `content` of object `shipper`, of `fingerprint`, is offered.
+    pub(super) fn offer(&mut self, shipper: &Shipper, content: Content, fingerprint: Option<u64>) -> OfferStep {
         if self.wait_for_load(shipper) {
             return OfferStep::Wait;
         }
+        self.fingerprint = fingerprint;
         if self.handled.as_ref() == Some(&content) {
             return OfferStep::Same;
         }
@@ -241,7 +276,7 @@ impl Seen {
         if !matches!(self.work, Work::Idle) {
             return RetryStep::Skip;
         }
-        self.handled = None;
+        (self.handled, self.fingerprint) = (None, None);
         RetryStep::Offer
     }
 
@@ -343,16 +378,16 @@ mod tests {
     fn retries_of_the_same_content_back_off_to_a_ceiling_and_new_content_starts_afresh() {
         let first = Duration::from_secs(15);
         let mut seen = Seen::default();
-        seen.offer(&cm(), content("a"));
+        seen.offer(&cm(), content("a"), None);
         let mut delays = Vec::new();
         for _ in 0..8 {
             delays.push(seen.schedule_retry(first).expect("none pending").as_secs());
             assert_eq!(seen.schedule_retry(first), None, "one retry at a time");
             seen.retry();
-            seen.offer(&cm(), content("a"));
+            seen.offer(&cm(), content("a"), None);
         }
         assert_eq!(delays, [15, 30, 60, 120, 240, 300, 300, 300]);
-        seen.offer(&cm(), content("b"));
+        seen.offer(&cm(), content("b"), None);
         assert_eq!(seen.schedule_retry(first), Some(first), "new content retries at once again");
     }
 
@@ -411,7 +446,7 @@ mod tests {
         for (at, event) in events.into_iter().enumerate() {
             match event {
                 Event::Offer(digest, expected) => {
-                    let step = seen.offer(&cm(), content(digest));
+                    let step = seen.offer(&cm(), content(digest), None);
                     let got = match &step {
                         OfferStep::Wait => "wait",
                         OfferStep::Same => "same",
@@ -513,5 +548,79 @@ mod tests {
         let mut loading = refused();
         loading.load_started(1);
         assert!(loading.blocked(false), "a retry of a loading object is skipped when due");
+    }
+
+    /// What happens to a plugin ConfigMap, for [`reads_of`].
+    enum Life {
+        /// It arrives, of this fingerprint, offering this content when read.
+        Arrives(Option<u64>, &'static str),
+        /// Its retry is due.
+        Retried,
+        /// A load of what it offers starts.
+        Loads,
+    }
+
+    /// How many times the source reads the object over `life`.
+    fn reads_of(life: Vec<Life>) -> usize {
+        let (mut seen, mut reads) = (Seen::default(), 0);
+        for event in life {
+            match event {
+                Life::Arrives(fingerprint, digest) => {
+                    if seen.arrive(&cm(), fingerprint) == Arrival::Read {
+                        reads += 1;
+                        seen.offer(&cm(), content(digest), fingerprint);
+                    }
+                }
+                Life::Retried => assert_eq!(seen.retry(), RetryStep::Offer),
+                Life::Loads => seen.load_started(1),
+            }
+        }
+        reads
+    }
+
+    #[test]
+    fn an_object_is_read_only_when_what_it_offers_may_have_changed() {
+        use Life::*;
+        let cases: Vec<(&str, Vec<Life>, usize)> = vec![
+            (
+                "the echo of the host's own status write is not read",
+                vec![Arrives(Some(1), "d1"), Arrives(Some(1), "d1")],
+                1,
+            ),
+            (
+                "nor are many echoes and relists",
+                vec![Arrives(Some(1), "d1"), Arrives(Some(1), "d1"), Arrives(Some(1), "d1"), Arrives(Some(1), "d1")],
+                1,
+            ),
+            ("an edit is read", vec![Arrives(Some(1), "d1"), Arrives(Some(2), "d2")], 2),
+            (
+                "an edit back to what was handled is read: the fingerprint is the last one's",
+                vec![Arrives(Some(1), "d1"), Arrives(Some(2), "d2"), Arrives(Some(1), "d1")],
+                3,
+            ),
+            ("a retry reads the same again", vec![Arrives(Some(1), "d1"), Retried, Arrives(Some(1), "d1")], 2),
+            (
+                "an object with no fingerprint (a WasmPlugin) is read each time",
+                vec![Arrives(None, "d1"), Arrives(None, "d1")],
+                2,
+            ),
+            (
+                "during a load, even an echo waits for the load's report",
+                vec![Arrives(Some(1), "d1"), Loads, Arrives(Some(1), "d1")],
+                1,
+            ),
+        ];
+        for (case, life, expected) in cases {
+            assert_eq!(reads_of(life), expected, "{case}");
+        }
+    }
+
+    #[test]
+    fn an_echo_during_a_load_waits_rather_than_being_dropped() {
+        let mut seen = Seen::default();
+        seen.offer(&cm(), content("d1"), Some(1));
+        seen.load_started(1);
+        assert_eq!(seen.arrive(&cm(), Some(1)), Arrival::Wait);
+        assert!(matches!(seen.load_finished(1), Some(Some(Waiting::Offer(_)))));
     }
 }

@@ -1,40 +1,71 @@
-//! What a namespace's plugin source does for one object that ships a plugin (a plugin
-//! ConfigMap, a `WasmPlugin`: a [`Shipper`]), decided without the API server, the registry or a
-//! registry of images.
+//! What a namespace's plugin source decides, without the API server, the registry or a
+//! registry of images: a [`State`] takes each thing that happens (an object arrives, is read,
+//! pulled, loaded, deleted or due for a retry; what serves from it stopped) and returns the
+//! [`Step`]s to carry out. The shell (`super::NamespaceSource`) reads, pulls, loads and
+//! reports, and hands each outcome back.
 //!
-//! The source keeps a [`Seen`] per object ([`Key`]): the content it last handled, whether it was
-//! refused, and the [`Work`] under way for it, which is one of three legal states: nothing, a
-//! pull, or a load (with the one event that came meanwhile, [`Waiting`]). The shell hands each
-//! event to a step here, which updates the state and says what to carry out:
-//! - new content ([`Seen::offer`]): wait for the load under way, ignore the same content
-//!   again (a relist, or an update elsewhere in the object, such as the status writer's
-//!   annotation), or handle it, abandoning an older pull;
-//! - a deletion ([`Seen::delete`]): wait for the load under way, or unload;
-//! - a retry ([`Seen::retry`]): skip it while a pull or a load will report anyway, or offer
-//!   the object afresh;
-//! - a pull's or a load's report ([`Seen::pulled`], [`Seen::load_finished`]): stale unless it
-//!   is the one under way, and a load hands back what waited for it;
-//! - a retry's delay ([`Seen::schedule_retry`]): one at a time, backing off to [`MAX_RETRY`]
-//!   while the content stays the same;
-//! - who holds a plugin name ([`claimant`], [`yielding`]): a `WasmPlugin` wins it over a plugin
-//!   ConfigMap of the namespace, whichever came first.
+//! The state is one [`Seen`] per object ([`Key`]): the content it last handled, whether it was
+//! refused, and the [`Work`] under way for it, which is nothing, a pull or a load (with the one
+//! event that came meanwhile, [`Waiting`]). Events of an object are handled in order: while
+//! its load runs, what comes for it waits. Besides, the newest spec of each `WasmPlugin`, the
+//! generation handled last (an update of only its status or metadata offers nothing new), and
+//! which `WasmPlugin`s name which ConfigMap (`spec.configMapRef`).
 //!
-//! Content is named by what the object stores (`plugin_configmap::Stored::digest`), so an edit
-//! elsewhere in it expands nothing.
+//! The decisions, in the order they are taken for an offer ([`State::on_offer`]):
+//! - the same content again is nothing new (a ConfigMap's fingerprint says so before it is
+//!   read: the status writer's own annotation costs no read, [`State::arrive`]);
+//! - content that cannot be read is refused, or, when the host failed to read it (a ConfigMap
+//!   a `WasmPlugin` names), refused and tried again, whatever its failure policy;
+//! - a suspended `WasmPlugin` stops what served; a superseded object loads nothing;
+//! - a reference is checked before a connection is made (allowed, pinned, signed when keys
+//!   are trusted, and acting as an account it may use), then pulled;
+//! - a version is refused when a keyRef names a key it was not signed by, when it shadows
+//!   while it serves, when a `WasmPlugin` claims its name, or when it names an account
+//!   that is no ServiceAccount of the namespace; otherwise it is loaded, or seated as a shadow.
 //!
-//! What the object's status shows is not the source's to know: the status writer
-//! (`crate::status`) shows what the registry and the source report.
+//! A refusal under `failurePolicy: Stop` stops what served first ([`Why::Refused`]); whatever
+//! stops may unblock an object refused because another held its plugin ([`State::unblocked`]).
+//!
+//! Retries: a start failure is tried again after 15 s (a CRD often arrives after the plugin),
+//! a failed pull after 30 s, one retry at a time, doubling while the content stays the same,
+//! up to five minutes. Before an offer's outcome, a `WasmPlugin`'s generation is reported
+//! (`Reported::Observed`: what pins it, whether it is settled already), so the status writer
+//! writes `observedGeneration` with that generation's outcome, never before it.
 
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
-use tokio::task::AbortHandle;
 use wasmloop_contract::names::{Name, Namespace};
+use wasmloop_contract::validate::cut;
+use wasmloop_runtime::registry::reports::Reported;
+use wasmloop_runtime::registry::{Loaded, RegistryError};
 use wasmloop_sandbox::{SourceId, SourceKind};
 
-use crate::plugin_configmap::Track;
+use crate::oci::PluginRef;
+use crate::pinning::{self, TrustedKeys};
+use crate::plugin_configmap::{PluginPayload, TRACK_ANNOTATION, Track};
 use crate::wasmplugin::WasmPlugin;
+
+mod rules;
+mod seen;
+mod steps;
+mod watched;
+
+pub(super) use seen::{Arrival, Content, Seen, Waiting};
+pub(super) use steps::{LoadDone, LoadFailure, LoadSpec, Offer, PullFailure, Step, Stopped, Unread, Why, World};
+
+/// How long before a plugin that failed to start (a kind not served yet, a cache that did
+/// not sync) is tried again with the same object.
+pub(super) const START_RETRY: Duration = Duration::from_secs(15);
+
+/// How long before a reference that could not be pulled is pulled again.
+pub(super) const PULL_RETRY: Duration = Duration::from_secs(30);
+
+/// The longest refusal logged and reported.
+pub(super) const MAX_REFUSAL: usize = 4096;
 
 /// One object that ships a plugin: its kind and name (its namespace is the source's).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -43,13 +74,6 @@ pub(super) struct Key {
     pub(super) kind: SourceKind,
     /// Its name.
     pub(super) name: Name,
-}
-
-impl Key {
-    /// The source it is in `namespace`, as the registry and its reports know it.
-    pub(super) fn source(&self, namespace: &Namespace) -> SourceId {
-        SourceId::object(self.kind, namespace.clone(), self.name.clone())
-    }
 }
 
 /// An object that ships a plugin, as the watch brought it.
@@ -64,10 +88,9 @@ pub(super) enum Shipper {
 impl Shipper {
     /// Which object it is.
     pub(super) fn key(&self) -> Key {
-        let name = self.name();
         // The API server names objects more strictly than `Name` asks, and the watch lets
         // only parsed names through besides ([`Shipper::is_named`]).
-        Key { kind: self.kind(), name: Name::parse(&name).expect("a watched object's name parses") }
+        Key { kind: self.kind(), name: Name::parse(&self.name()).expect("a watched object's name parses") }
     }
 
     /// Its kind.
@@ -92,266 +115,516 @@ impl Shipper {
     }
 }
 
-/// What the source remembers of one object.
-#[derive(Default)]
-pub(super) struct Seen {
-    /// The resourceVersion-independent content last handled (the component's digest, the
-    /// config), so that an update of anything else (an annotation, a relist) reloads nothing.
-    /// A digest, not the bytes: a rejected component is not kept in memory.
-    pub(super) handled: Option<Content>,
-    /// The fingerprint of the ConfigMap whose content is handled
-    /// ([`crate::plugin_configmap::fingerprint`]): the same again is not read again.
-    pub(super) fingerprint: Option<u64>,
-    /// Its last offer was refused.
-    pub(super) refused: bool,
-    /// Its last offer asked that a refused version stop the one serving (`failurePolicy:
-    /// Stop`).
-    pub(super) stop: bool,
-    /// A retry of a plugin that failed to start is scheduled.
-    pub(super) retry_pending: bool,
-    /// The plugin its last offer named (a ConfigMap's label, a `WasmPlugin`'s name).
-    pub(super) plugin: Option<String>,
-    /// Retries of the same content in a row: each waits twice as long as the last.
-    pub(super) retries: u32,
-    /// What is under way for it.
-    pub(super) work: Work,
+/// What a namespace's source knows of its objects.
+pub(super) struct State {
+    namespace: Namespace,
+    /// When set, only components signed by one of these keys load.
+    trusted: Option<Arc<TrustedKeys>>,
+    seen: HashMap<Key, Seen>,
+    /// The newest of each `WasmPlugin` (without what the host never reads), offered again when
+    /// the ConfigMap it names changes.
+    latest: HashMap<Name, WasmPlugin>,
+    /// The UID and generation of each `WasmPlugin` handled last.
+    generations: HashMap<Name, (Option<String>, i64)>,
+    /// The `WasmPlugin`s naming each ConfigMap (`spec.configMapRef`), and the ConfigMap's
+    /// resourceVersion last seen: a relist of an unchanged one offers nothing again.
+    naming: HashMap<String, (HashSet<Name>, Option<String>)>,
+    /// The names each kind's list in progress has brought.
+    listing: HashMap<SourceKind, HashSet<Name>>,
+    /// The kinds whose first list is handled: pulls and loads started later hold no readiness.
+    listed: HashSet<SourceKind>,
+    /// Ids of pulls and loads started so far.
+    started: u64,
 }
 
-/// What is under way for one object: one thing at most.
-#[derive(Default)]
-pub(super) enum Work {
-    /// Nothing.
-    #[default]
-    Idle,
-    /// A pull of the component the content handled names: its id, which its report carries,
-    /// and the handle that aborts it.
-    Pulling {
-        /// The pull's id.
-        id: u64,
-        /// Aborts it.
-        task: AbortHandle,
-    },
-    /// A load in the registry. While it runs, what the watch brings for the object waits,
-    /// so that its events are handled in order, each load's outcome reported before the next
-    /// event is looked at; other objects' loads go on.
-    Loading {
-        /// The load's id, which its report carries.
-        id: u64,
-        /// The latest event that came meanwhile.
-        waiting: Option<Waiting>,
-    },
-}
-
-/// An event for an object whose load is under way, handled when the load reports.
-pub(super) enum Waiting {
-    /// Its newest content.
-    Offer(Box<Shipper>),
-    /// It was deleted.
-    Delete,
-}
-
-/// What an object offers, as far as loading goes.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub(super) struct Content {
-    /// The component's SHA-256, or the reason it could not be read.
-    pub(super) digest: String,
-    pub(super) config: Option<String>,
-    /// The ServiceAccount annotation.
-    pub(super) account: Option<String>,
-    pub(super) pin: Option<String>,
-    pub(super) signature: Option<String>,
-    pub(super) track: Track,
-    /// The pull secret: naming another one (after fixing a refusal) pulls again.
-    pub(super) pull_secret: Option<Name>,
-    /// The key that must have signed it (a `WasmPlugin`'s `signature.keyRef`).
-    pub(super) signer: Option<String>,
-    /// Suspended: it serves nothing.
-    pub(super) suspend: bool,
-    /// `failurePolicy: Stop`: an edit of it alone is a generation to show as handled.
-    pub(super) stop: bool,
-    /// A `WasmPlugin`'s `settings`, as JSON: other settings are another version.
-    pub(super) settings: Option<String>,
-}
-
-/// What to do with an object the watch brought, before anything reads it.
-#[derive(Debug, PartialEq, Eq)]
-pub(super) enum Arrival {
-    /// A load is under way: the object waits for its report, kept as [`Waiting::Offer`].
-    Wait,
-    /// What it offers was handled already: the echo of the host's own status write, or a
-    /// relist. Nothing is read.
-    Echo,
-    /// Read it, and offer what it holds ([`Seen::offer`]).
-    Read,
-}
-
-/// What to do with content an object offers.
-#[derive(Debug)]
-pub(super) enum OfferStep {
-    /// A load is under way: the offer waits for its report, kept as [`Waiting::Offer`].
-    Wait,
-    /// The same content was handled already: a relist, or an update elsewhere in the
-    /// object (the status writer's annotation or status).
-    Same,
-    /// New content, now the content handled: refuse, pull or load it.
-    New {
-        /// The pull of older content, to abort: its report will be stale.
-        abandoned: Option<AbortHandle>,
-    },
-}
-
-/// What to do when an object is deleted.
-#[derive(Debug)]
-pub(super) enum DeleteStep {
-    /// A load is under way: the deletion waits for its report, or the load could start the
-    /// plugin after its removal.
-    Wait,
-    /// Unload what it serves or shadows.
-    Unload {
-        /// Its pull, to abort.
-        abandoned: Option<AbortHandle>,
-    },
-}
-
-/// What to do when an object's retry is due.
-#[derive(Debug, PartialEq, Eq)]
-pub(super) enum RetryStep {
-    /// A pull or a load is under way, started by an edit since: it reports in its turn.
-    Skip,
-    /// Read the object and offer it, the content handled forgotten so that the same
-    /// content is tried again.
-    Offer,
-}
-
-impl Seen {
-    /// Object `shipper` came while a load is under way: true when it waits for the load's
-    /// report (kept as [`Waiting::Offer`]), before anything reads it.
-    pub(super) fn wait_for_load(&mut self, shipper: &Shipper) -> bool {
-        let Work::Loading { waiting, .. } = &mut self.work else { return false };
-        *waiting = Some(Waiting::Offer(Box::new(shipper.clone())));
-        true
+impl State {
+    /// The state of namespace `namespace`'s source, trusting `trusted`.
+    pub(super) fn new(namespace: Namespace, trusted: Option<Arc<TrustedKeys>>) -> State {
+        State {
+            namespace,
+            trusted,
+            seen: HashMap::new(),
+            latest: HashMap::new(),
+            generations: HashMap::new(),
+            naming: HashMap::new(),
+            listing: HashMap::new(),
+            listed: HashSet::new(),
+            started: 0,
+        }
     }
 
-    /// Object `shipper` came, of `fingerprint` (a ConfigMap's; none for a `WasmPlugin`, whose
-    /// generation tells its edits apart): whether it is to be read.
+    /// Object `key` as a source, as the registry and its reports know it.
+    pub(super) fn source(&self, key: &Key) -> SourceId {
+        SourceId::object(key.kind, self.namespace.clone(), key.name.clone())
+    }
+
+    /// Object `shipper` came, of `fingerprint`: whether it is to be read ([`Seen::arrive`]).
     pub(super) fn arrive(&mut self, shipper: &Shipper, fingerprint: Option<u64>) -> Arrival {
-        if self.wait_for_load(shipper) {
-            return Arrival::Wait;
+        match self.seen.get_mut(&shipper.key()) {
+            Some(seen) => seen.arrive(shipper, fingerprint),
+            None => Arrival::Read,
         }
-        if fingerprint.is_some() && self.handled.is_some() && self.fingerprint == fingerprint {
-            return Arrival::Echo;
-        }
-        Arrival::Read
     }
 
-    /// Content `content` of object `shipper`, of `fingerprint`, is offered.
-    pub(super) fn offer(&mut self, shipper: &Shipper, content: Content, fingerprint: Option<u64>) -> OfferStep {
-        if self.wait_for_load(shipper) {
-            return OfferStep::Wait;
+    /// Object `shipper`, of `fingerprint`, was read: `read` is what it offers, `content` what
+    /// of that counts for loading.
+    pub(super) fn on_offer(
+        &mut self,
+        shipper: &Shipper,
+        read: Result<Offer, Unread>,
+        content: Content,
+        fingerprint: Option<u64>,
+        world: &dyn World,
+    ) -> Vec<Step> {
+        let key = shipper.key();
+        let seen = self.seen.entry(key.clone()).or_default();
+        let step = seen.offer(shipper, content, fingerprint);
+        seen.stop = match &read {
+            Ok(offer) => offer.stop,
+            Err(unread) => unread.stop,
+        };
+        let mut steps = Vec::new();
+        if let Some(observed) = self.observed(shipper, &read, &step) {
+            steps.push(observed);
         }
-        self.fingerprint = fingerprint;
-        if self.handled.as_ref() == Some(&content) {
-            return OfferStep::Same;
+        match step {
+            seen::OfferStep::Wait | seen::OfferStep::Same => return steps,
+            seen::OfferStep::New { abandoned } => steps.extend(abandoned.map(|id| Step::AbortPull(key.clone(), id))),
         }
-        if self.handled.is_some() {
-            // Other content: a retry of it starts afresh.
-            self.retries = 0;
+        let offer = match read {
+            Ok(offer) => offer,
+            Err(unread) => {
+                steps.extend(self.unreadable(&key, unread, world));
+                return steps;
+            }
+        };
+        self.seen_mut(&key).plugin = Some(offer.payload.name.clone());
+        if offer.suspend {
+            steps.push(Step::Stop(key, Why::Suspended));
+            return steps;
         }
-        self.handled = Some(content);
-        OfferStep::New { abandoned: self.abandon_pull() }
+        match offer.payload.reference.clone() {
+            // A superseded object loads nothing: nothing to pull, or to refuse.
+            Some(_) if offer.payload.track == Track::Superseded => {
+                steps.push(Step::Stop(key, Why::Retired { said: offer.said }));
+            }
+            Some(reference) => steps.extend(self.pull(shipper, offer, reference, world)),
+            None => steps.extend(self.admit(shipper, offer, world)),
+        }
+        steps
     }
 
-    /// The object was deleted.
-    pub(super) fn delete(&mut self) -> DeleteStep {
-        if let Work::Loading { waiting, .. } = &mut self.work {
-            *waiting = Some(Waiting::Delete);
-            return DeleteStep::Wait;
-        }
-        DeleteStep::Unload { abandoned: self.abandon_pull() }
-    }
-
-    /// Its retry is due.
-    pub(super) fn retry(&mut self) -> RetryStep {
-        self.retry_pending = false;
-        if !matches!(self.work, Work::Idle) {
-            return RetryStep::Skip;
-        }
-        (self.handled, self.fingerprint) = (None, None);
-        RetryStep::Offer
-    }
-
-    /// Nothing is under way for it: no pull, no load.
-    pub(super) fn idle(&self) -> bool {
-        matches!(self.work, Work::Idle)
-    }
-
-    /// Whether a retry may be scheduled now, one at a time whatever the watch brings, and after
-    /// how long: `first`, doubling with each retry of the same content, up to [`MAX_RETRY`], so
-    /// that thousands of objects that keep failing (a ServiceAccount that does not exist) cost
-    /// the API server a falling rate.
-    pub(super) fn schedule_retry(&mut self, first: Duration) -> Option<Duration> {
-        if std::mem::replace(&mut self.retry_pending, true) {
+    /// A `WasmPlugin`'s generation, about to have its outcome reported (or, settled, the one
+    /// shown already).
+    fn observed(&mut self, shipper: &Shipper, read: &Result<Offer, Unread>, step: &seen::OfferStep) -> Option<Step> {
+        let Shipper::WasmPlugin(plugin) = shipper else { return None };
+        let (generation, key) = (plugin.metadata.generation?, shipper.key());
+        if matches!(step, seen::OfferStep::Wait) {
             return None;
         }
-        let delay = first.saturating_mul(1 << self.retries.min(16)).min(MAX_RETRY.max(first));
-        self.retries = self.retries.saturating_add(1);
-        Some(delay)
+        // Nothing more comes for this generation only when nothing is under way for it.
+        let settled = matches!(step, seen::OfferStep::Same) && self.seen.get(&key).is_some_and(Seen::idle);
+        self.generations.insert(key.name.clone(), (plugin.metadata.uid.clone(), generation));
+        let pin = read.as_ref().ok().and_then(|offer| pin_of(&offer.payload));
+        Some(Step::Report(key, Reported::Observed { generation, pin, settled }))
     }
 
-    /// The pull under way is abandoned, if any: returns the handle that aborts it.
-    pub(super) fn abandon_pull(&mut self) -> Option<AbortHandle> {
-        match std::mem::take(&mut self.work) {
-            Work::Pulling { task, .. } => Some(task),
-            other => {
-                self.work = other;
-                None
+    /// An object that offers nothing usable is refused; when the host failed to read it, it is
+    /// tried again and what serves keeps serving, whatever its failure policy.
+    fn unreadable(&mut self, key: &Key, unread: Unread, world: &dyn World) -> Vec<Step> {
+        if !unread.ours {
+            let message = format!("{}{}", unread.message, self.keeps(key, world));
+            return self.reject(key, unread.reason, &message);
+        }
+        let message = format!("{}{}", unread.message, self.keeps_anyway(key, world));
+        let mut steps: Vec<Step> = self.retry_after(key, START_RETRY).into_iter().collect();
+        let (reason, message) = (unread.reason.to_owned(), cut(message, MAX_REFUSAL));
+        steps.push(Step::Refuse { key: key.clone(), reason, message, ours: true });
+        steps
+    }
+
+    /// A referenced component: refused before a connection is made when that can be told
+    /// without its bytes (see the module's rules), else pulled.
+    fn pull(&mut self, shipper: &Shipper, offer: Offer, reference: PluginRef, world: &dyn World) -> Vec<Step> {
+        let key = shipper.key();
+        if let Err((reason, message)) = self.before_pull(&offer, &reference, world) {
+            let message = format!("plugin {}: {message}{}", offer.payload.name, self.keeps(&key, world));
+            return self.reject(&key, reason, &message);
+        }
+        let account = if offer.payload.track == Track::Shadow {
+            None
+        } else {
+            match self.account_of(&key, false, offer.account.as_deref(), world) {
+                Ok(account) => Some(account),
+                Err(message) => return self.reject(&key, invalid(key.kind), &message),
+            }
+        };
+        let id = self.next_id();
+        self.seen_mut(&key).pull_started(id);
+        vec![Step::Pull { shipper: shipper.clone(), id, offer, reference, account }]
+    }
+
+    /// The checks of a referenced component that need no pull: the reference is pinned and
+    /// allowed, the pin well formed, and a signature there when keys are trusted.
+    fn before_pull(
+        &self,
+        offer: &Offer,
+        reference: &PluginRef,
+        world: &dyn World,
+    ) -> Result<(), (&'static str, String)> {
+        world.admissible(reference).map_err(|e| ("PullRefused", e))?;
+        let payload = &offer.payload;
+        pinning::check_without_component(payload.pin.as_deref(), payload.signature.as_deref(), self.trusted.as_deref())
+            .map_err(|e| (e.reason(), e.to_string()))
+    }
+
+    /// Pull `id` of `shipper`'s offer ended: `offer` holds the component it brought, unless it
+    /// `failed`. A pull that is not the one under way (aborted too late) is stale.
+    pub(super) fn on_pulled(
+        &mut self,
+        shipper: &Shipper,
+        id: u64,
+        offer: Offer,
+        failed: Option<PullFailure>,
+        world: &dyn World,
+    ) -> Vec<Step> {
+        let key = shipper.key();
+        if !self.seen.get_mut(&key).is_some_and(|seen| seen.pulled(id)) {
+            return Vec::new();
+        }
+        match failed {
+            None => self.admit(shipper, offer, world),
+            Some(PullFailure::Fetch(error)) => {
+                let payload = &offer.payload;
+                let reference = payload.reference.as_ref().map(ToString::to_string).unwrap_or_default();
+                let message = format!(
+                    "plugin {}: cannot pull {reference}: {error}; trying again every {} s{}",
+                    payload.name,
+                    PULL_RETRY.as_secs(),
+                    self.keeps(&key, world)
+                );
+                let mut steps: Vec<Step> = self.retry_after(&key, PULL_RETRY).into_iter().collect();
+                steps.extend(self.reject(&key, "PullFailed", &message));
+                steps
+            }
+            Some(PullFailure::Identity(error)) => {
+                let mut steps: Vec<Step> = self.retry_after(&key, START_RETRY).into_iter().collect();
+                steps.extend(self.reject(&key, error.reason(), &error.to_string()));
+                steps
             }
         }
     }
 
-    /// Pull `id` started.
-    pub(super) fn pull_started(&mut self, id: u64, task: AbortHandle) {
-        self.work = Work::Pulling { id, task };
-    }
-
-    /// Pull `id` reported: true when it is the pull under way, which is over now; a stale
-    /// report changes nothing.
-    pub(super) fn pulled(&mut self, id: u64) -> bool {
-        let current = matches!(self.work, Work::Pulling { id: under_way, .. } if under_way == id);
-        if current {
-            self.work = Work::Idle;
+    /// A version whose bytes are at hand (stored, or pulled): refused for what needs no bytes
+    /// (see the module's rules), else loaded or seated; its bytes are checked in the load.
+    fn admit(&mut self, shipper: &Shipper, offer: Offer, world: &dyn World) -> Vec<Step> {
+        let key = shipper.key();
+        let source = self.source(&key);
+        let name = offer.payload.name.clone();
+        if offer.payload.track == Track::Superseded {
+            return vec![Step::Stop(key, Why::Retired { said: offer.said })];
         }
-        current
+        if let Err(message) = self.signed_by(&offer) {
+            let message = format!("plugin {name}: {message}{}", self.keeps(&key, world));
+            return self.reject(&key, "SignatureRejected", &message);
+        }
+        let shadow = offer.payload.track == Track::Shadow;
+        if shadow && let Some((serving, _)) = world.serving(&source) {
+            let how = match key.kind {
+                SourceKind::ConfigMap => format!(
+                    "a shadow is a second ConfigMap (`wasmloop bundle --shadow`): remove the {TRACK_ANNOTATION} annotation here"
+                ),
+                SourceKind::WasmPlugin => {
+                    "a shadow is a second WasmPlugin: set track.mode back to serving here".to_owned()
+                }
+            };
+            let message =
+                format!("this {} serves plugin {}; {how}{}", key.kind, serving.name(), self.keeps(&key, world));
+            return self.reject(&key, invalid(key.kind), &message);
+        }
+        // A WasmPlugin of the name wins it; one that comes while this serves takes it over
+        // once its own version has loaded ([`State::on_loaded`]), so a bad one stops nothing.
+        if !shadow
+            && key.kind == SourceKind::ConfigMap
+            && let Some(message) = self.claimed(&name)
+        {
+            return self.reject(&key, "NameTaken", &message);
+        }
+        let account = match self.account_of(&key, shadow, offer.account.as_deref(), world) {
+            Ok(account) => account,
+            Err(message) => return self.reject(&key, invalid(key.kind), &message),
+        };
+        let id = self.next_id();
+        self.seen_mut(&key).load_started(id);
+        let spec = LoadSpec {
+            source,
+            payload: offer.payload,
+            stored_in: offer.stored_in,
+            account,
+            settings: offer.settings,
+            invalid: invalid(key.kind),
+        };
+        vec![Step::Load { shipper: shipper.clone(), id, spec }]
     }
 
-    /// Load `id` started.
-    pub(super) fn load_started(&mut self, id: u64) {
-        self.work = Work::Loading { id, waiting: None };
-    }
-
-    /// Load `id` reported: when it is the load under way, which is over now, what waited for
-    /// it (none when nothing did); none when the report is stale.
-    pub(super) fn load_finished(&mut self, id: u64) -> Option<Option<Waiting>> {
-        match std::mem::take(&mut self.work) {
-            Work::Loading { id: under_way, waiting } if under_way == id => Some(waiting),
-            other => {
-                self.work = other;
-                None
+    /// Load `id` of `shipper` ended with `result`: what it did is carried on, then whatever came
+    /// for the object meanwhile is handled. A load that is not the one under way is stale.
+    pub(super) fn on_loaded(
+        &mut self,
+        shipper: &Shipper,
+        id: u64,
+        result: Result<LoadDone, LoadFailure>,
+        world: &dyn World,
+    ) -> Vec<Step> {
+        let key = shipper.key();
+        let Some(waiting) = self.seen.get_mut(&key).and_then(|seen| seen.load_finished(id)) else {
+            return Vec::new();
+        };
+        let mut steps = match result {
+            Ok(LoadDone::Loaded(loaded)) => self.loaded(&key, &loaded),
+            Ok(LoadDone::Seated) => {
+                self.seen_mut(&key).refused = false;
+                Vec::new()
             }
+            Err(LoadFailure::Registry(RegistryError::NameTaken { name, .. }))
+                if key.kind == SourceKind::WasmPlugin && !self.yielding(name.name()).is_empty() =>
+            {
+                // A ConfigMap's version of the name loaded while this one did: it yields.
+                let mut steps = self.take_name(name.name());
+                steps.push(Step::RetryNow(key.clone()));
+                steps
+            }
+            Err(LoadFailure::Registry(error)) => {
+                // A kind that is not served yet may be soon (a CRD applied after the plugin);
+                // a load the host's budgets had no room for may find room.
+                let again = match &error {
+                    RegistryError::Start { .. } => true,
+                    RegistryError::Load { source, .. } => source.is_host_pressure(),
+                    _ => false,
+                };
+                let mut steps: Vec<Step> =
+                    if again { self.retry_after(&key, START_RETRY).into_iter().collect() } else { Vec::new() };
+                steps.extend(self.reject(&key, error.reason(), &error.to_string()));
+                steps
+            }
+            Err(LoadFailure::Bytes { plugin, reason, message }) => {
+                let message = format!("plugin {plugin}: {message}{}", self.keeps(&key, world));
+                self.reject(&key, reason, &message)
+            }
+        };
+        match waiting {
+            Some(Waiting::Offer(shipper)) => steps.push(Step::Offer(*shipper)),
+            Some(Waiting::Delete) => steps.extend(self.on_deleted(&key)),
+            None => {}
+        }
+        steps
+    }
+
+    /// A version this object offered was taken. A `WasmPlugin` of its name that came while
+    /// this ConfigMap's version loaded wins it.
+    fn loaded(&mut self, key: &Key, loaded: &Loaded) -> Vec<Step> {
+        let seen = self.seen_mut(key);
+        (seen.refused, seen.retries) = (false, 0);
+        let plugin = loaded.name().name();
+        if key.kind == SourceKind::ConfigMap && self.claimed(plugin).is_some() {
+            let mut steps = self.take_name(plugin);
+            steps.push(Step::RetryBlocked);
+            return steps;
+        }
+        Vec::new()
+    }
+
+    /// The plugin ConfigMaps offering plugin `plugin` give it up: a `WasmPlugin` of the name
+    /// takes it. Each is refused, naming the `WasmPlugin`, and loads again once it goes.
+    fn take_name(&mut self, plugin: &str) -> Vec<Step> {
+        let Some(message) = self.claimed(plugin) else { return Vec::new() };
+        let message = cut(message, MAX_REFUSAL);
+        let yielding = self.yielding(plugin);
+        yielding.into_iter().map(|key| Step::Stop(key, Why::NameTaken { message: message.clone() })).collect()
+    }
+
+    /// What to report once what object `key` served or shadowed has `stopped` for `why`, and
+    /// which refused objects that unblocks.
+    pub(super) fn on_stopped(&mut self, key: &Key, why: Why, stopped: Stopped, world: &dyn World) -> Vec<Step> {
+        let something = stopped.removed.is_some() || !stopped.unshadowed.is_empty();
+        let unblocks = match &why {
+            Why::Refused { .. } | Why::Suspended => something,
+            Why::Retired { .. } => stopped.removed.is_some(),
+            Why::NameTaken { .. } => false,
+            // A WasmPlugin gone frees its name, whether or not it served: a ConfigMap it
+            // claimed the name from may load.
+            Why::Deleted => something || key.kind == SourceKind::WasmPlugin,
+        };
+        // What a stop unblocks is retried, not the object that stopped.
+        let mut steps: Vec<Step> = if unblocks {
+            self.unblocked(world).into_iter().filter(|other| other != key).map(Step::RetryNow).collect()
+        } else {
+            Vec::new()
+        };
+        let refused = matches!(why, Why::Refused { .. } | Why::NameTaken { .. });
+        if let Some(seen) = self.seen.get_mut(key) {
+            seen.refused = refused;
+        }
+        let what = match why {
+            Why::Refused { reason, message } => {
+                match stopped.removed.map(|id| id.to_string()).or_else(|| stopped.unshadowed.into_iter().next()) {
+                    Some(plugin) => {
+                        let message = cut(
+                            format!(
+                                "{message} (failurePolicy Stop: plugin {plugin} stopped; fix the version, or set failurePolicy to KeepPrevious)"
+                            ),
+                            MAX_REFUSAL,
+                        );
+                        Reported::Stopped { reason, message }
+                    }
+                    None => Reported::Refused { reason, message },
+                }
+            }
+            Why::Suspended => {
+                let message = "spec.suspend is true: the plugin is stopped; set it to false, or remove it, to resume";
+                Reported::Stopped { reason: "Suspended".to_owned(), message: message.to_owned() }
+            }
+            Why::Retired { said } => Reported::Retired { said },
+            Why::NameTaken { message } => {
+                let reason = "NameTaken".to_owned();
+                if stopped.removed.is_some() {
+                    Reported::Stopped { reason, message }
+                } else {
+                    Reported::Refused { reason, message }
+                }
+            }
+            Why::Deleted => Reported::Removed,
+        };
+        steps.insert(0, Step::Report(key.clone(), what));
+        steps
+    }
+
+    /// Object `key` was deleted: unless a load under way is to report first, its pull is
+    /// abandoned and what it served or shadowed stops.
+    pub(super) fn on_deleted(&mut self, key: &Key) -> Vec<Step> {
+        let mut steps = Vec::new();
+        match self.seen.get_mut(key).map(Seen::delete) {
+            Some(seen::DeleteStep::Wait) => return steps,
+            Some(seen::DeleteStep::Unload { abandoned }) => {
+                steps.extend(abandoned.map(|id| Step::AbortPull(key.clone(), id)));
+            }
+            None => {}
+        }
+        self.seen.remove(key);
+        if key.kind == SourceKind::WasmPlugin {
+            self.latest.remove(&key.name);
+            self.generations.remove(&key.name);
+            self.unindex(&key.name);
+        }
+        steps.push(Step::Stop(key.clone(), Why::Deleted));
+        steps
+    }
+
+    /// Object `key`'s retry is due: skipped while a pull or a load will report anyway, else
+    /// the object is read afresh, the content handled forgotten so the same is tried again.
+    pub(super) fn on_retry(&mut self, key: &Key) -> Vec<Step> {
+        match self.seen.get_mut(key).map(Seen::retry) {
+            Some(seen::RetryStep::Skip) => Vec::new(),
+            Some(seen::RetryStep::Offer) | None => vec![Step::Fetch(key.clone())],
         }
     }
 
-    /// Refused while another object held its plugin or its shadow seat, serving nothing
-    /// (`serving` says whether a version from it serves) and not pulling: it may load once
-    /// that one is gone. A pull under way is not blocked, and starting it again would only
-    /// lose its time.
-    pub(super) fn blocked(&self, serving: bool) -> bool {
-        self.refused && !serving && !matches!(self.work, Work::Pulling { .. })
+    /// Object `key` could not be read for its retry: it is tried again later.
+    pub(super) fn on_fetch_failed(&mut self, key: &Key) -> Vec<Step> {
+        self.retry_after(key, START_RETRY).into_iter().collect()
+    }
+
+    /// The objects refused while another held their plugin or shadow seat, which serve
+    /// nothing and pull nothing: they may load now.
+    pub(super) fn unblocked(&self, world: &dyn World) -> Vec<Key> {
+        let mut keys: Vec<Key> = self
+            .seen
+            .iter()
+            // The registry is asked only about the refused: a deletion costs one pass.
+            .filter(|(key, seen)| seen.refused && seen.blocked(world.serving(&self.source(key)).is_some()))
+            .map(|(key, _)| key.clone())
+            .collect();
+        keys.sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
+        keys
+    }
+
+    /// Refuses object `key`'s newest offer; under `failurePolicy: Stop`, what served from it
+    /// stops first.
+    fn reject(&mut self, key: &Key, reason: &str, message: &str) -> Vec<Step> {
+        // Refusals quote what others wrote (a registry, a manifest, a compiler on a component).
+        let (reason, message) = (reason.to_owned(), cut(message.to_owned(), MAX_REFUSAL));
+        let seen = self.seen_mut(key);
+        if seen.stop {
+            return vec![Step::Stop(key.clone(), Why::Refused { reason, message })];
+        }
+        seen.refused = true;
+        vec![Step::Refuse { key: key.clone(), reason, message, ours: false }]
+    }
+
+    /// A retry of object `key` after `first`, longer for each retry of the same content; none
+    /// when one is pending already.
+    fn retry_after(&mut self, key: &Key, first: Duration) -> Option<Step> {
+        let delay = self.seen_mut(key).schedule_retry(first)?;
+        Some(Step::RetryAfter(key.clone(), delay))
+    }
+
+    fn seen_mut(&mut self, key: &Key) -> &mut Seen {
+        self.seen.entry(key.clone()).or_default()
+    }
+
+    fn next_id(&mut self) -> u64 {
+        self.started += 1;
+        self.started
     }
 }
 
-/// The longest a retry of an object waits.
-pub(super) const MAX_RETRY: Duration = Duration::from_secs(300);
+/// The reason of a refusal of what an object of `kind` says.
+pub(super) fn invalid(kind: SourceKind) -> &'static str {
+    match kind {
+        SourceKind::ConfigMap => "InvalidConfigMap",
+        SourceKind::WasmPlugin => "InvalidWasmPlugin",
+    }
+}
+
+/// What pins a payload's component, as the `Pinned` condition says it: an image's digest, a
+/// digest pin, or both.
+pub(super) fn pin_of(payload: &PluginPayload) -> Option<String> {
+    let image = payload.reference.as_ref().map(|r| format!("image {r}"));
+    let pin = payload.pin.as_ref().map(|pin| format!("component {pin}"));
+    match (image, pin) {
+        (Some(image), Some(pin)) => Some(format!("{image}, {pin}")),
+        (one, other) => one.or(other),
+    }
+}
+
+/// What an object offers, as far as loading goes. A pinned reference names its content as
+/// surely as a digest of the bytes would, so an echo of the host's own status write pulls
+/// nothing.
+pub(super) fn content_of(read: &Result<Offer, Unread>) -> Content {
+    let offer = match read {
+        Ok(offer) => offer,
+        Err(unread) => return Content { unread: Some(unread.message.clone()), ..Content::default() },
+    };
+    let payload = &offer.payload;
+    let digest = match &payload.reference {
+        Some(reference) => reference.to_string(),
+        None => payload.component.digest(),
+    };
+    Content {
+        digest,
+        unread: None,
+        config: payload.config.clone(),
+        account: offer.account.clone(),
+        pin: payload.pin.clone(),
+        signature: payload.signature.clone(),
+        track: payload.track,
+        pull_secret: payload.pull_secret.clone(),
+        signer: offer.signer.clone(),
+        suspend: offer.suspend,
+        stop: offer.stop,
+        settings: offer.settings.as_ref().and_then(|s| serde_json::to_string(s).ok()),
+    }
+}
 
 /// Which `WasmPlugin` of the namespace claims plugin `plugin` over a plugin ConfigMap that
 /// offers it, given the `WasmPlugin`s that serve (none shadows): the one of that name. A
@@ -371,256 +644,4 @@ pub(super) fn yielding<'a>(plugin: &str, seen: impl IntoIterator<Item = (&'a Key
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn retries_of_the_same_content_back_off_to_a_ceiling_and_new_content_starts_afresh() {
-        let first = Duration::from_secs(15);
-        let mut seen = Seen::default();
-        seen.offer(&cm(), content("a"), None);
-        let mut delays = Vec::new();
-        for _ in 0..8 {
-            delays.push(seen.schedule_retry(first).expect("none pending").as_secs());
-            assert_eq!(seen.schedule_retry(first), None, "one retry at a time");
-            seen.retry();
-            seen.offer(&cm(), content("a"), None);
-        }
-        assert_eq!(delays, [15, 30, 60, 120, 240, 300, 300, 300]);
-        seen.offer(&cm(), content("b"), None);
-        assert_eq!(seen.schedule_retry(first), Some(first), "new content retries at once again");
-    }
-
-    #[test]
-    fn a_wasmplugin_of_the_same_name_claims_a_plugin_over_a_configmap_whichever_came_first() {
-        let cases: [(&str, &[&str], Option<&str>); 4] = [
-            ("hello", &[], None),
-            ("hello", &["other"], None),
-            ("hello", &["other", "hello"], Some("hello")),
-            ("hello", &["hello-shadow"], None),
-        ];
-        for (plugin, wasmplugins, expected) in cases {
-            assert_eq!(claimant(plugin, wasmplugins.iter().copied()), expected, "{plugin} among {wasmplugins:?}");
-        }
-    }
-
-    #[test]
-    fn the_configmaps_a_wasmplugin_takes_its_plugin_from_are_those_that_named_it() {
-        let key = |kind, name: &str| Key { kind, name: Name::parse(name).unwrap() };
-        let named = |plugin: &str| Seen { plugin: Some(plugin.to_owned()), ..Seen::default() };
-        let seen = [
-            (key(SourceKind::ConfigMap, "a"), named("hello")),
-            (key(SourceKind::ConfigMap, "b"), named("other")),
-            (key(SourceKind::WasmPlugin, "hello"), named("hello")),
-            (key(SourceKind::ConfigMap, "c"), Seen::default()),
-        ];
-        let yielding = yielding("hello", seen.iter().map(|(k, s)| (k, s)));
-        assert_eq!(yielding, [&key(SourceKind::ConfigMap, "a")]);
-    }
-
-    fn content(digest: &str) -> Content {
-        Content { digest: digest.to_owned(), ..Content::default() }
-    }
-
-    fn cm() -> Shipper {
-        Shipper::ConfigMap(ConfigMap::default())
-    }
-
-    fn task() -> AbortHandle {
-        tokio::spawn(std::future::pending::<()>()).abort_handle()
-    }
-
-    /// One step of an object's life, and what it must decide.
-    enum Event {
-        Offer(&'static str, &'static str),
-        Delete(&'static str),
-        Retry(RetryStep),
-        PullStarted(u64),
-        Pulled(u64, bool),
-        LoadStarted(u64),
-        LoadFinished(u64, &'static str),
-    }
-
-    fn run(events: Vec<Event>) {
-        let mut seen = Seen::default();
-        for (at, event) in events.into_iter().enumerate() {
-            match event {
-                Event::Offer(digest, expected) => {
-                    let step = seen.offer(&cm(), content(digest), None);
-                    let got = match &step {
-                        OfferStep::Wait => "wait",
-                        OfferStep::Same => "same",
-                        OfferStep::New { abandoned: Some(_) } => "new, abandoning a pull",
-                        OfferStep::New { abandoned: None } => "new",
-                    };
-                    assert_eq!(got, expected, "step {at}");
-                }
-                Event::Delete(expected) => {
-                    let got = match seen.delete() {
-                        DeleteStep::Wait => "wait",
-                        DeleteStep::Unload { abandoned: Some(_) } => "unload, abandoning a pull",
-                        DeleteStep::Unload { abandoned: None } => "unload",
-                    };
-                    assert_eq!(got, expected, "step {at}");
-                }
-                Event::Retry(expected) => assert_eq!(seen.retry(), expected, "step {at}"),
-                Event::PullStarted(id) => seen.pull_started(id, task()),
-                Event::Pulled(id, current) => assert_eq!(seen.pulled(id), current, "step {at}"),
-                Event::LoadStarted(id) => seen.load_started(id),
-                Event::LoadFinished(id, expected) => {
-                    let got = match seen.load_finished(id) {
-                        None => "stale",
-                        Some(None) => "nothing waited",
-                        Some(Some(Waiting::Offer(_))) => "an offer waited",
-                        Some(Some(Waiting::Delete)) => "a deletion waited",
-                    };
-                    assert_eq!(got, expected, "step {at}");
-                }
-            }
-        }
-    }
-
-    #[tokio::test]
-    async fn a_configmaps_events_follow_the_rules() {
-        use Event::*;
-        let cases: Vec<(&str, Vec<Event>)> = vec![
-            ("the same content again changes nothing", vec![Offer("d1", "new"), Offer("d1", "same")]),
-            ("other content is new", vec![Offer("d1", "new"), Offer("d2", "new")]),
-            (
-                "an offer during a load waits for it, and is handed back",
-                vec![Offer("d1", "new"), LoadStarted(1), Offer("d2", "wait"), LoadFinished(1, "an offer waited")],
-            ),
-            (
-                "even the same content waits during a load",
-                vec![Offer("d1", "new"), LoadStarted(1), Offer("d1", "wait"), LoadFinished(1, "an offer waited")],
-            ),
-            (
-                "a deletion during a load waits for it",
-                vec![Offer("d1", "new"), LoadStarted(1), Delete("wait"), LoadFinished(1, "a deletion waited")],
-            ),
-            ("a load with nothing waiting hands nothing back", vec![LoadStarted(1), LoadFinished(1, "nothing waited")]),
-            (
-                "another load's report is stale",
-                vec![LoadStarted(2), LoadFinished(1, "stale"), LoadFinished(2, "nothing waited")],
-            ),
-            (
-                "a load is over once it reported",
-                vec![LoadStarted(1), LoadFinished(1, "nothing waited"), Offer("d1", "new")],
-            ),
-            (
-                "new content abandons the pull of older content, whose report is then stale",
-                vec![Offer("d1", "new"), PullStarted(1), Offer("d2", "new, abandoning a pull"), Pulled(1, false)],
-            ),
-            ("the pull under way reports", vec![PullStarted(1), Pulled(1, true), Pulled(1, false)]),
-            ("a deletion abandons the pull", vec![PullStarted(1), Delete("unload, abandoning a pull")]),
-            ("a deletion with nothing under way unloads", vec![Offer("d1", "new"), Delete("unload")]),
-            ("a retry while pulling is skipped", vec![PullStarted(1), Retry(RetryStep::Skip)]),
-            ("a retry while loading is skipped", vec![LoadStarted(1), Retry(RetryStep::Skip)]),
-            (
-                "a retry forgets the content handled, so the same content is tried again",
-                vec![Offer("d1", "new"), Retry(RetryStep::Offer), Offer("d1", "new")],
-            ),
-        ];
-        for (case, events) in cases {
-            eprintln!("case: {case}");
-            run(events);
-        }
-    }
-
-    #[test]
-    fn one_retry_is_scheduled_at_a_time() {
-        let (mut seen, first) = (Seen::default(), Duration::from_secs(15));
-        assert!(seen.schedule_retry(first).is_some());
-        assert!(seen.schedule_retry(first).is_none());
-        assert_eq!(seen.retry(), RetryStep::Offer);
-        assert!(seen.schedule_retry(first).is_some());
-    }
-
-    #[tokio::test]
-    async fn a_refused_configmap_is_blocked_unless_it_serves_or_pulls() {
-        let refused = || Seen { refused: true, ..Seen::default() };
-        assert!(refused().blocked(false));
-        assert!(!Seen::default().blocked(false), "nothing refused");
-        assert!(!refused().blocked(true), "it serves");
-        let mut pulling = refused();
-        pulling.pull_started(1, task());
-        assert!(!pulling.blocked(false), "its pull reports anyway");
-        let mut loading = refused();
-        loading.load_started(1);
-        assert!(loading.blocked(false), "a retry of a loading object is skipped when due");
-    }
-
-    /// What happens to a plugin ConfigMap, for [`reads_of`].
-    enum Life {
-        /// It arrives, of this fingerprint, offering this content when read.
-        Arrives(Option<u64>, &'static str),
-        /// Its retry is due.
-        Retried,
-        /// A load of what it offers starts.
-        Loads,
-    }
-
-    /// How many times the source reads the object over `life`.
-    fn reads_of(life: Vec<Life>) -> usize {
-        let (mut seen, mut reads) = (Seen::default(), 0);
-        for event in life {
-            match event {
-                Life::Arrives(fingerprint, digest) => {
-                    if seen.arrive(&cm(), fingerprint) == Arrival::Read {
-                        reads += 1;
-                        seen.offer(&cm(), content(digest), fingerprint);
-                    }
-                }
-                Life::Retried => assert_eq!(seen.retry(), RetryStep::Offer),
-                Life::Loads => seen.load_started(1),
-            }
-        }
-        reads
-    }
-
-    #[test]
-    fn an_object_is_read_only_when_what_it_offers_may_have_changed() {
-        use Life::*;
-        let cases: Vec<(&str, Vec<Life>, usize)> = vec![
-            (
-                "the echo of the host's own status write is not read",
-                vec![Arrives(Some(1), "d1"), Arrives(Some(1), "d1")],
-                1,
-            ),
-            (
-                "nor are many echoes and relists",
-                vec![Arrives(Some(1), "d1"), Arrives(Some(1), "d1"), Arrives(Some(1), "d1"), Arrives(Some(1), "d1")],
-                1,
-            ),
-            ("an edit is read", vec![Arrives(Some(1), "d1"), Arrives(Some(2), "d2")], 2),
-            (
-                "an edit back to what was handled is read: the fingerprint is the last one's",
-                vec![Arrives(Some(1), "d1"), Arrives(Some(2), "d2"), Arrives(Some(1), "d1")],
-                3,
-            ),
-            ("a retry reads the same again", vec![Arrives(Some(1), "d1"), Retried, Arrives(Some(1), "d1")], 2),
-            (
-                "an object with no fingerprint (a WasmPlugin) is read each time",
-                vec![Arrives(None, "d1"), Arrives(None, "d1")],
-                2,
-            ),
-            (
-                "during a load, even an echo waits for the load's report",
-                vec![Arrives(Some(1), "d1"), Loads, Arrives(Some(1), "d1")],
-                1,
-            ),
-        ];
-        for (case, life, expected) in cases {
-            assert_eq!(reads_of(life), expected, "{case}");
-        }
-    }
-
-    #[test]
-    fn an_echo_during_a_load_waits_rather_than_being_dropped() {
-        let mut seen = Seen::default();
-        seen.offer(&cm(), content("d1"), Some(1));
-        seen.load_started(1);
-        assert_eq!(seen.arrive(&cm(), Some(1)), Arrival::Wait);
-        assert!(matches!(seen.load_finished(1), Some(Some(Waiting::Offer(_)))));
-    }
-}
+mod tests;

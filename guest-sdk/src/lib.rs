@@ -40,7 +40,20 @@
 //! Objects arrive as JSON text and are parsed only when the plugin asks, straight into the
 //! type it asks for: [`Request::object`], [`Request::owned`], [`cache::get`]. Routing fields
 //! (kind, name, namespace, uid) travel beside the JSON, so filtering children by kind parses
-//! nothing.
+//! nothing. Each parse is one `serde_json::from_str` into the caller's type, with no
+//! intermediate `Value`. Actions serialize when they are built, so encoding happens once;
+//! `requeue_after` is an action here and becomes the response's `requeue-after-ms`, the
+//! shortest winning.
+//!
+//! # How it is built
+//! [`export_plugin!`] is `macro_rules!`, not a proc macro: it implements the generated
+//! `Guest` trait on a hidden type, and expands to nothing on native targets, so the crate and
+//! every plugin build and test natively. The bindings are generated from the repository's
+//! `wit/` (`bindings`), so a plugin has no WIT of its own. `testing::TestCase` plays the host
+//! natively: the same undeclared-kind check, the host's refusals of a write no grant covers
+//! and of a misused `prune`, and the manifest checks of `wasmloop_contract`. The feature
+//! `phase-timing` records decode, logic and encode time in the guest and reports it through
+//! `log`; only the host's benchmark builds with it.
 
 // The root only declares modules and re-exports their items; it defines nothing a module
 // uses, so it takes no part in the module graph, which stays acyclic.

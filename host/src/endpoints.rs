@@ -1,5 +1,8 @@
 //! The host's HTTP endpoints, as in controller-runtime: `/metrics` on the metrics address,
 //! `/healthz` and `/readyz` on the health-probe address (one listener when both are equal).
+//! Served with axum. `/readyz` lists what it still waits for (a source's first list, a pull,
+//! a plugin's caches) and the plugins quarantined, which do not make the host unready: the
+//! other plugins serve.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -1,5 +1,11 @@
 //! Reading objects and configuration from YAML or JSON files. Every error names the file
 //! and says what the file must hold.
+//!
+//! Every YAML the host reads from people (`host.yaml`, the files of `wasmloop reconcile`, a
+//! plugin's configuration in a ConfigMap or given to `bundle`) goes through `serde-saphyr`
+//! with [`yaml_options`], which reads as `serde_yaml` 0.9 did, so a file means what it meant
+//! before. Recorded cases, which only the host writes, are read within the parser's default
+//! budget ([`case_yaml_options`]), so an alias bomb in one is refused.
 
 use std::path::Path;
 

@@ -7,6 +7,25 @@
 //! once; the orchestrator restarts the pod as a standby), and so does failing to confirm the
 //! Lease for longer than its renew deadline, since the manager only reports a loss it could
 //! read from the API server.
+//!
+//! - The Lease lasts `--lease-duration-seconds` (15, at least 6) and is renewed halfway: the
+//!   manager retries a failed renewal only after 1 to 2 s, so half the duration leaves room for
+//!   several attempts. The outcome is a `watch` channel in the runtime's `Context`: workers wait
+//!   on it, the status writer writes only while it says so, and a standby queues nothing until
+//!   it takes over, then enqueues every primary from its warm cache.
+//! - Once the manager reports the lead, the host reads the Lease four times a second
+//!   (`confirm`). It leads only from the first read showing a renewal of its own within the
+//!   renew deadline, so a host restarted under the same identity, which the manager reports
+//!   leading on a Lease that may have expired, waits for a fresh renewal. It ends itself at the
+//!   renew deadline counted from the last renewal it saw (`renewTime`), a quarter of the grace
+//!   before the Lease expires (13.25 s for 15 s and 7 s; `renew_deadline`): counting from the
+//!   last successful *read* instead, as an earlier version did, let a leader reconcile up to a
+//!   renewal interval past its Lease's expiry. A read that hangs cannot delay the exit. Another
+//!   host judges the expiry by its own clock, so this holds while clocks agree within that
+//!   quarter of the grace (1.75 s by default).
+//! - On SIGTERM, after draining, the host releases the Lease; a standby checks every second
+//!   whether it is free and campaigns at once, so a rolling update leaves no gap of a Lease
+//!   duration.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

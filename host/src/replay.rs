@@ -5,6 +5,10 @@
 //! the recording does not hold is never answered "not found": the case's verdict is then
 //! `Verdict::NotRecorded`, naming what was asked, because the new version reads something
 //! the old one did not and the recording cannot say what the cluster held.
+//!
+//! The command (`host/src/commands/replay.rs`) compares the redacted outcomes with
+//! `wasmloop_runtime::compare::judge`, the comparison shadow mode makes too, so a replay and a
+//! shadow of the same change give one verdict.
 
 use std::sync::Mutex;
 

@@ -6,6 +6,15 @@
 //! Built natively, the same functions answer the conformance suite (`conformance.json`) for
 //! Rust; the SDKs run that suite through the component.
 //!
+//! `scripts/sdk-assets` builds it and ships it into the Python SDK (run by `wasmtime` from
+//! PyPI) and the JavaScript SDK (transpiled by jco). The suite, `guest-sdk/rules/conformance.json`,
+//! is run by three harnesses (`guest-sdk/rules/tests/conformance.rs`,
+//! `guest-sdk/python/tests/test_conformance.py`, `guest-sdk/js/test/conformance.test.js`) and
+//! answered by the sandbox's own loading and decoding too (`host/sandbox/src/rules_suite.rs`),
+//! so the suite's sentences are the host's. A new rule of the contract is a new case there.
+//! One rule is the glue's alone: a setting the WIT's integer cannot carry is refused
+//! (`wire::WireSettings::view`), where JavaScript would wrap it.
+//!
 //! ```
 //! use wasmloop_rules::{ValueRule, check_action, check_value};
 //! assert_eq!(check_value(ValueRule::Namespace, "team-a"), None);

@@ -1,4 +1,6 @@
-//! What every controller in one host shares.
+//! What every controller in one host shares: the client, discovery, informers, the host's
+//! executor, metrics, identities, write buckets, the quarantine board, leadership and the
+//! recorder. Built once at the binary's edge; every controller starts from it.
 
 use std::sync::Arc;
 

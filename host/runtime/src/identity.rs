@@ -11,6 +11,18 @@
 //! `list` and `watch` that kind in that scope; the answer is asked again every
 //! [`Identities::review_interval`], so a revoked grant ends the plugin's access within it.
 //!
+//! [`Identities`] is built once at the binary's edge (`--plugin-identity`) and lives in the
+//! `Context`. A source names the account ([`AccountChoice`]: a ConfigMap's annotation or a
+//! `WasmPlugin`'s `spec.serviceAccountName`, else the one named like the plugin in its
+//! namespace; `host.yaml` for files, which a ConfigMap can never claim), and the registry
+//! resolves it when it installs a version ([`Identities::identity_for`]). Before anything is
+//! served, the account must exist, carry its administrator's opt-in annotation and not be
+//! the host's own ([`Identities::ensure_usable`]; the pure [`usable`] decides). While a
+//! plugin runs, `controller/access.rs` asks the reviews again; three unanswered in a row count
+//! as a refusal. While access is revoked, its cache view serves nothing, workers drop its work,
+//! and the answer of a reconcile already running is dropped; granted again, every primary is
+//! requeued. The threat model is `docs/security.md`.
+//!
 //! ```no_run
 //! # async fn demo(client: kube::Client, config: kube::Config) -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;

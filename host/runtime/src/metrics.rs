@@ -5,7 +5,16 @@
 //! verb, result and reason, never an object name.
 //!
 //! A controller resolves its plugin's series once ([`Metrics::plugin`]) and counts into the
-//! handles, so a reconcile allocates no label sets and takes no family locks.
+//! handles, so a reconcile allocates no label sets and takes no family locks. A plugin's
+//! series are created at zero when it starts, so a first increment shows as a change; `map`
+//! calls count apart from reconciles ([`PluginMetrics::mapped`]). The reason label of a failed
+//! reconcile comes from a fixed set ([`Metrics::reconcile_failed`], given the sandbox's
+//! `CallFailure::metric_reason`), never from the plugin.
+//!
+//! The overlap counter turns "never two reconciles of one key at once" into a number a test
+//! reads from a running binary: a controller keeps its own set of keys in flight
+//! (`RunningKeys`), apart from the queue's book-keeping, and counts a reconcile that starts
+//! while its key is in that set.
 //!
 //! ```
 //! use wasmloop_runtime::metrics::{Metrics, Outcome};

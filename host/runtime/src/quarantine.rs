@@ -16,7 +16,12 @@
 //! in several buys it no stream of calls. API errors say nothing about the plugin's health and
 //! are not counted; neither are `map` calls.
 //!
-//! The decisions are pure ([`Health::record`], [`Health::admit`]), with time passed in.
+//! The decisions are pure ([`Health::record`], [`Health::admit`]), with time passed in. The
+//! worker wires them: a quarantined plugin's reconcile is put back until the next probe, so it
+//! holds no worker, and each transition goes to the log, the metrics, an Event on the object
+//! of the call that tipped it, and the host's [`Board`], which `/readyz` details and the status
+//! writer (a plugin ConfigMap's annotation, a `WasmPlugin`'s conditions) follow. A version that
+//! stops takes its quarantine with it.
 //!
 //! ```
 //! use std::time::{Duration, Instant};

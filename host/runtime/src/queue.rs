@@ -12,6 +12,14 @@
 //! - [`WorkQueue::add_after`] (requeue-after) keeps the earliest deadline per key.
 //! - [`WorkQueue::shut_down`] stops handing out keys; [`WorkQueue::drained`] waits for the
 //!   keys in flight.
+//! - [`WorkQueue::add_retry_after`] takes a plugin's own retry delay, held to the backoff's
+//!   ceiling.
+//!
+//! Delays live in one `DelayQueue` owned by a timer task (`run_timers`). The bucket is applied
+//! when a retry falls due rather than reserved up front (governor has no reservations); a
+//! storm of failures still drains at the bucket's rate. Built on kept crates rather than
+//! kube-runtime's `applier`: the host needs the queue's depth and retries as metrics, and
+//! client-go's backoff-plus-bucket semantics, which `applier` leaves to the caller.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {

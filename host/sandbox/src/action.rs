@@ -1,5 +1,15 @@
 //! A plugin's response, decoded and checked by the host ("host decode"): JSON parsed once,
 //! every target's kind checked against the manifest, before anything reaches the executor.
+//!
+//! Each action's shape is the contract's (`wasmloop_contract::action`, which the SDKs' harnesses
+//! ask too), checked before its grant; every name it carries is parsed into the contract's
+//! types where it arrives (`object_ref`). A `prune` is taken out of the actions into the
+//! response's flag, and refused without the manifest's `prune`, outside phase `apply` or
+//! twice; in phase `deleted`, `apply`, `status` and `event` would target the gone primary and
+//! are refused; a failed reconcile may carry only `status` and `event` (`decode_failure`).
+//! All are invalid actions, and permanent. The grant is asked of [`crate::capability::permits`]
+//! for every namespace an object left without one could land in, so `wasmloop reconcile`
+//! shows a refusal offline too.
 
 use std::time::Duration;
 

@@ -7,6 +7,10 @@
 //! borrowed mirrors in `adapter/` for what the host hands it. Only their imports use their own
 //! generated types. (`with:` cannot share single records between versions: wasmtime 48 remaps
 //! whole interfaces, and each version's `types` holds a manifest of another shape.)
+//!
+//! Names in the WIT: `list` and `map` are WIT keywords, so the imports are `get-object` and
+//! `list-objects` and the export is `%map` (still `map` on the wire); the manifest record is
+//! `plugin-manifest` because `manifest` is the export's name.
 
 #![allow(missing_docs)]
 

@@ -9,6 +9,10 @@
 //! Grants are the plugin's own declaration: they keep a plugin's writes to what it says it
 //! does, visible before it runs (`wasmloop inspect`). Against a hostile author, the walls are
 //! the ones it does not write: the operator's confinement and its identity's RBAC.
+//!
+//! Implied, with no grant: `status` and `event`, which can name no object but the primary,
+//! and `apply` and `delete` of owned kinds in the primary's namespace (their owner reference
+//! cannot cross namespaces). Anything else needs a `write-grant` (kind, verbs, scope).
 
 use std::fmt;
 

@@ -1,4 +1,23 @@
 //! Sandbox configuration: the one place the wasmtime `Config` is decided.
+//!
+//! - **One Engine** (`SandboxConfig::wasmtime_config`): the component model, epoch
+//!   interruption, and a pooling allocator sized from `max_instances` (`host.yaml`
+//!   `sandbox.maxInstances`) and the largest memory a plugin may get. No guest uses
+//!   component-model async, so its bookkeeping is off; calls are futures all the same.
+//! - **A freed memory is reset whole**: its first `keep_resident_bytes` copied back from the
+//!   memory image, the rest returned to the kernel, so a page swapped out or being migrated is
+//!   reset like any other. Resetting only the kernel's dirty pages (`PAGEMAP_SCAN`) took a
+//!   Rust reconcile from 41 to 19 µs and was on for one round, but wasmtime 48 resets only
+//!   dirty pages that are *present*: one swapped out kept the last call's bytes for the next
+//!   instance in its slot, another plugin's included (wasmtime#14357, open). It goes back on
+//!   when wasmtime resets those.
+//! - **Keeping more resident is the operator's trade** (`--keep-resident-bytes`, at most
+//!   [`MAX_KEEP_RESIDENT_BYTES`]): 16 MiB takes a Python reconcile from 2.5 to 1.1 ms, and
+//!   every slot a call has used keeps 16 MiB; the host logs that worst case at start
+//!   (`docs/benchmarks.md`).
+//! - **Settings win in this order**: the operator's explicit setting (the command line's
+//!   limits, for every plugin), then the plugin's proposal held to the operator's ceilings
+//!   (`SandboxConfig::ceilings`: 10 s, 256 MiB, 16 MiB of response), then the default.
 
 use std::path::PathBuf;
 use std::time::Duration;

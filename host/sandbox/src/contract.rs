@@ -1,5 +1,11 @@
 //! Which components the host accepts: components (not core modules) built for a version of
 //! `wasmloop:plugin` it serves, 0.3 natively and 0.2 and 0.1 through the adapters.
+//!
+//! Compatible means what cargo means by semver: the same major, or for `0.x` the same minor.
+//! The version is read from the component's `wasmloop:plugin/*` import and export names
+//! before anything is linked (`check`), and any other is refused naming it and what this
+//! host serves. How versions are added is the rule in `docs/architecture.md`, "How the
+//! contract evolves".
 
 use wasmtime::Engine;
 use wasmtime::component::Component;

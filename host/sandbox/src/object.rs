@@ -1,4 +1,9 @@
 //! Turning JSON objects into the contract's `object` envelope.
+//!
+//! Objects cross the boundary as JSON text inside a typed envelope (`api-version`, `kind`,
+//! `name`, `namespace`, `uid` beside `json`): either side routes and filters (children by
+//! kind, cache hits by name) without parsing JSON, and the guest parses only the objects it
+//! asks for, straight into the type it asks for.
 
 use serde_json::Value;
 

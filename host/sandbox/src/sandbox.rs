@@ -1,4 +1,16 @@
 //! The sandbox: one Engine, its epoch ticker, the Linker, the compile cache, and loading.
+//!
+//! - **The ticker** (`start_ticker`, a thread) increments the epoch every tick (1 ms) while a
+//!   call runs, parks while none does (a call's start wakes it), and stops when the Engine is
+//!   dropped. Without it epoch deadlines never fire (astrid #633).
+//! - **Load** ([`Sandbox::load`]): classify the preamble (component, core module, not wasm) →
+//!   compile, or deserialize from the cache, on a blocking thread, one compile at a time,
+//!   within `compile_timeout` (60 s) → check the contract version and find the plugin
+//!   interface's exports → `instantiate_pre` (a missing import, such as `wasi:http`, fails
+//!   here, with a message) → call `manifest` in a fresh instance (at most 256 kinds and 64 KiB
+//!   of strings) and `keep-fields` when exported → validate both (`Manifest::from_wit`). Until
+//!   [`Sandbox::reserve`] gives a plugin its quota of the instance pool, its calls share the
+//!   `loading_instances` (4), as offline calls do.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -1,4 +1,19 @@
 //! The data of one Store: WASI context, memory limiter, and the host imports.
+//!
+//! The imports answer from the cache the host lends ([`crate::HostServices`]), and hold a
+//! plugin to what it declared:
+//! - only declared kinds are readable (`State::declared`); a look-up of another is remembered,
+//!   so the call fails as `UndeclaredKind` even when the guest swallowed the error;
+//! - every name a look-up carries is parsed where it arrives (`State::gate`), and each refusal
+//!   is a typed `cache-error`: undeclared kind, bad selector, namespace out of scope, access
+//!   revoked, bad continue token;
+//! - lists come a page at a time (at most 500), in (namespace, name) order; a 0.1 guest, whose
+//!   import does not page, gets its list gathered page by page and refused past 10,000
+//!   objects (`State::list_all`);
+//! - objects of `metadata-only` kinds are served as `apiVersion`, `kind` and `metadata`
+//!   (`State::served`), the shape of the `PartialObjectMetadata` watch the informers keep;
+//! - a guest's log lines are cut to 4 KiB, at most 1,000 a call (`State::log`);
+//! - the host's time in these imports is the plugin's CPU (`State::take_host_ticks`).
 
 use std::sync::Arc;
 use wasmloop_contract::cache::{PAGE_SIZE, parse_token, token_of};

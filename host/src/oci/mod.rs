@@ -21,6 +21,42 @@
 //! The registry itself is trusted as far as its operator chose it: its token and error replies
 //! are read by oci-client, and it may redirect blob downloads (to a CDN, as most do) wherever it
 //! likes. What a plugin's publisher controls (the manifest, the layer) is bounded here.
+//!
+//! - **Only [`Puller`] talks to registries**, through oci-client (reqwest on rustls with the
+//!   ring provider, which [`install_tls_provider`] installs for the process wherever a client
+//!   is built). Every wait of a pull counts against one deadline (`--pull-timeout-seconds`,
+//!   120); the HTTP clients' own timeouts are 5 s longer, so the deadline, which names the
+//!   wait, is what ends a pull.
+//! - **Turns and memory are per namespace** (`admission`): one tenant's hanging registries
+//!   hold up only its own plugins; turns are not per registry too, which would let a
+//!   namespace multiply its pulls by naming registries. One pull per namespace and reference
+//!   runs at a time (keyed by the whole reference, so a hanging registry cannot hold up the
+//!   same digest from another); a second object reads the first's result from the disk cache.
+//!   A component's memory share is taken once its size is known (the manifest's layer size, a
+//!   cache file's, a plugin ConfigMap's gzip trailer) and goes with the bytes into the load,
+//!   until compiled.
+//! - **The manifest is read by the puller itself** (oci-client reads a body whole), hashed
+//!   against the reference's digest before anything parses it, and must hold exactly one wasm
+//!   layer, whose `urls` are dropped (oci-client would fetch them, addresses of the
+//!   publisher's choosing). The layer's size is held to its declared one while it streams,
+//!   and its digest checked off the runtime's threads. Whatever a registry says is cut to 512
+//!   bytes, refusals to 4 KiB, a pull secret's parse errors never quote it.
+//! - **Credentials** come from the pull secret the object names, of type
+//!   `kubernetes.io/dockerconfigjson` (or `dockercfg`), never a credential helper, which a
+//!   Secret could otherwise make the host run; `deploy/` lets the host get only the Secrets
+//!   it names.
+//! - **The registry policy is the operator's, never the object's**: no registry is allowed
+//!   until `--allowed-registry` names one (or `*`); an `--insecure-registry` counts as named;
+//!   both take `HOST[:PORT]` only. `'*'` extends the trust in a registry's server to any a
+//!   plugin object's writer names, which is why nothing is allowed by default. Manifest reads
+//!   follow at most three redirects, never from HTTPS to HTTP.
+//! - **The disk cache is shared across namespaces by digest**: a tenant that names a digest
+//!   another pulled with its credentials gets the bytes, as with a node's image cache; the
+//!   digest is the secret there. Entries are written aside and renamed, the manifest last,
+//!   both digests checked again on read.
+//! - `push` writes the CNCF Wasm OCI artifact (config with `architecture: wasm`, `os:
+//!   wasip2`, the layer digests and the exported contract) and prints the reference pinned to
+//!   the manifest's digest.
 
 mod admission;
 mod cache;

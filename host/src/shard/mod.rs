@@ -46,6 +46,10 @@
 //!   After a SIGKILL a move takes a little more than a Lease duration (17.2 s median at 15 s,
 //!   `docs/benchmarks.md`), since trusting the dead replica's `renewTime` would trust another
 //!   node's clock.
+//! - **What shows it.** `wasmloop_shard_running{plugin,replica}`, `wasmloop_shard_members`,
+//!   `wasmloop_shard_moves_total{plugin,result}`, the log lines "took the plugin's fence" and
+//!   "handed the plugin over", and the `replica` in the plugin object's status, which the
+//!   replica running it writes and the one parking it does not.
 //!
 //! The limit: a plugin is the unit. One plugin's keys are never split between replicas
 //! (`docs/limits.md` sketches how that would be done).

@@ -1,4 +1,10 @@
-//! Where etcd, kube-apiserver and kube-controller-manager come from.
+//! Where etcd, kube-apiserver and kube-controller-manager come from: `TEST_ASSET_*`, then
+//! `KUBEBUILDER_ASSETS`, then the cache `scripts/kube-binaries` fills ([`Binaries::find`]).
+//! That script builds Kubernetes 1.37.2 (kube-apiserver, kube-controller-manager, kubectl) and
+//! etcd 3.7.3 from Go modules pinned in `scripts/kube-modules/`, the version stamped as a
+//! release build stamps it; the cache key carries the versions and a recipe number, so a
+//! changed recipe rebuilds. A kube-apiserver older than [`OLDEST_SUPPORTED`] is refused: a pass
+//! there would prove nothing about a supported cluster.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,4 +1,16 @@
 //! Starting, stopping and talking to the control plane.
+//!
+//! One plane per test binary ([`crate::shared`]), one namespace per test. etcd keeps its data
+//! on tmpfs and runs with `--unsafe-no-fsync` (a test cluster lives for one run); at the next
+//! start, run directories beyond the last four, kept for inspection, are removed, and so is
+//! every finished run's etcd data. kube-apiserver runs with `--endpoint-reconciler-type=none`
+//! (a current server refuses a loopback advertise address for its endpoint reconciler; envtest
+//! passes the same). kube-controller-manager runs garbage collection, namespaces, service
+//! accounts and role aggregation ([`Controllers::Core`]); a test binary that needs Deployments
+//! to become Pods starts its own plane with [`Controllers::WithWorkloads`]
+//! (`host/tests/run_deploy.rs`), so no other test's hand-set Deployment status is overwritten.
+//! A panic in any test prints where the component logs are. Supported versions:
+//! `docs/kubernetes-versions.md`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;

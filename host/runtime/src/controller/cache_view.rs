@@ -1,5 +1,13 @@
 //! The cache a plugin reads through its imports: the informers of every kind it declared,
 //! seen through its scope and its grant.
+//!
+//! A page looks at no more than 10,000 cache entries (`PAGE_SCAN`) under an informer's lock,
+//! and its continue token is the last key looked at, so an object that stays in the cache is
+//! returned exactly once however the cache changes between pages. Pages of several informers
+//! of one kind (scopes may overlap) are merged by a pure function (`merge_pages`). While the
+//! plugin's access is revoked it is served nothing (`access-revoked`); a namespace it is not
+//! served is `out-of-scope`, and a kind it holds no informer for is refused by name (a
+//! shadow may declare more than the version it reads beside).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

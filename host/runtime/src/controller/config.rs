@@ -1,5 +1,13 @@
 //! How a controller runs: the operator's settings, the plugin's proposals and the rules
 //! that settle them, decided before any informer starts.
+//!
+//! The operator's explicit setting wins (`host.yaml` `plugins.<name>`), then the plugin's
+//! proposal held to the operator's ceiling (at most 16 concurrent reconciles, a resync no
+//! shorter than 10 s), then the host's default. Two pure, table-tested rules confine a plugin:
+//! `effective_namespace` (`plugins.<name>.namespace` confines every informer scope of the
+//! plugin; a manifest naming another namespace is refused) and `grants_within` (a confined
+//! plugin's write grants may not reach beyond its namespace), so the confinement bounds
+//! writes as well as reads.
 
 use std::time::Duration;
 

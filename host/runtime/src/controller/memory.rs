@@ -3,6 +3,12 @@
 //! successful apply, and the related objects waiting for `map`. Deletions and previous states
 //! are handed to the next version of the plugin on a swap; related objects are not, since the
 //! next version requeues every primary when it starts.
+//!
+//! `previous` (`deliver-previous`) exists because a fresh instance per call has no memory,
+//! and a plugin that reports transitions (`pod-logger`: "Pending → Running") needs the state
+//! it last saw. Kept per key as an `Arc` of the cache entry (a pointer, not a copy), and only
+//! for the same object: a recreated one of the same name has none. Plugins stay stateless
+//! and level-driven.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -2,6 +2,14 @@
 //! declared, with no I/O: whether to call the plugin and in which phase, when the finalizer
 //! goes on and comes off, which children a successful apply prunes, how a failure is retried
 //! and how an outcome goes back to the queue. The worker carries these decisions out.
+//!
+//! Pruning is asked for, never implied: the manifest's `prune` only allows it, and a response
+//! asks with the `prune` action in phase `apply`. Only then, after every other action has
+//! succeeded, are the children the primary controls and the response did not apply deleted,
+//! each with its UID as precondition. A response that did not ask, a failed reconcile,
+//! `cleanup` and `deleted` delete nothing they do not name, so a reconcile that can only report
+//! a problem never destroys what exists. A plugin's own retry delay replaces the backoff, held
+//! to the requeue floor here and to the backoff's ceiling by the queue.
 
 use std::collections::HashSet;
 use std::time::Duration;

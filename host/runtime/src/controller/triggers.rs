@@ -2,6 +2,19 @@
 //! its owner, and a changed watched object waits in the queue for the plugin's `map`, which a
 //! worker calls. Each key queued carries why ([`super::reasons`]). Nothing here calls the
 //! plugin or writes.
+//!
+//! - A primary its selector selects (or one being deleted that still carries the plugin's
+//!   finalizer) is its own key; under `generation-changed`, only a new generation, a
+//!   finalizer change or a deletion passes. A deleted one leaves a tombstone in `Memory` and a
+//!   reconcile in phase `deleted` when the manifest sets `deliver-deleted` and this host leads
+//!   (a standby's deletions were the leader's to deliver). One that only left its selection
+//!   is forgotten, never reported deleted.
+//! - A child requeues its controller owner when that is of the primary kind (`plan::owners_of`:
+//!   group and kind compared, not version).
+//! - A watched object its watch selects has its latest state kept in `Memory` and a
+//!   `Work::Map` queued, on the leader only; one that left the selection is mapped too.
+//! - A subscriber that lags requeues every primary. A deletion lost in the lag is not delivered
+//!   as `deleted`, and a watched change lost in it is not passed to `map`.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -1,4 +1,6 @@
-//! The units of work in a plugin's queue.
+//! The units of work in a plugin's queue: `Work::Reconcile` of a primary's key, and
+//! `Work::Map` of a watched object's kind, namespace and name. Both go through the same queue
+//! and the same workers; items are small keys, never objects.
 
 use wasmloop_sandbox::{Gvk, Object};
 

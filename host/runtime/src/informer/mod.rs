@@ -20,11 +20,26 @@
 //! `DynamicObject` is a `serde_json::Value` tree several times the size of its text. An
 //! index on owner UID finds a primary's children without scanning.
 //!
+//! A kind a plugin declares metadata-only is watched as `PartialObjectMetadata`
+//! ([`InformerScope::metadata`]): the API server sends no spec or status, so none is decoded,
+//! kept or stripped per call; a plugin reading the same kind whole has a full watch beside it.
+//! Selectors that go to the API server are held to its rules first
+//! (`wasmloop_contract::selector::for_server`), so a manifest cannot put anything else into a
+//! watch URL. Metrics label each watch with its view and what narrows it.
+//!
+//! The initial list streams (`sendInitialEvents`) on a server of 1.34 or newer, where
+//! `WatchList` is on by default, and is paged (500 a page) otherwise ([`initial_list`], asked
+//! of the server once; a newer server that refuses the stream makes that informer page from
+//! then on). `wasmloop run --initial-list paged` pages everywhere, for a proxy that mishandles
+//! streaming lists; `host/tests/run_plugins.rs` proves both from the test server's audit log.
+//! During a relist the new list is buffered until it ends, so for that moment two copies
+//! exist.
+//!
 //! # Guarantees
 //! - Watch errors back off (kube-runtime's default backoff) and resume; a `410 Gone` relists.
 //! - After a relist, objects that disappeared meanwhile are reported as deleted, once.
-//! - Subscribers that fall behind get `Lagged` from the broadcast channel and must resync
-//!   from the cache.
+//! - Subscribers that fall behind (4,096 changes, `CHANGES`) get `Lagged` from the broadcast
+//!   channel and must resync from the cache: a controller then requeues every primary.
 
 mod cache;
 mod entry;

@@ -1,15 +1,17 @@
 //! Contract 0.1 served on the 0.3 host: 0.1's `host` import answered by the same cache and log
 //! code as 0.3's `log` and `cache`. Its exports take 0.2's request ([`super::Request02`], the
-//! same shape) and are lifted into 0.3's types by `lift/v0_1.rs` (`Manifest01`,
-//! `Response01`/`Action01`, `ReconcileError01`): 0.1's manifest becomes one without grants or
+//! same shape) and are lifted into 0.3's types by `lift/v0_1.rs` (its `Manifest`, `Response`,
+//! `Action` and `ReconcileError`): 0.1's manifest becomes one without grants or
 //! metadata-only kinds, its response one without `prune` (a 0.1 plugin that sets the
 //! manifest's `prune` prunes after every successful apply, as 0.1 did) whose applies are
 //! forced, its error one without actions or retry delay.
 //!
 //! What a 0.1 plugin keeps: every kind it declares stays writable, anywhere, as 0.1 allowed
 //! ([`crate::Contract::V0_1`]), within the operator's confinement and its identity's RBAC.
-//! Cache errors reach it as 0.1's strings, and lists come whole, as in 0.1 (the guest's memory
-//! limit bounds them).
+//! Cache errors reach it as 0.1's strings, and lists come whole, as in 0.1, up to 10,000
+//! objects, past which they are refused (`State::list_all`). The host logs at load that such a
+//! plugin writes what it declares, and suggests a rebuild. A test runs `configmap-mirror` as
+//! built for 0.1 (`host/tests/fixtures/contract-0.1/`), offline and on the control plane.
 
 use crate::bindings::{Object, v0_1, wit};
 use crate::state::State;

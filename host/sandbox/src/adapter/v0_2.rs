@@ -3,6 +3,11 @@
 //! selectors narrow by namespace and labels only and it declares no index; every apply it
 //! returns is forced, as 0.2's were, and has no UID precondition; its request carries no
 //! triggers ([`super::Request02`]) and its `map` gets the related object alone.
+//!
+//! 0.2.1's `cache-options` interface (`keep-fields`) is probed for and called after
+//! `manifest` when present; a component built for 0.2.0 lacks it and keeps nothing. Tests run
+//! components built for 0.2.0 and 0.2.1 from checked-in binaries
+//! (`host/tests/fixtures/contract-0.2.0/`, `host/tests/fixtures/contract-0.2.1/`).
 
 use crate::bindings::{Object, v0_2, wit};
 use crate::state::State;

@@ -13,6 +13,13 @@
 //! ([`crate::CallFailure::HostPressure`]), which is never counted against the plugin: its key
 //! comes back later.
 //!
+//! A plugin whose own limits could not fit is cut to fit when it starts (`Limits::fit`: its
+//! memory limit plus its response limit, times its workers, within the three quarters of the
+//! budget one plugin may hold), and the cut is reported on its status. The budget counts
+//! linear memories only: the host's copies of what a call returns are bounded by that fit,
+//! not charged as they are made, and compiler working memory and components being loaded sit
+//! in the host's reserve. Its size comes from the pod's limits (`host/src/pod_limits.rs`).
+//!
 //! ```
 //! use std::time::Duration;
 //! use wasmloop_sandbox::MemoryBudget;

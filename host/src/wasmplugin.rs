@@ -205,72 +205,10 @@ impl Spec {
             format!("spec: {}; see deploy/base/wasmplugin-crd.yaml for the fields", validate::quoted(&e.to_string()))
         })?;
         let name = plugin.metadata.name.as_deref().unwrap_or_default();
-        let source = match (raw.config_map_ref, raw.image) {
-            (Some(reference), None) => Source::ConfigMap(Name::parse(&reference.name).map_err(|_| {
-                format!("spec.configMapRef.name {} is not a ConfigMap name", validate::quoted(&reference.name))
-            })?),
-            (None, Some(image)) => Source::Image {
-                reference: PluginRef::parse(&oci_url(image.reference.trim()))
-                    .and_then(PluginRef::pinned)
-                    .map_err(|e| format!("spec.image.reference: {e}"))?,
-                pull_secret: image
-                    .pull_secret_name
-                    .map(|named| {
-                        Name::parse(&named).map_err(|_| {
-                            format!("spec.image.pullSecretName {} is not a Secret name", validate::quoted(&named))
-                        })
-                    })
-                    .transpose()?,
-            },
-            _ => return Err("give exactly one of spec.configMapRef and spec.image".to_owned()),
-        };
-        let (mode, shadows) = raw.track.map(|t| (t.mode, t.shadows)).unwrap_or_default();
-        let track = match mode.as_deref() {
-            None | Some("serving") => Track::Serving,
-            Some("shadow") => Track::Shadow,
-            Some(other) => {
-                return Err(format!("spec.track.mode is {}; it is serving or shadow", validate::quoted(other)));
-            }
-        };
-        let plugin = match (track, shadows) {
-            (Track::Shadow, Some(shadows)) => shadows,
-            (Track::Shadow, None) => {
-                return Err("spec.track: a shadow names the plugin it shadows (track.shadows)".to_owned());
-            }
-            (_, Some(_)) => {
-                return Err("spec.track.shadows: only a shadow names a plugin; set track.mode to shadow".to_owned());
-            }
-            (_, None) => name.to_owned(),
-        };
-        // The plugin name labels metrics and logs before the manifest is read.
-        validate::plugin_name(&plugin).map_err(|rule| match track {
-            Track::Shadow => format!("spec.track.shadows: {rule}"),
-            _ => format!(
-                "the WasmPlugin's name is its plugin's name, and {rule}; name the WasmPlugin as the component's manifest names the plugin"
-            ),
-        })?;
-        let settings = raw.settings.map(|r| wasmloop_sandbox::Settings {
-            max_concurrent_reconciles: r.max_concurrent_reconciles,
-            deadline_ms: r.deadline_ms,
-            memory_limit_bytes: r.memory_limit_bytes,
-            response_limit_bytes: r.response_limit_bytes,
-            resync_seconds: r.resync_seconds,
-        });
-        // Settings that override nothing are none: the same version as without them.
-        let settings = settings.filter(|s| *s != wasmloop_sandbox::Settings::default());
-        // Zero would mean no time, no memory, no worker: the schema's minimum is 1.
-        if let Some(s) = &settings {
-            let zero = [
-                s.max_concurrent_reconciles.map(u64::from),
-                s.deadline_ms.map(u64::from),
-                s.memory_limit_bytes,
-                s.response_limit_bytes,
-                s.resync_seconds.map(u64::from),
-            ];
-            if zero.contains(&Some(0)) {
-                return Err("spec.settings: every setting is at least 1".to_owned());
-            }
-        }
+        // Checked in the order the fields are documented: the first wrong one is named.
+        let source = source_of(raw.config_map_ref, raw.image)?;
+        let (track, plugin) = track_of(raw.track, name)?;
+        let settings = settings_of(raw.settings)?;
         let stop_on_failure = match raw.failure_policy.as_deref() {
             None | Some("KeepPrevious") => false,
             Some("Stop") => true,
@@ -278,57 +216,136 @@ impl Spec {
                 return Err(format!("spec.failurePolicy is {}; it is KeepPrevious or Stop", validate::quoted(other)));
             }
         };
-        let account = raw
-            .service_account_name
-            .map(|named| {
-                // A DNS-1123 subdomain, as the API server requires: no ':' to smuggle a user name.
-                match validate::is_dns1123_subdomain(&named) {
-                    true => Name::parse(&named).map_err(|e| e.to_string()),
-                    false => Err(String::new()),
-                }
-                .map_err(|_| {
-                    format!("spec.serviceAccountName {} is not a ServiceAccount name", validate::quoted(&named))
+        let account = raw.service_account_name.map(account_of).transpose()?;
+        let signature = raw.signature.map(|s| signature_of(s, &source)).transpose()?;
+        let config = config_of(raw.config)?;
+        let suspend = raw.suspend.unwrap_or(false);
+        Ok(Spec { plugin, source, account, config, track, stop_on_failure, signature, suspend, settings })
+    }
+}
+
+/// Where the component comes from: exactly one of `spec.configMapRef` and `spec.image`.
+fn source_of(config_map_ref: Option<RawRef>, image: Option<RawImage>) -> Result<Source, String> {
+    match (config_map_ref, image) {
+        (Some(reference), None) => Ok(Source::ConfigMap(Name::parse(&reference.name).map_err(|_| {
+            format!("spec.configMapRef.name {} is not a ConfigMap name", validate::quoted(&reference.name))
+        })?)),
+        (None, Some(image)) => Ok(Source::Image {
+            reference: PluginRef::parse(&oci_url(image.reference.trim()))
+                .and_then(PluginRef::pinned)
+                .map_err(|e| format!("spec.image.reference: {e}"))?,
+            pull_secret: image
+                .pull_secret_name
+                .map(|named| {
+                    Name::parse(&named).map_err(|_| {
+                        format!("spec.image.pullSecretName {} is not a Secret name", validate::quoted(&named))
+                    })
                 })
-            })
-            .transpose()?;
-        let mut signature = raw.signature.map(|s| Signature { key: s.key_ref, digest: s.digest });
-        if let Some(key) = signature.as_mut().and_then(|s| s.key.as_mut()) {
-            if key.is_empty() || key.len() > 16 || !key.bytes().all(|b| b.is_ascii_hexdigit()) {
-                return Err(format!(
-                    "spec.signature.keyRef {} is not a minisign key id (16 hex digits)",
-                    validate::quoted(key)
-                ));
-            }
-            // As the host names trusted keys: 16 digits. minisign's own comment line drops
-            // leading zeros, and a user copies the id from there.
-            *key = format!("{:0>16}", key.to_ascii_uppercase());
-            if matches!(source, Source::Image { .. }) {
-                return Err("spec.signature.keyRef: the host reads a component's signature from its ConfigMap (plugin.wasm.minisig); ship a signed component with spec.configMapRef (a host run with --trusted-keys loads only signed components, so an image alone does not load there)".to_owned());
-            }
+                .transpose()?,
+        }),
+        _ => Err("give exactly one of spec.configMapRef and spec.image".to_owned()),
+    }
+}
+
+/// Whether it serves or shadows, and the plugin it is: its own name, or the one it shadows.
+/// The plugin name labels metrics and logs before the manifest is read, so it is checked here.
+fn track_of(raw: Option<RawTrack>, name: &str) -> Result<(Track, String), String> {
+    let (mode, shadows) = raw.map(|t| (t.mode, t.shadows)).unwrap_or_default();
+    let track = match mode.as_deref() {
+        None | Some("serving") => Track::Serving,
+        Some("shadow") => Track::Shadow,
+        Some(other) => return Err(format!("spec.track.mode is {}; it is serving or shadow", validate::quoted(other))),
+    };
+    let plugin = match (track, shadows) {
+        (Track::Shadow, Some(shadows)) => shadows,
+        (Track::Shadow, None) => {
+            return Err("spec.track: a shadow names the plugin it shadows (track.shadows)".to_owned());
         }
-        if raw.config.as_ref().is_some_and(|config| !config.is_object()) {
-            return Err("spec.config is not an object; give the plugin's configuration as a mapping".to_owned());
+        (_, Some(_)) => {
+            return Err("spec.track.shadows: only a shadow names a plugin; set track.mode to shadow".to_owned());
         }
-        let config = raw.config.map(|config| config.to_string());
-        if let Some(length) = config.as_ref().map(String::len).filter(|length| *length > MAX_CONFIG) {
+        (_, None) => name.to_owned(),
+    };
+    validate::plugin_name(&plugin).map_err(|rule| match track {
+        Track::Shadow => format!("spec.track.shadows: {rule}"),
+        _ => format!(
+            "the WasmPlugin's name is its plugin's name, and {rule}; name the WasmPlugin as the component's manifest names the plugin"
+        ),
+    })?;
+    Ok((track, plugin))
+}
+
+/// The settings over the manifest's: none when they override nothing (the same version as
+/// without them), and none of them zero (no time, no memory, no worker: the schema's minimum
+/// is 1).
+fn settings_of(raw: Option<RawSettings>) -> Result<Option<wasmloop_sandbox::Settings>, String> {
+    let settings = raw.map(|r| wasmloop_sandbox::Settings {
+        max_concurrent_reconciles: r.max_concurrent_reconciles,
+        deadline_ms: r.deadline_ms,
+        memory_limit_bytes: r.memory_limit_bytes,
+        response_limit_bytes: r.response_limit_bytes,
+        resync_seconds: r.resync_seconds,
+    });
+    let settings = settings.filter(|s| *s != wasmloop_sandbox::Settings::default());
+    if let Some(s) = &settings {
+        let zero = [
+            s.max_concurrent_reconciles.map(u64::from),
+            s.deadline_ms.map(u64::from),
+            s.memory_limit_bytes,
+            s.response_limit_bytes,
+            s.resync_seconds.map(u64::from),
+        ];
+        if zero.contains(&Some(0)) {
+            return Err("spec.settings: every setting is at least 1".to_owned());
+        }
+    }
+    Ok(settings)
+}
+
+/// `spec.serviceAccountName`: a DNS-1123 subdomain, as the API server requires, so no `:` to
+/// smuggle a user name.
+fn account_of(named: String) -> Result<Name, String> {
+    match validate::is_dns1123_subdomain(&named) {
+        true => Name::parse(&named).map_err(|e| e.to_string()),
+        false => Err(String::new()),
+    }
+    .map_err(|_| format!("spec.serviceAccountName {} is not a ServiceAccount name", validate::quoted(&named)))
+}
+
+/// `spec.signature`, its keyRef named as the host names trusted keys: 16 upper-case hex
+/// digits (minisign's own comment line drops leading zeros, and a user copies the id from
+/// there). A keyRef asks for a signature the host reads from the component's ConfigMap.
+fn signature_of(raw: RawSignature, source: &Source) -> Result<Signature, String> {
+    let mut signature = Signature { key: raw.key_ref, digest: raw.digest };
+    if let Some(key) = signature.key.as_mut() {
+        if key.is_empty() || key.len() > 16 || !key.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(format!(
-                "spec.config is {} KiB as JSON, over the {} KiB a plugin's configuration may be; keep large data in objects the plugin reads",
-                length.div_ceil(1024),
-                MAX_CONFIG >> 10
+                "spec.signature.keyRef {} is not a minisign key id (16 hex digits)",
+                validate::quoted(key)
             ));
         }
-        Ok(Spec {
-            plugin,
-            source,
-            account,
-            config,
-            track,
-            stop_on_failure,
-            signature,
-            suspend: raw.suspend.unwrap_or(false),
-            settings,
-        })
+        *key = format!("{:0>16}", key.to_ascii_uppercase());
+        if matches!(source, Source::Image { .. }) {
+            return Err("spec.signature.keyRef: the host reads a component's signature from its ConfigMap (plugin.wasm.minisig); ship a signed component with spec.configMapRef (a host run with --trusted-keys loads only signed components, so an image alone does not load there)".to_owned());
+        }
     }
+    Ok(signature)
+}
+
+/// `spec.config` as JSON text: a mapping, within [`MAX_CONFIG`].
+fn config_of(raw: Option<serde_json::Value>) -> Result<Option<String>, String> {
+    if raw.as_ref().is_some_and(|config| !config.is_object()) {
+        return Err("spec.config is not an object; give the plugin's configuration as a mapping".to_owned());
+    }
+    let config = raw.map(|config| config.to_string());
+    if let Some(length) = config.as_ref().map(String::len).filter(|length| *length > MAX_CONFIG) {
+        return Err(format!(
+            "spec.config is {} KiB as JSON, over the {} KiB a plugin's configuration may be; keep large data in objects the plugin reads",
+            length.div_ceil(1024),
+            MAX_CONFIG >> 10
+        ));
+    }
+    Ok(config)
 }
 
 impl Spec {

@@ -202,102 +202,133 @@ impl Metrics {
             memory_waits: Family::default(),
             seen: Mutex::default(),
         };
-        let r = &mut m.registry;
+        m.register_reconciles();
+        m.register_watches();
+        m.register_plugins();
+        m.register_host();
+        m
+    }
+
+    /// Registers the families of reconciles, maps and the work queue.
+    fn register_reconciles(&mut self) {
+        let r = &mut self.registry;
         r.register(
             "reconciles",
             "Reconciles by plugin and result (success, retry, failed, and deferred: the host's budgets had no room, not counted against the plugin)",
-            m.reconciles.clone(),
+            self.reconciles.clone(),
         );
         r.register(
             "reconcile_errors",
             "Failed reconciles by plugin and reason (the Warning Event's reason)",
-            m.reconcile_errors.clone(),
+            self.reconcile_errors.clone(),
         );
         r.register(
             "reconcile_duration_seconds",
             "Whole reconciles: cache read, plugin call, actions",
-            m.reconcile_duration.clone(),
+            self.reconcile_duration.clone(),
         );
         r.register(
             "maps",
             "Calls of a plugin's map (which primaries a watched object's change concerns), by plugin and result",
-            m.maps.clone(),
+            self.maps.clone(),
         );
-        r.register("map_duration_seconds", "Calls of a plugin's map", m.map_duration.clone());
-        r.register("reconciles_in_flight", "Reconciles running now", m.in_flight.clone());
+        r.register("map_duration_seconds", "Calls of a plugin's map", self.map_duration.clone());
+        r.register("reconciles_in_flight", "Reconciles running now", self.in_flight.clone());
         r.register(
             "reconcile_overlaps",
             "Reconciles that started while another of the same object ran; the queue guarantees 0",
-            m.overlaps.clone(),
+            self.overlaps.clone(),
         );
-        r.register("queue_depth", "Keys waiting in a plugin's work queue", m.queue_depth.clone());
-        r.register("queue_retries", "Keys requeued with backoff after a failure", m.queue_retries.clone());
+        r.register("queue_depth", "Keys waiting in a plugin's work queue", self.queue_depth.clone());
+        r.register("queue_retries", "Keys requeued with backoff after a failure", self.queue_retries.clone());
+    }
+
+    /// Registers the families of the informers' watches.
+    fn register_watches(&mut self) {
+        let r = &mut self.registry;
         r.register(
             "watches_active",
             "Watches open now, by kind, namespace, view and label selector",
-            m.watches_active.clone(),
+            self.watches_active.clone(),
         );
         r.register(
             "watches_started",
             "Watches started (shared informers start one per kind)",
-            m.watches_started.clone(),
+            self.watches_started.clone(),
         );
         r.register(
             "watch_relists",
             "Full lists of a watch: the first, then after 410 Gone or errors",
-            m.watch_relists.clone(),
+            self.watch_relists.clone(),
         );
-        r.register("actions", "Actions carried out, by plugin, kind and verb", m.actions.clone());
-        r.register("plugin_loads", "Plugin versions loaded", m.plugin_loads.clone());
-        r.register("plugin_rejections", "Plugin versions refused, by plugin and reason", m.plugin_rejections.clone());
-        r.register("plugins_active", "Plugins serving now", m.plugins_active.clone());
+    }
+
+    /// Registers the families of what plugins do and how they load.
+    fn register_plugins(&mut self) {
+        let r = &mut self.registry;
+        r.register("actions", "Actions carried out, by plugin, kind and verb", self.actions.clone());
+        r.register("plugin_loads", "Plugin versions loaded", self.plugin_loads.clone());
+        r.register(
+            "plugin_rejections",
+            "Plugin versions refused, by plugin and reason",
+            self.plugin_rejections.clone(),
+        );
+        r.register("plugins_active", "Plugins serving now", self.plugins_active.clone());
         r.register(
             "plugins_preparing",
             "Plugin versions compiled and preparing now: their caches syncing before they serve",
-            m.plugins_preparing.clone(),
+            self.plugins_preparing.clone(),
         );
         r.register(
             "writes_throttled",
             "API writes a plugin made wait for its write budget (token bucket)",
-            m.writes_throttled.clone(),
+            self.writes_throttled.clone(),
         );
         r.register(
             "plugin_quarantined",
             "1 while a plugin is quarantined: its calls all failed for a sustained time",
-            m.quarantined.clone(),
+            self.quarantined.clone(),
         );
         r.register(
             "instantiate_duration_seconds",
             "Creating a fresh guest instance for one call",
-            m.instantiate.clone(),
+            self.instantiate.clone(),
         );
         r.register(
             "shadow_reconciles",
             "Calls of a shadow version compared with its serving version's, by plugin and result (same, differing, failed, skipped)",
-            m.shadow_reconciles.clone(),
+            self.shadow_reconciles.clone(),
         );
-        r.register("leader", "1 while this host holds the leader lease (or runs without election)", m.leader.clone());
+    }
+
+    /// Registers the families of the host itself: leadership, sharding, guest memory.
+    fn register_host(&mut self) {
+        let r = &mut self.registry;
+        r.register(
+            "leader",
+            "1 while this host holds the leader lease (or runs without election)",
+            self.leader.clone(),
+        );
         r.register(
             "shard_members",
             "Live replicas this replica counts, itself included (--shard)",
-            m.shard_members.clone(),
+            self.shard_members.clone(),
         );
         r.register(
             "shard_running",
             "1 while this replica holds the plugin's fence and runs it (--shard), by plugin and replica",
-            m.shard_running.clone(),
+            self.shard_running.clone(),
         );
         r.register(
             "shard_moves",
             "Plugins this replica took (result=in) or handed over (result=out) (--shard)",
-            m.shard_moves.clone(),
+            self.shard_moves.clone(),
         );
         r.register(
             "guest_memory_waits",
             "Growths of a plugin's guest memory that waited for room in the host's guest memory budget",
-            m.memory_waits.clone(),
+            self.memory_waits.clone(),
         );
-        m
     }
 
     /// These metrics with the host's guest budgets, read at each scrape: the memory budget
@@ -644,46 +675,4 @@ impl PluginMetrics {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_forgotten_plugin_leaves_no_series_behind() {
-        let metrics = Metrics::new();
-        let plugin = metrics.plugin("gone");
-        plugin.reconciled(Outcome::Failed, Duration::from_millis(1));
-        metrics.reconcile_failed("gone", "PluginTrapped");
-        metrics.plugin_rejected("gone", "NotAPlugin");
-        metrics.action("gone", "ConfigMap", "apply");
-        metrics.quarantined("gone", true);
-        metrics.shadow_reconciled("gone", "same");
-        metrics.shard_running("gone", "replica-a", true);
-        metrics.plugin("kept").reconciled(Outcome::Success, Duration::from_millis(1));
-        metrics.forget_plugin("gone");
-        let text = metrics.encode();
-        assert!(!text.contains(r#"plugin="gone""#), "{text}");
-        assert!(text.contains(r#"wasmloop_reconciles_total{plugin="kept",result="success"} 1"#), "{text}");
-        assert_eq!(metrics.plugins_seen(), 0, "nothing is remembered of it");
-    }
-
-    #[test]
-    fn refused_plugins_named_anew_each_time_leave_no_series_once_forgotten() {
-        let metrics = Metrics::new();
-        for i in 0..1000 {
-            let name = format!("made-up-{i}");
-            metrics.plugin_rejected(&name, "NameTaken");
-            metrics.forget_plugin(&name);
-        }
-        assert!(!metrics.encode().contains("made-up-"));
-    }
-
-    #[test]
-    fn the_guest_budgets_are_read_at_each_scrape() {
-        let memory = MemoryBudget::new(384 << 20, Duration::from_secs(1));
-        let cpu = Arc::new(CpuBudget::new(0.75, Duration::from_millis(5)));
-        let text = Metrics::new().budgets(Some(memory), cpu).encode();
-        assert!(text.contains("wasmloop_guest_memory_budget_bytes 402653184"), "{text}");
-        assert!(text.contains("wasmloop_guest_memory_used_bytes 0"), "{text}");
-        assert!(text.contains("wasmloop_guest_cpu_budget_cores 0.75"), "{text}");
-    }
-}
+mod tests;

@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tracing::Instrument;
-use wasmloop_sandbox::{CallError, CallFailure, EventType, HostServices, Object, Phase, Request, Trigger};
+use wasmloop_sandbox::{CallError, CallFailure, EventType, HostServices, Object, Phase, Request, Response, Trigger};
 
 use super::memory::{Claim, RunningKeys};
 use super::plan::{self, Child, Observed, Outcome, Requeue, Step};
@@ -295,29 +295,7 @@ async fn reconcile(shared: &Arc<Shared>, key: &Key, attempt: u32) -> Outcome {
 }
 
 async fn call(shared: &Arc<Shared>, key: &Key, entry: Arc<Entry>, phase: Phase, attempt: u32) -> Outcome {
-    let uid = entry.envelope.uid.clone();
-    let owned: Vec<Object> = if phase == Phase::Deleted {
-        Vec::new()
-    } else {
-        shared.owned.iter().flat_map(|i| i.owned_by(&uid)).map(|e| e.envelope.clone()).collect()
-    };
-    let previous = shared
-        .manifest
-        .deliver_previous
-        .then(|| shared.memory.previous(key, &uid))
-        .flatten()
-        .map(|e| e.envelope.clone());
-    let (triggers, triggers_dropped) = shared.reasons.lock().expect("lock").take(key, Instant::now());
-    let request = Request {
-        object: entry.envelope.clone(),
-        owned,
-        phase,
-        previous,
-        attempt,
-        config: shared.config.plugin_config.clone(),
-        triggers,
-        triggers_dropped,
-    };
+    let request = request_for(shared, key, &entry, phase, attempt);
     let recording = shared.record.as_ref().map(|recorder| {
         Recording::new(shared.cache.clone(), shared.manifest.metadata_only.clone(), recorder.key.clone())
     });
@@ -358,13 +336,47 @@ async fn call(shared: &Arc<Shared>, key: &Key, entry: Arc<Entry>, phase: Phase, 
         // After the serving call, on the same request and caches; it returns at once.
         shadow.compare(&shared.manifest, request, shared.cache.clone(), &result);
     }
-    let response = match result {
-        Ok(response) => response,
+    match result {
+        Ok(response) => carry_out(shared, key, entry, phase, response).await,
         Err(error) => {
             let transient = error.failure.is_transient();
-            return guest_failed(shared, &entry.envelope, &error, transient).await;
+            guest_failed(shared, &entry.envelope, &error, transient).await
         }
+    }
+}
+
+/// What the plugin is called with for `key`'s `entry` in `phase`: its children (none once it
+/// is gone), the version it saw last, and why it runs.
+fn request_for(shared: &Shared, key: &Key, entry: &Entry, phase: Phase, attempt: u32) -> Request {
+    let uid = &entry.envelope.uid;
+    let owned: Vec<Object> = if phase == Phase::Deleted {
+        Vec::new()
+    } else {
+        shared.owned.iter().flat_map(|i| i.owned_by(uid)).map(|e| e.envelope.clone()).collect()
     };
+    let previous = shared
+        .manifest
+        .deliver_previous
+        .then(|| shared.memory.previous(key, uid))
+        .flatten()
+        .map(|e| e.envelope.clone());
+    let (triggers, triggers_dropped) = shared.reasons.lock().expect("lock").take(key, Instant::now());
+    Request {
+        object: entry.envelope.clone(),
+        owned,
+        phase,
+        previous,
+        attempt,
+        config: shared.config.plugin_config.clone(),
+        triggers,
+        triggers_dropped,
+    }
+}
+
+/// Carries out what the plugin answered for `key`: its actions, then what the plan makes of
+/// them (prune, release the finalizer, remember what it saw).
+async fn carry_out(shared: &Arc<Shared>, key: &Key, entry: Arc<Entry>, phase: Phase, response: Response) -> Outcome {
+    let uid = entry.envelope.uid.clone();
     let primary = &entry.envelope;
     let executor = &shared.executor;
     let applied = match executor.execute(&shared.manifest, primary, &response.actions).await {

@@ -1,9 +1,18 @@
-//! What the registry does with a compiled version a source offers, decided without running
-//! anything.
+//! What the registry decides, without compiling, preparing or stopping anything: the shell
+//! ([`super::Registry`]) takes the lanes of the names involved, reads what serves, what is
+//! parked and what shadows under its one lock, asks here, and carries the answer out.
 //!
-//! The shell ([`super::Registry`]) takes the locks of the names involved, looks at what serves,
-//! what is parked and what shadows ([`View`]), asks [`decide`], and carries the [`Decision`]
-//! out: it prepares a controller, stops one, parks a version, or refuses. The rules:
+//! - an offer, before it is compiled: the version its source serves or has parked already
+//!   changes nothing ([`again`]); a refused one is known by the name it was refused as
+//!   ([`refused_as`], [`Refusals`]);
+//! - a compiled offer ([`decide`], below);
+//! - a shadow: a plugin has one, from one source ([`shadow`], [`seat`]);
+//! - a source gone: what it serves stops, what it parked goes, what it was refused as is
+//!   forgotten ([`removal`]);
+//! - a plugin admitted to this replica starts the versions parked for it ([`admitted`]);
+//! - what a start did ([`started`]).
+//!
+//! A compiled offer ([`decide`]) follows these rules:
 //! - the same component, configuration and account from the same source change nothing;
 //! - the manifest must name the plugin its source promised;
 //! - on a sharded host, a plugin this replica is not admitted to is parked, unless another
@@ -23,7 +32,11 @@
 //! assert_eq!(decide(&view, &offered), Decision::Install { promote: false, replace: Some(id) });
 //! ```
 
+use std::collections::HashMap;
+
 use wasmloop_sandbox::{PluginId, SourceId};
+
+use super::Loaded;
 
 /// What serves, waits or shadows, as it concerns one offer: read under the registry's lock
 /// while the offer's names are held, so nothing in it changes before the decision is carried
@@ -97,8 +110,8 @@ pub enum Refusal {
 
 /// Decides what an offered version does, given what serves (see the module's rules).
 pub fn decide(view: &View, offered: &Offered<'_>) -> Decision {
-    if let Some((id, true)) = &view.mine {
-        return Decision::Unchanged { id: id.clone() };
+    if let Some(Again::Unchanged(id)) = again(view.mine.as_ref().map(|(id, same)| (id, *same)), None) {
+        return Decision::Unchanged { id };
     }
     if let Some(expected) = offered.expected_name.filter(|e| *e != offered.name) {
         return Decision::Refuse(Refusal::NameMismatch { expected: expected.to_owned() });
@@ -125,141 +138,183 @@ pub fn decide(view: &View, offered: &Offered<'_>) -> Decision {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// What an offer that needs no compiling did: the very version its source serves, or has
+/// parked, is offered again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Again {
+    /// It serves already.
+    Unchanged(PluginId),
+    /// It waits, parked, to be admitted.
+    Parked(PluginId),
+}
 
-    use std::sync::LazyLock;
-    use wasmloop_contract::names::{Name, Namespace};
-    use wasmloop_sandbox::SourceKind;
-
-    static LABELER_ID: LazyLock<PluginId> = LazyLock::new(|| id("team-a/labeler"));
-    static LABELER: LazyLock<Offered<'static>> =
-        LazyLock::new(|| Offered { name: "labeler", id: &LABELER_ID, expected_name: None });
-
-    fn id(text: &str) -> PluginId {
-        PluginId::parse(text).unwrap()
-    }
-
-    /// ConfigMap `name` of the realm.
-    fn configmap(name: &str) -> SourceId {
-        SourceId::object(SourceKind::ConfigMap, Namespace::parse("team-a").unwrap(), Name::parse(name).unwrap())
-    }
-
-    fn mine(plugin: &str, same: bool) -> Option<(PluginId, bool)> {
-        Some((id(plugin), same))
-    }
-
-    fn taken(holder: &str) -> Decision {
-        Decision::Refuse(Refusal::NameTaken { holder: configmap(holder) })
-    }
-
-    fn install(promote: bool, replace: Option<&str>) -> Decision {
-        Decision::Install { promote, replace: replace.map(id) }
-    }
-
-    #[test]
-    fn decisions_follow_the_rules_in_order() {
-        let promised = |name| Offered { expected_name: Some(name), ..*LABELER };
-        let cases: Vec<(&str, View, Offered<'_>, Decision)> = vec![
-            ("a first version starts", View::default(), *LABELER, install(false, None)),
-            (
-                "the same version from the same source changes nothing",
-                View { mine: mine("team-a/labeler", true), ..View::default() },
-                *LABELER,
-                Decision::Unchanged { id: id("team-a/labeler") },
-            ),
-            (
-                "unchanged wins over a name mismatch: the version serving was checked already",
-                View { mine: mine("team-a/labeler", true), ..View::default() },
-                promised("other"),
-                Decision::Unchanged { id: id("team-a/labeler") },
-            ),
-            (
-                "a new version replaces the source's",
-                View { mine: mine("team-a/labeler", false), ..View::default() },
-                *LABELER,
-                install(false, Some("team-a/labeler")),
-            ),
-            (
-                "a source offering another name gives its old plugin up",
-                View { mine: mine("team-a/stamp", false), ..View::default() },
-                *LABELER,
-                install(false, Some("team-a/stamp")),
-            ),
-            ("the promised name must be the manifest's", View::default(), promised("stamp"), {
-                Decision::Refuse(Refusal::NameMismatch { expected: "stamp".into() })
-            }),
-            ("the promised name matching passes", View::default(), promised("labeler"), install(false, None)),
-            (
-                "a name another source serves is refused",
-                View { holder: Some(configmap("b")), ..View::default() },
-                *LABELER,
-                taken("b"),
-            ),
-            (
-                "the seated shadow of this very version is promoted over the other source",
-                View { holder: Some(configmap("b")), shadows_this: true, ..View::default() },
-                *LABELER,
-                install(true, Some("team-a/labeler")),
-            ),
-            (
-                "a promotion with nothing serving starts the plugin",
-                View { shadows_this: true, ..View::default() },
-                *LABELER,
-                install(true, None),
-            ),
-            (
-                "a source that serves already is not promoted: it replaces its own",
-                View { mine: mine("team-a/labeler", false), shadows_this: true, ..View::default() },
-                *LABELER,
-                install(false, Some("team-a/labeler")),
-            ),
-            (
-                "on a shard admitted to the plugin, it installs",
-                View { admitted: Some(true), ..View::default() },
-                *LABELER,
-                install(false, None),
-            ),
-            (
-                "on a shard not admitted, it is parked",
-                View { admitted: Some(false), ..View::default() },
-                *LABELER,
-                Decision::Park { stop: None },
-            ),
-            (
-                "parking a new name stops what the source served",
-                View { admitted: Some(false), mine: mine("team-a/stamp", false), ..View::default() },
-                *LABELER,
-                Decision::Park { stop: Some(id("team-a/stamp")) },
-            ),
-            (
-                "not admitted, a name served by another source is refused",
-                View { admitted: Some(false), holder: Some(configmap("b")), ..View::default() },
-                *LABELER,
-                taken("b"),
-            ),
-            (
-                "not admitted, a name parked by another source is refused",
-                View { admitted: Some(false), parked_elsewhere: Some(configmap("c")), ..View::default() },
-                *LABELER,
-                taken("c"),
-            ),
-            (
-                "admitted, a name parked by another source that admit has yet to start is refused",
-                View { admitted: Some(true), parked_elsewhere: Some(configmap("c")), ..View::default() },
-                *LABELER,
-                taken("c"),
-            ),
-            (
-                "not admitted, a shadow is not promoted past the first source",
-                View { admitted: Some(false), holder: Some(configmap("b")), shadows_this: true, ..View::default() },
-                *LABELER,
-                taken("b"),
-            ),
-        ];
-        for (case, view, offered, expected) in cases {
-            assert_eq!(decide(&view, &offered), expected, "{case}");
-        }
+/// What an offered version (its digest, its account) did before it is compiled, given the
+/// version its source serves and the one it has parked, each with whether it is this very
+/// version: none when it is to be compiled. The same rule [`decide`] applies once compiled.
+///
+/// ```
+/// use wasmloop_runtime::registry::plan::{Again, again};
+/// use wasmloop_sandbox::PluginId;
+/// let id = PluginId::new(None, "labeler").unwrap();
+/// assert_eq!(again(Some((&id, true)), None), Some(Again::Unchanged(id.clone())));
+/// assert_eq!(again(Some((&id, false)), None), None);
+/// ```
+pub fn again(serving: Option<(&PluginId, bool)>, parked: Option<(&PluginId, bool)>) -> Option<Again> {
+    match (serving, parked) {
+        (Some((id, true)), _) => Some(Again::Unchanged(id.clone())),
+        (_, Some((id, true))) => Some(Again::Parked(id.clone())),
+        _ => None,
     }
 }
+
+/// What a version that did not compile is known as in metrics and refusals: the plugin its
+/// source promised, else the one it serves, else `unknown`.
+pub fn refused_as(promised: Option<PluginId>, serving: Option<PluginId>) -> PluginId {
+    promised.or(serving).unwrap_or_else(|| PluginId::new(None, "unknown").expect("a plugin name"))
+}
+
+/// The plugin each source was last refused as, whose metric series go when the source stops
+/// offering it: a source that keeps offering components of new names cannot grow `/metrics`.
+#[derive(Debug, Default)]
+pub struct Refusals(HashMap<SourceId, PluginId>);
+
+impl Refusals {
+    /// `source` was refused as `refused_as` (none: what it offers loads now). Returns the
+    /// plugin whose series are to be forgotten: the one it was refused as before, unless that
+    /// is the same or `serves`.
+    pub fn note(
+        &mut self,
+        source: &SourceId,
+        refused_as: Option<PluginId>,
+        serves: impl Fn(&PluginId) -> bool,
+    ) -> Option<PluginId> {
+        let earlier = match refused_as {
+            Some(id) => self.0.insert(source.clone(), id.clone()).filter(|earlier| *earlier != id),
+            None => self.0.remove(source),
+        };
+        earlier.filter(|earlier| !serves(earlier))
+    }
+
+    /// `source` is gone: the plugin it was refused as, to forget unless it `serves`.
+    pub fn forget(&mut self, source: &SourceId, serves: impl Fn(&PluginId) -> bool) -> Option<PluginId> {
+        self.0.remove(source).filter(|refused| !serves(refused))
+    }
+}
+
+/// What an offered shadow does, given the shadow seated for its plugin (its source, and
+/// whether it is this very version).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShadowStep {
+    /// Another source's shadow is seated: refused.
+    Taken {
+        /// That source.
+        holder: SourceId,
+    },
+    /// This very version shadows already.
+    Unchanged,
+    /// Compile it and seat it ([`seat`]).
+    Seat,
+}
+
+/// What a shadow offered by `origin` does, given the one seated (`seated`: its source and
+/// whether it is this very version).
+pub fn shadow(seated: Option<(&SourceId, bool)>, origin: &SourceId) -> ShadowStep {
+    match seated {
+        Some((holder, _)) if holder != origin => ShadowStep::Taken { holder: holder.clone() },
+        Some((_, true)) => ShadowStep::Unchanged,
+        _ => ShadowStep::Seat,
+    }
+}
+
+/// Why a compiled shadow cannot be seated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unseated {
+    /// Another source's shadow is seated.
+    Taken {
+        /// That source.
+        holder: SourceId,
+    },
+    /// The manifest names another plugin than the source promised.
+    NameMismatch {
+        /// What the manifest names.
+        found: String,
+    },
+    /// It does not fit the serving version ([`crate::shadow::fits`]).
+    Misfit {
+        /// What does not match, and what to do.
+        reason: String,
+    },
+}
+
+/// Whether a compiled shadow from `origin` of plugin `expected` may be seated: the seat is
+/// not another source's, its manifest names `expected` (`found`), and it `fits` the serving
+/// version, checked in that order.
+pub fn seat(
+    holder: Option<&SourceId>,
+    origin: &SourceId,
+    (expected, found): (&str, &str),
+    fits: impl FnOnce() -> Result<(), String>,
+) -> Result<(), Unseated> {
+    if let Some(holder) = holder.filter(|h| *h != origin) {
+        return Err(Unseated::Taken { holder: holder.clone() });
+    }
+    if found != expected {
+        return Err(Unseated::NameMismatch { found: found.to_owned() });
+    }
+    fits().map_err(|reason| Unseated::Misfit { reason })
+}
+
+/// What a removed source's plugins come to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Removal {
+    /// The plugin it serves, to stop.
+    pub stop: Option<PluginId>,
+    /// The plugin whose version it had parked, gone with it.
+    pub parked: Option<PluginId>,
+}
+
+impl Removal {
+    /// The plugin that is gone: the one stopped, else the one parked.
+    pub fn gone(&self) -> Option<&PluginId> {
+        self.stop.as_ref().or(self.parked.as_ref())
+    }
+}
+
+/// What removing a source does, given the plugin it served when its lane was entered
+/// (`before`), the one it serves now that its plugin's lane is held too (`now`; a promotion
+/// may have taken the plugin over meanwhile, and another source's version is not this
+/// source's to stop), and the plugin whose version it had parked.
+pub fn removal(before: Option<&PluginId>, now: Option<&PluginId>, parked: Option<PluginId>) -> Removal {
+    let stop = before.filter(|name| now == Some(*name)).cloned();
+    Removal { stop, parked }
+}
+
+/// The sources whose versions parked for plugin `id` start once it is admitted, in order.
+pub fn admitted<'a>(id: &PluginId, parked: impl IntoIterator<Item = (&'a SourceId, PluginId)>) -> Vec<SourceId> {
+    let mut sources: Vec<SourceId> = parked.into_iter().filter(|(_, p)| p == id).map(|(s, _)| s.clone()).collect();
+    sources.sort();
+    sources
+}
+
+/// What a started version did: promoted from shadow, replaced `previous`, or started; and the
+/// source a promotion took the plugin from (`old_source`, when it is not `source`), which now
+/// serves nothing.
+pub fn started(
+    (name, version, digest): (PluginId, String, String),
+    promoted: bool,
+    previous: Option<(String, SourceId)>,
+    source: &SourceId,
+) -> Loaded {
+    match previous {
+        _ if promoted => {
+            let superseded = previous.as_ref().map(|(_, old)| old).filter(|old| *old != source).cloned();
+            let previous = previous.map(|(version, _)| version);
+            Loaded::Promoted { name, version, previous, superseded, digest }
+        }
+        Some((previous, _)) => Loaded::Replaced { name, version, previous, digest },
+        None => Loaded::Started { name, version, digest },
+    }
+}
+
+#[cfg(test)]
+mod tests;

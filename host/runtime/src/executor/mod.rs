@@ -631,3 +631,69 @@ impl Executor {
 /// How many conflicts in a row releasing a finalizer gets through before it is a failure
 /// (and the key is retried with backoff).
 const FINALIZER_CONFLICTS: usize = 5;
+
+#[cfg(test)]
+mod tests {
+    use kube::core::Status;
+
+    use super::*;
+
+    fn refused(code: u16) -> ExecError {
+        let status = Status { code, message: "no".into(), ..Status::default() };
+        ExecError::Api {
+            plugin: PluginId::new(None, "p").unwrap(),
+            actor: "ServiceAccount team-a/p".into(),
+            verb: "apply",
+            target: "ConfigMap team-a/x".into(),
+            source: kube::Error::Api(Box::new(status)),
+        }
+    }
+
+    #[test]
+    fn a_request_the_server_rejects_as_invalid_is_not_retried() {
+        for code in [400, 415, 422] {
+            assert!(!refused(code).is_transient(), "{code}");
+        }
+    }
+
+    #[test]
+    fn a_conflict_a_refusal_or_a_server_failure_is_retried() {
+        for code in [403, 404, 409, 429, 500, 503] {
+            assert!(refused(code).is_transient(), "{code}");
+        }
+    }
+
+    #[test]
+    fn each_failure_has_its_event_reason() {
+        let cases = [(409, "Conflict"), (403, "Forbidden"), (500, "ActionFailed"), (422, "ActionFailed")];
+        for (code, reason) in cases {
+            assert_eq!(refused(code).event_reason(), reason, "{code}");
+        }
+    }
+
+    #[test]
+    fn a_forbidden_write_names_whom_to_grant_what() {
+        let message = refused(403).to_string();
+        assert!(
+            message.starts_with("plugin p: apply ConfigMap team-a/x failed as ServiceAccount team-a/p"),
+            "{message}"
+        );
+        assert!(
+            message.ends_with("grant ServiceAccount team-a/p this verb on this kind (RBAC; docs/security.md)"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn an_action_the_plugin_got_wrong_is_its_to_fix_and_not_retried() {
+        let invalid = ExecError::Invalid {
+            plugin: PluginId::new(None, "p").unwrap(),
+            verb: "patch",
+            target: "ConfigMap team-a/x".into(),
+            reason: "a JSON patch must be a list".into(),
+        };
+        assert!(!invalid.is_transient());
+        assert_eq!(invalid.event_reason(), "InvalidAction");
+        assert!(invalid.to_string().ends_with("; fix the plugin"));
+    }
+}

@@ -126,3 +126,69 @@ impl InformerScope {
         parts.join("; ")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    }
+
+    fn filter(labels: Option<&str>, annotations: &[&str], finalizer: Option<&str>) -> Filter {
+        Filter {
+            labels: labels.map(|l| LabelSelector::parse(l).unwrap()),
+            annotations: annotations
+                .iter()
+                .map(|a| {
+                    let (key, value) = a.split_once('=').map_or((*a, None), |(k, v)| (k, Some(v)));
+                    AnnotationMatch::new(key, value).unwrap()
+                })
+                .collect(),
+            finalizer: finalizer.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn a_filter_selects_by_its_labels_and_every_annotation() {
+        let f = filter(Some("tier=web"), &["owner=team-a"], None);
+        let (web, db) = (map(&[("tier", "web")]), map(&[("tier", "db")]));
+        let owned = map(&[("owner", "team-a")]);
+        assert!(f.selects(Some(&web), Some(&owned)));
+        assert!(!f.selects(Some(&db), Some(&owned)), "another label");
+        assert!(!f.selects(Some(&web), None), "no annotation");
+        assert!(!f.selects(None, Some(&owned)), "no labels");
+    }
+
+    #[test]
+    fn an_object_carrying_the_finalizer_is_kept_whatever_it_says() {
+        let f = filter(Some("tier=web"), &[], Some("wasmloop.dev/cleanup"));
+        let finalizers = ["wasmloop.dev/cleanup".to_owned()];
+        assert!(f.keeps(false, Some(&finalizers)));
+        assert!(!f.keeps(false, Some(&["other".to_owned()])));
+        assert!(f.keeps(true, None));
+    }
+
+    #[test]
+    fn a_watch_s_metric_labels_say_what_narrows_it() {
+        let mut scope = InformerScope::new(Gvk::from_api_version("v1", "ConfigMap").unwrap(), None);
+        scope.selector = Some(LabelSelector::parse("app=x").unwrap());
+        scope.metadata = true;
+        let labels = scope.labels();
+        assert_eq!(
+            (labels.view.as_str(), labels.selector.as_str(), labels.namespace.as_str()),
+            ("metadata", "app=x", "")
+        );
+    }
+
+    #[test]
+    fn a_long_selection_is_cut_in_the_metric_label() {
+        let mut scope = InformerScope::new(Gvk::from_api_version("v1", "ConfigMap").unwrap(), None);
+        let values: Vec<String> = (0..64).map(|i| format!("value-{i}")).collect();
+        scope.selector = Some(LabelSelector::parse(&format!("app in ({})", values.join(","))).unwrap());
+        let shown = scope.labels().selector;
+        assert!(shown.len() <= WATCH_SELECTOR_LABEL && shown.ends_with('…'), "{shown}");
+    }
+}

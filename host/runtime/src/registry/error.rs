@@ -99,3 +99,59 @@ impl RegistryError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use wasmloop_contract::names::{Name, Namespace};
+    use wasmloop_sandbox::SourceKind;
+
+    use super::*;
+
+    fn cm(name: &str) -> SourceId {
+        SourceId::object(SourceKind::ConfigMap, Namespace::parse("team-a").unwrap(), Name::parse(name).unwrap())
+    }
+
+    #[test]
+    fn a_refusal_names_the_version_that_keeps_serving() {
+        let error = RegistryError::NameMismatch {
+            origin: cm("a"),
+            expected: "p".into(),
+            found: "q".into(),
+            running: Some("1.0.0".into()),
+        };
+        let message = error.to_string();
+        assert!(message.starts_with("ConfigMap team-a/a is labelled plugin \"p\""), "{message}");
+        assert!(message.ends_with(" (version 1.0.0 keeps serving)"), "{message}");
+    }
+
+    #[test]
+    fn a_refusal_with_nothing_serving_says_nothing_keeps_serving() {
+        let error =
+            RegistryError::NameMismatch { origin: cm("a"), expected: "p".into(), found: "q".into(), running: None };
+        assert!(!error.to_string().contains("keeps serving"));
+    }
+
+    #[test]
+    fn each_refusal_has_its_reason_word() {
+        let id = PluginId::parse("team-a/p").unwrap();
+        let cases = [
+            (RegistryError::NameTaken { origin: cm("a"), name: id.clone(), holder: cm("b") }, "NameTaken"),
+            (RegistryError::ShadowTaken { origin: cm("a"), name: "p".into(), holder: cm("b") }, "ShadowTaken"),
+            (RegistryError::ShadowMismatch { origin: cm("a"), name: "p".into(), reason: "x".into() }, "ShadowMismatch"),
+            (RegistryError::ShuttingDown { plugin: id }, "ShuttingDown"),
+        ];
+        for (error, reason) in cases {
+            assert_eq!(error.reason(), reason, "{error}");
+        }
+    }
+
+    #[test]
+    fn a_name_taken_says_which_source_holds_it_and_what_to_do() {
+        let error =
+            RegistryError::NameTaken { origin: cm("a"), name: PluginId::parse("team-a/p").unwrap(), holder: cm("b") };
+        assert_eq!(
+            error.to_string(),
+            "ConfigMap team-a/a offers plugin \"team-a/p\", which ConfigMap team-a/b already serves; a plugin name is unique within its plugin namespace (the operator's files are one): remove one of the two"
+        );
+    }
+}

@@ -477,3 +477,34 @@ impl Registry {
         self.context.metrics.plugins_active(0);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_component_without_configuration_is_named_by_its_own_digest() {
+        assert_eq!(version_digest("abc", None), "abc");
+    }
+
+    #[test]
+    fn another_configuration_is_another_version() {
+        let (a, b) = (version_digest("abc", Some("{\"a\":1}")), version_digest("abc", Some("{\"a\":2}")));
+        assert_ne!(a, b);
+        assert_ne!(a, "abc");
+        assert_eq!(a, version_digest("abc", Some("{\"a\":1}")), "the same configuration is the same version");
+    }
+
+    #[test]
+    fn settings_over_the_manifest_s_are_another_version_and_none_change_nothing() {
+        let settings = wasmloop_sandbox::Settings { deadline_ms: Some(100), ..wasmloop_sandbox::Settings::default() };
+        assert_eq!(with_overrides("abc".into(), None), "abc");
+        assert_ne!(with_overrides("abc".into(), Some(&settings)), "abc");
+    }
+
+    #[test]
+    fn the_operator_s_files_are_the_realm_without_a_namespace() {
+        assert_eq!(realm_text(None), "");
+        assert_eq!(realm_text(Some(&Namespace::parse("team-a").unwrap())), "team-a");
+    }
+}

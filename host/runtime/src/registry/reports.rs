@@ -239,3 +239,58 @@ impl std::fmt::Display for Loaded {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p() -> PluginId {
+        PluginId::parse("team-a/p").unwrap()
+    }
+
+    #[test]
+    fn each_outcome_reads_as_a_sentence_naming_the_plugin() {
+        let source = SourceId::file("b.wasm");
+        let cases = [
+            (Loaded::Started { name: p(), version: "1".into(), digest: "d".into() }, "plugin team-a/p 1 serving"),
+            (
+                Loaded::Replaced { name: p(), version: "2".into(), previous: "1".into(), digest: "d".into() },
+                "plugin team-a/p 2 serving, replacing 1; every primary requeued",
+            ),
+            (
+                Loaded::Promoted {
+                    name: p(),
+                    version: "2".into(),
+                    previous: Some("1".into()),
+                    superseded: Some(source),
+                    digest: "d".into(),
+                },
+                "plugin team-a/p 2 promoted from shadow to serving, replacing 1 from file b.wasm, which now serves nothing",
+            ),
+            (Loaded::Parked { name: p(), digest: "d".into() }, "plugin team-a/p parked: another replica runs it"),
+            (Loaded::Unchanged { name: p(), digest: "d".into() }, "plugin team-a/p unchanged"),
+        ];
+        for (loaded, sentence) in cases {
+            assert_eq!(loaded.to_string(), sentence);
+            assert_eq!((loaded.name(), loaded.digest()), (&p(), "d"));
+        }
+    }
+
+    #[test]
+    fn reports_reach_the_reader_in_the_order_they_were_published() {
+        let (reporter, mut reports) = channel();
+        let source = SourceId::file("a.wasm");
+        reporter.publish(Report::new(source.clone(), Reported::ShadowUnchanged));
+        reporter.publish(Report::new(source, Reported::Removed));
+        assert_eq!(reports.try_recv().map(|r| r.what), Ok(Reported::ShadowUnchanged));
+        assert_eq!(reports.try_recv().map(|r| r.what), Ok(Reported::Removed));
+    }
+
+    #[test]
+    fn a_reporter_whose_reader_is_gone_loses_nothing_it_needed() {
+        let (reporter, reports) = channel();
+        drop(reports);
+        reporter.publish(Report::new(SourceId::file("a.wasm"), Reported::Removed));
+        Reporter::none().publish(Report::new(SourceId::file("a.wasm"), Reported::Removed));
+    }
+}

@@ -128,14 +128,14 @@ impl Registry {
         // Taken from the slots and parked in one step, and reported before the drain: a
         // removal of the source sees it either serving or parked, drops it, and its report
         // comes after this one.
-        let slot = {
+        let (slot, source, parked) = {
             let state = &mut *self.state();
-            let Some(slot) = state.take_slot(name, &self.context.metrics) else {
-                if let Some(gate) = state.gate.as_mut() {
-                    gate.admitted.remove(name);
-                }
-                return handovers;
-            };
+            if let Some(gate) = state.gate.as_mut() {
+                gate.admitted.remove(name);
+            }
+            let serving = state.slots.get(name).map(|slot| (&slot.source, slot.digest.as_str()));
+            let Some((source, parked)) = plan::evicted(name, serving) else { return handovers };
+            let slot = state.take_slot(name, &self.context.metrics).expect("it serves");
             let offer = Offer {
                 source: slot.source.clone(),
                 realm: slot.realm.clone(),
@@ -144,12 +144,10 @@ impl Registry {
             };
             let plugin = slot.controller.plugin().with_limits(slot.controller.plugin().limits());
             let gate = state.gate.as_mut().expect("checked above");
-            gate.admitted.remove(name);
-            gate.park(slot.source.clone(), Parked { offer, plugin, config: slot.config.clone() });
-            slot
+            gate.park(source.clone(), Parked { offer, plugin, config: slot.config.clone() });
+            (slot, source, parked)
         };
-        let parked = Loaded::Parked { name: name.clone(), digest: slot.digest.clone() };
-        self.reporter.publish(Report::new(slot.source.clone(), Reported::Loaded(parked)));
+        self.reporter.publish(Report::new(source, Reported::Loaded(parked)));
         let handover = slot.controller.shut_down(self.drain).await;
         self.context.metrics.plugin_stopped(name.as_str());
         handovers.push(handover);

@@ -9,7 +9,8 @@
 //! - a shadow: a plugin has one, from one source ([`shadow`], [`seat`]);
 //! - a source gone: what it serves stops, what it parked goes, what it was refused as is
 //!   forgotten ([`removal`]);
-//! - a plugin admitted to this replica starts the versions parked for it ([`admitted`]);
+//! - a plugin admitted to this replica starts the versions parked for it ([`admitted`]); one
+//!   evicted parks the version serving ([`evicted`]);
 //! - what a start did ([`started`]).
 //!
 //! A compiled offer ([`decide`]) follows these rules:
@@ -294,6 +295,14 @@ pub fn admitted<'a>(id: &PluginId, parked: impl IntoIterator<Item = (&'a SourceI
     let mut sources: Vec<SourceId> = parked.into_iter().filter(|(_, p)| p == id).map(|(s, _)| s.clone()).collect();
     sources.sort();
     sources
+}
+
+/// What evicting plugin `id` from this replica does, given the version serving here (its
+/// source and digest): that version is parked for its source, and reported parked; with none
+/// serving, only the admission goes.
+pub fn evicted(id: &PluginId, serving: Option<(&SourceId, &str)>) -> Option<(SourceId, Loaded)> {
+    let (source, digest) = serving?;
+    Some((source.clone(), Loaded::Parked { name: id.clone(), digest: digest.to_owned() }))
 }
 
 /// What a started version did: promoted from shadow, replaced `previous`, or started; and the

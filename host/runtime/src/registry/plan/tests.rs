@@ -319,6 +319,20 @@ fn an_admitted_plugin_starts_the_versions_parked_for_it_and_no_other() {
     assert!(admitted(&id("team-a/r"), [(&c, id("q"))]).is_empty());
 }
 
+// evicted
+
+#[test]
+fn an_evicted_plugin_parks_the_version_serving_for_its_source() {
+    let (p, source) = (id("team-a/p"), configmap("a"));
+    let (parked_for, loaded) = evicted(&p, Some((&source, "d1"))).expect("it serves");
+    assert_eq!((parked_for, loaded), (source, Loaded::Parked { name: p, digest: "d1".into() }));
+}
+
+#[test]
+fn an_evicted_plugin_that_serves_nothing_here_parks_nothing() {
+    assert_eq!(evicted(&id("team-a/p"), None), None);
+}
+
 // started
 
 #[test]

@@ -9,7 +9,6 @@ use std::net::SocketAddr;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 
-use anyhow::Context;
 use axum::Router;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
@@ -21,18 +20,40 @@ use wasmloop_runtime::quarantine::Board;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BindAddress(pub Option<SocketAddr>);
 
+/// A bind address flag that names no address to listen on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not an address to listen on; write HOST:PORT, :PORT for every interface, or 0 to turn it off")]
+pub struct BadBindAddress(String);
+
 impl FromStr for BindAddress {
-    type Err = String;
+    type Err = BadBindAddress;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         if text == "0" {
             return Ok(BindAddress(None));
         }
         let full = if text.starts_with(':') { format!("0.0.0.0{text}") } else { text.to_owned() };
-        full.parse().map(|a| BindAddress(Some(a))).map_err(|_| {
-            format!("{text:?} is not an address to listen on; write HOST:PORT, :PORT for every interface, or 0 to turn it off")
-        })
+        full.parse().map(|a| BindAddress(Some(a))).map_err(|_| BadBindAddress(text.to_owned()))
     }
+}
+
+/// Why an endpoint cannot serve: the probes and metrics the flags ask for would be missing.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The address is taken, or not this host's.
+    #[error("cannot listen for {what} on {address}; pick a free address or 0 to turn it off")]
+    Listen {
+        /// What was to be served there.
+        what: &'static str,
+        /// The address.
+        address: SocketAddr,
+        /// What binding said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The bound listener cannot say its address.
+    #[error(transparent)]
+    LocalAddress(std::io::Error),
 }
 
 /// What `/readyz` waits for: named conditions not met yet. Ready when there are none. Its
@@ -108,14 +129,14 @@ fn probe_routes(readiness: Arc<Readiness>) -> Router {
 /// real one, which tests read from the log).
 ///
 /// # Errors
-/// When an address cannot be bound.
+/// A [`ServeError`] when an address cannot be bound.
 pub async fn serve(
     metrics_address: BindAddress,
     probe_address: BindAddress,
     metrics: Arc<Metrics>,
     readiness: Arc<Readiness>,
-) -> anyhow::Result<()> {
-    let mut servers: Vec<(SocketAddr, Router, &str)> = Vec::new();
+) -> Result<(), ServeError> {
+    let mut servers: Vec<(SocketAddr, Router, &'static str)> = Vec::new();
     match (metrics_address.0, probe_address.0) {
         (Some(m), Some(p)) if m == p => {
             servers.push((m, metrics_routes(metrics).merge(probe_routes(readiness)), "metrics and health probes"))
@@ -126,10 +147,12 @@ pub async fn serve(
         }
     }
     for (address, routes, what) in servers {
-        let listener = tokio::net::TcpListener::bind(address).await.with_context(|| {
-            format!("cannot listen for {what} on {address}; pick a free address or 0 to turn it off")
+        let listener = tokio::net::TcpListener::bind(address).await.map_err(|source| ServeError::Listen {
+            what,
+            address,
+            source,
         })?;
-        let bound = listener.local_addr()?;
+        let bound = listener.local_addr().map_err(ServeError::LocalAddress)?;
         tracing::info!(address = %bound, "serving {what}");
         tokio::spawn(async move {
             if let Err(error) = axum::serve(listener, routes).await {
@@ -156,7 +179,7 @@ mod tests {
 
     #[test]
     fn a_bad_address_says_what_to_write() {
-        let error = "localhost".parse::<BindAddress>().unwrap_err();
+        let error = "localhost".parse::<BindAddress>().unwrap_err().to_string();
         assert!(error.contains("HOST:PORT"), "{error}");
     }
 

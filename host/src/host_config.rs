@@ -2,10 +2,9 @@
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::Context;
 use serde::Deserialize;
 use wasmloop_contract::names::Namespace;
 use wasmloop_runtime::identity::ServiceAccount;
@@ -72,6 +71,70 @@ const MAX_CPU_WEIGHT: u32 = 100;
 /// The longest any quarantine duration may be: a day.
 const MAX_QUARANTINE_SECONDS: u64 = 86_400;
 
+/// Why a host configuration's text is refused. Its sentence follows the file's name
+/// (`host.yaml: quarantine.minFailures: must be at least 1`), as [`HostConfig::read`] writes it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// Not YAML, or not the schema (an unknown field, a plugin key that names no plugin).
+    #[error(" is not a valid wasmloop host configuration: {0}")]
+    Schema(String),
+    /// A quarantine duration of none, or longer than a day.
+    #[error(": quarantine.{field}: {value} is not between 1 and {MAX_QUARANTINE_SECONDS}")]
+    QuarantineSeconds {
+        /// The field, as the file spells it.
+        field: &'static str,
+        /// Its value.
+        value: u64,
+    },
+    /// A failure share that is no percentage, or 0.
+    #[error(": quarantine.failurePercent: {0} is not between 1 and 100")]
+    FailurePercent(u8),
+    /// No failure needed: every plugin would be quarantined.
+    #[error(": quarantine.minFailures: must be at least 1")]
+    MinFailures,
+    /// A first probe wait the doubling could never reach from.
+    #[error(": quarantine.firstProbeSeconds: must not exceed maxProbeSeconds")]
+    ProbeOrder,
+    /// A plugin's ServiceAccount that is none.
+    #[error(": plugins.{plugin}.serviceAccount: {why}")]
+    ServiceAccount {
+        /// The plugin key.
+        plugin: PluginId,
+        /// Why it is none.
+        why: wasmloop_runtime::identity::InvalidServiceAccount,
+    },
+    /// A CPU weight past a fair share's reach.
+    #[error(": plugins.{plugin}.cpuWeight: {weight} is not between 1 and {MAX_CPU_WEIGHT}")]
+    CpuWeight {
+        /// The plugin key.
+        plugin: PluginId,
+        /// The weight given.
+        weight: NonZeroU32,
+    },
+}
+
+/// Why `--config` cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigFileError {
+    /// The file cannot be read.
+    #[error("cannot read {}", .path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What the read said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is no host configuration.
+    #[error("{}{error}", .path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong in it.
+        error: ConfigError,
+    },
+}
+
 impl QuarantineSettings {
     /// The policy, defaults filled in (checked when read).
     pub fn policy(&self) -> QuarantinePolicy {
@@ -86,25 +149,25 @@ impl QuarantineSettings {
         }
     }
 
-    fn check(&self) -> Result<(), String> {
-        for (name, value) in [
+    fn check(&self) -> Result<(), ConfigError> {
+        for (field, value) in [
             ("afterSeconds", self.after_seconds),
             ("firstProbeSeconds", self.first_probe_seconds),
             ("maxProbeSeconds", self.max_probe_seconds),
         ] {
             if let Some(value) = value.filter(|v| !(1..=MAX_QUARANTINE_SECONDS).contains(v)) {
-                return Err(format!("quarantine.{name}: {value} is not between 1 and {MAX_QUARANTINE_SECONDS}"));
+                return Err(ConfigError::QuarantineSeconds { field, value });
             }
         }
         if let Some(percent) = self.failure_percent.filter(|p| !(1..=100).contains(p)) {
-            return Err(format!("quarantine.failurePercent: {percent} is not between 1 and 100"));
+            return Err(ConfigError::FailurePercent(percent));
         }
         if self.min_failures == Some(0) {
-            return Err("quarantine.minFailures: must be at least 1".into());
+            return Err(ConfigError::MinFailures);
         }
         let policy = self.policy();
         if policy.first_probe > policy.max_probe {
-            return Err("quarantine.firstProbeSeconds: must not exceed maxProbeSeconds".into());
+            return Err(ConfigError::ProbeOrder);
         }
         Ok(())
     }
@@ -180,27 +243,30 @@ impl HostConfig {
     /// Reads the file.
     ///
     /// # Errors
-    /// When it cannot be read or does not match the schema (unknown fields included).
-    pub fn read(path: &Path) -> anyhow::Result<HostConfig> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-        HostConfig::parse(&text).map_err(|e| anyhow::anyhow!("{}{e}", path.display()))
+    /// A [`ConfigFileError`]: it cannot be read, or [`HostConfig::parse`] refuses it.
+    pub fn read(path: &Path) -> Result<HostConfig, ConfigFileError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigFileError::Read { path: path.to_owned(), source })?;
+        HostConfig::parse(&text).map_err(|error| ConfigFileError::Invalid { path: path.to_owned(), error })
     }
 
     /// Parses the file's text and checks what the schema cannot: the quarantine policy, each
     /// plugin key and ServiceAccount.
     ///
     /// # Errors
-    /// A sentence, to follow the file's name, saying what is wrong and where.
-    pub fn parse(text: &str) -> Result<HostConfig, String> {
+    /// A [`ConfigError`], whose sentence follows the file's name, saying what is wrong and where.
+    pub fn parse(text: &str) -> Result<HostConfig, ConfigError> {
         let config: HostConfig = serde_saphyr::from_str_with_options(text, crate::input::yaml_options())
-            .map_err(|e| format!(" is not a valid wasmloop host configuration: {}", crate::input::yaml_error(&e)))?;
-        config.quarantine.check().map_err(|e| format!(": {e}"))?;
+            .map_err(|e| ConfigError::Schema(crate::input::yaml_error(&e)))?;
+        config.quarantine.check()?;
         for (plugin, settings) in &config.plugins {
             if let Some(account) = &settings.service_account {
-                account.parse::<ServiceAccount>().map_err(|e| format!(": plugins.{plugin}.serviceAccount: {e}"))?;
+                account
+                    .parse::<ServiceAccount>()
+                    .map_err(|why| ConfigError::ServiceAccount { plugin: plugin.clone(), why })?;
             }
             if let Some(weight) = settings.cpu_weight.filter(|w| w.get() > MAX_CPU_WEIGHT) {
-                return Err(format!(": plugins.{plugin}.cpuWeight: {weight} is not between 1 and {MAX_CPU_WEIGHT}"));
+                return Err(ConfigError::CpuWeight { plugin: plugin.clone(), weight });
             }
         }
         Ok(config)
@@ -249,7 +315,7 @@ mod tests {
 
     #[test]
     fn a_plugin_key_that_names_no_plugin_says_what_to_write() {
-        let error = HostConfig::parse("plugins:\n  Team_B/labeler: {}\n").unwrap_err();
+        let error = HostConfig::parse("plugins:\n  Team_B/labeler: {}\n").unwrap_err().to_string();
         assert!(error.contains("write NAME for a plugin file, NAMESPACE/NAME for a plugin namespace's"), "{error}");
     }
 }

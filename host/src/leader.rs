@@ -30,7 +30,6 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::Context as _;
 use clap::Args;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
@@ -71,20 +70,68 @@ pub struct LeaderArgs {
     pub shard_group: String,
 }
 
+/// A `--shard-group` that cannot prefix a Lease name.
+#[derive(Debug, thiserror::Error)]
+#[error("use 1-40 characters of a-z, 0-9 and '-', not starting or ending with '-'")]
+struct BadShardGroup;
+
 /// A shard group is a Lease name prefix: a DNS label, short enough to leave room for the rest.
-fn shard_group(text: &str) -> Result<String, String> {
+fn shard_group(text: &str) -> Result<String, BadShardGroup> {
     if text.len() <= 40 && wasmloop_contract::validate::is_dns1123_label(text) {
         Ok(text.to_owned())
     } else {
-        Err("use 1-40 characters of a-z, 0-9 and '-', not starting or ending with '-'".into())
+        Err(BadShardGroup)
     }
+}
+
+/// Why the Leases' namespace is unknown: without it neither leader election nor sharding
+/// can start.
+#[derive(Debug, thiserror::Error)]
+pub enum NamespaceError {
+    /// No flag, no `POD_NAMESPACE`, and not in a pod.
+    #[error(
+        "--leader-elect and --shard need the Leases' namespace: pass --leader-election-namespace, or set POD_NAMESPACE (the Downward API does in deploy/)"
+    )]
+    Unknown,
+    /// `POD_NAMESPACE`, or the pod's namespace file, holds no namespace.
+    #[error("{from}: {why}; pass --leader-election-namespace")]
+    Invalid {
+        /// Where it was read: the variable or the file.
+        from: &'static str,
+        /// Why it is none.
+        why: wasmloop_contract::names::Invalid,
+    },
+}
+
+/// Why this host cannot campaign: it would otherwise reconcile beside the leader.
+#[derive(Debug, thiserror::Error)]
+pub enum ElectionError {
+    /// The Leases' namespace is unknown.
+    #[error(transparent)]
+    Namespace(#[from] NamespaceError),
+    /// The Lease cannot be read or created (RBAC).
+    #[error(
+        "cannot use Lease {namespace}/{name}: grant the host get, create and patch on coordination.k8s.io leases in {namespace}"
+    )]
+    Lease {
+        /// The Leases' namespace.
+        namespace: Namespace,
+        /// The Lease.
+        name: String,
+        /// What the Lease manager said.
+        #[source]
+        source: kube_lease_manager::LeaseManagerError,
+    },
 }
 
 const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
 /// The Leases' namespace: the flag's, else `POD_NAMESPACE`'s, else the pod's own. The two
 /// read from the environment are parsed like the flag: they become a request path.
-pub(crate) fn namespace(args: &LeaderArgs) -> anyhow::Result<Namespace> {
+///
+/// # Errors
+/// A [`NamespaceError`]: none is given, or the environment's is no namespace.
+pub(crate) fn namespace(args: &LeaderArgs) -> Result<Namespace, NamespaceError> {
     if let Some(ns) = &args.leader_election_namespace {
         return Ok(ns.clone());
     }
@@ -92,12 +139,10 @@ pub(crate) fn namespace(args: &LeaderArgs) -> anyhow::Result<Namespace> {
         Ok(text) => (text, "POD_NAMESPACE"),
         Err(_) => match std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE) {
             Ok(text) => (text.trim().to_owned(), SERVICE_ACCOUNT_NAMESPACE),
-            Err(_) => anyhow::bail!(
-                "--leader-elect and --shard need the Leases' namespace: pass --leader-election-namespace, or set POD_NAMESPACE (the Downward API does in deploy/)"
-            ),
+            Err(_) => return Err(NamespaceError::Unknown),
         },
     };
-    Namespace::parse(&text).map_err(|e| anyhow::anyhow!("{from}: {e}; pass --leader-election-namespace"))
+    Namespace::parse(&text).map_err(|why| NamespaceError::Invalid { from, why })
 }
 
 /// This host's name in the Lease: the pod's name, else the host name and process id.
@@ -158,17 +203,16 @@ struct Candidate {
 }
 
 impl Candidate {
-    async fn start(&self) -> anyhow::Result<(watch::Receiver<bool>, ManagerTask)> {
+    async fn start(&self) -> Result<(watch::Receiver<bool>, ManagerTask), ElectionError> {
         let manager = LeaseManagerBuilder::new(self.client.clone(), &self.name)
             .with_namespace(self.namespace.as_str())
             .with_parameters(LeaseParams::new(&self.identity, self.duration, self.grace))
             .build()
             .await
-            .with_context(|| {
-                format!(
-                    "cannot use Lease {}/{}: grant the host get, create and patch on coordination.k8s.io leases in {}",
-                    self.namespace, self.name, self.namespace
-                )
+            .map_err(|source| ElectionError::Lease {
+                namespace: self.namespace.clone(),
+                name: self.name.clone(),
+                source,
             })?;
         Ok(manager.watch().await)
     }
@@ -177,8 +221,13 @@ impl Candidate {
 /// Starts campaigning. Without `--leader-elect` this host leads from the start.
 ///
 /// # Errors
-/// When the Lease's namespace is unknown or the Lease cannot be read or created (RBAC).
-pub async fn campaign(client: kube::Client, args: &LeaderArgs, metrics: Arc<Metrics>) -> anyhow::Result<Election> {
+/// An [`ElectionError`]: the Lease's namespace is unknown, or the Lease cannot be read or
+/// created (RBAC).
+pub async fn campaign(
+    client: kube::Client,
+    args: &LeaderArgs,
+    metrics: Arc<Metrics>,
+) -> Result<Election, ElectionError> {
     if !args.leader_elect {
         metrics.leader(true);
         return Ok(Election { leading: watch::channel(true).1, manager: None });

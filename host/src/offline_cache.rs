@@ -6,6 +6,12 @@ use wasmloop_contract::names::{Name, Namespace};
 use wasmloop_sandbox::validate;
 use wasmloop_sandbox::{Gvk, HostServices, Manifest, Object, Selector, object_from_value};
 
+/// A value given as an object that lacks what routes it: the sandbox's sentence naming the
+/// field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NotAnObject(String);
+
 /// Objects from files, searchable by kind, namespace, name and labels.
 #[derive(Debug, Default)]
 pub struct OfflineCache {
@@ -16,9 +22,9 @@ impl OfflineCache {
     /// Adds an object.
     ///
     /// # Errors
-    /// When the object lacks apiVersion, kind or metadata.name.
-    pub fn insert(&mut self, value: Value) -> Result<(), String> {
-        let object = object_from_value(&value)?;
+    /// [`NotAnObject`] when the object lacks apiVersion, kind or metadata.name.
+    pub fn insert(&mut self, value: Value) -> Result<(), NotAnObject> {
+        let object = object_from_value(&value).map_err(NotAnObject)?;
         self.insert_object(object, value);
         Ok(())
     }

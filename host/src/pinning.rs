@@ -15,10 +15,12 @@
 //! assert!(matches!(other, Err(PinError::DigestMismatch { .. })));
 //! ```
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use minisign_verify::{PublicKey, Signature};
+
+use crate::input::InputError;
 
 /// The annotation pinning a plugin ConfigMap to one component digest.
 pub const DIGEST_ANNOTATION: &str = "wasmloop.dev/digest";
@@ -28,6 +30,42 @@ pub const SIGNATURE_KEY: &str = "plugin.wasm.minisig";
 const KEYS_FILE_LIMIT: u64 = 64 << 10;
 /// The most keys one host trusts.
 const MAX_KEYS: usize = 256;
+
+/// Why a text holds no list of keys to trust: the host would otherwise load no signed plugin,
+/// or any.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeysError {
+    /// A line that is no minisign public key.
+    #[error("line {line}: {why}; expected a minisign public key (RW…)")]
+    NotAKey {
+        /// The line's number, from 1.
+        line: usize,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// More keys than one host trusts (256): a list that long is no operator's choice.
+    #[error("more than {MAX_KEYS} keys; trust fewer")]
+    TooMany,
+    /// Nothing but comments.
+    #[error("no minisign public key in it; put the keys' minisign.pub files there")]
+    NoKey,
+}
+
+/// Why `--trusted-keys` cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum KeysFileError {
+    /// The file cannot be read, or is no bounded text file.
+    #[error(transparent)]
+    Read(#[from] InputError),
+    /// The file holds no list of keys.
+    #[error("{}: {error}", .path.display())]
+    Keys {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong in it.
+        error: KeysError,
+    },
+}
 
 /// The minisign public keys whose signatures the host accepts.
 pub struct TrustedKeys {
@@ -40,34 +78,34 @@ impl TrustedKeys {
     /// skipped.
     ///
     /// # Errors
-    /// A file that cannot be read, is too large, holds no key or too many, or a line that is
-    /// no minisign public key (its number is named).
-    pub fn read(path: &Path) -> anyhow::Result<TrustedKeys> {
+    /// A [`KeysFileError`]: a file that cannot be read, is too large, holds no key or too
+    /// many, or a line that is no minisign public key (its number is named).
+    pub fn read(path: &Path) -> Result<TrustedKeys, KeysFileError> {
         let text = crate::input::read_bounded(path, KEYS_FILE_LIMIT, "a file of minisign public keys")?;
-        TrustedKeys::parse(&text).map_err(|why| anyhow::anyhow!("{}: {why}", path.display()))
+        TrustedKeys::parse(&text).map_err(|error| KeysFileError::Keys { path: path.to_owned(), error })
     }
 
     /// The keys in `text`, as [`TrustedKeys::read`] reads a file.
     ///
     /// # Errors
-    /// As [`TrustedKeys::read`], in one sentence.
-    pub fn parse(text: &str) -> Result<TrustedKeys, String> {
+    /// A [`KeysError`]: no key, too many, or a line that is no minisign public key.
+    pub fn parse(text: &str) -> Result<TrustedKeys, KeysError> {
         let mut keys = Vec::new();
         for (number, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') || line.starts_with("untrusted comment:") {
                 continue;
             }
-            let fail = |why: &str| format!("line {}: {why}; expected a minisign public key (RW…)", number + 1);
-            let key = PublicKey::from_base64(line).map_err(|e| fail(&e.to_string()))?;
-            let id = key_id(line).ok_or_else(|| fail("not base64"))?;
+            let fail = |why: String| KeysError::NotAKey { line: number + 1, why };
+            let key = PublicKey::from_base64(line).map_err(|e| fail(e.to_string()))?;
+            let id = key_id(line).ok_or_else(|| fail("not base64".to_owned()))?;
             keys.push((id, key));
             if keys.len() > MAX_KEYS {
-                return Err(format!("more than {MAX_KEYS} keys; trust fewer"));
+                return Err(KeysError::TooMany);
             }
         }
         if keys.is_empty() {
-            return Err("no minisign public key in it; put the keys' minisign.pub files there".into());
+            return Err(KeysError::NoKey);
         }
         Ok(TrustedKeys { keys })
     }
@@ -317,7 +355,9 @@ mod tests {
     #[test]
     fn a_trusted_keys_file_that_is_not_one_is_refused_naming_the_line() {
         let error = TrustedKeys::parse("untrusted comment: x\nRWQnot-a-key\n").err().unwrap();
-        assert!(error.starts_with("line 2:"), "{error}");
-        assert!(TrustedKeys::parse("# nothing\n\n").err().unwrap().contains("no minisign public key"));
+        assert!(matches!(error, KeysError::NotAKey { line: 2, .. }), "{error:?}");
+        assert!(error.to_string().starts_with("line 2:"), "{error}");
+        let error = TrustedKeys::parse("# nothing\n\n").err().unwrap();
+        assert!(error.to_string().contains("no minisign public key"), "{error}");
     }
 }

@@ -304,6 +304,31 @@ pub fn component_of(cm: &ConfigMap) -> Result<(Stored, Option<PluginRef>, Option
     Ok((component, reference, pull_secret))
 }
 
+/// Why [`build`] cannot ship a component in a ConfigMap.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// Even compressed, the component leaves no room under the API server's limit.
+    #[error(
+        "plugin {name} is {} KiB, {} KiB gzip-compressed, and a ConfigMap holds at most {} KiB (with room for metadata and config); push it to a registry instead (`wasmloop push PLUGIN.wasm oci://REGISTRY/REPO:TAG`, then `wasmloop bundle PLUGIN.wasm --name {name} --ref` with the reference push printed), or shrink the component (opt-level = \"s\", lto = true, strip = true, fewer dependencies)",
+        .size / 1024,
+        .compressed / 1024,
+        .budget / 1024
+    )]
+    TooLarge {
+        /// The plugin.
+        name: String,
+        /// The component's size, in bytes.
+        size: usize,
+        /// Its size gzip-compressed, in bytes.
+        compressed: usize,
+        /// The most a ConfigMap has room for, in bytes.
+        budget: usize,
+    },
+    /// Compressing failed.
+    #[error(transparent)]
+    Compress(#[from] std::io::Error),
+}
+
 /// Where a registry holds the component: its pinned reference and the pull Secret's name.
 #[derive(Debug, Clone, Copy)]
 pub struct Pushed<'a> {
@@ -319,7 +344,8 @@ pub struct Pushed<'a> {
 /// `<name>-shadow` and annotated as one.
 ///
 /// # Errors
-/// When even the compressed component exceeds the ConfigMap size limit.
+/// [`BuildError::TooLarge`] when even the compressed component exceeds the ConfigMap size
+/// limit.
 pub fn build(
     name: &str,
     namespace: &str,
@@ -328,7 +354,7 @@ pub fn build(
     signature: Option<&str>,
     track: Track,
     pushed: Option<Pushed<'_>>,
-) -> anyhow::Result<ConfigMap> {
+) -> Result<ConfigMap, BuildError> {
     let text = config.map_or(0, str::len) + signature.map_or(0, str::len);
     let budget = (CONFIGMAP_LIMIT - HEADROOM).saturating_sub(text);
     let shipped = if pushed.is_some() {
@@ -339,13 +365,14 @@ pub fn build(
         let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
         encoder.write_all(component)?;
         let packed = encoder.finish()?;
-        anyhow::ensure!(
-            packed.len() <= budget,
-            "plugin {name} is {} KiB, {} KiB gzip-compressed, and a ConfigMap holds at most {} KiB (with room for metadata and config); push it to a registry instead (`wasmloop push PLUGIN.wasm oci://REGISTRY/REPO:TAG`, then `wasmloop bundle PLUGIN.wasm --name {name} --ref` with the reference push printed), or shrink the component (opt-level = \"s\", lto = true, strip = true, fewer dependencies)",
-            component.len() / 1024,
-            packed.len() / 1024,
-            budget / 1024
-        );
+        if packed.len() > budget {
+            return Err(BuildError::TooLarge {
+                name: name.to_owned(),
+                size: component.len(),
+                compressed: packed.len(),
+                budget,
+            });
+        }
         Some((WASM_GZ_KEY, packed))
     };
     let mut data = BTreeMap::new();

@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 
-use anyhow::Context as _;
 use wasmloop_runtime::record::{Case, CaseSink, Recorder, RedactionKey};
 
 /// Cases waiting for the writer; past this, new cases are dropped.
@@ -26,13 +25,108 @@ pub struct Bounds {
     pub max_bytes: u64,
 }
 
+/// Why the store cannot open: `--record-dir` was asked for, so the host does not run without it.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// The directory cannot be created.
+    #[error("cannot create the record directory {}", .dir.display())]
+    CreateDir {
+        /// The directory.
+        dir: PathBuf,
+        /// What creating it said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The directory cannot be listed, so its bounds cannot be kept.
+    #[error("cannot list the record directory {}", .dir.display())]
+    ListDir {
+        /// The directory.
+        dir: PathBuf,
+        /// What listing it said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The writer thread cannot start.
+    #[error("cannot start the record writer")]
+    Writer(#[source] std::io::Error),
+    /// Others may read the key, and test guesses against the digests in the cases with it.
+    #[error(
+        "{} may be read by others than its owner; make it 0600 (chmod 600), or delete it to make a new one",
+        .path.display()
+    )]
+    KeyReadable {
+        /// The key file.
+        path: PathBuf,
+    },
+    /// The key file holds no key.
+    #[error("{} is not a redaction key (32 bytes); delete it to make a new one", .path.display())]
+    NotAKey {
+        /// The key file.
+        path: PathBuf,
+    },
+    /// No random bytes to make a key of.
+    #[error("cannot read random bytes for the redaction key")]
+    Random(#[source] std::io::Error),
+    /// The key file cannot be made.
+    #[error("cannot create {}", .path.display())]
+    CreateKey {
+        /// The key file.
+        path: PathBuf,
+        /// What creating it said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The key cannot be written.
+    #[error("cannot write {}", .path.display())]
+    WriteKey {
+        /// The key file.
+        path: PathBuf,
+        /// What writing it said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The key file cannot be read.
+    #[error("cannot read {}", .path.display())]
+    ReadKey {
+        /// The key file.
+        path: PathBuf,
+        /// What reading it said.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Why a case cannot be written as text (it always can: it holds JSON values).
+#[derive(Debug, thiserror::Error)]
+pub enum CaseTextError {
+    /// The case is no JSON value.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    /// The JSON value is no YAML.
+    #[error(transparent)]
+    Yaml(#[from] serde_saphyr::SerializeError),
+}
+
+/// Why one case was not kept: the writer logs it and goes on.
+#[derive(Debug, thiserror::Error)]
+enum WriteError {
+    #[error(transparent)]
+    Text(#[from] CaseTextError),
+    #[error(
+        "its {0} bytes are more than a quarter of --record-max-bytes; not kept, so that it cannot evict every other case"
+    )]
+    TooLarge(usize),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
 /// The file in a record directory holding the key its cases' Secrets are digested with: kept
 /// beside the cases, never in them, so the cases of one directory digest a value alike.
 const KEY_FILE: &str = ".redaction-key";
 
 /// The record directory's key, made (from the kernel's random bytes, readable by its owner
 /// only) the first time.
-fn key_of(dir: &Path) -> anyhow::Result<RedactionKey> {
+fn key_of(dir: &Path) -> Result<RedactionKey, RecordError> {
     use std::io::Read;
     let path = dir.join(KEY_FILE);
     let mut bytes = [0u8; 32];
@@ -40,27 +134,30 @@ fn key_of(dir: &Path) -> anyhow::Result<RedactionKey> {
     if let Ok(meta) = std::fs::metadata(&path) {
         use std::os::unix::fs::PermissionsExt;
         // Whoever reads the key can test guesses against the digests in the cases.
-        anyhow::ensure!(
-            meta.permissions().mode() & 0o077 == 0,
-            "{} may be read by others than its owner; make it 0600 (chmod 600), or delete it to make a new one",
-            path.display()
-        );
+        if meta.permissions().mode() & 0o077 != 0 {
+            return Err(RecordError::KeyReadable { path });
+        }
     }
     match std::fs::read(&path) {
         Ok(found) if found.len() == bytes.len() => bytes.copy_from_slice(&found),
-        Ok(_) => anyhow::bail!("{} is not a redaction key (32 bytes); delete it to make a new one", path.display()),
+        Ok(_) => return Err(RecordError::NotAKey { path }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             std::fs::File::open("/dev/urandom")
                 .and_then(|mut random| random.read_exact(&mut bytes))
-                .context("cannot read random bytes for the redaction key")?;
+                .map_err(RecordError::Random)?;
             let mut options = std::fs::OpenOptions::new();
             options.write(true).create_new(true);
             #[cfg(unix)]
             std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-            let mut file = options.open(&path).with_context(|| format!("cannot create {}", path.display()))?;
-            std::io::Write::write_all(&mut file, &bytes).with_context(|| format!("cannot write {}", path.display()))?;
+            let mut file = match options.open(&path) {
+                Ok(file) => file,
+                Err(source) => return Err(RecordError::CreateKey { path, source }),
+            };
+            if let Err(source) = std::io::Write::write_all(&mut file, &bytes) {
+                return Err(RecordError::WriteKey { path, source });
+            }
         }
-        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+        Err(source) => return Err(RecordError::ReadKey { path, source }),
     }
     Ok(RedactionKey::new(bytes))
 }
@@ -68,16 +165,16 @@ fn key_of(dir: &Path) -> anyhow::Result<RedactionKey> {
 /// Opens (creating it) the store in `dir` and returns the recorder that feeds it.
 ///
 /// # Errors
-/// When the directory cannot be created or listed, or its key read or made.
-pub fn open(dir: &Path, bounds: Bounds) -> anyhow::Result<Recorder> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create the record directory {}", dir.display()))?;
+/// A [`RecordError`]: the directory cannot be created or listed, or its key read or made.
+pub fn open(dir: &Path, bounds: Bounds) -> Result<Recorder, RecordError> {
+    std::fs::create_dir_all(dir).map_err(|source| RecordError::CreateDir { dir: dir.to_owned(), source })?;
     let mut store = Store { dir: dir.to_owned(), bounds, files: VecDeque::new(), bytes: 0 };
-    store.scan().with_context(|| format!("cannot list the record directory {}", dir.display()))?;
+    store.scan().map_err(|source| RecordError::ListDir { dir: dir.to_owned(), source })?;
     let (send, receive) = std::sync::mpsc::sync_channel(BACKLOG);
     std::thread::Builder::new()
         .name("wasmloop-record".into())
         .spawn(move || store.run(receive))
-        .context("cannot start the record writer")?;
+        .map_err(RecordError::Writer)?;
     Ok(Recorder { sink: sink(send), key: key_of(dir)? })
 }
 
@@ -142,13 +239,11 @@ impl Store {
         }
     }
 
-    fn write(&mut self, case: &Case) -> anyhow::Result<()> {
+    fn write(&mut self, case: &Case) -> Result<(), WriteError> {
         let text = to_text(case)?;
-        anyhow::ensure!(
-            (text.len() as u64) <= self.bounds.max_bytes / 4,
-            "its {} bytes are more than a quarter of --record-max-bytes; not kept, so that it cannot evict every other case",
-            text.len()
-        );
+        if text.len() as u64 > self.bounds.max_bytes / 4 {
+            return Err(WriteError::TooLarge(text.len()));
+        }
         let plugin = folder(&case.plugin);
         let dir = self.dir.join(&plugin);
         std::fs::create_dir_all(&dir)?;
@@ -196,8 +291,8 @@ impl Store {
 /// A case as its file holds it, which `replay::parse_case` reads back.
 ///
 /// # Errors
-/// When it cannot be serialised (it always can: it holds JSON values).
-pub fn to_text(case: &Case) -> anyhow::Result<String> {
+/// A [`CaseTextError`] when it cannot be serialised (it always can: it holds JSON values).
+pub fn to_text(case: &Case) -> Result<String, CaseTextError> {
     // Through serde_json::Value so enums print as plain maps, not YAML tags.
     Ok(serde_saphyr::to_string(&serde_json::to_value(case)?)?)
 }

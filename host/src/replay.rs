@@ -20,35 +20,48 @@ use wasmloop_sandbox::{
     CacheDenied, Gvk, HostServices, Index, ListKey, ListPage, Object, Phase, Request, Selector, object_from_value,
 };
 
+/// A text that is no case `--record-dir` wrote: the parser's words, cut, never the file's text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not a recorded case: {0}; replay the files `--record-dir` writes")]
+pub struct CaseError(String);
+
+/// Why a recorded request cannot be made again: the plugin would be called with something the
+/// host never sends.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    /// An object without apiVersion, kind or name: the sandbox's sentence naming the field.
+    #[error("{0}")]
+    NotAnObject(String),
+    /// A phase the contract does not have, quoted cut.
+    #[error("phase {0} is none of apply, cleanup, deleted")]
+    Phase(String),
+}
+
 /// A case file's text as a [`Case`], read as the host reads every YAML a user gives it.
 ///
 /// # Errors
-/// A sentence saying what is wrong and where, without the file's text.
-pub fn parse_case(text: &str) -> Result<Case, String> {
-    serde_saphyr::from_str_with_options(text, crate::input::case_yaml_options()).map_err(|e| {
-        format!(
-            "not a recorded case: {}; replay the files `--record-dir` writes",
-            wasmloop_contract::validate::foreign(crate::input::yaml_error(&e))
-        )
-    })
+/// A [`CaseError`] saying what is wrong and where, without the file's text.
+pub fn parse_case(text: &str) -> Result<Case, CaseError> {
+    serde_saphyr::from_str_with_options(text, crate::input::case_yaml_options())
+        .map_err(|e| CaseError(wasmloop_contract::validate::foreign(crate::input::yaml_error(&e))))
 }
 
 /// The request a case recorded, as the plugin is called with it again.
 ///
 /// # Errors
-/// When an object in it is not one (no apiVersion, kind or name), or its phase is none of the
-/// three; the value is quoted cut.
-pub fn request_of(case: &Case) -> Result<Request, String> {
+/// A [`RequestError`]: an object in it is not one (no apiVersion, kind or name), or its phase
+/// is none of the three; the value is quoted cut.
+pub fn request_of(case: &Case) -> Result<Request, RequestError> {
     let recorded = &case.request;
-    let object = |v: &Value| object_from_value(v);
+    let object = |v: &Value| object_from_value(v).map_err(RequestError::NotAnObject);
     Ok(Request {
         object: object(&recorded.object)?,
-        owned: recorded.owned.iter().map(object).collect::<Result<Vec<Object>, String>>()?,
+        owned: recorded.owned.iter().map(object).collect::<Result<Vec<Object>, RequestError>>()?,
         phase: match recorded.phase.as_str() {
             "apply" => Phase::Apply,
             "cleanup" => Phase::Cleanup,
             "deleted" => Phase::Deleted,
-            other => return Err(format!("phase {} is none of apply, cleanup, deleted", quoted(other))),
+            other => return Err(RequestError::Phase(quoted(other))),
         },
         previous: recorded.previous.as_ref().map(object).transpose()?,
         attempt: recorded.attempt,
@@ -218,6 +231,8 @@ mod tests {
         let mut case = parse_case(&seed("apply")).unwrap();
         case.request.phase = long;
         let refused = request_of(&case).unwrap_err();
+        assert!(matches!(refused, RequestError::Phase(_)), "{refused:?}");
+        let refused = refused.to_string();
         assert!(refused.starts_with("phase \"xxx") && refused.len() < 200, "{refused}");
     }
 

@@ -41,8 +41,8 @@ use serde::{Deserialize, Serialize};
 use wasmloop_contract::names::Name;
 use wasmloop_contract::validate;
 
-use crate::oci::PluginRef;
-use crate::plugin_configmap::{PLUGIN_LABEL, PluginPayload, Track, component_of};
+use crate::oci::{OciError, PluginRef};
+use crate::plugin_configmap::{PLUGIN_LABEL, PayloadError, PluginPayload, Track, component_of};
 
 /// The kind's API group.
 pub const GROUP: &str = "wasmloop.dev";
@@ -187,6 +187,116 @@ struct RawSignature {
     digest: Option<String>,
 }
 
+/// Why a `WasmPlugin`'s spec is refused: each names the field that is wrong and what to write
+/// there, since a CRD installed without its schema checks nothing. Values are quoted cut.
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    /// Not the kind's shape: a field of the wrong type, or one the kind does not have.
+    #[error("spec: {0}; see deploy/base/wasmplugin-crd.yaml for the fields")]
+    Shape(String),
+    /// Neither or both of `spec.configMapRef` and `spec.image`.
+    #[error("give exactly one of spec.configMapRef and spec.image")]
+    NotOneSource,
+    /// A `spec.configMapRef.name` that is no ConfigMap name.
+    #[error("spec.configMapRef.name {0} is not a ConfigMap name")]
+    ConfigMapName(String),
+    /// A `spec.image.reference` that is not pinned, or no plugin reference.
+    #[error("spec.image.reference: {0}")]
+    Image(OciError),
+    /// A `spec.image.pullSecretName` that is no Secret name.
+    #[error("spec.image.pullSecretName {0} is not a Secret name")]
+    PullSecretName(String),
+    /// A `spec.track.mode` of neither track.
+    #[error("spec.track.mode is {0}; it is serving or shadow")]
+    TrackMode(String),
+    /// A shadow without `track.shadows`.
+    #[error("spec.track: a shadow names the plugin it shadows (track.shadows)")]
+    ShadowsNothing,
+    /// `track.shadows` on a serving `WasmPlugin`.
+    #[error("spec.track.shadows: only a shadow names a plugin; set track.mode to shadow")]
+    NotAShadow,
+    /// A `track.shadows` that is no plugin name: the rule it breaks.
+    #[error("spec.track.shadows: {0}")]
+    ShadowedName(String),
+    /// A serving `WasmPlugin`'s name that is no plugin name: the rule it breaks.
+    #[error(
+        "the WasmPlugin's name is its plugin's name, and {0}; name the WasmPlugin as the component's manifest names the plugin"
+    )]
+    PluginName(String),
+    /// A setting of 0: no time, no memory, no worker.
+    #[error("spec.settings: every setting is at least 1")]
+    ZeroSetting,
+    /// A `spec.failurePolicy` of neither policy.
+    #[error("spec.failurePolicy is {0}; it is KeepPrevious or Stop")]
+    FailurePolicy(String),
+    /// A `spec.serviceAccountName` that is no ServiceAccount name.
+    #[error("spec.serviceAccountName {0} is not a ServiceAccount name")]
+    ServiceAccount(String),
+    /// A `spec.signature.keyRef` that is no minisign key id.
+    #[error("spec.signature.keyRef {0} is not a minisign key id (16 hex digits)")]
+    KeyRef(String),
+    /// A `spec.signature.keyRef` beside `spec.image`: the signature is read from a ConfigMap.
+    #[error(
+        "spec.signature.keyRef: the host reads a component's signature from its ConfigMap (plugin.wasm.minisig); ship a signed component with spec.configMapRef (a host run with --trusted-keys loads only signed components, so an image alone does not load there)"
+    )]
+    KeyRefOnImage,
+    /// A `spec.config` that is no mapping.
+    #[error("spec.config is not an object; give the plugin's configuration as a mapping")]
+    ConfigNotObject,
+    /// A `spec.config` past [`MAX_CONFIG`], in KiB.
+    #[error(
+        "spec.config is {0} KiB as JSON, over the {limit} KiB a plugin's configuration may be; keep large data in objects the plugin reads",
+        limit = MAX_CONFIG >> 10
+    )]
+    ConfigTooLarge(usize),
+}
+
+/// Why the ConfigMap a `WasmPlugin`'s `spec.configMapRef` names offers no component for it.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigMapRefError {
+    /// No such ConfigMap.
+    #[error(
+        "spec.configMapRef names ConfigMap {namespace}/{name}, which does not exist; create it with `wasmloop bundle PLUGIN.wasm --wasmplugin`"
+    )]
+    Missing {
+        /// The `WasmPlugin`'s namespace.
+        namespace: String,
+        /// The ConfigMap.
+        name: Name,
+    },
+    /// A plugin ConfigMap: it ships its plugin itself, so two objects would claim it.
+    #[error(
+        "spec.configMapRef names ConfigMap {namespace}/{name}, which is labelled {PLUGIN_LABEL} and so ships a plugin of its own; remove the label, or delete this WasmPlugin"
+    )]
+    PluginConfigMap {
+        /// The `WasmPlugin`'s namespace.
+        namespace: String,
+        /// The ConfigMap.
+        name: Name,
+    },
+    /// A configuration in the ConfigMap, where it would be ignored.
+    #[error(
+        "ConfigMap {namespace}/{name} holds a configuration (config.yaml or config.json); a WasmPlugin's configuration is its spec.config: move it there"
+    )]
+    HoldsConfig {
+        /// The `WasmPlugin`'s namespace.
+        namespace: String,
+        /// The ConfigMap.
+        name: Name,
+    },
+    /// No component, or not one the host can read.
+    #[error(transparent)]
+    Component(#[from] PayloadError),
+}
+
+/// Why [`build`] writes no `WasmPlugin`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BuildError {
+    /// The configuration is neither YAML nor JSON: the parser's words.
+    #[error("the configuration is not valid YAML or JSON: {0}")]
+    Config(String),
+}
+
 /// `reference` as a plugin reference URL: `oci://` is implied, as in a pod's `image`.
 fn oci_url(reference: &str) -> String {
     match reference.starts_with("oci://") {
@@ -199,11 +309,9 @@ impl Spec {
     /// Reads `plugin`'s spec.
     ///
     /// # Errors
-    /// A sentence naming the field that is wrong and what to write there.
-    pub fn parse(plugin: &WasmPlugin) -> Result<Spec, String> {
-        let raw = RawSpec::deserialize(&plugin.spec).map_err(|e| {
-            format!("spec: {}; see deploy/base/wasmplugin-crd.yaml for the fields", validate::quoted(&e.to_string()))
-        })?;
+    /// A [`SpecError`] naming the field that is wrong and what to write there.
+    pub fn parse(plugin: &WasmPlugin) -> Result<Spec, SpecError> {
+        let raw = RawSpec::deserialize(&plugin.spec).map_err(|e| SpecError::Shape(validate::quoted(&e.to_string())))?;
         let name = plugin.metadata.name.as_deref().unwrap_or_default();
         // Checked in the order the fields are documented: the first wrong one is named.
         let source = source_of(raw.config_map_ref, raw.image)?;
@@ -212,9 +320,7 @@ impl Spec {
         let stop_on_failure = match raw.failure_policy.as_deref() {
             None | Some("KeepPrevious") => false,
             Some("Stop") => true,
-            Some(other) => {
-                return Err(format!("spec.failurePolicy is {}; it is KeepPrevious or Stop", validate::quoted(other)));
-            }
+            Some(other) => return Err(SpecError::FailurePolicy(validate::quoted(other))),
         };
         let account = raw.service_account_name.map(account_of).transpose()?;
         let signature = raw.signature.map(|s| signature_of(s, &source)).transpose()?;
@@ -225,52 +331,42 @@ impl Spec {
 }
 
 /// Where the component comes from: exactly one of `spec.configMapRef` and `spec.image`.
-fn source_of(config_map_ref: Option<RawRef>, image: Option<RawImage>) -> Result<Source, String> {
+fn source_of(config_map_ref: Option<RawRef>, image: Option<RawImage>) -> Result<Source, SpecError> {
     match (config_map_ref, image) {
-        (Some(reference), None) => Ok(Source::ConfigMap(Name::parse(&reference.name).map_err(|_| {
-            format!("spec.configMapRef.name {} is not a ConfigMap name", validate::quoted(&reference.name))
-        })?)),
+        (Some(reference), None) => Ok(Source::ConfigMap(
+            Name::parse(&reference.name).map_err(|_| SpecError::ConfigMapName(validate::quoted(&reference.name)))?,
+        )),
         (None, Some(image)) => Ok(Source::Image {
             reference: PluginRef::parse(&oci_url(image.reference.trim()))
                 .and_then(PluginRef::pinned)
-                .map_err(|e| format!("spec.image.reference: {e}"))?,
+                .map_err(SpecError::Image)?,
             pull_secret: image
                 .pull_secret_name
-                .map(|named| {
-                    Name::parse(&named).map_err(|_| {
-                        format!("spec.image.pullSecretName {} is not a Secret name", validate::quoted(&named))
-                    })
-                })
+                .map(|named| Name::parse(&named).map_err(|_| SpecError::PullSecretName(validate::quoted(&named))))
                 .transpose()?,
         }),
-        _ => Err("give exactly one of spec.configMapRef and spec.image".to_owned()),
+        _ => Err(SpecError::NotOneSource),
     }
 }
 
 /// Whether it serves or shadows, and the plugin it is: its own name, or the one it shadows.
 /// The plugin name labels metrics and logs before the manifest is read, so it is checked here.
-fn track_of(raw: Option<RawTrack>, name: &str) -> Result<(Track, String), String> {
+fn track_of(raw: Option<RawTrack>, name: &str) -> Result<(Track, String), SpecError> {
     let (mode, shadows) = raw.map(|t| (t.mode, t.shadows)).unwrap_or_default();
     let track = match mode.as_deref() {
         None | Some("serving") => Track::Serving,
         Some("shadow") => Track::Shadow,
-        Some(other) => return Err(format!("spec.track.mode is {}; it is serving or shadow", validate::quoted(other))),
+        Some(other) => return Err(SpecError::TrackMode(validate::quoted(other))),
     };
     let plugin = match (track, shadows) {
         (Track::Shadow, Some(shadows)) => shadows,
-        (Track::Shadow, None) => {
-            return Err("spec.track: a shadow names the plugin it shadows (track.shadows)".to_owned());
-        }
-        (_, Some(_)) => {
-            return Err("spec.track.shadows: only a shadow names a plugin; set track.mode to shadow".to_owned());
-        }
+        (Track::Shadow, None) => return Err(SpecError::ShadowsNothing),
+        (_, Some(_)) => return Err(SpecError::NotAShadow),
         (_, None) => name.to_owned(),
     };
     validate::plugin_name(&plugin).map_err(|rule| match track {
-        Track::Shadow => format!("spec.track.shadows: {rule}"),
-        _ => format!(
-            "the WasmPlugin's name is its plugin's name, and {rule}; name the WasmPlugin as the component's manifest names the plugin"
-        ),
+        Track::Shadow => SpecError::ShadowedName(rule),
+        _ => SpecError::PluginName(rule),
     })?;
     Ok((track, plugin))
 }
@@ -278,7 +374,7 @@ fn track_of(raw: Option<RawTrack>, name: &str) -> Result<(Track, String), String
 /// The settings over the manifest's: none when they override nothing (the same version as
 /// without them), and none of them zero (no time, no memory, no worker: the schema's minimum
 /// is 1).
-fn settings_of(raw: Option<RawSettings>) -> Result<Option<wasmloop_sandbox::Settings>, String> {
+fn settings_of(raw: Option<RawSettings>) -> Result<Option<wasmloop_sandbox::Settings>, SpecError> {
     let settings = raw.map(|r| wasmloop_sandbox::Settings {
         max_concurrent_reconciles: r.max_concurrent_reconciles,
         deadline_ms: r.deadline_ms,
@@ -296,7 +392,7 @@ fn settings_of(raw: Option<RawSettings>) -> Result<Option<wasmloop_sandbox::Sett
             s.resync_seconds.map(u64::from),
         ];
         if zero.contains(&Some(0)) {
-            return Err("spec.settings: every setting is at least 1".to_owned());
+            return Err(SpecError::ZeroSetting);
         }
     }
     Ok(settings)
@@ -304,46 +400,39 @@ fn settings_of(raw: Option<RawSettings>) -> Result<Option<wasmloop_sandbox::Sett
 
 /// `spec.serviceAccountName`: a DNS-1123 subdomain, as the API server requires, so no `:` to
 /// smuggle a user name.
-fn account_of(named: String) -> Result<Name, String> {
+fn account_of(named: String) -> Result<Name, SpecError> {
+    let refuse = || SpecError::ServiceAccount(validate::quoted(&named));
     match validate::is_dns1123_subdomain(&named) {
-        true => Name::parse(&named).map_err(|e| e.to_string()),
-        false => Err(String::new()),
+        true => Name::parse(&named).map_err(|_| refuse()),
+        false => Err(refuse()),
     }
-    .map_err(|_| format!("spec.serviceAccountName {} is not a ServiceAccount name", validate::quoted(&named)))
 }
 
 /// `spec.signature`, its keyRef named as the host names trusted keys: 16 upper-case hex
 /// digits (minisign's own comment line drops leading zeros, and a user copies the id from
 /// there). A keyRef asks for a signature the host reads from the component's ConfigMap.
-fn signature_of(raw: RawSignature, source: &Source) -> Result<Signature, String> {
+fn signature_of(raw: RawSignature, source: &Source) -> Result<Signature, SpecError> {
     let mut signature = Signature { key: raw.key_ref, digest: raw.digest };
     if let Some(key) = signature.key.as_mut() {
         if key.is_empty() || key.len() > 16 || !key.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(format!(
-                "spec.signature.keyRef {} is not a minisign key id (16 hex digits)",
-                validate::quoted(key)
-            ));
+            return Err(SpecError::KeyRef(validate::quoted(key)));
         }
         *key = format!("{:0>16}", key.to_ascii_uppercase());
         if matches!(source, Source::Image { .. }) {
-            return Err("spec.signature.keyRef: the host reads a component's signature from its ConfigMap (plugin.wasm.minisig); ship a signed component with spec.configMapRef (a host run with --trusted-keys loads only signed components, so an image alone does not load there)".to_owned());
+            return Err(SpecError::KeyRefOnImage);
         }
     }
     Ok(signature)
 }
 
 /// `spec.config` as JSON text: a mapping, within [`MAX_CONFIG`].
-fn config_of(raw: Option<serde_json::Value>) -> Result<Option<String>, String> {
+fn config_of(raw: Option<serde_json::Value>) -> Result<Option<String>, SpecError> {
     if raw.as_ref().is_some_and(|config| !config.is_object()) {
-        return Err("spec.config is not an object; give the plugin's configuration as a mapping".to_owned());
+        return Err(SpecError::ConfigNotObject);
     }
     let config = raw.map(|config| config.to_string());
     if let Some(length) = config.as_ref().map(String::len).filter(|length| *length > MAX_CONFIG) {
-        return Err(format!(
-            "spec.config is {} KiB as JSON, over the {} KiB a plugin's configuration may be; keep large data in objects the plugin reads",
-            length.div_ceil(1024),
-            MAX_CONFIG >> 10
-        ));
+        return Err(SpecError::ConfigTooLarge(length.div_ceil(1024)));
     }
     Ok(config)
 }
@@ -375,9 +464,9 @@ impl Spec {
     /// was read (none when it does not exist), in `namespace`.
     ///
     /// # Errors
-    /// A sentence naming what is wrong and what to do: the ConfigMap is missing, ships no
-    /// component, ships its own configuration, or is a plugin ConfigMap of its own.
-    pub fn payload(&self, namespace: &str, configmap: Option<&ConfigMap>) -> Result<PluginPayload, String> {
+    /// A [`ConfigMapRefError`] naming what is wrong and what to do: the ConfigMap is missing,
+    /// ships no component, ships its own configuration, or is a plugin ConfigMap of its own.
+    pub fn payload(&self, namespace: &str, configmap: Option<&ConfigMap>) -> Result<PluginPayload, ConfigMapRefError> {
         let mut payload = self.bare_payload();
         match (&self.source, configmap) {
             (Source::Image { reference, pull_secret }, _) => {
@@ -385,22 +474,17 @@ impl Spec {
                 payload.pull_secret = pull_secret.clone();
             }
             (Source::ConfigMap(name), None) => {
-                return Err(format!(
-                    "spec.configMapRef names ConfigMap {namespace}/{name}, which does not exist; create it with `wasmloop bundle PLUGIN.wasm --wasmplugin`"
-                ));
+                return Err(ConfigMapRefError::Missing { namespace: namespace.to_owned(), name: name.clone() });
             }
             (Source::ConfigMap(name), Some(cm)) => {
+                let (namespace, name) = (namespace.to_owned(), name.clone());
                 if cm.labels().contains_key(PLUGIN_LABEL) {
-                    return Err(format!(
-                        "spec.configMapRef names ConfigMap {namespace}/{name}, which is labelled {PLUGIN_LABEL} and so ships a plugin of its own; remove the label, or delete this WasmPlugin"
-                    ));
+                    return Err(ConfigMapRefError::PluginConfigMap { namespace, name });
                 }
                 if cm.data.as_ref().is_some_and(|d| d.contains_key("config.yaml") || d.contains_key("config.json")) {
-                    return Err(format!(
-                        "ConfigMap {namespace}/{name} holds a configuration (config.yaml or config.json); a WasmPlugin's configuration is its spec.config: move it there"
-                    ));
+                    return Err(ConfigMapRefError::HoldsConfig { namespace, name });
                 }
-                let (component, reference, pull_secret) = component_of(cm).map_err(|e| e.to_string())?;
+                let (component, reference, pull_secret) = component_of(cm)?;
                 (payload.component, payload.reference, payload.pull_secret) = (component, reference, pull_secret);
                 payload.signature = cm.data.as_ref().and_then(|d| d.get(crate::pinning::SIGNATURE_KEY)).cloned();
             }
@@ -433,14 +517,14 @@ pub const COMPONENT_SUFFIX: &str = "-component";
 /// `configmap` is a ConfigMap [`crate::plugin_configmap::build`] made for the component.
 ///
 /// # Errors
-/// When the configuration is not JSON-shaped YAML.
+/// [`BuildError::Config`] when the configuration is not JSON-shaped YAML.
 pub fn build(
     configmap: ConfigMap,
     name: &str,
     track: Track,
     config: Option<&str>,
     pushed: Option<crate::plugin_configmap::Pushed<'_>>,
-) -> anyhow::Result<(Option<ConfigMap>, serde_json::Value)> {
+) -> Result<(Option<ConfigMap>, serde_json::Value), BuildError> {
     use serde_json::json;
     let namespace = configmap.metadata.namespace.clone().unwrap_or_default();
     let object = configmap.metadata.name.clone().unwrap_or_else(|| name.to_owned());
@@ -474,9 +558,7 @@ pub fn build(
     };
     if let Some(text) = config {
         let value = serde_saphyr::from_str_with_options::<serde_json::Value>(text, crate::input::yaml_options())
-            .map_err(|e| {
-                anyhow::anyhow!("the configuration is not valid YAML or JSON: {}", crate::input::yaml_error(&e))
-            })?;
+            .map_err(|e| BuildError::Config(crate::input::yaml_error(&e)))?;
         spec["config"] = value;
     }
     spec["signature"] = json!({"digest": pin});
@@ -538,9 +620,10 @@ mod tests {
             (json!({"configMapRef": {"name": "a"}, "config": {"blob": "x".repeat(MAX_CONFIG)}}), "over the 64 KiB"),
         ];
         for (spec, expected) in cases {
-            let error = Spec::parse(&plugin("hello", spec.clone())).expect_err(&spec.to_string());
+            let error = Spec::parse(&plugin("hello", spec.clone())).expect_err(&spec.to_string()).to_string();
             assert!(error.contains(expected), "{spec}: {error}");
         }
+        assert!(matches!(Spec::parse(&plugin("hello", json!({}))), Err(SpecError::NotOneSource)));
     }
 
     #[test]
@@ -556,7 +639,7 @@ mod tests {
             json!({"image": {"reference": IMAGE}, (huge.clone()): 1}),
         ];
         for spec in specs {
-            let error = Spec::parse(&plugin("hello", spec)).unwrap_err();
+            let error = Spec::parse(&plugin("hello", spec)).unwrap_err().to_string();
             assert!(
                 error.len() < 1024 && !error.contains('\u{1b}'),
                 "{} bytes: {}",
@@ -581,7 +664,7 @@ mod tests {
         let shadow = json!({"image": {"reference": IMAGE}, "track": {"mode": "shadow", "shadows": "hello"}});
         let shadow = Spec::parse(&plugin("hello-canary", shadow)).unwrap();
         assert_eq!((shadow.plugin.as_str(), shadow.track), ("hello", Track::Shadow));
-        let error = Spec::parse(&plugin("hello.v2", json!({"image": {"reference": IMAGE}}))).unwrap_err();
+        let error = Spec::parse(&plugin("hello.v2", json!({"image": {"reference": IMAGE}}))).unwrap_err().to_string();
         assert!(error.contains("the WasmPlugin's name is its plugin's name"), "{error}");
     }
 
@@ -593,13 +676,15 @@ mod tests {
             "binaryData": {"plugin.wasm": "AGFzbQ=="},
         }))
         .unwrap();
-        assert!(spec.payload("team-a", Some(&labelled)).unwrap_err().contains("ships a plugin of its own"));
+        assert!(spec.payload("team-a", Some(&labelled)).unwrap_err().to_string().contains("ships a plugin of its own"));
         let configured: ConfigMap = serde_json::from_value(json!({
             "metadata": {"name": "hello-wasm"}, "binaryData": {"plugin.wasm": "AGFzbQ=="}, "data": {"config.yaml": "a: 1"},
         }))
         .unwrap();
-        assert!(spec.payload("team-a", Some(&configured)).unwrap_err().contains("spec.config"));
-        assert!(spec.payload("team-a", None).unwrap_err().contains("does not exist"));
+        assert!(spec.payload("team-a", Some(&configured)).unwrap_err().to_string().contains("spec.config"));
+        assert!(spec.payload("team-a", None).unwrap_err().to_string().contains("does not exist"));
+        assert!(matches!(spec.payload("team-a", None), Err(ConfigMapRefError::Missing { .. })));
+        assert!(matches!(spec.payload("team-a", Some(&labelled)), Err(ConfigMapRefError::PluginConfigMap { .. })));
         let plain: ConfigMap = serde_json::from_value(json!({
             "metadata": {"name": "hello-wasm"}, "binaryData": {"plugin.wasm": "AGFzbQ=="},
         }))

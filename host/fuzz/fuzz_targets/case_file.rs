@@ -12,6 +12,7 @@ fuzz_target!(|text: &str| {
         return;
     };
     if let Err(refused) = request_of(&case) {
+        let refused = refused.to_string();
         assert!(refused.len() <= 1024, "a refusal of {} bytes: {refused:.300}", refused.len());
     }
     let written = wasmloop::recording::to_text(&case).expect("a parsed case can be written");

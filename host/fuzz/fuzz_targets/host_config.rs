@@ -10,9 +10,9 @@ fuzz_target!(|text: &str| {
     let Ok(config) = HostConfig::parse(text) else {
         return;
     };
-    for key in config.plugins.keys() {
-        let (realm, name) = key.split_once('/').unwrap_or(("", key));
-        assert!(!name.contains('/'), "{key}");
-        assert!(config.settings_for(realm, name).is_some(), "{key} is not found by its realm and name");
+    for id in config.plugins.keys() {
+        let realm = id.realm().map_or("", |realm| realm.as_str());
+        assert!(!id.name().contains('/'), "{id}");
+        assert!(config.settings_for(realm, id.name()).is_some(), "{id} is not found by its realm and name");
     }
 });

@@ -111,8 +111,27 @@ pub struct RunArgs {
 }
 
 /// An `--allowed-registry`: a registry, or `*` for any.
-fn parse_allowed_registry(text: &str) -> Result<String, String> {
+fn parse_allowed_registry(text: &str) -> Result<String, crate::oci::BadRegistry> {
     if text == "*" { Ok(text.to_owned()) } else { crate::oci::registry_name(text) }
+}
+
+/// Why a flag's value is refused; clap prints it after the flag and the value.
+#[derive(Debug, thiserror::Error)]
+enum ValueError {
+    #[error("expected NAME=PATH: the plugin's name, then the candidate's file")]
+    ShadowNotPair,
+    #[error("plugin name {name:?}: {why}")]
+    ShadowName { name: String, why: String },
+    #[error("no file after {0}=; expected NAME=PATH")]
+    ShadowWithoutFile(String),
+    #[error("expected a byte count: digits, optionally followed by Ki, Mi or Gi")]
+    NotBytes,
+    #[error("too large")]
+    TooManyBytes,
+    #[error("at least 16Mi: one small plugin's instance")]
+    TooFewBytes,
+    #[error("expected CPUs between 0.01 and 1024: a decimal such as 0.5, or millicores such as 500m")]
+    NotCpus,
 }
 
 /// A `--shadow NAME=PATH`.
@@ -124,12 +143,11 @@ pub struct ShadowArg {
     pub path: PathBuf,
 }
 
-fn parse_shadow(text: &str) -> Result<ShadowArg, String> {
-    let (name, path) =
-        text.split_once('=').ok_or("expected NAME=PATH: the plugin's name, then the candidate's file")?;
-    wasmloop_sandbox::validate::name(name).map_err(|e| format!("plugin name {name:?}: {e}"))?;
+fn parse_shadow(text: &str) -> Result<ShadowArg, ValueError> {
+    let (name, path) = text.split_once('=').ok_or(ValueError::ShadowNotPair)?;
+    wasmloop_sandbox::validate::name(name).map_err(|why| ValueError::ShadowName { name: name.to_owned(), why })?;
     if path.is_empty() {
-        return Err(format!("no file after {name}=; expected NAME=PATH"));
+        return Err(ValueError::ShadowWithoutFile(name.to_owned()));
     }
     Ok(ShadowArg { name: name.to_owned(), path: path.into() })
 }
@@ -196,8 +214,8 @@ pub struct BundleArgs {
     pub sandbox: SandboxArgs,
 }
 
-fn parse_pinned_ref(text: &str) -> Result<crate::oci::PluginRef, String> {
-    crate::oci::PluginRef::parse(text).and_then(crate::oci::PluginRef::pinned).map_err(|e| e.to_string())
+fn parse_pinned_ref(text: &str) -> Result<crate::oci::PluginRef, crate::oci::OciError> {
+    crate::oci::PluginRef::parse(text).and_then(crate::oci::PluginRef::pinned)
 }
 
 /// `wasmloop push`.
@@ -206,7 +224,7 @@ pub struct PushArgs {
     /// The plugin component (.wasm).
     pub plugin: PathBuf,
     /// Where to push it: oci://REGISTRY/REPO:TAG.
-    #[arg(value_parser = |t: &str| crate::oci::PluginRef::parse(t).map_err(|e| e.to_string()))]
+    #[arg(value_parser = crate::oci::PluginRef::parse)]
     pub reference: crate::oci::PluginRef,
     /// The registry's user name; the password is read from standard input.
     #[arg(long, requires = "password_stdin")]
@@ -299,23 +317,23 @@ pub struct HostArgs {
 }
 
 /// A byte count: digits, optionally followed by Ki, Mi or Gi.
-fn parse_bytes(text: &str) -> Result<u64, String> {
+fn parse_bytes(text: &str) -> Result<u64, ValueError> {
     let (digits, shift) = match text.trim() {
         t if t.ends_with("Ki") => (&t[..t.len() - 2], 10),
         t if t.ends_with("Mi") => (&t[..t.len() - 2], 20),
         t if t.ends_with("Gi") => (&t[..t.len() - 2], 30),
         t => (t, 0),
     };
-    let n: u64 = digits.parse().map_err(|_| "expected a byte count: digits, optionally followed by Ki, Mi or Gi")?;
-    let bytes = n.checked_shl(shift).filter(|b| b >> shift == n).ok_or("too large")?;
+    let n: u64 = digits.parse().map_err(|_| ValueError::NotBytes)?;
+    let bytes = n.checked_shl(shift).filter(|b| b >> shift == n).ok_or(ValueError::TooManyBytes)?;
     if bytes < 16 << 20 {
-        return Err("at least 16Mi: one small plugin's instance".to_owned());
+        return Err(ValueError::TooFewBytes);
     }
     Ok(bytes)
 }
 
 /// A CPU count: a decimal (0.5) or millicores (500m).
-fn parse_cpus(text: &str) -> Result<f64, String> {
+fn parse_cpus(text: &str) -> Result<f64, ValueError> {
     let text = text.trim();
     let cpus = match text.strip_suffix('m') {
         Some(milli) => milli.parse::<u32>().map(|m| f64::from(m) / 1000.0).ok(),
@@ -323,6 +341,6 @@ fn parse_cpus(text: &str) -> Result<f64, String> {
     };
     match cpus {
         Some(cpus) if cpus.is_finite() && (0.01..=1024.0).contains(&cpus) => Ok(cpus),
-        _ => Err("expected CPUs between 0.01 and 1024: a decimal such as 0.5, or millicores such as 500m".to_owned()),
+        _ => Err(ValueError::NotCpus),
     }
 }

@@ -62,7 +62,7 @@ pub(super) async fn load(sandbox: &Sandbox, path: &Path, args: &SandboxArgs) -> 
 /// A component file, bounded as a ConfigMap's component is: a device, a pipe or a file past
 /// the limit is refused before it is read whole.
 pub(super) fn read_component(path: &Path) -> anyhow::Result<Vec<u8>> {
-    crate::input::read_bytes_bounded(path, crate::input::MAX_COMPONENT, "a plugin component (.wasm)")
+    Ok(crate::input::read_bytes_bounded(path, crate::input::MAX_COMPONENT, "a plugin component (.wasm)")?)
 }
 
 /// Compiles and validates a component, applying the command line's limits over the plugin's own:

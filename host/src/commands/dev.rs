@@ -39,6 +39,8 @@ async fn reload(host: &Host, source: &PathSource, last: &mut String) -> bool {
     let bytes = match source.component().await {
         Ok(bytes) => bytes,
         Err(error) => {
+            // With its causes, as the binary prints an error.
+            let error = anyhow::Error::from(error);
             tracing::error!("{error:#}; the previous version, if any, keeps serving");
             return false;
         }
@@ -90,7 +92,10 @@ async fn rewatch(source: &PathSource, changes: &mut Changes) {
             *changes = watching;
             tracing::info!(source = %source.label(), "watching what the build now reads");
         }
-        Err(error) => tracing::warn!(source = %source.label(), "{error:#}; the previous watch stays"),
+        Err(error) => {
+            let error = anyhow::Error::from(error);
+            tracing::warn!(source = %source.label(), "{error:#}; the previous watch stays");
+        }
     }
 }
 
@@ -131,6 +136,7 @@ async fn serve(args: &DevArgs, config: HostConfig) -> anyhow::Result<ExitCode> {
     };
     // Watch before the first load, so a save during it is not missed.
     let set = source.watch_set().await.unwrap_or_else(|error| {
+        let error = anyhow::Error::from(error);
         tracing::warn!(source = %item, "{error:#}; watching the crate's own sources until cargo metadata works");
         source.own_watch_set()
     });

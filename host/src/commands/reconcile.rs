@@ -36,11 +36,11 @@ pub(super) fn run(args: &ReconcileArgs) -> anyhow::Result<ExitCode> {
         .owned
         .iter()
         .map(|f| read_objects(f).map(|objs| objs.into_iter().map(|o| (o, f.as_path())).collect::<Vec<_>>()))
-        .collect::<anyhow::Result<Vec<_>>>()?
+        .collect::<Result<Vec<_>, _>>()?
         .into_iter()
         .flatten()
         .collect();
-    let previous = args.previous.as_deref().map(|f| read_object(f).and_then(|v| envelope(&v, f))).transpose()?;
+    let previous = args.previous.as_deref().map(|f| envelope(&read_object(f)?, f)).transpose()?;
     let object = envelope(&primary, object_file)?;
     let owned_objects: Vec<_> = owned.iter().map(|(o, f)| envelope(o, f)).collect::<anyhow::Result<_>>()?;
     // As in the host, the primary and its children are in the cache too.

@@ -77,7 +77,7 @@ pub use credentials::credentials;
 pub use policy::{RegistryPolicy, install_tls_provider};
 pub use pull::{Component, Puller};
 pub use push::{Described, push};
-pub use reference::{PluginRef, registry_name};
+pub use reference::{BadRegistry, PluginRef, registry_name};
 
 /// The scheme of a plugin reference.
 pub const SCHEME: &str = "oci://";

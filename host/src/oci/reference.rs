@@ -86,17 +86,21 @@ impl std::fmt::Display for PluginRef {
     }
 }
 
+/// A registry name that no reference could ever match: pulling from it would silently pull
+/// nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a registry: write HOST or HOST:PORT in lower case, as in ghcr.io or 127.0.0.1:5000")]
+pub struct BadRegistry(String);
+
 /// Checks a registry the operator names (`run --allowed-registry`, `--insecure-registry`):
 /// `HOST[:PORT]` as a reference spells it (a host with a dot, a port, or `localhost`; lower
 /// case, as references must be), so that a value that could never match (a URL, a path, a bare
 /// word) is refused at start rather than silently pulling nothing.
 ///
 /// # Errors
-/// When `text` is not `HOST[:PORT]`.
-pub fn registry_name(text: &str) -> Result<String, String> {
-    let refuse = || {
-        format!("{text:?} is not a registry: write HOST or HOST:PORT in lower case, as in ghcr.io or 127.0.0.1:5000")
-    };
+/// [`BadRegistry`] when `text` is not `HOST[:PORT]`.
+pub fn registry_name(text: &str) -> Result<String, BadRegistry> {
+    let refuse = || BadRegistry(text.to_owned());
     // References have no bracketed IPv6 form, so such a registry could never be named.
     if !is_registry(text) || text.bytes().any(|b| b.is_ascii_uppercase() || b == b'[') {
         return Err(refuse());

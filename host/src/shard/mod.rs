@@ -62,7 +62,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use wasmloop_sandbox::PluginId;
 
-use anyhow::Context as _;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
@@ -74,8 +73,40 @@ use tokio::time::Instant;
 use wasmloop_runtime::Metrics;
 use wasmloop_runtime::registry::Registry;
 
-use crate::leader::LeaderArgs;
+use crate::leader::{LeaderArgs, NamespaceError};
 use lease::{Observations, Step};
+
+/// Why this replica cannot join the shard: it would otherwise run plugins no fence guards.
+#[derive(Debug, thiserror::Error)]
+pub enum JoinError {
+    /// The Leases' namespace is unknown.
+    #[error(transparent)]
+    Namespace(#[from] NamespaceError),
+    /// The member Lease cannot be written (RBAC).
+    #[error(
+        "cannot write the member Lease {namespace}/{member}: grant the host get, list, create, update and delete on coordination.k8s.io leases in {namespace}"
+    )]
+    MemberLease {
+        /// The Leases' namespace.
+        namespace: wasmloop_contract::names::Namespace,
+        /// The member Lease.
+        member: String,
+        /// What the call said.
+        #[source]
+        source: LeaseCallError,
+    },
+}
+
+/// Why a call on the shard's Leases failed: a conflict means another replica wrote first.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseCallError {
+    /// The API server's answer.
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+    /// No answer within a third of the Lease duration.
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+}
 
 /// The label every sharding Lease carries, valued with the group.
 const GROUP_LABEL: &str = "wasmloop.dev/shard";
@@ -175,13 +206,14 @@ pub struct Shard {
 /// plugins `registry` knows (which must be [`Registry::sharded`]).
 ///
 /// # Errors
-/// When the Lease namespace is unknown or the member Lease cannot be written (RBAC).
+/// A [`JoinError`]: the Lease namespace is unknown, or the member Lease cannot be written
+/// (RBAC).
 pub async fn join(
     client: kube::Client,
     args: &LeaderArgs,
     registry: Arc<Registry>,
     metrics: Arc<Metrics>,
-) -> anyhow::Result<Shard> {
+) -> Result<Shard, JoinError> {
     let namespace = crate::leader::namespace(args)?;
     let identity = crate::leader::identity();
     let settings = Settings {
@@ -204,11 +236,9 @@ pub async fn join(
         joined: Instant::now(),
     };
     let member = coordinator.settings.member_lease();
-    coordinator.renew(&member, "member", None).await.with_context(|| {
-        format!(
-            "cannot write the member Lease {namespace}/{member}: grant the host get, list, create, update and delete on coordination.k8s.io leases in {namespace}"
-        )
-    })?;
+    if let Err(source) = coordinator.renew(&member, "member", None).await {
+        return Err(JoinError::MemberLease { namespace, member, source });
+    }
     tracing::info!(
         identity = %coordinator.settings.identity, lease = %format!("{namespace}/{member}"),
         "joined the shard: running the plugins assigned to this replica"
@@ -292,11 +322,11 @@ impl Settings {
 impl Coordinator {
     /// An API call bounded by a third of the Lease duration, so that a hanging request cannot
     /// hold the loop (the watchdog keeps the deadline whatever the loop does).
-    async fn bounded<T>(&self, call: impl Future<Output = Result<T, kube::Error>>) -> anyhow::Result<T> {
+    async fn bounded<T>(&self, call: impl Future<Output = Result<T, kube::Error>>) -> Result<T, LeaseCallError> {
         let limit = self.settings.duration / 3;
         match tokio::time::timeout(limit, call).await {
             Ok(result) => Ok(result?),
-            Err(_) => anyhow::bail!("no answer within {limit:?}"),
+            Err(_) => Err(LeaseCallError::Timeout(limit)),
         }
     }
 
@@ -461,7 +491,7 @@ impl Coordinator {
                 let start = self.start(plugin);
                 self.held.insert(plugin.clone(), Work::Started { start, at: Instant::now() });
             }
-            Err(error) if error.downcast_ref::<kube::Error>().is_some_and(is_conflict) => {
+            Err(LeaseCallError::Api(error)) if is_conflict(&error) => {
                 tracing::debug!(%plugin, "another replica wrote the fence first; judging again next tick");
             }
             Err(error) => tracing::warn!(%plugin, %error, "could not take the plugin's fence"),
@@ -498,7 +528,7 @@ impl Coordinator {
     }
 
     /// Creates or renews Lease `name`, held by this replica, reading it first.
-    async fn renew(&self, name: &str, role: &str, plugin: Option<&str>) -> anyhow::Result<()> {
+    async fn renew(&self, name: &str, role: &str, plugin: Option<&str>) -> Result<(), LeaseCallError> {
         let current = self.bounded(self.leases.get_opt(name)).await?;
         self.renew_from(name, role, plugin, current.as_ref()).await
     }
@@ -512,7 +542,7 @@ impl Coordinator {
         role: &str,
         plugin: Option<&str>,
         current: Option<&Lease>,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), LeaseCallError> {
         let sent = Instant::now();
         let acquired = current.and_then(|c| c.spec.as_ref()).and_then(|s| s.acquire_time.clone());
         let mut lease = self.settings.held(name.to_owned(), role, plugin, acquired);

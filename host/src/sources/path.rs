@@ -18,7 +18,6 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use notify::RecursiveMode;
 use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, new_debouncer};
 use serde_json::Value;
@@ -28,6 +27,116 @@ use tokio::sync::mpsc;
 /// How long the path must be quiet before a reload: long enough to fold a build's or an
 /// editor's burst of writes into one, short enough to stay out of the save-to-live time.
 const DEBOUNCE: Duration = Duration::from_millis(25);
+
+/// Why a path is no plugin to watch: `dev` would have nothing to load.
+#[derive(Debug, thiserror::Error)]
+pub enum PathError {
+    /// The path cannot be made absolute, or its links followed.
+    #[error("cannot resolve {}", .path.display())]
+    Resolve {
+        /// The path.
+        path: PathBuf,
+        /// What resolving it said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A directory that is no crate.
+    #[error(
+        "{} is a directory without a Cargo.toml; pass a plugin crate's directory or a .wasm file",
+        .path.display()
+    )]
+    NotACrate {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// A file whose directory does not exist, so it cannot be watched.
+    #[error(
+        "{} is not in an existing directory; pass a .wasm file or a plugin crate's directory",
+        .path.display()
+    )]
+    NoDirectory {
+        /// The path.
+        path: PathBuf,
+    },
+}
+
+/// Why `cargo metadata` does not say what a crate's build reads: its own sources are watched
+/// instead.
+#[derive(Debug, thiserror::Error)]
+pub enum MetadataError {
+    /// Cargo cannot be run.
+    #[error("cannot run cargo metadata; install Rust")]
+    Run(#[source] std::io::Error),
+    /// Cargo ran and failed: its words.
+    #[error("cargo metadata in {} failed: {stderr}", .dir.display())]
+    Failed {
+        /// The crate.
+        dir: PathBuf,
+        /// What cargo printed on stderr, trimmed.
+        stderr: String,
+    },
+    /// Cargo printed no JSON.
+    #[error("cargo metadata printed something other than its JSON")]
+    NotJson(#[source] serde_json::Error),
+    /// The metadata does not list the crate: it is not a member of its workspace.
+    #[error("cargo metadata does not list the crate in {}; is it a member of its workspace?", .dir.display())]
+    Unlisted {
+        /// The crate.
+        dir: PathBuf,
+    },
+}
+
+/// Why changes cannot be watched: a save would go unseen.
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    /// The watcher cannot start.
+    #[error("cannot watch for changes")]
+    Start(#[source] notify::Error),
+    /// A directory cannot be watched.
+    #[error("cannot watch {}", .root.display())]
+    Root {
+        /// The directory.
+        root: PathBuf,
+        /// What the watcher said.
+        #[source]
+        source: notify::Error,
+    },
+}
+
+/// Why there is no component to offer: the version serving, if any, stays.
+#[derive(Debug, thiserror::Error)]
+pub enum ComponentError {
+    /// The component file cannot be read.
+    #[error("cannot read {}", .file.display())]
+    Read {
+        /// The file.
+        file: PathBuf,
+        /// What the read said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Cargo cannot be run.
+    #[error("cannot run cargo; install Rust and `rustup target add wasm32-wasip2`")]
+    Cargo(#[source] std::io::Error),
+    /// Cargo's output or exit cannot be read.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// The build failed; cargo printed why.
+    #[error("the build of {} failed; fix the errors above and save again", .dir.display())]
+    BuildFailed {
+        /// The crate.
+        dir: PathBuf,
+    },
+    /// The build made no component: not a cdylib.
+    #[error(
+        "building {} produced no .wasm; is it a cdylib plugin crate (crate-type = [\"cdylib\"])?",
+        .dir.display()
+    )]
+    NoWasm {
+        /// The crate.
+        dir: PathBuf,
+    },
+}
 
 /// A watched plugin path.
 #[derive(Debug, Clone)]
@@ -96,8 +205,8 @@ impl WatchSet {
     ///   inherits.
     ///
     /// # Errors
-    /// When the metadata does not list the crate.
-    pub fn from_metadata(metadata: &Value, dir: &Path) -> anyhow::Result<WatchSet> {
+    /// [`MetadataError::Unlisted`] when the metadata does not list the crate.
+    pub fn from_metadata(metadata: &Value, dir: &Path) -> Result<WatchSet, MetadataError> {
         let packages: HashMap<PathBuf, &Value> = metadata["packages"]
             .as_array()
             .into_iter()
@@ -107,11 +216,9 @@ impl WatchSet {
                 Some((manifest.parent()?.to_owned(), package))
             })
             .collect();
-        anyhow::ensure!(
-            packages.contains_key(dir),
-            "cargo metadata does not list the crate in {}; is it a member of its workspace?",
-            dir.display()
-        );
+        if !packages.contains_key(dir) {
+            return Err(MetadataError::Unlisted { dir: dir.to_owned() });
+        }
         let mut set = WatchSet::default();
         let (mut pending, mut seen) = (vec![dir.to_owned()], HashSet::new());
         while let Some(crate_dir) = pending.pop() {
@@ -165,24 +272,20 @@ impl PathSource {
     /// Recognises `path` as a component file or a crate directory.
     ///
     /// # Errors
-    /// When it is neither.
-    pub fn new(path: &Path) -> anyhow::Result<PathSource> {
-        let path = std::path::absolute(path).with_context(|| format!("cannot resolve {}", path.display()))?;
+    /// A [`PathError`] when it is neither.
+    pub fn new(path: &Path) -> Result<PathSource, PathError> {
+        let path = std::path::absolute(path).map_err(|source| PathError::Resolve { path: path.to_owned(), source })?;
         if path.is_dir() {
             // Cargo reports manifest paths with symlinks and `..` resolved.
-            let path = path.canonicalize().with_context(|| format!("cannot resolve {}", path.display()))?;
-            anyhow::ensure!(
-                path.join("Cargo.toml").is_file(),
-                "{} is a directory without a Cargo.toml; pass a plugin crate's directory or a .wasm file",
-                path.display()
-            );
+            let path = path.canonicalize().map_err(|source| PathError::Resolve { path: path.clone(), source })?;
+            if !path.join("Cargo.toml").is_file() {
+                return Err(PathError::NotACrate { path });
+            }
             return Ok(PathSource::Crate(path));
         }
-        anyhow::ensure!(
-            path.parent().is_some_and(Path::is_dir),
-            "{} is not in an existing directory; pass a .wasm file or a plugin crate's directory",
-            path.display()
-        );
+        if !path.parent().is_some_and(Path::is_dir) {
+            return Err(PathError::NoDirectory { path });
+        }
         Ok(PathSource::File(path))
     }
 
@@ -203,8 +306,9 @@ impl PathSource {
     /// ([`WatchSet::from_metadata`], from `cargo metadata`).
     ///
     /// # Errors
-    /// When `cargo metadata` fails (a manifest half edited, say) or does not list the crate.
-    pub async fn watch_set(&self) -> anyhow::Result<WatchSet> {
+    /// A [`MetadataError`] when `cargo metadata` fails (a manifest half edited, say) or does
+    /// not list the crate.
+    pub async fn watch_set(&self) -> Result<WatchSet, MetadataError> {
         match self {
             PathSource::File(file) => Ok(WatchSet::file(file)),
             PathSource::Crate(dir) => WatchSet::from_metadata(&metadata(dir).await?, dir),
@@ -224,8 +328,8 @@ impl PathSource {
     /// by a rename (as editors and `cp` to a temporary name do) is seen too.
     ///
     /// # Errors
-    /// When the watch cannot be set up.
-    pub fn watch(&self, set: WatchSet) -> anyhow::Result<Changes> {
+    /// A [`WatchError`] when the watch cannot be set up.
+    pub fn watch(&self, set: WatchSet) -> Result<Changes, WatchError> {
         let (sender, receiver) = mpsc::unbounded_channel();
         let (relevant, label) = (set.clone(), self.label());
         let mut debouncer = new_debouncer(DEBOUNCE, None, move |result: DebounceEventResult| match result {
@@ -238,9 +342,11 @@ impl PathSource {
                 tracing::warn!(source = %label, error = %e, "watching for changes failed; if the directory was removed, restart wasmloop dev")
             }),
         })
-        .context("cannot watch for changes")?;
+        .map_err(WatchError::Start)?;
         for (root, mode) in set.roots(Path::is_dir) {
-            debouncer.watch(&root, mode).with_context(|| format!("cannot watch {}", root.display()))?;
+            if let Err(source) = debouncer.watch(&root, mode) {
+                return Err(WatchError::Root { root, source });
+            }
         }
         Ok(Changes { _debouncer: debouncer, receiver, set })
     }
@@ -249,13 +355,16 @@ impl PathSource {
     /// errors on the terminal.
     ///
     /// # Errors
-    /// When the file cannot be read or the build fails.
-    pub async fn component(&self) -> anyhow::Result<Vec<u8>> {
+    /// A [`ComponentError`] when the file cannot be read or the build fails.
+    pub async fn component(&self) -> Result<Vec<u8>, ComponentError> {
         let file = match self {
             PathSource::File(file) => file.clone(),
             PathSource::Crate(dir) => build(dir).await?,
         };
-        tokio::fs::read(&file).await.with_context(|| format!("cannot read {}", file.display()))
+        match tokio::fs::read(&file).await {
+            Ok(bytes) => Ok(bytes),
+            Err(source) => Err(ComponentError::Read { file, source }),
+        }
     }
 }
 
@@ -266,7 +375,7 @@ fn cargo() -> OsString {
 
 /// `cargo metadata --format-version 1 --no-deps` in the crate: its workspace's members and
 /// their dependencies, paths resolved, without touching the network.
-async fn metadata(dir: &Path) -> anyhow::Result<Value> {
+async fn metadata(dir: &Path) -> Result<Value, MetadataError> {
     let out = tokio::process::Command::new(cargo())
         .args(["metadata", "--format-version", "1", "--no-deps"])
         .current_dir(dir)
@@ -275,19 +384,17 @@ async fn metadata(dir: &Path) -> anyhow::Result<Value> {
         .kill_on_drop(true)
         .output()
         .await
-        .context("cannot run cargo metadata; install Rust")?;
-    anyhow::ensure!(
-        out.status.success(),
-        "cargo metadata in {} failed: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
-    serde_json::from_slice(&out.stdout).context("cargo metadata printed something other than its JSON")
+        .map_err(MetadataError::Run)?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+        return Err(MetadataError::Failed { dir: dir.to_owned(), stderr });
+    }
+    serde_json::from_slice(&out.stdout).map_err(MetadataError::NotJson)
 }
 
 /// `cargo build --release --target wasm32-wasip2` in the crate, returning the component it
 /// produced (read from cargo's JSON messages; rendered diagnostics go to stderr).
-async fn build(dir: &Path) -> anyhow::Result<PathBuf> {
+async fn build(dir: &Path) -> Result<PathBuf, ComponentError> {
     tracing::info!(krate = %dir.display(), "building");
     let mut child = tokio::process::Command::new(cargo())
         .args(["build", "--release", "--target", "wasm32-wasip2", "--message-format=json-render-diagnostics"])
@@ -296,7 +403,7 @@ async fn build(dir: &Path) -> anyhow::Result<PathBuf> {
         .stderr(Stdio::inherit())
         .kill_on_drop(true)
         .spawn()
-        .context("cannot run cargo; install Rust and `rustup target add wasm32-wasip2`")?;
+        .map_err(ComponentError::Cargo)?;
     let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("piped")).lines();
     let mut component = None;
     while let Some(line) = lines.next_line().await? {
@@ -312,13 +419,10 @@ async fn build(dir: &Path) -> anyhow::Result<PathBuf> {
         }
     }
     let status = child.wait().await?;
-    anyhow::ensure!(status.success(), "the build of {} failed; fix the errors above and save again", dir.display());
-    component.with_context(|| {
-        format!(
-            "building {} produced no .wasm; is it a cdylib plugin crate (crate-type = [\"cdylib\"])?",
-            dir.display()
-        )
-    })
+    if !status.success() {
+        return Err(ComponentError::BuildFailed { dir: dir.to_owned() });
+    }
+    component.ok_or_else(|| ComponentError::NoWasm { dir: dir.to_owned() })
 }
 
 #[cfg(test)]
@@ -428,7 +532,8 @@ mod tests {
     #[test]
     fn metadata_that_does_not_list_the_crate_is_an_error() {
         let error = WatchSet::from_metadata(&workspace_plugin(), Path::new("/elsewhere")).unwrap_err();
-        assert!(error.to_string().contains("does not list the crate in /elsewhere"), "{error:#}");
+        assert!(matches!(error, MetadataError::Unlisted { .. }), "{error:?}");
+        assert!(error.to_string().contains("does not list the crate in /elsewhere"), "{error}");
     }
 
     #[test]

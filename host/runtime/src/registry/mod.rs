@@ -366,7 +366,8 @@ impl Registry {
                 return Err(RegistryError::Load { source, running });
             }
         };
-        let name = plugin.in_realm(candidate.realm.clone()).manifest().id();
+        let name = PluginId::new(candidate.realm.clone(), &plugin.manifest().name)
+            .expect("a manifest's name was checked at load");
         let source = candidate.source.clone();
         let offer = Offer {
             source: candidate.source,

@@ -79,8 +79,8 @@ impl plan::World for Looking<'_> {
         self.registry.serving(source)
     }
 
-    fn admissible(&self, reference: &PluginRef) -> Result<(), String> {
-        self.puller.admissible(reference).map_err(|e| e.to_string())
+    fn admissible(&self, reference: &PluginRef) -> Result<(), OciError> {
+        self.puller.admissible(reference)
     }
 }
 

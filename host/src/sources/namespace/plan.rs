@@ -272,7 +272,7 @@ impl State {
         reference: &PluginRef,
         world: &dyn World,
     ) -> Result<(), (&'static str, String)> {
-        world.admissible(reference).map_err(|e| ("PullRefused", e))?;
+        world.admissible(reference).map_err(|e| ("PullRefused", e.to_string()))?;
         let payload = &offer.payload;
         pinning::check_without_component(payload.pin.as_deref(), payload.signature.as_deref(), self.trusted.as_deref())
             .map_err(|e| (e.reason(), e.to_string()))

@@ -51,7 +51,7 @@ impl Reader {
                 let spec = match wasmplugin::Spec::parse(plugin) {
                     Ok(spec) => spec,
                     Err(_) if plugin.spec["suspend"] == true => return Ok(suspended(plugin)),
-                    Err(message) => return Err(Unread::invalid("InvalidWasmPlugin", message, false)),
+                    Err(error) => return Err(Unread::invalid("InvalidWasmPlugin", error.to_string(), false)),
                 };
                 let mut offer = Offer {
                     payload: spec.bare_payload(),
@@ -77,7 +77,10 @@ impl Reader {
                 };
                 // Nothing is expanded here: that waits until the content is known to be new.
                 let payload = spec.payload(&self.namespace, configmap.as_ref());
-                offer.payload = payload.map_err(|m| Unread::invalid("InvalidWasmPlugin", m, spec.stop_on_failure))?;
+                let invalid = |e: wasmplugin::ConfigMapRefError| {
+                    Unread::invalid("InvalidWasmPlugin", e.to_string(), spec.stop_on_failure)
+                };
+                offer.payload = payload.map_err(invalid)?;
                 Ok(offer)
             }
         }

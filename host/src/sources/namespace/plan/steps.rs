@@ -60,7 +60,7 @@ pub(in crate::sources::namespace) trait World {
     fn serving(&self, source: &SourceId) -> Option<(PluginId, String)>;
     /// Whether the host may pull `reference` at all (pinned, and allowed by the registry
     /// policy): why not, if not.
-    fn admissible(&self, reference: &PluginRef) -> Result<(), String>;
+    fn admissible(&self, reference: &PluginRef) -> Result<(), crate::oci::OciError>;
 }
 
 /// A version to load (or seat as a shadow), checked as far as it can be without its bytes.

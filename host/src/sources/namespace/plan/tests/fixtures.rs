@@ -26,8 +26,9 @@ impl World for Registry {
         self.serving.get(source).cloned()
     }
 
-    fn admissible(&self, _: &PluginRef) -> Result<(), String> {
-        if self.refuses_pulls { Err("registry 127.0.0.1:5000 is not allowed".to_owned()) } else { Ok(()) }
+    fn admissible(&self, reference: &PluginRef) -> Result<(), crate::oci::OciError> {
+        let refused = || crate::oci::OciError::NoRegistryAllowed(reference.to_string());
+        if self.refuses_pulls { Err(refused()) } else { Ok(()) }
     }
 }
 

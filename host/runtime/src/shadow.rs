@@ -131,20 +131,15 @@ impl ShadowReport {
 ///
 /// # Errors
 /// What does not fit, and what to change.
-pub fn fits(serving: &Manifest, candidate: &Manifest) -> Result<(), String> {
+pub fn fits(serving: &Manifest, candidate: &Manifest) -> Result<(), Misfit> {
     let (primary, theirs) = (&candidate.primary.kind, &serving.primary.kind);
     if primary != theirs {
-        return Err(format!(
-            "reconciles {primary}, the serving version {theirs}; a shadow is a candidate for the same primary kind"
-        ));
+        return Err(Misfit::Primary { primary: primary.clone(), serving: theirs.clone() });
     }
     let whole: Vec<String> =
         serving.metadata_only.iter().filter(|k| !candidate.is_metadata_only(k)).map(Gvk::to_string).collect();
     if !whole.is_empty() {
-        return Err(format!(
-            "reads {} whole, which the serving version reads metadata-only; declare it metadata-only in the shadow too",
-            whole.join(", ")
-        ));
+        return Err(Misfit::ReadsWhole { kinds: whole.join(", ") });
     }
     // It reads through the serving version's caches, which hold what that version's watches
     // select: a shadow that selects otherwise would be compared on a cache it would not have.
@@ -152,19 +147,53 @@ pub fn fits(serving: &Manifest, candidate: &Manifest) -> Result<(), String> {
     // those alone.
     let watched = serving.watches.iter().chain(&candidate.watches).map(|w| &w.kind);
     if let Some(kinds) = differing(watched, |k| serving.visible(k) != candidate.visible(k)) {
-        return Err(format!(
-            "would see other objects of {kinds} than the serving version, whose cache holds only what its watches select; declare the same watches (kinds, namespaces, label selectors) in the shadow, or roll the change out without one"
-        ));
+        return Err(Misfit::Selection { kinds });
     }
     // It reads through the serving version's caches, which keep what that version keeps: a
     // shadow keeping other fields would be compared on objects it did not ask for.
     let declared = serving.declared_kinds().chain(candidate.declared_kinds());
     if let Some(kinds) = differing(declared, |k| serving.kept(k) != candidate.kept(k)) {
-        return Err(format!(
-            "keeps other fields of {kinds} than the serving version (keep-fields); keep the same in the shadow, or roll the change out without one"
-        ));
+        return Err(Misfit::Kept { kinds });
     }
     Ok(())
+}
+
+/// Why a candidate cannot shadow a serving version ([`fits`]): what does not fit, and what to
+/// change, as the rest of a sentence that begins with the shadow.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Misfit {
+    /// Another primary kind.
+    #[error("reconciles {primary}, the serving version {serving}; a shadow is a candidate for the same primary kind")]
+    Primary {
+        /// The candidate's.
+        primary: Gvk,
+        /// The serving version's.
+        serving: Gvk,
+    },
+    /// Kinds the serving version reads metadata-only, read whole.
+    #[error(
+        "reads {kinds} whole, which the serving version reads metadata-only; declare it metadata-only in the shadow too"
+    )]
+    ReadsWhole {
+        /// The kinds.
+        kinds: String,
+    },
+    /// Watched kinds selected otherwise.
+    #[error(
+        "would see other objects of {kinds} than the serving version, whose cache holds only what its watches select; declare the same watches (kinds, namespaces, label selectors) in the shadow, or roll the change out without one"
+    )]
+    Selection {
+        /// The kinds.
+        kinds: String,
+    },
+    /// Kinds whose kept fields differ.
+    #[error(
+        "keeps other fields of {kinds} than the serving version (keep-fields); keep the same in the shadow, or roll the change out without one"
+    )]
+    Kept {
+        /// The kinds.
+        kinds: String,
+    },
 }
 
 /// The kinds among `kinds` for which `differs` holds, each named once, in order; none when
@@ -404,7 +433,7 @@ mod tests {
         for (name, candidate, refused) in cases {
             match (fits(&serving, &candidate), refused) {
                 (Ok(()), None) => {}
-                (Err(why), Some(part)) => assert!(why.contains(part), "{name}: {why}"),
+                (Err(why), Some(part)) => assert!(why.to_string().contains(part), "{name}: {why}"),
                 (got, want) => panic!("{name}: got {got:?}, wanted a refusal saying {want:?}"),
             }
         }
@@ -427,7 +456,7 @@ mod tests {
         for (name, candidate, refused) in cases {
             match (fits(&serving, &candidate), refused) {
                 (Ok(()), None) => {}
-                (Err(why), Some(part)) => assert!(why.contains(part), "{name}: {why}"),
+                (Err(why), Some(part)) => assert!(why.to_string().contains(part), "{name}: {why}"),
                 (got, want) => panic!("{name}: got {got:?}, wanted a refusal saying {want:?}"),
             }
         }

@@ -254,7 +254,7 @@ pub fn seat(
     holder: Option<&SourceId>,
     origin: &SourceId,
     (expected, found): (&str, &str),
-    fits: impl FnOnce() -> Result<(), String>,
+    fits: impl FnOnce() -> Result<(), crate::shadow::Misfit>,
 ) -> Result<(), Unseated> {
     if let Some(holder) = holder.filter(|h| *h != origin) {
         return Err(Unseated::Taken { holder: holder.clone() });
@@ -262,7 +262,7 @@ pub fn seat(
     if found != expected {
         return Err(Unseated::NameMismatch { found: found.to_owned() });
     }
-    fits().map_err(|reason| Unseated::Misfit { reason })
+    fits().map_err(|misfit| Unseated::Misfit { reason: misfit.to_string() })
 }
 
 /// What a removed source's plugins come to.

@@ -252,13 +252,14 @@ fn a_new_version_of_the_seated_shadow_or_a_first_shadow_is_seated() {
 #[test]
 fn a_compiled_shadow_is_held_to_the_seat_then_its_name_then_the_serving_version() {
     let (a, b) = (configmap("a"), configmap("b"));
-    let misfit = || Err::<(), _>("reads another primary".to_owned());
-    let cases: Vec<(&str, Option<&SourceId>, &str, Result<(), String>, Result<(), Unseated>)> = vec![
+    let kept = || crate::shadow::Misfit::Kept { kinds: "v1/Secret".into() };
+    let misfit = || Err(kept());
+    let cases: Vec<(&str, Option<&SourceId>, &str, Result<(), crate::shadow::Misfit>, Result<(), Unseated>)> = vec![
         ("a free seat", None, "p", Ok(()), Ok(())),
         ("its own seat", Some(&a), "p", Ok(()), Ok(())),
         ("another's seat", Some(&b), "q", misfit(), Err(Unseated::Taken { holder: b.clone() })),
         ("another name", None, "q", misfit(), Err(Unseated::NameMismatch { found: "q".into() })),
-        ("a misfit", None, "p", misfit(), Err(Unseated::Misfit { reason: "reads another primary".into() })),
+        ("a misfit", None, "p", misfit(), Err(Unseated::Misfit { reason: kept().to_string() })),
     ];
     for (case, holder, found, fits, expected) in cases {
         assert_eq!(seat(holder, &a, ("p", found), move || fits), expected, "{case}");

@@ -70,6 +70,22 @@ pub struct PluginPayload {
     pub track: Track,
 }
 
+impl PluginPayload {
+    /// Plugin `name`, serving, with no component yet and nothing else said.
+    pub fn named(name: String) -> PluginPayload {
+        PluginPayload {
+            name,
+            component: Stored::Nothing,
+            reference: None,
+            pull_secret: None,
+            config: None,
+            pin: None,
+            signature: None,
+            track: Track::Serving,
+        }
+    }
+}
+
 /// A component as a ConfigMap stores it, nothing expanded yet. Its digest names what is stored,
 /// so an update that changes nothing of it (an annotation, the host's own status write) is
 /// known for the same by hashing at most a ConfigMap's bytes; a gzip stream that expands to

@@ -441,14 +441,10 @@ impl Spec {
     /// What this spec offers without its component: enough to stop or retire what it served.
     pub fn bare_payload(&self) -> PluginPayload {
         PluginPayload {
-            name: self.plugin.clone(),
-            component: crate::plugin_configmap::Stored::Nothing,
-            reference: None,
-            pull_secret: None,
             config: self.config.clone(),
             pin: self.signature.as_ref().and_then(|s| s.digest.clone()),
-            signature: None,
             track: self.track,
+            ..PluginPayload::named(self.plugin.clone())
         }
     }
 

@@ -11,7 +11,7 @@ use wasmloop_contract::names::{Name, Namespace};
 use wasmloop_runtime::identity::SERVICE_ACCOUNT_ANNOTATION;
 
 use super::plan::{MAX_REFUSAL, Offer, START_RETRY, Shipper, Unread};
-use crate::plugin_configmap::{self, PluginPayload, STATUS_ANNOTATION, Stored, Track};
+use crate::plugin_configmap::{self, PluginPayload, STATUS_ANNOTATION, Track};
 use crate::wasmplugin::{self, WasmPlugin};
 
 /// How long a `WasmPlugin`'s ConfigMap may take to read before the offer is refused and tried
@@ -119,24 +119,6 @@ fn said_in_annotation(cm: &ConfigMap) -> Option<String> {
 
 /// What a `WasmPlugin` whose spec does not parse offers when it asks to be suspended: nothing.
 fn suspended(plugin: &WasmPlugin) -> Offer {
-    let payload = PluginPayload {
-        name: wasmloop_contract::validate::cut(plugin.name_any(), 253),
-        component: Stored::Nothing,
-        reference: None,
-        pull_secret: None,
-        config: None,
-        pin: None,
-        signature: None,
-        track: Track::Serving,
-    };
-    Offer {
-        payload,
-        account: None,
-        signer: None,
-        stop: false,
-        suspend: true,
-        said: None,
-        settings: None,
-        stored_in: String::new(),
-    }
+    let name = wasmloop_contract::validate::cut(plugin.name_any(), 253);
+    Offer { suspend: true, ..Offer::of(PluginPayload::named(name)) }
 }

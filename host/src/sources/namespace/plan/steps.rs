@@ -35,6 +35,22 @@ pub(in crate::sources::namespace) struct Offer {
     pub(in crate::sources::namespace) stored_in: String,
 }
 
+impl Offer {
+    /// What `payload` offers, and nothing else: no account, no signer, no stop or suspension.
+    pub(in crate::sources::namespace) fn of(payload: PluginPayload) -> Offer {
+        Offer {
+            payload,
+            account: None,
+            signer: None,
+            stop: false,
+            suspend: false,
+            said: None,
+            settings: None,
+            stored_in: String::new(),
+        }
+    }
+}
+
 /// Why an object offers nothing usable.
 #[derive(Debug, Clone)]
 pub(in crate::sources::namespace) struct Unread {

@@ -54,18 +54,9 @@ pub(super) fn key(shipper: &Shipper) -> Key {
 
 /// What plugin `plugin`'s object offers: a stored component, serving.
 pub(super) fn offer(plugin: &str) -> Offer {
-    let payload = PluginPayload {
-        name: plugin.to_owned(),
-        component: Stored::Plain(vec![1, 2, 3].into()),
-        reference: None,
-        pull_secret: None,
-        config: None,
-        pin: None,
-        signature: None,
-        track: Track::Serving,
-    };
-    let (account, signer, said, settings) = (None, None, None, None);
-    Offer { payload, account, signer, stop: false, suspend: false, said, settings, stored_in: "team-a/x".into() }
+    let payload =
+        PluginPayload { component: Stored::Plain(vec![1, 2, 3].into()), ..PluginPayload::named(plugin.into()) };
+    Offer { stored_in: "team-a/x".into(), ..Offer::of(payload) }
 }
 
 pub(super) fn referenced(plugin: &str) -> Offer {

@@ -562,3 +562,57 @@ fn nothing_is_made_for_a_configmap_not_shown() {
     statuses.report(loaded("gone", Loaded::Parked { name: pid("team-a/gone"), digest: "d".into() }), NOW);
     assert!(statuses.shown.is_empty(), "a parked report of a ConfigMap not shown keeps nothing");
 }
+
+#[test]
+fn a_configmap_or_wasmplugin_source_is_an_object_to_show_and_a_file_is_none() {
+    assert_eq!(object_of(&source("hello")), Some(key("hello")));
+    let plugin = object_of(&plugin_source("hello")).unwrap();
+    assert_eq!((plugin.kind, plugin.source()), (SourceKind::WasmPlugin, plugin_source("hello")));
+    assert_eq!(object_of(&SourceId::file("hello.wasm")), None);
+}
+
+#[test]
+fn an_object_reported_on_is_shown_until_it_is_removed() {
+    let mut statuses = Statuses::new(None);
+    let team_a = Namespace::parse("team-a").unwrap();
+    assert!(!statuses.shows(&key("hello")) && !statuses.shows_in(&team_a));
+    statuses.report(loaded("hello", started("1.0.0", "d1")), NOW);
+    assert!(statuses.shows(&key("hello")) && statuses.shows_in(&team_a));
+    assert!(!statuses.shows_in(&Namespace::parse("team-b").unwrap()));
+    statuses.report(Report::new(source("hello"), Reported::Removed), NOW);
+    assert!(!statuses.shows(&key("hello")) && !statuses.shows_in(&team_a));
+}
+
+#[test]
+fn a_new_leader_writes_the_error_counts_whatever_they_are() {
+    let mut statuses = Statuses::new(None);
+    last_status(&mut statuses, vec![wasmplugin_loaded("1.0.0")], NOW);
+    let version = statuses.serving_wasmplugins()[0].1.clone();
+    let counts = BTreeMap::from([(version, 2)]);
+    statuses.errors(&counts, LATER);
+    assert!(statuses.errors(&counts, LATER).is_empty(), "shown already");
+    statuses.forget_errors();
+    assert_eq!(status(&statuses.errors(&counts, LATER)[0])["errors"], 2);
+}
+
+#[test]
+fn a_configmap_s_status_says_what_serves_and_nothing_of_what_it_does_not_show() {
+    let shown = Shown {
+        active: Some(Active {
+            id: "team-a/hello".into(),
+            loaded: Version {
+                plugin: "hello".into(),
+                version: "1.0.0".into(),
+                digest: "d1".into(),
+                loaded_at: NOW.into(),
+            },
+        }),
+        ..Shown::default()
+    };
+    let status = status_of(&shown, Some("replica-1"));
+    let said = (&status["plugin"], &status["version"], &status["activeDigest"], &status["replica"]);
+    assert_eq!(said, (&json!("hello"), &json!("1.0.0"), &json!("d1"), &json!("replica-1")));
+    assert!(status.get("shadow").is_none() && status["lastError"].is_null(), "{status}");
+    let nothing = status_of(&Shown::default(), Some("replica-1"));
+    assert!(nothing["activeDigest"].is_null() && nothing.get("replica").is_none(), "{nothing}");
+}

@@ -27,8 +27,11 @@ impl World for Registry {
     }
 
     fn admissible(&self, reference: &PluginRef) -> Result<(), crate::oci::OciError> {
-        let refused = || crate::oci::OciError::NoRegistryAllowed(reference.to_string());
-        if self.refuses_pulls { Err(refused()) } else { Ok(()) }
+        if self.refuses_pulls {
+            Err(crate::oci::OciError::NoRegistryAllowed(reference.registry().to_owned()))
+        } else {
+            Ok(())
+        }
     }
 }
 

@@ -4,13 +4,16 @@
 //!   interruption, and a pooling allocator sized from `max_instances` (`host.yaml`
 //!   `sandbox.maxInstances`) and the largest memory a plugin may get. No guest uses
 //!   component-model async, so its bookkeeping is off; calls are futures all the same.
-//! - **A freed memory is reset whole**: its first `keep_resident_bytes` copied back from the
-//!   memory image, the rest returned to the kernel, so a page swapped out or being migrated is
-//!   reset like any other. Resetting only the kernel's dirty pages (`PAGEMAP_SCAN`) took a
-//!   Rust reconcile from 41 to 19 µs and was on for one round, but wasmtime 48 resets only
-//!   dirty pages that are *present*: one swapped out kept the last call's bytes for the next
-//!   instance in its slot, another plugin's included (wasmtime#14357, open). It goes back on
-//!   when wasmtime resets those.
+//! - **A freed memory is reset page by page**: the kernel reports which pages the call wrote
+//!   (`PAGEMAP_SCAN`, Linux 6.7 and later), the first `keep_resident_bytes` of them are copied
+//!   back from the memory image in place, and only the rest go back to the kernel. Untouched
+//!   pages cost nothing and the next call faults nothing in: a Rust reconcile took 54 µs with
+//!   the memory returned whole, 30 µs with the scan (`docs/benchmarks.md`). wasmtime 48's scan
+//!   skipped written pages that were swapped out or being migrated, leaving the last call's
+//!   bytes to the next instance in the slot (wasmtime#14357); the workspace builds 48.0.8 with
+//!   50.0.1's scan, narrowed to pages present or swapped
+//!   (`host/vendor/wasmtime/WASMLOOP-PATCH.md`), and `tests/isolation.rs` pages a guest out
+//!   mid-call to check it. Before Linux 6.7 a freed memory is reset whole.
 //! - **Keeping more resident is the operator's trade** (`--keep-resident-bytes`, at most
 //!   [`MAX_KEEP_RESIDENT_BYTES`]): 16 MiB takes a Python reconcile from 2.5 to 1.1 ms, and
 //!   every slot a call has used keeps 16 MiB; the host logs that worst case at start
@@ -349,12 +352,9 @@ impl SandboxConfig {
             .total_memories(self.memory_slots())
             .total_tables(self.max_instances * 4)
             .max_memory_size(self.max_memory_bytes)
-            // Not the kernel's report of dirty pages (PAGEMAP_SCAN), though it halves a Rust
-            // reconcile: wasmtime 48 resets only dirty pages that are present, so one swapped
-            // out, or being migrated, keeps the last call's bytes for the next instance in the
-            // slot, another plugin's included (wasmtime#14357, open). A freed memory is reset
-            // whole: its first `keep_resident_bytes` copied back, the rest returned.
-            .pagemap_scan(wasmtime::Enabled::No)
+            // Only the pages a call wrote are reset, swapped-out ones included: see the module
+            // docs for the patched scan.
+            .pagemap_scan(wasmtime::Enabled::Auto)
             .linear_memory_keep_resident(self.kept_resident_bytes())
             .table_keep_resident(self.kept_resident_bytes().min(64 << 10));
         let mut config = wasmtime::Config::new();

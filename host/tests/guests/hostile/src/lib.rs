@@ -35,6 +35,24 @@ struct Config {
     ms: u64,
 }
 
+/// `bytes` of new linear memory (rounded up to wasm pages), outside the allocator's heap.
+#[cfg(target_arch = "wasm32")]
+#[expect(unsafe_code, reason = "new pages are wasm memory no allocator owns")]
+fn grown(bytes: usize) -> Option<&'static mut [u8]> {
+    let pages = bytes.div_ceil(65536);
+    let base = core::arch::wasm32::memory_grow(0, pages);
+    if base == usize::MAX {
+        return None;
+    }
+    // SAFETY: the pages were just added to memory 0, and nothing else knows of them.
+    Some(unsafe { std::slice::from_raw_parts_mut((base * 65536) as *mut u8, pages * 65536) })
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn grown(_bytes: usize) -> Option<&'static mut [u8]> {
+    None
+}
+
 fn default_interval() -> u64 {
     500
 }
@@ -107,6 +125,22 @@ impl Reconciler for Hostile {
                 }
                 std::thread::sleep(std::time::Duration::from_millis(config.ms));
                 wasmloop_sdk::info!("held {} bytes for {}", std::hint::black_box(&held).len(), request.object.name);
+                Ok(Vec::new())
+            }
+            "scribble" => {
+                // Grows its memory by `bytes`, which wasm promises are zeros whatever an earlier
+                // instance in the same pool slot wrote there (the allocator would hide stale
+                // bytes behind its own zeroing), then marks every other page: disjoint dirty
+                // regions, more than one scan of the kernel's dirty pages reports.
+                let pages = grown(config.bytes).ok_or_else(|| Error::permanent("memory.grow refused"))?;
+                let stale = pages.iter().filter(|b| **b != 0).count();
+                if stale != 0 {
+                    return Err(Error::permanent(format!("{stale} bytes of an earlier instance")));
+                }
+                for page in pages.chunks_mut(4096).step_by(2) {
+                    page.fill(0xA5);
+                }
+                wasmloop_sdk::info!("scribbled {} bytes", std::hint::black_box(&pages).len());
                 Ok(Vec::new())
             }
             "spin" => {

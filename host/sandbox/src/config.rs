@@ -4,16 +4,18 @@
 //!   interruption, and a pooling allocator sized from `max_instances` (`host.yaml`
 //!   `sandbox.maxInstances`) and the largest memory a plugin may get. No guest uses
 //!   component-model async, so its bookkeeping is off; calls are futures all the same.
-//! - **A freed memory is reset page by page**: the kernel reports which pages the call wrote
-//!   (`PAGEMAP_SCAN`, Linux 6.7 and later), the first `keep_resident_bytes` of them are copied
-//!   back from the memory image in place, and only the rest go back to the kernel. Untouched
-//!   pages cost nothing and the next call faults nothing in: a Rust reconcile took 54 µs with
-//!   the memory returned whole, 30 µs with the scan (`docs/benchmarks.md`). wasmtime 48's scan
-//!   skipped written pages that were swapped out or being migrated, leaving the last call's
-//!   bytes to the next instance in the slot (wasmtime#14357); the workspace builds 48.0.8 with
-//!   50.0.1's scan, narrowed to pages present or swapped
-//!   (`host/vendor/wasmtime/WASMLOOP-PATCH.md`), and `tests/isolation.rs` pages a guest out
-//!   mid-call to check it. Before Linux 6.7 a freed memory is reset whole.
+//! - **A freed memory is reset page by page**: the kernel reports the pages that hold data,
+//!   present or swapped, other than the zero page and the image's own file pages
+//!   (`PAGEMAP_SCAN`, Linux 6.7 and later): the pages the call dirtied, and those an earlier
+//!   reset kept resident. The first `keep_resident_bytes` of them are copied back from the
+//!   memory image in place, and only the rest go back to the kernel, so pages never touched
+//!   cost nothing: a Rust reconcile took 54 µs with the memory returned whole, 29 µs with
+//!   the scan (`docs/benchmarks.md`). wasmtime 48's scan skipped written pages that were
+//!   swapped out or being migrated, leaving the last call's bytes to the next instance in the
+//!   slot (wasmtime#14357); the workspace builds 48.0.8 with 50.0.1's scan, asking for pages
+//!   present or swapped rather than "written" (`host/vendor/wasmtime/WASMLOOP-PATCH.md`), and
+//!   `tests/isolation.rs` pages a guest out mid-call to check it. Before Linux 6.7 a freed
+//!   memory is reset whole.
 //! - **Keeping more resident is the operator's trade** (`--keep-resident-bytes`, at most
 //!   [`MAX_KEEP_RESIDENT_BYTES`]): 16 MiB takes a Python reconcile from 2.5 to 1.1 ms, and
 //!   every slot a call has used keeps 16 MiB; the host logs that worst case at start

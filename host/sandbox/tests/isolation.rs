@@ -8,12 +8,13 @@
 //! The reset asks the kernel which pages were written (`PAGEMAP_SCAN`). A written page the
 //! kernel swapped out is not present, and wasmtime 48 left it holding the last call's bytes
 //! (wasmtime#14357): the last test pages the guest's memory out in the middle of each call.
-//! It needs swap, and makes a swap file of its own (as root) when the machine has none.
+//! It needs swap, and makes a swap file of its own (as root) when the machine has none, for
+//! its own length only: `cargo test` runs one test binary at a time.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use serde_json::json;
 use wasmloop_contract::names::{Name, Namespace};
@@ -79,16 +80,21 @@ async fn an_instance_sees_nothing_of_the_last_one_when_its_dirty_pages_were_swap
     // Every dirty page reset in place: none is returned to the kernel, which would drop a
     // swapped one whatever the scan said, so the scan alone decides.
     scribble_four_times(SandboxConfig::default().keep_resident_bytes(16 << 20), host.clone()).await;
-    // Proof that the pages went: the process had pages in swap after each call's writes.
-    assert_eq!(host.swapped_calls.load(Ordering::Relaxed), 4, "the guest's pages were never in swap");
+    // Proof that the pages went: after each call's page-out, every page it marked was in swap.
+    let calls = host.calls.lock().unwrap();
+    assert_eq!(calls.len(), 4, "a call did not log");
+    for (call, (marked, swapped)) in calls.iter().enumerate() {
+        assert!(*marked >= SCRIBBLED / 4096 / 2, "call {}: found {marked} marked pages", call + 1);
+        assert_eq!(swapped, marked, "call {}: not every marked page went to swap", call + 1);
+    }
 }
 
-/// A host whose `log` (the guest logs once it has scribbled) pages out every private writable
-/// mapping of this process, the guest's memory among them, while the call is still running.
+/// A host whose `log` (the guest logs once it has scribbled) finds the pages the guest marked
+/// and pages them out while the call is still running.
 #[derive(Default)]
 struct PagingOut {
-    /// Calls after whose page-out the process had something in swap.
-    swapped_calls: AtomicU64,
+    /// Per call: the pages found marked, and how many of them were then in swap.
+    calls: Mutex<Vec<(usize, usize)>>,
 }
 
 impl HostServices for PagingOut {
@@ -101,40 +107,71 @@ impl HostServices for PagingOut {
     }
 
     fn log(&self, _plugin: &str, _level: LogLevel, message: &str) {
-        if !message.starts_with("scribbled") {
-            return;
-        }
-        page_out_private_mappings();
-        if swapped_kib() > 0 {
-            self.swapped_calls.fetch_add(1, Ordering::Relaxed);
+        if message.starts_with("scribbled") {
+            self.calls.lock().unwrap().push(page_out_marked_pages());
         }
     }
 }
 
-/// `MADV_PAGEOUT` over every private writable mapping in `/proc/self/maps`.
-#[expect(unsafe_code, reason = "madvise takes raw addresses; advice changes no contents")]
-fn page_out_private_mappings() {
+const PAGE: usize = 4096;
+
+/// Finds every 4 KiB page of this process's private writable mappings that is all `0xA5` (what
+/// `scribble` writes), pages each out (`MADV_PAGEOUT`), and counts those then in swap.
+#[expect(unsafe_code, reason = "reads this process's own mappings and advises on them")]
+fn page_out_marked_pages() -> (usize, usize) {
+    let marked: Vec<usize> = private_writable_mappings()
+        .into_iter()
+        .flat_map(|(start, end)| (start..end).step_by(PAGE))
+        // SAFETY: the page lies in a readable mapping of this process; the guest that wrote it
+        // is parked in this very host call, and other tests' guests only write 0xA5 over it.
+        .filter(|&page| unsafe { marked_page(page) })
+        .collect();
+    for &page in &marked {
+        // SAFETY: advice only: the kernel writes the page to swap and faults it back in, with
+        // the same contents, when it is touched.
+        let _ = unsafe { rustix::mm::madvise(page as *mut _, PAGE, rustix::mm::Advice::LinuxPageOut) };
+    }
+    let swapped = marked.iter().filter(|&&page| in_swap(page)).count();
+    (marked.len(), swapped)
+}
+
+/// Whether the page at `page` is all `0xA5`.
+///
+/// # Safety
+///
+/// `page` must be a readable 4 KiB page.
+#[expect(unsafe_code, reason = "a raw read of a page another thread may write")]
+unsafe fn marked_page(page: usize) -> bool {
+    const MARK: u64 = 0xA5A5_A5A5_A5A5_A5A5;
+    let words = page as *const u64;
+    // SAFETY: the caller's promise; volatile, since the guest wrote it behind Rust's back.
+    (0..PAGE / 8).all(|i| unsafe { std::ptr::read_volatile(words.add(i)) } == MARK)
+}
+
+/// The `[start, end)` of each private writable mapping in `/proc/self/maps`.
+fn private_writable_mappings() -> Vec<(usize, usize)> {
     let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-    for line in maps.lines() {
-        let mut fields = line.split_whitespace();
-        let (Some(range), Some(perms)) = (fields.next(), fields.next()) else { continue };
-        if !perms.starts_with("rw") || !perms.ends_with('p') {
-            continue;
-        }
-        let (start, end) = range.split_once('-').unwrap();
-        let start = usize::from_str_radix(start, 16).unwrap();
-        let end = usize::from_str_radix(end, 16).unwrap();
-        // SAFETY: advice only: the kernel writes the pages to swap and faults them back in
-        // when touched, with the same contents.
-        let _ = unsafe { rustix::mm::madvise(start as *mut _, end - start, rustix::mm::Advice::LinuxPageOut) };
-    }
+    maps.lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let (range, perms) = (fields.next()?, fields.next()?);
+            if !perms.starts_with("rw") || !perms.ends_with('p') {
+                return None;
+            }
+            let (start, end) = range.split_once('-')?;
+            Some((usize::from_str_radix(start, 16).ok()?, usize::from_str_radix(end, 16).ok()?))
+        })
+        .collect()
 }
 
-/// This process's `VmSwap`, in KiB.
-fn swapped_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmSwap:")).expect("VmSwap in /proc/self/status");
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+/// Whether `/proc/self/pagemap` says the page at `page` is in swap (bit 62).
+fn in_swap(page: usize) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut pagemap = std::fs::File::open("/proc/self/pagemap").unwrap();
+    pagemap.seek(SeekFrom::Start((page / PAGE * 8) as u64)).unwrap();
+    let mut entry = [0u8; 8];
+    pagemap.read_exact(&mut entry).unwrap();
+    u64::from_le_bytes(entry) & (1 << 62) != 0
 }
 
 /// Swap for one test: the machine's own when it has some, else a file of this test's, switched
@@ -159,9 +196,12 @@ impl Swap {
 
 impl Drop for Swap {
     fn drop(&mut self) {
-        if let Some(file) = &self.0 {
-            let _ = Command::new("swapoff").arg(file).status();
+        let Some(file) = &self.0 else { return };
+        // A file still in use as swap is kept, not deleted under the kernel.
+        if Command::new("swapoff").arg(file).status().is_ok_and(|s| s.success()) {
             let _ = std::fs::remove_file(file);
+        } else {
+            eprintln!("swapoff {} failed: switch it off and remove it by hand", file.display());
         }
     }
 }

@@ -169,13 +169,13 @@ impl PageMap {
 /// Putting this all together this helps explain the search criteria for
 /// `PAGEMAP_SCAN`, notably:
 ///
-/// * `Categories::WRITTEN` - if a page was only read by the guest no need to
-///   take a look at it as the contents aren't changed from the initial image.
-///   Note that this is not paired with `Categories::PRESENT`: a page the
-///   kernel has swapped out is not present but still holds the previous
-///   instance's contents, so it must be reset (which pages it back in) or
-///   decommitted like any other dirty page. A page that was never touched is
-///   neither written nor present, so nothing is scanned that need not be.
+/// * `Categories::PRESENT | Categories::SWAPPED` (wasmloop; any of them) - a
+///   page that holds data is mapped or in swap; a dirty page the kernel swapped
+///   out, or is migrating, still holds the previous instance's contents, so it
+///   must be reset (which pages it back in) or decommitted like any other. A
+///   page never touched is neither. `Categories::WRITTEN` is not asked for: with
+///   no userfaultfd write-protection it means only "no write-protect bit", which
+///   Linux 6.18 reports for untouched pages too (see WASMLOOP-PATCH.md).
 ///
 /// * `!Categories::PFNZERO` - if a page is mapped to the zero page then it's
 ///   guaranteed to be readonly and it means that wasm read the memory but
@@ -302,20 +302,17 @@ pub unsafe fn reset_with_pagemap(
             // or backed by files. Such pages mean that they haven't changed
             // from their original contents, so they're inverted.
             .category_inverted(Categories::PFNZERO | Categories::FILE)
-            // Search for pages that are written as those are the dirty pages —
-            // whether they are present or have been swapped out: a dirty page
-            // in swap is not PRESENT but still holds the previous instance's
-            // data, and requiring PRESENT would leave it in place for the
-            // next instance (observed under memory pressure as heap
-            // corruption in the guest). Additionally search for the zero
-            // page/file page as those are inverted above meaning we're
-            // searching for pages that specifically don't have those flags.
-            .category_mask(Categories::WRITTEN | Categories::PFNZERO | Categories::FILE)
-            // wasmloop: and present or swapped. Linux 6.18 reports a page never touched
-            // (no PTE, or an empty one) as WRITTEN as well, so without this the scan spends
-            // the whole `keep_resident` budget on untouched pages, then decommits the dirty
-            // ones after them: safe, but every call faults its pages in again. A dirty page
-            // in swap or under migration is SWAPPED, and is still reset.
+            // Search for the zero page/file page flags, inverted above, so
+            // pages that specifically don't have them.
+            .category_mask(Categories::PFNZERO | Categories::FILE)
+            // wasmloop: any page present or swapped, not `WRITTEN`. Without userfaultfd
+            // write-protection, which nothing here sets up, `WRITTEN` only means "no
+            // write-protect bit", and kernels disagree on it: 6.18 reports a page never
+            // touched as `WRITTEN`, so 50.0.1's scan spent the budget on untouched pages, and
+            // a kernel that reports `WRITTEN` only where write-protection is registered would
+            // make the scan report nothing and leave every dirty page to the next instance.
+            // Present or swapped fails closed: a page holding data is either, a dirty page in
+            // swap or under migration is `SWAPPED`, and one never touched is neither.
             .category_anyof_mask(Categories::PRESENT | Categories::SWAPPED)
             // Don't return any categories back. This helps group regions
             // together since the reported set of categories is always empty
@@ -368,6 +365,11 @@ pub unsafe fn reset_with_pagemap(
         }
 
         let regions_full = result.regions().len() == MAX_REGIONS;
+        if result.walk_end() <= cursor {
+            // wasmloop: the kernel made no progress; fail closed and decommit
+            // the rest rather than scan again.
+            break;
+        }
         cursor = result.walk_end();
         if cursor.addr() >= end {
             // The whole memory was scanned: nothing left to decommit.

@@ -35,6 +35,15 @@ struct Config {
     ms: u64,
 }
 
+/// Whole pages of a static: `scribble` checks each holds what the image gave it.
+#[repr(align(4096))]
+struct Canary([u8; 8192]);
+
+/// In the data segment: the image gives it 0x5A.
+static DATA_CANARY: std::sync::Mutex<Canary> = std::sync::Mutex::new(Canary([0x5A; 8192]));
+/// In `.bss`: the image gives it zeros.
+static BSS_CANARY: std::sync::Mutex<Canary> = std::sync::Mutex::new(Canary([0; 8192]));
+
 /// `bytes` of new linear memory (rounded up to wasm pages), outside the allocator's heap.
 #[cfg(target_arch = "wasm32")]
 #[expect(unsafe_code, reason = "new pages are wasm memory no allocator owns")]
@@ -137,6 +146,15 @@ impl Reconciler for Hostile {
                 if stale != 0 {
                     return Err(Error::permanent(format!("{stale} bytes of an earlier instance")));
                 }
+                // The same for a static the image initialises and one it leaves to zero.
+                let mut data = DATA_CANARY.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let mut bss = BSS_CANARY.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let stale = data.0.iter().filter(|b| **b != 0x5A).count() + bss.0.iter().filter(|b| **b != 0).count();
+                if stale != 0 {
+                    return Err(Error::permanent(format!("{stale} static bytes of an earlier instance")));
+                }
+                data.0.fill(0xA5);
+                bss.0.fill(0xA5);
                 for page in pages.chunks_mut(4096).step_by(2) {
                     page.fill(0xA5);
                 }

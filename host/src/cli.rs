@@ -87,10 +87,10 @@ pub struct SandboxArgs {
     /// Most actions in one response [default: 10000].
     #[arg(long)]
     pub max_actions: Option<usize>,
-    /// Bytes at the start of each freed guest memory kept resident and reset in place for the
-    /// next instance rather than returned to the kernel [default: 64 KiB; at most 16 MiB].
-    /// 16 MiB takes a Python reconcile from 2.5 to 1.1 ms and a JavaScript one from 1.0 to
-    /// 0.5 ms, for up to 16 MiB resident per pool slot used (see docs/benchmarks.md).
+    /// Bytes of each freed guest memory's resident pages reset in place for the next instance
+    /// rather than returned to the kernel [default: 64 KiB; at most 16 MiB]. Each pool slot
+    /// used keeps up to this much resident, copied back on every reset: with the kernel's page
+    /// scan (Linux 6.7+) more was no faster in the benchmarks (see docs/benchmarks.md).
     #[arg(long, env = "WASMLOOP_KEEP_RESIDENT_BYTES", value_parser = clap::value_parser!(u64).range(0..=16 << 20))]
     pub keep_resident_bytes: Option<u64>,
 }

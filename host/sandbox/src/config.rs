@@ -17,9 +17,10 @@
 //!   `tests/isolation.rs` pages a guest out mid-call to check it. Before Linux 6.7 a freed
 //!   memory is reset whole.
 //! - **Keeping more resident is the operator's trade** (`--keep-resident-bytes`, at most
-//!   [`MAX_KEEP_RESIDENT_BYTES`]): 16 MiB takes a Python reconcile from 2.5 to 1.1 ms, and
-//!   every slot a call has used keeps 16 MiB; the host logs that worst case at start
-//!   (`docs/benchmarks.md`).
+//!   [`MAX_KEEP_RESIDENT_BYTES`]): every slot a call has used keeps that much, copied back on
+//!   every reset, and the host logs that worst case at start. With the whole-memory reset
+//!   16 MiB took a Python reconcile from 2.5 to 1.1 ms; with the scan, 1 and 4 MiB were no
+//!   faster for Rust than 64 KiB (`docs/benchmarks.md`).
 //! - **Settings win in this order**: the operator's explicit setting (the command line's
 //!   limits, for every plugin), then the plugin's proposal held to the operator's ceilings
 //!   (`SandboxConfig::ceilings`: 10 s, 256 MiB, 16 MiB of response), then the default.
@@ -354,8 +355,8 @@ impl SandboxConfig {
             .total_memories(self.memory_slots())
             .total_tables(self.max_instances * 4)
             .max_memory_size(self.max_memory_bytes)
-            // Only the pages a call wrote are reset, swapped-out ones included: see the module
-            // docs for the patched scan.
+            // Only pages holding data, present or swapped, are reset: see the module docs for
+            // the patched scan.
             .pagemap_scan(wasmtime::Enabled::Auto)
             .linear_memory_keep_resident(self.kept_resident_bytes())
             .table_keep_resident(self.kept_resident_bytes().min(64 << 10));

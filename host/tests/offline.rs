@@ -16,9 +16,21 @@ fn fixture(path: &str) -> PathBuf {
 }
 
 /// One compile cache per test binary run, so the first test compiles and the rest reuse.
+///
+/// It lives in the target directory and is emptied at first use: a `TempDir` in a static is
+/// never dropped, and left ~300 MiB of compiled plugins in `/tmp` per run.
 fn cache_dir() -> PathBuf {
-    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| tempfile::tempdir().expect("temp dir")).path().to_owned()
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("offline-compile-cache");
+        match std::fs::remove_dir_all(&dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => panic!("cannot empty {}: {e}", dir.display()),
+            _ => {}
+        }
+        std::fs::create_dir_all(&dir).expect("compile cache dir");
+        dir
+    })
+    .clone()
 }
 
 fn wasmloop(args: &[&str]) -> Output {

@@ -130,6 +130,22 @@ async fn synced(which: Which, running: &mut Running, count: usize, plugins: usiz
     }
 }
 
+/// Stops a controller as Kubernetes stops a pod: SIGTERM, then a kill if it is still there
+/// after 10 s. Exiting on its own is what lets an instrumented host write its profile
+/// (`scripts/link-order`).
+fn stop(child: &mut Child) {
+    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if child.try_wait().is_ok_and(|exited| exited.is_some()) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 struct Measured {
     rss: f64,
     peak: f64,
@@ -152,8 +168,7 @@ async fn measure(which: Which, ns: &TestNamespace, count: usize, dir: &Path) -> 
     tokio::time::sleep(Duration::from_secs(2)).await;
     let pid = running.child.id();
     let measured = Measured { rss: rss_mib(pid), peak: peak_rss_mib(pid) };
-    let _ = running.child.kill();
-    let _ = running.child.wait();
+    stop(&mut running.child);
     println!(
         "  {count:>6} ConfigMaps  {:<15} rss {:>7.1} MiB   peak {:>7.1} MiB",
         which.name(),
@@ -200,15 +215,13 @@ async fn ten(count: usize, dir: &Path) {
     for running in &mut natives {
         native_rss += rss_mib(running.child.id());
         native_peak += peak_rss_mib(running.child.id());
-        let _ = running.child.kill();
-        let _ = running.child.wait();
+        stop(&mut running.child);
     }
     let mut wasm = start(Which::Wasmloop, &ns, count, dir, &plugins);
     synced(Which::Wasmloop, &mut wasm, count, plugins.len()).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (wasm_rss, wasm_peak) = (rss_mib(wasm.child.id()), peak_rss_mib(wasm.child.id()));
-    let _ = wasm.child.kill();
-    let _ = wasm.child.wait();
+    stop(&mut wasm.child);
     remove(&ns).await;
     println!("\nten plugins over the same {count} ConfigMaps ({size} B each as served):");
     println!("| ten plugins, {count} ConfigMaps | ten native processes (sum) | wasmloop, one process | ratio |");

@@ -134,7 +134,12 @@ pub async fn fill(ns: &TestNamespace, count: usize) -> usize {
 
 /// Compiles the component into the run's cache, as for a restart.
 pub fn warm_compile_cache(dir: &Path, component: &Path) {
-    let status = Command::new(binary("WASMLOOP_BIN", target_dir().join("release/wasmloop")))
+    // `scripts/link-order` runs an instrumented host, whose profile is of serving, not
+    // compiling: it compiles with the regular one (the cache's key is the engine's settings).
+    let compiler = std::env::var_os("WASMLOOP_COMPILE_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| binary("WASMLOOP_BIN", target_dir().join("release/wasmloop")));
+    let status = Command::new(compiler)
         .arg("inspect")
         .arg(component)
         .arg("--cache-dir")

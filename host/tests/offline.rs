@@ -17,16 +17,22 @@ fn fixture(path: &str) -> PathBuf {
 
 /// One compile cache per test binary run, so the first test compiles and the rest reuse.
 ///
-/// It lives in the target directory and is emptied at first use: a `TempDir` in a static is
-/// never dropped, and left ~300 MiB of compiled plugins in `/tmp` per run.
+/// It lives in the target directory, named after this process, and the caches of runs that
+/// have exited are removed at first use: a `TempDir` in a static is never dropped, and left
+/// ~300 MiB of compiled plugins in `/tmp` per run.
 fn cache_dir() -> PathBuf {
+    const PREFIX: &str = "offline-compile-cache-";
     static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("offline-compile-cache");
-        match std::fs::remove_dir_all(&dir) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => panic!("cannot empty {}: {e}", dir.display()),
-            _ => {}
+        let parent = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        for entry in std::fs::read_dir(parent).into_iter().flatten().flatten() {
+            let name = entry.file_name();
+            let pid = name.to_str().and_then(|n| n.strip_prefix(PREFIX));
+            if pid.is_some_and(|pid| !Path::new("/proc").join(pid).exists()) {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
         }
+        let dir = parent.join(format!("{PREFIX}{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("compile cache dir");
         dir
     })
